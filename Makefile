@@ -1,0 +1,29 @@
+# Two entry points: `make demo` and `make test`. Both create .venv/ on first use.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+# The DALI TensorFlow plugin compiles against the TensorFlow that is already installed,
+# so it comes last and without build isolation; it is reinstalled whenever pyproject.toml changes.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip setuptools wheel
+	$(PIP) install -e '.[tf,dev]'
+	$(PIP) install --no-build-isolation --force-reinstall --no-deps 'nvidia-dali-tf-plugin-cuda120==2.4.0'
+	$(PY) -c "import nvidia.dali.plugin.tf"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/daliloader demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info
