@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e '.[tf,dev]'
+	$(PIP) install -e '.[tf,cuda120,dev]'
 	$(PIP) install --no-build-isolation --force-reinstall --no-deps 'nvidia-dali-tf-plugin-cuda120==2.4.0'
 	$(PY) -c "import nvidia.dali.plugin.tf"
 	touch $(STAMP)

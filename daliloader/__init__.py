@@ -1,0 +1,28 @@
+"""daliloader: GPU data loading for TensorFlow/Keras semantic segmentation with NVIDIA DALI.
+
+Importing this package is cheap: TensorFlow and DALI are imported only by the backends that use them.
+"""
+
+from .classes import ClassMap
+from .data import SegmentationData
+from .errors import DaliloaderError, DataError, LoadError, SpecError
+from .spec import Preprocess, make_spec
+
+__version__ = "0.1.0"
+__all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "tf_dataset", "dali_pipeline",
+           "synthetic", "DaliloaderError", "DataError", "SpecError", "LoadError"]
+
+
+_LAZY = {"synthetic": ("daliloader.synthetic", None),
+         "tf_dataset": ("daliloader.loaders", "tf_dataset"),
+         "dali_pipeline": ("daliloader.loaders", "dali_pipeline")}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        mod = importlib.import_module(module)
+        return mod if attr is None else getattr(mod, attr)
+    raise AttributeError(f"module 'daliloader' has no attribute {name!r}")

@@ -1,0 +1,263 @@
+"""ClassMap: how mask pixels become class indices.
+
+Two kinds of mask exist in the wild:
+
+* ``"rgb"``: colour masks, one colour per class (CamVid's ``class_dict.csv``, ADE20K renders).
+* ``"id"``:  single-channel masks holding an integer id per pixel, optionally remapped
+  (Cityscapes ``labelIds`` -> ``trainIds``, with ignore 255).
+
+Every backend maps with the same tables, built here once. A pixel whose colour/id is not in the
+map becomes ``ignore_index``: never a wrong class. In one-hot mode ``ignore_index`` (which is
+always ``>= num_classes``) gives an all-zero row.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .errors import DataError
+
+#: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
+_LUT_KEYS = 65536
+
+
+@dataclass(frozen=True)
+class RGBTables:
+    """Two chained integer lookup tables that map an RGB colour to a class, exactly.
+
+    A 24-bit colour does not fit one DALI lookup table, so the colour is split:
+    ``prefix = LUT1[r*256 + g]`` numbers the distinct (r, g) pairs of the palette (unknown pairs get
+    ``num_prefixes``), then ``class = LUT2[prefix*256 + b]`` (unknown keys get the ignore index).
+    Per-pixel cost is two table reads whatever the number of classes.
+    """
+
+    rg_keys: tuple[int, ...]
+    rg_values: tuple[int, ...]
+    num_prefixes: int
+    rgb_keys: tuple[int, ...]
+    rgb_values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClassMap:
+    """The classes of a dataset and how mask pixels map to them.
+
+    Build one with :meth:`from_csv`, :meth:`from_palette` or :meth:`from_ids`.
+    """
+
+    names: tuple[str, ...]
+    kind: str  # "rgb" | "id"
+    colors: np.ndarray | None = field(default=None, repr=False)  # (C, 3) uint8, kind == "rgb"
+    id_to_class: Mapping[int, int] | None = field(default=None, repr=False)  # kind == "id"
+    ignore_index: int = 255
+    source: str = ""
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def from_csv(cls, path: str | Path, ignore_index: int = 255) -> "ClassMap":
+        """Read a CamVid-style ``class_dict.csv`` with a header ``name,r,g,b``."""
+        path = Path(path)
+        if not path.is_file():
+            raise DataError(f"class map file {path} does not exist")
+        names, colors = [], []
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+        if not rows:
+            raise DataError(f"{path}: the file is empty; expected a header 'name,r,g,b' and one row per class")
+        header = [h.strip().lower() for h in rows[0]]
+        if header[:4] != ["name", "r", "g", "b"]:
+            raise DataError(f"{path}:1: expected the header 'name,r,g,b', found {','.join(rows[0])!r}")
+        for lineno, row in enumerate(rows[1:], start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) < 4:
+                raise DataError(f"{path}:{lineno}: expected 4 fields 'name,r,g,b', found {len(row)}: {row!r}")
+            try:
+                rgb = [int(c) for c in row[1:4]]
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: r,g,b must be integers 0-255, found {row[1:4]!r}") from None
+            if not all(0 <= c <= 255 for c in rgb):
+                raise DataError(f"{path}:{lineno}: r,g,b must lie in 0-255, found {rgb}")
+            names.append(row[0].strip())
+            colors.append(rgb)
+        return cls.from_palette(colors, names, ignore_index=ignore_index, source=str(path))
+
+    @classmethod
+    def from_palette(
+        cls,
+        colors: Sequence[Sequence[int]] | np.ndarray,
+        names: Sequence[str] | None = None,
+        ignore_index: int = 255,
+        source: str = "palette",
+    ) -> "ClassMap":
+        """Colour masks: class ``i`` is drawn in ``colors[i]`` (RGB)."""
+        arr = np.asarray(colors, dtype=np.int64)
+        if arr.ndim != 2 or arr.shape[1] != 3 or len(arr) == 0:
+            raise DataError(f"a palette is a list of (r, g, b) triples; got shape {arr.shape}")
+        if arr.min() < 0 or arr.max() > 255:
+            raise DataError("palette colours must lie in 0-255")
+        codes = _pack(arr.astype(np.uint8))
+        uniq, first, counts = np.unique(codes, return_index=True, return_counts=True)
+        if (counts > 1).any():
+            dup = arr[first[counts > 1][0]].tolist()
+            raise DataError(f"{source}: colour {dup} is given to more than one class")
+        names = tuple(names) if names is not None else tuple(f"class_{i}" for i in range(len(arr)))
+        if len(names) != len(arr):
+            raise DataError(f"{len(names)} names for {len(arr)} colours")
+        cm = cls(names=names, kind="rgb", colors=arr.astype(np.uint8), ignore_index=ignore_index, source=source)
+        cm._check_ignore()
+        return cm
+
+    @classmethod
+    def from_ids(
+        cls,
+        id_to_class: Mapping[int, int] | int,
+        names: Sequence[str] | None = None,
+        ignore_index: int = 255,
+        source: str = "ids",
+    ) -> "ClassMap":
+        """Integer-id masks.
+
+        ``id_to_class`` is either the number of classes ``C`` (ids ``0..C-1`` are the classes) or a
+        remap table ``{raw_id: class}`` such as Cityscapes' labelIds -> trainIds. Ids mapped to
+        ``ignore_index`` or absent from the table become ``ignore_index``.
+        """
+        if isinstance(id_to_class, (int, np.integer)):
+            if id_to_class <= 0:
+                raise DataError(f"the number of classes must be positive, got {id_to_class}")
+            table = {i: i for i in range(int(id_to_class))}
+        else:
+            table = {int(k): int(v) for k, v in dict(id_to_class).items()}
+        for k in table:
+            if not 0 <= k < _LUT_KEYS:
+                raise DataError(f"mask id {k} is outside 0-65535")
+        classes = sorted({v for v in table.values() if v != ignore_index})
+        if not classes or classes != list(range(len(classes))):
+            raise DataError(
+                f"class indices must be 0..C-1 without gaps (ignore_index={ignore_index} aside); got {classes}"
+            )
+        n = len(classes)
+        names = tuple(names) if names is not None else tuple(f"class_{i}" for i in range(n))
+        if len(names) != n:
+            raise DataError(f"{len(names)} names for {n} classes")
+        cm = cls(names=names, kind="id", id_to_class=table, ignore_index=ignore_index, source=source)
+        cm._check_ignore()
+        return cm
+
+    @classmethod
+    def cityscapes(cls) -> "ClassMap":
+        """Cityscapes ``*_gtFine_labelIds.png`` -> the 19 ``trainIds``; everything else -> 255."""
+        train = {7: 0, 8: 1, 11: 2, 12: 3, 13: 4, 17: 5, 19: 6, 20: 7, 21: 8, 22: 9, 23: 10,
+                 24: 11, 25: 12, 26: 13, 27: 14, 28: 15, 31: 16, 32: 17, 33: 18}
+        names = ("road", "sidewalk", "building", "wall", "fence", "pole", "traffic light",
+                 "traffic sign", "vegetation", "terrain", "sky", "person", "rider", "car", "truck",
+                 "bus", "train", "motorcycle", "bicycle")
+        return cls.from_ids(train, names, ignore_index=255, source="cityscapes")
+
+    def _check_ignore(self) -> None:
+        if not self.num_classes <= self.ignore_index < _LUT_KEYS:
+            raise DataError(
+                f"ignore_index must be >= the number of classes ({self.num_classes}) and < 65536; "
+                f"got {self.ignore_index}"
+            )
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def num_classes(self) -> int:
+        return len(self.names)
+
+    @property
+    def label_dtype(self) -> np.dtype:
+        """Smallest dtype that holds every class and the ignore index."""
+        return np.dtype(np.uint8) if self.ignore_index <= 255 else np.dtype(np.int32)
+
+    @property
+    def mask_channels(self) -> int:
+        return 3 if self.kind == "rgb" else 1
+
+    def palette(self) -> np.ndarray:
+        """(C, 3) uint8 colours for drawing masks; id maps get a fixed distinct palette."""
+        if self.colors is not None:
+            return self.colors
+        rng = np.random.default_rng(12345)
+        return rng.integers(40, 256, size=(self.num_classes, 3), dtype=np.uint8)
+
+    # ----------------------------------------------------------------- tables
+    def rgb_tables(self) -> RGBTables:
+        """The two lookup tables DALI uses for colour masks (see :class:`RGBTables`)."""
+        if self.kind != "rgb":
+            raise TypeError("rgb_tables() is for colour masks")
+        c = self.colors.astype(np.int64)
+        rg = c[:, 0] * 256 + c[:, 1]
+        prefixes = np.unique(rg)
+        if len(prefixes) > 255:
+            raise DataError(
+                f"{self.source}: the palette has {len(prefixes)} distinct (r, g) pairs; at most 255 are "
+                "supported by the two-table colour lookup. Convert the masks to class ids first."
+            )
+        prefix_of = {int(p): i for i, p in enumerate(prefixes)}
+        rgb_keys = [prefix_of[int(k)] * 256 + int(b) for k, b in zip(rg, c[:, 2])]
+        return RGBTables(
+            rg_keys=tuple(int(p) for p in prefixes),
+            rg_values=tuple(range(len(prefixes))),
+            num_prefixes=len(prefixes),
+            rgb_keys=tuple(rgb_keys),
+            rgb_values=tuple(range(self.num_classes)),
+        )
+
+    def id_table(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Keys and values of the id lookup table (kind ``"id"``)."""
+        if self.kind != "id":
+            raise TypeError("id_table() is for id masks")
+        keys = tuple(sorted(self.id_to_class))
+        return keys, tuple(self.id_to_class[k] for k in keys)
+
+    # ----------------------------------------------------------------- numpy reference
+    def map_mask(self, mask: np.ndarray) -> np.ndarray:
+        """Map a decoded mask (H, W, 3) RGB or (H, W) ids to class indices, in numpy.
+
+        This is the reference the DALI graph is tested against, and the CPU backends' kernel.
+        """
+        out_dtype = self.label_dtype
+        if self.kind == "rgb":
+            if mask.ndim != 3 or mask.shape[2] < 3:
+                raise DataError(f"expected an RGB colour mask, got shape {mask.shape}")
+            codes = _pack(mask[..., :3])
+            palette = _pack(self.colors)
+            order = np.argsort(palette)
+            sorted_codes = palette[order]
+            pos = np.searchsorted(sorted_codes, codes).clip(0, len(sorted_codes) - 1)
+            hit = sorted_codes[pos] == codes
+            return np.where(hit, order[pos], self.ignore_index).astype(out_dtype)
+        ids = mask if mask.ndim == 2 else mask[..., 0]
+        lut = np.full(_LUT_KEYS, self.ignore_index, dtype=out_dtype)
+        keys, values = self.id_table()
+        lut[list(keys)] = values
+        return lut[ids.astype(np.int64)]
+
+    def colorize(self, labels: np.ndarray) -> np.ndarray:
+        """Class indices (H, W) -> RGB image; the ignore index is drawn black."""
+        pal = np.concatenate([self.palette(), np.zeros((1, 3), np.uint8)])
+        idx = np.where(labels < self.num_classes, labels, self.num_classes)
+        return pal[idx]
+
+
+def _pack(rgb: np.ndarray) -> np.ndarray:
+    rgb = rgb.astype(np.int64)
+    return (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
+
+
+def as_classmap(classes: "ClassMap | str | Path | int | Mapping[int, int] | Sequence") -> ClassMap:
+    """Accept what users naturally pass: a ClassMap, a class_dict.csv path, a class count or a remap."""
+    if isinstance(classes, ClassMap):
+        return classes
+    if isinstance(classes, (str, Path)):
+        return ClassMap.from_csv(classes)
+    if isinstance(classes, (int, np.integer, Mapping)):
+        return ClassMap.from_ids(classes)
+    return ClassMap.from_palette(classes)

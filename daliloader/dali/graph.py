@@ -1,0 +1,178 @@
+"""The DALI graph: read -> decode -> labels -> crop -> flip -> normalize -> encode.
+
+This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset`` and on
+machines with DALI alone (GPU checks, benchmarks). Stage names follow :mod:`daliloader.spec`.
+
+Reading: three per-sample ``external_source`` callbacks (image path, mask path, sample index) are
+pure functions of the stream position through one :class:`~daliloader.sampler.Sampler`, so image and
+mask are paired by construction under shuffling and sharding; ``fn.io.file.read`` reads the bytes in
+DALI's worker threads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from nvidia.dali import fn, math as dmath, pipeline_def, types
+
+from ..classes import ClassMap
+from ..data import SegmentationData
+from ..sampler import Sampler
+from ..spec import Preprocess
+
+#: Output names, in the order the pipeline returns them.
+OUTPUTS = ("image", "labels", "weight", "index")
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    device: str = "cpu"  # "cpu" | "gpu"
+    device_id: int | None = None  # None: DALI CPU-only mode
+    num_threads: int | None = None
+    prefetch: int = 2
+    seed: int | None = None
+    outputs: tuple[str, ...] = ("image", "labels")
+
+
+class _PathSource:
+    """Encoded file path of the sample at ``info.idx_in_epoch`` (padding reuses the first file)."""
+
+    def __init__(self, sampler: Sampler, paths: tuple[str, ...]):
+        self.sampler = sampler
+        self.paths = [np.frombuffer(os.fsencode(p), dtype=np.uint8) for p in paths]
+
+    def __call__(self, info):
+        i = self.sampler.index_at(info.idx_in_epoch)
+        return self.paths[max(i, 0)]
+
+
+class _IndexSource:
+    """Sample index (``-1`` for padding) at ``info.idx_in_epoch``, as a 0-d int64."""
+
+    def __init__(self, sampler: Sampler):
+        self.sampler = sampler
+
+    def __call__(self, info):
+        return np.array(self.sampler.index_at(info.idx_in_epoch), dtype=np.int64)
+
+
+def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, opts: GraphOptions):
+    """Build (not yet run) the DALI pipeline; its outputs are ``opts.outputs`` in that order."""
+    unknown = set(opts.outputs) - set(OUTPUTS)
+    if unknown:
+        raise ValueError(f"unknown outputs {sorted(unknown)}; choose from {OUTPUTS}")
+    num_threads = opts.num_threads or os.cpu_count() or 1
+
+    @pipeline_def(batch_size=sampler.batch_size, num_threads=num_threads, device_id=opts.device_id,
+                  prefetch_queue_depth=opts.prefetch, seed=opts.seed)
+    def segmentation_pipeline():
+        nodes = graph(data, spec, sampler, opts.device)
+        return tuple(nodes[name] for name in opts.outputs)
+
+    return segmentation_pipeline()
+
+
+def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: str) -> dict:
+    """Define the graph inside a pipeline; returns every named output node."""
+    # read
+    image_path = fn.external_source(source=_PathSource(sampler, data.images), batch=False,
+                                    name="image_path", dtype=types.UINT8, ndim=1)
+    mask_path = fn.external_source(source=_PathSource(sampler, data.masks), batch=False,
+                                   name="mask_path", dtype=types.UINT8, ndim=1)
+    index = fn.external_source(source=_IndexSource(sampler), batch=False, name="index",
+                               dtype=types.INT64, ndim=0)
+    image_bytes = fn.io.file.read(image_path)
+    mask_bytes = fn.io.file.read(mask_path)
+
+    # decode: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is decoded on the
+    # CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
+    decoder = "mixed" if device == "gpu" else "cpu"
+    image = fn.decoders.image(image_bytes, device=decoder, output_type=types.RGB, adjust_orientation=False)
+    mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
+    mask = fn.decoders.image(mask_bytes, device=decoder, output_type=mask_type, adjust_orientation=False)
+
+    labels = map_labels(mask, data.classes)
+    size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
+    image, labels = crop(image, labels, size, spec, data.classes.ignore_index)
+    image, labels = flip_and_normalize(image, labels, spec)
+    return {"image": image, "labels": encode(labels, spec, data.classes),
+            "weight": fn.cast(index >= 0, dtype=types.FLOAT), "index": index}
+
+
+def map_labels(mask, classes: ClassMap):
+    """labels: decoded mask -> (H, W, 1) class indices; unknown colours/ids -> ignore_index."""
+    out = types.UINT8 if classes.label_dtype == np.uint8 else types.INT32
+    if classes.kind == "id":
+        keys, values = classes.id_table()
+        return fn.lookup_table(mask, keys=list(keys), values=list(values),
+                               default_value=classes.ignore_index, dtype=out)
+    t = classes.rgb_tables()
+    rgb = fn.cast(mask, dtype=types.INT32)
+    r, g, b = rgb[:, :, 0:1], rgb[:, :, 1:2], rgb[:, :, 2:3]
+    prefix = fn.lookup_table(r * 256 + g, keys=list(t.rg_keys), values=list(t.rg_values),
+                             default_value=t.num_prefixes, dtype=types.INT32)
+    return fn.lookup_table(prefix * 256 + b, keys=list(t.rgb_keys), values=list(t.rgb_values),
+                           default_value=classes.ignore_index, dtype=out)
+
+
+def crop(image, labels, size, spec: Preprocess, ignore_index: int):
+    """crop: one window per sample for image and mask (see :mod:`daliloader.spec`)."""
+    h, w = spec.image_size
+    height, width = size[0], size[1]
+    if spec.crop == "center":
+        top = _center_offset(height, h)
+        left = _center_offset(width, w)
+        win_h, win_w = h, w
+    else:
+        if spec.resizes:
+            zoom = fn.random.uniform(range=spec.scale, dtype=types.FLOAT)
+            win_h = fn.cast(dmath.floor(h / zoom + 0.5), dtype=types.INT32)
+            win_w = fn.cast(dmath.floor(w / zoom + 0.5), dtype=types.INT32)
+        else:
+            win_h, win_w = h, w
+        top = _uniform_offset(height - win_h, fn.random.uniform(range=(0.0, 1.0)))
+        left = _uniform_offset(width - win_w, fn.random.uniform(range=(0.0, 1.0)))
+    start = fn.stack(top, left)
+    shape = fn.stack(win_h, win_w) if spec.resizes else np.array([h, w], dtype=np.int32)
+    image = fn.slice(image, start=start, shape=shape, axis_names="HW",
+                     out_of_bounds_policy="pad", fill_values=0)
+    labels = fn.slice(labels, start=start, shape=shape, axis_names="HW",
+                      out_of_bounds_policy="pad", fill_values=ignore_index)
+    if spec.resizes:
+        image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
+        labels = fn.resize(labels, resize_y=h, resize_x=w, interp_type=types.INTERP_NN, antialias=False)
+    return image, labels
+
+
+def _center_offset(extent, size: int):
+    """``(extent - size) // 2`` when cropping, ``-((size - extent) // 2)`` when padding (as TF)."""
+    return dmath.max(extent - size, 0) // 2 - dmath.max(size - extent, 0) // 2
+
+
+def _uniform_offset(slack, u):
+    """A uniform integer offset in ``[0, slack]`` (``[slack, 0]`` when the window overhangs)."""
+    steps = fn.cast(dmath.floor(u * fn.cast(dmath.abs(slack) + 1, dtype=types.FLOAT)), dtype=types.INT32)
+    return dmath.min(steps, dmath.abs(slack)) * (fn.cast(slack >= 0, dtype=types.INT32) * 2 - 1)
+
+
+def flip_and_normalize(image, labels, spec: Preprocess):
+    """flip (same coin for image and mask) and normalize, fused into crop_mirror_normalize."""
+    mirror = 0
+    if spec.flip > 0:
+        mirror = fn.random.coin_flip(probability=spec.flip, dtype=types.INT32)
+        labels = fn.flip(labels, horizontal=mirror)
+    out = types.FLOAT16 if spec.dtype == "float16" else types.FLOAT
+    image = fn.crop_mirror_normalize(
+        image, mirror=mirror, dtype=out, output_layout="HWC",
+        mean=[255.0 * m for m in spec.mean], std=[255.0 * s for s in spec.std])
+    return image, labels
+
+
+def encode(labels, spec: Preprocess, classes: ClassMap):
+    """encode: (H, W, 1) indices -> one-hot float32 (H, W, C) or int32 (H, W)."""
+    flat = labels[:, :, 0]
+    if spec.label_mode == "int":
+        return fn.cast(flat, dtype=types.INT32)
+    return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)

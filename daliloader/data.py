@@ -1,0 +1,136 @@
+"""SegmentationData: the image/mask pairs of a dataset and its ClassMap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from .classes import ClassMap, as_classmap
+from .errors import DataError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+MASK_EXTENSIONS = (".png", ".bmp", ".tif", ".tiff")
+#: Mask-name suffixes tried, in this order, when ``mask_suffix`` is not given.
+COMMON_MASK_SUFFIXES = ("", "_L", "_mask", "_masks", "_label", "_labels", "_gt", "_seg",
+                        "_segmentation", "_labelIds", "_gtFine_labelIds", "-mask", "-label")
+
+
+@dataclass(frozen=True)
+class SegmentationData:
+    """Paired image and mask files plus the ClassMap that reads the masks.
+
+    ``images[i]`` and ``masks[i]`` belong together; the order is sorted by the images' relative paths.
+    """
+
+    images: tuple[str, ...]
+    masks: tuple[str, ...]
+    classes: ClassMap
+
+    def __post_init__(self):
+        if len(self.images) != len(self.masks):
+            raise DataError(f"{len(self.images)} images but {len(self.masks)} masks")
+        if not self.images:
+            raise DataError("the dataset is empty: no image/mask pairs")
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __repr__(self) -> str:
+        return f"SegmentationData({len(self)} pairs, {self.classes.num_classes} classes, kind={self.classes.kind})"
+
+    @classmethod
+    def from_dirs(
+        cls,
+        images: str | Path,
+        masks: str | Path,
+        classes: "ClassMap | str | Path | int | dict",
+        mask_suffix: str | None = None,
+        image_suffix: str = "",
+    ) -> "SegmentationData":
+        """Pair every image under ``images`` with the mask of the same name under ``masks``.
+
+        Files are matched by relative folder and stem. A mask may carry a suffix (CamVid's
+        ``f001_L.png`` for ``f001.png``): pass ``mask_suffix``, or leave it ``None`` to detect one of
+        :data:`COMMON_MASK_SUFFIXES`. ``image_suffix`` is stripped from image stems before matching
+        (Cityscapes: ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``).
+        Any file left without a partner is an error that lists it.
+        """
+        image_dir, mask_dir = Path(images), Path(masks)
+        for what, d in (("images", image_dir), ("masks", mask_dir)):
+            if not d.is_dir():
+                raise DataError(f"{what} folder {d} does not exist or is not a folder")
+        classmap = as_classmap(classes)
+        image_files = _list(image_dir, IMAGE_EXTENSIONS)
+        mask_files = _list(mask_dir, MASK_EXTENSIONS)
+        if not image_files:
+            raise DataError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) found under {image_dir}")
+        if not mask_files:
+            raise DataError(f"no masks ({', '.join(MASK_EXTENSIONS)}) found under {mask_dir}")
+
+        image_keys = {_key(p, image_dir, image_suffix): p for p in image_files}
+        if len(image_keys) != len(image_files):
+            raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
+        suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
+        best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
+        mask_keys = {}
+        for p in mask_files:
+            k = _key(p, mask_dir, best)
+            if k is not None:
+                mask_keys.setdefault(k, []).append(p)
+
+        pairs, unpaired_images = [], []
+        for k, img in sorted(image_keys.items()):
+            found = mask_keys.pop(k, None)
+            if not found:
+                unpaired_images.append(img)
+            elif len(found) > 1:
+                raise DataError(f"image {img} has several masks: {', '.join(map(str, found))}")
+            else:
+                pairs.append((str(img), str(found[0])))
+        paired_masks = {m for _, m in pairs}
+        unpaired_masks = [p for p in mask_files if str(p) not in paired_masks]
+        if unpaired_images or unpaired_masks:
+            lines = [f"  image without mask: {p}" for p in unpaired_images[:20]]
+            lines += [f"  mask without image: {p}" for p in unpaired_masks[:20]]
+            more = len(unpaired_images) + len(unpaired_masks) - len(lines)
+            if more > 0:
+                lines.append(f"  ... and {more} more")
+            hint = (f"mask suffix {best!r} was detected; pass mask_suffix= if that is wrong"
+                    if mask_suffix is None else f"mask_suffix={mask_suffix!r}")
+            raise DataError(
+                f"{len(unpaired_images)} image(s) and {len(unpaired_masks)} mask(s) have no partner "
+                f"({hint}):\n" + "\n".join(lines)
+            )
+        return cls(tuple(i for i, _ in pairs), tuple(m for _, m in pairs), classmap)
+
+    @classmethod
+    def from_pairs(cls, pairs: Sequence[tuple[str, str]], classes) -> "SegmentationData":
+        """Explicit (image, mask) pairs, for layouts that ``from_dirs`` does not cover."""
+        for img, mask in pairs:
+            for f in (img, mask):
+                if not Path(f).is_file():
+                    raise DataError(f"file {f} does not exist")
+        return cls(tuple(str(i) for i, _ in pairs), tuple(str(m) for _, m in pairs), as_classmap(classes))
+
+    def subset(self, indices: Sequence[int]) -> "SegmentationData":
+        return SegmentationData(tuple(self.images[i] for i in indices),
+                                tuple(self.masks[i] for i in indices), self.classes)
+
+
+def _list(folder: Path, extensions: tuple[str, ...]) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in extensions)
+
+
+def _key(path: Path, root: Path, suffix: str) -> str | None:
+    """Relative folder + stem with ``suffix`` removed; None when the stem lacks the suffix."""
+    stem = path.stem
+    if suffix:
+        if not stem.endswith(suffix):
+            return None
+        stem = stem[: -len(suffix)]
+    return str(path.parent.relative_to(root) / stem)
+
+
+def _count_pairs(masks: list[Path], root: Path, suffix: str, image_keys: dict) -> int:
+    return sum(1 for p in masks if _key(p, root, suffix) in image_keys)

@@ -1,0 +1,17 @@
+"""Exceptions that daliloader raises on purpose: each message names the file or argument at fault."""
+
+
+class DaliloaderError(Exception):
+    """Base class of daliloader's own errors."""
+
+
+class DataError(DaliloaderError, ValueError):
+    """The dataset on disk is not usable as given (missing, unpaired or malformed files)."""
+
+
+class SpecError(DaliloaderError, ValueError):
+    """An argument of a loader call is invalid."""
+
+
+class LoadError(DaliloaderError, RuntimeError):
+    """Loading a batch failed; the message names the files involved."""

@@ -1,0 +1,86 @@
+"""Which sample sits at each position of the endless stream a loader produces.
+
+A loader produces one endless stream of samples; epoch ``e`` is positions
+``[e * per_epoch, (e + 1) * per_epoch)``. The sample at a position is a pure function of
+(seed, epoch, shard, position), so independent readers (the image, mask and index sources of a
+DALI graph) that ask for the same position get the same pair: they are paired by construction.
+
+* ``shuffle``: every epoch is a fresh permutation of the whole dataset, shared by all shards.
+* shards: shard ``i`` of ``n`` takes every ``n``-th element of that permutation, so shards are
+  disjoint and together cover the dataset.
+* ``drop_remainder=True``: an epoch is ``len(shard) // batch_size`` full batches, no sample twice;
+  which samples are left out changes with the permutation each epoch.
+* ``drop_remainder=False``: the last batch is filled up with padding positions (index ``-1``,
+  weight 0) so that every sample is seen exactly once with fixed-size batches.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .errors import SpecError
+
+
+class Sampler:
+    def __init__(self, n: int, batch_size: int, shuffle: bool = True, seed: int | None = None,
+                 drop_remainder: bool = True, shard_id: int = 0, num_shards: int = 1):
+        if not 0 <= shard_id < num_shards:
+            raise SpecError(f"shard_id={shard_id} must lie in [0, num_shards={num_shards})")
+        self.n, self.batch_size, self.shuffle = n, batch_size, shuffle
+        self.drop_remainder, self.shard_id, self.num_shards = drop_remainder, shard_id, num_shards
+        # Shards must agree on the permutation, so an unseeded sampler still fixes one seed here;
+        # distribute() passes the same seed to every shard.
+        self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
+        # Every shard gets the same number of batches (replicas step together).
+        per_shard_min = n // num_shards
+        per_shard_max = -(-n // num_shards)
+        if drop_remainder:
+            self.steps = per_shard_min // batch_size
+        else:
+            self.steps = -(-per_shard_max // batch_size)
+        if self.steps == 0:
+            raise SpecError(
+                f"batch_size={batch_size} is larger than the {per_shard_min} samples per shard "
+                f"({n} samples, {num_shards} shard(s)); lower batch_size or pass drop_remainder=False"
+            )
+        self._orders: dict[int, np.ndarray] = {}  # the few most recent epochs
+        self._lock = threading.Lock()  # sources call in from DALI and tf.data threads
+
+    @property
+    def per_epoch(self) -> int:
+        """Positions per epoch, padding included."""
+        return self.steps * self.batch_size
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return self.steps
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """Sample indices of this shard for ``epoch``: ``per_epoch`` entries, ``-1`` for padding."""
+        with self._lock:
+            order = self._orders.get(epoch)
+            if order is None:
+                if len(self._orders) >= 4:
+                    self._orders.pop(min(self._orders))
+                order = self._orders[epoch] = self._compute_order(epoch)
+            return order
+
+    def _compute_order(self, epoch: int) -> np.ndarray:
+        order = (np.random.default_rng([self.seed, epoch]).permutation(self.n)
+                 if self.shuffle else np.arange(self.n))
+        mine = order[self.shard_id::self.num_shards]
+        if len(mine) >= self.per_epoch:
+            return mine[: self.per_epoch]
+        return np.concatenate([mine, np.full(self.per_epoch - len(mine), -1, dtype=mine.dtype)])
+
+    def index_at(self, position: int) -> int:
+        """Sample index at a stream position (``-1``: padding)."""
+        epoch, offset = divmod(position, self.per_epoch)
+        return int(self.epoch_order(epoch)[offset])
+
+    def batch(self, step: int) -> np.ndarray:
+        """Indices of the ``step``-th batch of the stream (``-1``: padding)."""
+        start = step * self.batch_size
+        return np.array([self.index_at(p) for p in range(start, start + self.batch_size)])
