@@ -1,0 +1,95 @@
+"""Shared fixtures: small datasets written once per session, and the backend axis.
+
+GPU backends are skipped (not faked) where DALI sees no CUDA device.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import daliloader as dl
+from daliloader.synthetic import CAMVID_CLASSES, write_class_dict
+
+
+def _gpu_count() -> int:
+    try:
+        from daliloader.loaders import dali_gpu_count
+
+        return dali_gpu_count()
+    except ImportError:
+        return 0
+
+
+HAS_GPU = _gpu_count() > 0
+DALI_BACKENDS = [
+    "dali-cpu",
+    pytest.param("dali-gpu", marks=[pytest.mark.gpu,
+                                    pytest.mark.skipif(not HAS_GPU, reason="DALI sees no CUDA GPU")]),
+]
+
+
+@pytest.fixture(params=DALI_BACKENDS)
+def dali_backend(request) -> str:
+    return request.param
+
+
+def write_pairs(root: Path, images, masks, image_ext: str = "png", mask_suffix: str = "_L") -> dl.SegmentationData:
+    """Write RGB uint8 arrays as a CamVid-layout dataset (masks are RGB colour PNGs)."""
+    img_dir, mask_dir = root / "train", root / "train_labels"
+    img_dir.mkdir(parents=True, exist_ok=True)
+    mask_dir.mkdir(parents=True, exist_ok=True)
+    write_class_dict(root / "class_dict.csv")
+    for i, (img, mask) in enumerate(zip(images, masks)):
+        cv2.imwrite(str(img_dir / f"{i:04d}.{image_ext}"), np.ascontiguousarray(img[..., ::-1]))
+        cv2.imwrite(str(mask_dir / f"{i:04d}{mask_suffix}.png"), np.ascontiguousarray(mask[..., ::-1]))
+    return dl.SegmentationData.from_dirs(img_dir, mask_dir, root / "class_dict.csv")
+
+
+PALETTE = np.array([c[1:] for c in CAMVID_CLASSES], dtype=np.uint8)
+
+
+def block_labels(rng, height: int, width: int, block: int = 8) -> np.ndarray:
+    """Random class indices in square blocks (big uniform areas, sharp borders)."""
+    small = rng.integers(0, len(PALETTE), size=(-(-height // block), -(-width // block)))
+    return np.kron(small, np.ones((block, block), dtype=small.dtype))[:height, :width]
+
+
+@pytest.fixture(scope="session")
+def mirror_data(tmp_path_factory) -> dl.SegmentationData:
+    """Images that are their own masks (PNG, lossless), of assorted and odd sizes.
+
+    After any augmentation, mapping the image's colours must give the labels: a direct check that
+    image and mask got the same crop, zoom and flip.
+    """
+    rng = np.random.default_rng(7)
+    sizes = [(90, 130), (61, 77), (128, 96), (47, 53), (100, 100), (73, 141)]
+    labels = [block_labels(rng, h, w) for h, w in sizes]
+    colours = [PALETTE[lab] for lab in labels]
+    return write_pairs(tmp_path_factory.mktemp("mirror"), colours, colours)
+
+
+@pytest.fixture(scope="session")
+def index_data(tmp_path_factory) -> dl.SegmentationData:
+    """Ten 24x32 images whose constant colour encodes their own index (red channel = 10 * index)."""
+    images = [np.full((24, 32, 3), (10 * i, 0, 0), np.uint8) for i in range(10)]
+    masks = [np.broadcast_to(PALETTE[i], (24, 32, 3)).copy() for i in range(10)]
+    return write_pairs(tmp_path_factory.mktemp("index"), images, masks)
+
+
+@pytest.fixture(scope="session")
+def synth_data(tmp_path_factory) -> dl.SegmentationData:
+    """The embedded synthetic dataset, small: 8 JPEG pairs at 160x120."""
+    return dl.synthetic.make_dataset(tmp_path_factory.mktemp("synth"), n=8, size=(160, 120))
+
+
+def batch_indices(images: np.ndarray) -> list[int]:
+    """Recover the sample index from an index_data batch (centre crop, no flip, [0, 1] floats)."""
+    return [int(round(v * 255 / 10)) for v in images[:, 0, 0, 0]]

@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+
+import daliloader as dl
+from daliloader.errors import DataError
+
+
+def test_camvid_csv(tmp_path):
+    p = tmp_path / "class_dict.csv"
+    p.write_text("name,r,g,b\nSky,128,128,128\nRoad,128,64,128\nVoid,0,0,0\n")
+    cm = dl.ClassMap.from_csv(p)
+    assert cm.kind == "rgb" and cm.names == ("Sky", "Road", "Void") and cm.num_classes == 3
+    mask = np.array([[[128, 128, 128], [128, 64, 128]], [[0, 0, 0], [1, 2, 3]]], np.uint8)
+    assert cm.map_mask(mask).tolist() == [[0, 1], [2, 255]]
+
+
+@pytest.mark.parametrize("text, where", [
+    ("name,r,g,b\nSky,128,128\n", ":2: expected 4 fields"),
+    ("name,r,g,b\nSky,128,128,128\nRoad,12,x,3\n", ":3: r,g,b must be integers"),
+    ("name,r,g,b\nSky,128,128,300\n", ":2: r,g,b must lie in 0-255"),
+    ("label,red,green,blue\nSky,1,2,3\n", ":1: expected the header"),
+    ("", "the file is empty"),
+    ("name,r,g,b\nA,1,2,3\nB,1,2,3\n", "colour [1, 2, 3] is given to more than one class"),
+])
+def test_malformed_csv_names_the_line(tmp_path, text, where):
+    p = tmp_path / "class_dict.csv"
+    p.write_text(text)
+    with pytest.raises(DataError, match=None) as e:
+        dl.ClassMap.from_csv(p)
+    assert where in str(e.value)
+    assert str(p) in str(e.value) or "colour" in where
+
+
+def test_missing_csv():
+    with pytest.raises(DataError, match="does not exist"):
+        dl.ClassMap.from_csv("/nonexistent/class_dict.csv")
+
+
+def test_palette_and_colorize():
+    cm = dl.ClassMap.from_palette([(255, 0, 0), (0, 255, 0)], ["a", "b"])
+    labels = np.array([[0, 1, 255]])
+    assert cm.colorize(labels).tolist() == [[[255, 0, 0], [0, 255, 0], [0, 0, 0]]]
+
+
+def test_ids_with_remap_and_ignore():
+    cm = dl.ClassMap.cityscapes()
+    assert cm.kind == "id" and cm.num_classes == 19 and cm.ignore_index == 255
+    ids = np.array([[7, 8, 0], [33, 34, 255]], np.uint8)
+    assert cm.map_mask(ids).tolist() == [[0, 1, 255], [18, 255, 255]]
+
+
+def test_ids_from_count():
+    cm = dl.ClassMap.from_ids(3)
+    assert cm.map_mask(np.array([[0, 1, 2, 3, 200]], np.uint8)).tolist() == [[0, 1, 2, 255, 255]]
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({0: 0, 1: 2}, "without gaps"),
+    ({70000: 0}, "outside 0-65535"),
+    (0, "must be positive"),
+])
+def test_bad_id_maps(bad, match):
+    with pytest.raises(DataError, match=match):
+        dl.ClassMap.from_ids(bad)
+
+
+def test_ignore_index_must_not_be_a_class():
+    with pytest.raises(DataError, match="ignore_index"):
+        dl.ClassMap.from_ids(10, ignore_index=5)
+
+
+def test_rgb_tables_are_exact_for_every_colour():
+    """Replay the two DALI lookup tables in numpy over all colours near and far from the palette."""
+    rng = np.random.default_rng(0)
+    palette = rng.integers(0, 256, size=(150, 3))  # ADE20K-sized
+    palette[1] = palette[0] + [0, 0, 1] if palette[0, 2] < 255 else palette[0] - [0, 0, 1]  # near miss
+    palette = np.unique(palette, axis=0)
+    cm = dl.ClassMap.from_palette(palette)
+    t = cm.rgb_tables()
+    lut1 = np.full(65536, t.num_prefixes)
+    lut1[list(t.rg_keys)] = t.rg_values
+    lut2 = np.full(65536, cm.ignore_index)
+    lut2[list(t.rgb_keys)] = t.rgb_values
+    probe = np.concatenate([palette, palette ^ 1, rng.integers(0, 256, size=(5000, 3))]).astype(np.int64)
+    via_tables = lut2[lut1[probe[:, 0] * 256 + probe[:, 1]] * 256 + probe[:, 2]]
+    reference = cm.map_mask(probe[None].astype(np.uint8))[0]
+    np.testing.assert_array_equal(via_tables, reference)
+    assert (reference[: len(palette)] == np.arange(len(palette))).all()

@@ -1,0 +1,93 @@
+"""tf_dataset: the DALI graph handed to Keras through DALI's TensorFlow plugin."""
+
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import batch_indices
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+
+def tiny_unet(num_classes: int, size=(32, 32)) -> "keras.Model":
+    inp = keras.Input(size + (3,))
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(x)
+    x = keras.layers.UpSampling2D()(x)
+    return keras.Model(inp, keras.layers.Conv2D(num_classes, 1)(x))
+
+
+def test_signature_and_epoch_length(synth_data, dali_backend):
+    ds = dl.tf_dataset(synth_data, batch_size=3, image_size=(48, 64), backend=dali_backend)
+    assert int(ds.cardinality()) == len(ds) == 8 // 3
+    x, y = ds.element_spec
+    assert (x.shape, x.dtype) == ((3, 48, 64, 3), tf.float32)
+    assert (y.shape, y.dtype) == ((3, 48, 64, 32), tf.float32)
+    x, y = next(iter(ds))
+    assert 0.0 <= float(tf.reduce_min(x)) and float(tf.reduce_max(x)) <= 1.0
+    assert set(np.unique(y.numpy().sum(-1))) <= {0.0, 1.0}
+    ds_int = dl.tf_dataset(synth_data, batch_size=2, image_size=(48, 64), label_mode="int", backend=dali_backend)
+    assert ds_int.element_spec[1].shape == (2, 48, 64) and ds_int.element_spec[1].dtype == tf.int32
+
+
+def test_epochs_continue_one_pipeline(index_data):
+    """Each iter() is the next epoch of the same DALI stream: no repeats, reshuffled, not restarted."""
+    ds = dl.tf_dataset(index_data, batch_size=3, image_size=(24, 32), crop="center", seed=8, backend="dali-cpu")
+    epochs = []
+    for _ in range(4):
+        seen = [i for x, _ in ds for i in batch_indices(x.numpy())]
+        assert len(seen) == len(set(seen)) == 9
+        epochs.append(tuple(seen))
+    # A rebuilt pipeline would restart the stream at position 0 and repeat epoch 0's order.
+    assert len(set(epochs)) == 4
+
+
+def test_fit_keeps_the_pipeline_across_epochs(index_data):
+    """model.fit(ds, epochs=2) without steps_per_epoch, then the stream continues at epoch 2."""
+    from daliloader.sampler import Sampler
+
+    ds = dl.tf_dataset(index_data, batch_size=2, image_size=(24, 32), crop="center", label_mode="int",
+                       seed=9, backend="dali-cpu")
+    model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255))
+    model.fit(ds, epochs=2, verbose=0)
+    reference = Sampler(10, 2, seed=9)
+    x, _ = next(iter(ds))
+    assert batch_indices(x.numpy()) == reference.batch(2 * reference.steps).tolist()
+
+
+def test_evaluation_batches_carry_weights(index_data):
+    ds = dl.tf_dataset(index_data, batch_size=4, image_size=(24, 32), crop="center", shuffle=False,
+                       drop_remainder=False, backend="dali-cpu")
+    assert len(ds) == 3
+    batches = list(ds)
+    weights = np.concatenate([w.numpy() for _, _, w in batches])
+    seen = np.concatenate([batch_indices(x.numpy()) for x, _, _ in batches])
+    assert weights.tolist() == [1.0] * 10 + [0.0] * 2
+    assert sorted(seen[weights == 1].tolist()) == list(range(10))
+
+
+def test_model_fit_two_epochs(synth_data, dali_backend):
+    ds = dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 32), crop="random", scale=(0.75, 1.25),
+                       label_mode="onehot", backend=dali_backend, seed=0)
+    model = tiny_unet(32)
+    model.compile("adam", keras.losses.CategoricalCrossentropy(from_logits=True))
+    history = model.fit(ds, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and all(np.isfinite(history.history["loss"]))
+
+
+def test_bfloat16_output(synth_data):
+    ds = dl.tf_dataset(synth_data, batch_size=2, image_size=(16, 16), dtype="bfloat16", backend="dali-cpu")
+    x, _ = next(iter(ds))
+    assert x.dtype == tf.bfloat16 and len(ds) == 4
+
+
+def test_gpu_backend_refuses_without_gpu(synth_data):
+    from conftest import HAS_GPU
+
+    if HAS_GPU:
+        pytest.skip("a GPU is present")
+    with pytest.raises(dl.SpecError, match="needs a CUDA GPU"):
+        dl.tf_dataset(synth_data, image_size=(16, 16), backend="dali-gpu")
