@@ -9,13 +9,14 @@ from .errors import DaliloaderError, DataError, LoadError, SpecError
 from .spec import Preprocess, make_spec
 
 __version__ = "0.1.0"
-__all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "tf_dataset", "dali_pipeline",
+__all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "tf_dataset", "keras_sequence", "dali_pipeline",
            "synthetic", "DaliloaderError", "DataError", "SpecError", "LoadError"]
 
 
 _LAZY = {"synthetic": ("daliloader.synthetic", None),
          "tf_dataset": ("daliloader.loaders", "tf_dataset"),
-         "dali_pipeline": ("daliloader.loaders", "dali_pipeline")}
+         "dali_pipeline": ("daliloader.loaders", "dali_pipeline"),
+         "keras_sequence": ("daliloader.loaders", "keras_sequence")}
 
 
 def __getattr__(name):

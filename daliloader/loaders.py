@@ -1,4 +1,4 @@
-"""Public entry points: ``tf_dataset`` (Keras) and ``dali_pipeline`` (DALI alone, no TensorFlow)."""
+"""Public entry points: ``tf_dataset`` and ``keras_sequence`` (Keras), ``dali_pipeline`` (DALI alone)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ def dali_gpu_count() -> int:
 
 
 def _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, backend, drop_remainder,
-           shard_id, num_shards, spec_kwargs):
+           shard_id, num_shards, spec_kwargs, need_dali=True):
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
     spec = make_spec(image_size, crop=crop, label_mode=label_mode, **spec_kwargs)
     batch_size = check_batch_size(batch_size)
-    backend = resolve_backend(backend)
+    backend = resolve_backend(backend) if need_dali else check_backend(backend)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise SpecError(f"seed must be a non-negative integer or None, got {seed!r}")
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
@@ -68,9 +68,19 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
     needs no ``steps_per_epoch``; each epoch is reshuffled and the DALI pipeline is built once.
     Extra keyword arguments are preprocessing options: ``scale``, ``flip``, ``mean``, ``std``,
     ``dtype`` (see :func:`daliloader.spec.make_spec`).
+
+    ``backend="tfdata"`` runs the same spec in plain ``tf.data`` + ``tf.image`` on the CPU; its epochs
+    are tf.data's own (reshuffled at every ``iter()``) and its last batch with
+    ``drop_remainder=False`` is simply smaller (weights all 1).
     """
     spec, sampler, backend = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed,
                                     backend, drop_remainder, shard_id, num_shards, spec_kwargs)
+    if backend == "tfdata":
+        try:
+            from .cpu.tfdata import tfdata_dataset
+        except ImportError as e:
+            raise ImportError(_missing_tf(e)) from e
+        return tfdata_dataset(data, spec, sampler, with_weights=not drop_remainder)
     outputs = ("image", "labels") if drop_remainder else ("image", "labels", "weight")
     opts = _graph_options(backend, device_id, num_threads, prefetch, seed, outputs)
     try:
@@ -78,6 +88,27 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
     except ImportError as e:
         raise ImportError(_missing_tf(e)) from e
     return dali_dataset(data, spec, sampler, opts)
+
+
+def keras_sequence(data: SegmentationData, batch_size: int = 8, image_size=(512, 512), crop: str = "random",
+                   label_mode: str = "onehot", shuffle: bool = True, seed: int | None = None, *,
+                   drop_remainder: bool = True, workers: int = 1, use_multiprocessing: bool = False,
+                   max_queue_size: int = 10, shard_id: int = 0, num_shards: int = 1, **spec_kwargs):
+    """The same spec decoded with OpenCV on the CPU, as a ``keras.utils.PyDataset`` of numpy batches.
+
+    Shapes, dtypes and epoch order (the shared sampler) are those of ``tf_dataset``; ``workers``,
+    ``use_multiprocessing`` and ``max_queue_size`` are Keras' PyDataset options.
+    """
+    spec, sampler, _ = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, "dali-cpu",
+                              drop_remainder, shard_id, num_shards, spec_kwargs, need_dali=False)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise SpecError(f"workers must be a positive integer, got {workers!r}")
+    from .cpu.opencv import OpenCVLoader
+    from .cpu.sequence import SegmentationSequence
+
+    return SegmentationSequence(OpenCVLoader(data, spec, sampler), with_weights=not drop_remainder,
+                                workers=workers, use_multiprocessing=use_multiprocessing,
+                                max_queue_size=max_queue_size)
 
 
 def dali_pipeline(data: SegmentationData, batch_size: int = 8, image_size=(512, 512), crop: str = "random",
@@ -90,6 +121,8 @@ def dali_pipeline(data: SegmentationData, batch_size: int = 8, image_size=(512, 
     ``pipeline.run()`` returns one batch of ``outputs`` (any of ``image``, ``labels``, ``weight``,
     ``index``); consecutive runs walk through the epochs exactly as ``tf_dataset`` does.
     """
+    if backend == "tfdata":
+        raise SpecError("dali_pipeline builds a DALI graph: use backend 'auto', 'dali-gpu' or 'dali-cpu'")
     spec, sampler, backend = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed,
                                     backend, drop_remainder, shard_id, num_shards, spec_kwargs)
     opts = _graph_options(backend, device_id, num_threads, prefetch, seed, tuple(outputs))

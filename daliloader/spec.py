@@ -28,7 +28,7 @@ from .errors import SpecError
 CROPS = ("random", "center")
 LABEL_MODES = ("onehot", "int")
 DTYPES = ("float32", "float16", "bfloat16")
-BACKENDS = ("auto", "dali-gpu", "dali-cpu")
+BACKENDS = ("auto", "dali-gpu", "dali-cpu", "tfdata")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,205 @@
+"""Every backend implements the same spec: checked on the same files, parametrised over backends.
+
+Backends: dali-cpu, dali-gpu (skipped without a GPU), opencv (keras_sequence), tfdata.
+Image tolerances, per decoder (PNG is lossless everywhere, so PNG images must match exactly):
+DALI's CPU decoder, OpenCV and TensorFlow's decode_jpeg(dct_method="INTEGER_ACCURATE") all agree bit
+for bit on whole JPEGs. The tfdata backend decodes windows inside the image with decode_and_crop_jpeg,
+whose outermost row/column of the window is upsampled without the chroma beyond the cut: those edge
+pixels differ by up to ~30 levels (seen on the synthetic data), everything inside the window is exact.
+"""
+
+import cv2
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import DALI_BACKENDS, PALETTE, block_labels, write_pairs
+
+BACKENDS = DALI_BACKENDS + ["opencv", "tfdata"]
+JPEG_EDGE_MEAN_DIFF = 0.1 / 255  # mean |diff| over the window, edge pixels included, for decode_and_crop_jpeg
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param in ("opencv", "tfdata"):
+        pytest.importorskip("tensorflow")
+    return request.param
+
+
+def one_epoch(backend: str, data, **kwargs) -> list[tuple[np.ndarray, ...]]:
+    """One epoch of numpy batches from any backend."""
+    if backend == "opencv":
+        seq = dl.keras_sequence(data, **kwargs)
+        return [seq[i] for i in range(len(seq))]
+    if backend == "tfdata":
+        ds = dl.tf_dataset(data, backend="tfdata", **kwargs)
+        return [tuple(t.numpy() for t in batch) for batch in ds]
+    outputs = ("image", "labels") if kwargs.get("drop_remainder", True) else ("image", "labels", "weight")
+    pipe, steps = dl.dali_pipeline(data, backend=backend, outputs=outputs, **kwargs)
+    batches = []
+    for _ in range(steps):
+        batches.append(tuple(np.array(o.as_cpu().as_tensor() if hasattr(o, "as_cpu") else o.as_tensor())
+                             for o in pipe.run()))
+    return batches
+
+
+def stacked(batches, k):
+    return np.concatenate([b[k] for b in batches])
+
+
+DETERMINISTIC = dict(crop="center", shuffle=False, flip=0.0)
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_deterministic_equivalence(synth_data, backend, label_mode):
+    """Centre crops: labels identical bit for bit to dali-cpu; images within the decoder's tolerance."""
+    kw = dict(batch_size=4, image_size=(96, 128), label_mode=label_mode, **DETERMINISTIC)
+    ref = one_epoch("dali-cpu", synth_data, **kw)
+    out = one_epoch(backend, synth_data, **kw)
+    assert len(out) == len(ref) == 2
+    for k in (0, 1):
+        assert stacked(out, k).shape == stacked(ref, k).shape and stacked(out, k).dtype == stacked(ref, k).dtype
+    np.testing.assert_array_equal(stacked(out, 1), stacked(ref, 1))
+    diff = np.abs(stacked(out, 0).astype(np.float64) - stacked(ref, 0))
+    if backend == "tfdata":  # decode_and_crop_jpeg: exact inside, chroma-upsampling error on the window's edge
+        assert diff[:, 1:-1, 1:-1].max() <= 1e-6 and diff.mean() <= JPEG_EDGE_MEAN_DIFF
+    else:  # libjpeg-turbo on the CPU is bit-exact; nvJPEG (dali-gpu) may differ by a few levels
+        tolerance = 0.0 if backend in ("opencv", "dali-cpu") else 8 / 255
+        assert diff.max() <= tolerance + 1e-6, f"{backend}: max |diff| = {diff.max() * 255:.2f} levels"
+
+
+def test_lossless_images_match_exactly(mirror_data, backend):
+    kw = dict(batch_size=3, image_size=(64, 96), label_mode="int", **DETERMINISTIC)
+    ref, out = one_epoch("dali-cpu", mirror_data, **kw), one_epoch(backend, mirror_data, **kw)
+    np.testing.assert_array_equal(stacked(out, 1), stacked(ref, 1))
+    np.testing.assert_allclose(stacked(out, 0), stacked(ref, 0), atol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [(1.0, 1.0), (0.6, 1.6)])
+def test_random_mode_keeps_alignment(mirror_data, backend, scale):
+    """Images are their own masks: colours mapped from the augmented image must equal the labels."""
+    kw = dict(batch_size=3, image_size=(48, 48), crop="random", scale=scale, flip=0.5, label_mode="int", seed=5)
+    for x, y in one_epoch(backend, mirror_data, **kw) + one_epoch(backend, mirror_data, **kw):
+        for img, lab in zip(x, y):
+            assert set(np.unique(lab)) <= set(range(32)) | {255}, "no invented labels"
+            from_image = mirror_data.classes.map_mask(np.rint(img * 255).astype(np.uint8))
+            valid = lab != 255
+            if scale == (1.0, 1.0):
+                np.testing.assert_array_equal(from_image[valid], lab[valid])
+            else:
+                lab8, k = lab.astype(np.uint8), np.ones((5, 5), np.uint8)
+                interior = valid & (cv2.erode(lab8, k) == cv2.dilate(lab8, k))
+                assert (from_image[interior] == lab[interior]).mean() > 0.98
+
+
+def test_flip_rate(tmp_path, backend):
+    lab = np.zeros((16, 16), np.int64)
+    lab[:, 8:] = 5
+    data = write_pairs(tmp_path, [PALETTE[lab]] * 8, [PALETTE[lab]] * 8)
+    flips = []
+    for epoch in range(12):
+        batches = one_epoch(backend, data, batch_size=4, image_size=(16, 16), crop="random", flip=0.3,
+                            label_mode="int", seed=epoch)
+        flips += [bool(y[0, 0] == 5) for b in batches for y in b[1]]
+    assert 0.18 < np.mean(flips) < 0.42, np.mean(flips)
+
+
+def test_shapes_dtypes_ranges_and_ignore(synth_data, backend):
+    for mode, shape, dtype in (("onehot", (2, 40, 50, 32), np.float32), ("int", (2, 40, 50), np.int32)):
+        x, y = one_epoch(backend, synth_data, batch_size=2, image_size=(40, 50), label_mode=mode, seed=1)[0]
+        assert x.shape == (2, 40, 50, 3) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+        assert y.shape == shape and y.dtype == dtype
+    # a crop larger than the 160x120 images: the overhang is ignore (int) / all-zero rows (onehot)
+    x, y = one_epoch(backend, synth_data, batch_size=2, image_size=(140, 180), label_mode="int", **DETERMINISTIC)[0]
+    assert (y[:, :10] == 255).all() and (x[:, :10] == 0).all() and (y[:, 20:-20, 20:-20] < 32).all()
+
+
+def _edge_case_files(root):
+    """Grayscale and RGBA images, a 16-bit PNG, a palette-mode PNG mask, odd sizes, an EXIF-rotated JPEG."""
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    (root / "img").mkdir(parents=True)
+    (root / "lab").mkdir()
+    pairs = {}
+    for name, (h, w) in {"gray": (37, 51), "rgba": (41, 29), "deep": (33, 45), "palette": (30, 30),
+                         "exif": (32, 48)}.items():
+        labels = block_labels(rng, h, w, block=4)
+        colours = PALETTE[labels]
+        pairs[name] = labels
+        mask = Image.fromarray(colours)
+        if name == "palette":
+            mask = mask.quantize(palette=_palette_image(), dither=Image.Dither.NONE)
+            assert mask.mode == "P"
+        mask.save(root / "lab" / f"{name}.png")
+        if name == "gray":
+            cv2.imwrite(str(root / "img" / "gray.png"), colours[..., 0])
+        elif name == "rgba":
+            cv2.imwrite(str(root / "img" / "rgba.png"), np.dstack([colours[..., ::-1], np.full((h, w), 128, np.uint8)]))
+        elif name == "deep":
+            cv2.imwrite(str(root / "img" / "deep.png"), colours[..., ::-1].astype(np.uint16) * 257)
+        elif name == "exif":
+            exif = Image.Exif()
+            exif[0x0112] = 6  # "rotate 90 CW to display": must be ignored, as masks carry no EXIF
+            Image.fromarray(colours).save(root / "img" / "exif.jpg", quality=100, subsampling=0, exif=exif)
+        else:
+            cv2.imwrite(str(root / "img" / f"{name}.png"), colours[..., ::-1])
+    data = dl.SegmentationData.from_dirs(root / "img", root / "lab", dl.synthetic.camvid_classmap())
+    return data, pairs
+
+
+def _palette_image():
+    from PIL import Image
+
+    pal = Image.new("P", (1, 1))
+    pal.putpalette(PALETTE.reshape(-1).tolist() + [0] * (768 - PALETTE.size))
+    return pal
+
+
+def test_edge_case_inputs(tmp_path, backend):
+    data, truth = _edge_case_files(tmp_path)
+    batches = one_epoch(backend, data, batch_size=1, image_size=(36, 36), label_mode="int", **DETERMINISTIC)
+    ref = one_epoch("dali-cpu", data, batch_size=1, image_size=(36, 36), label_mode="int", **DETERMINISTIC)
+    for path, (x, y), (rx, ry) in zip(data.images, batches, ref):
+        name = path.rsplit("/", 1)[-1].split(".")[0]
+        h, w = truth[name].shape
+        expected = np.full((36, 36), 255, np.int32)
+        sy, sx, dy, dx = max(h - 36, 0) // 2, max(w - 36, 0) // 2, max(36 - h, 0) // 2, max(36 - w, 0) // 2
+        ch, cw = min(h, 36), min(w, 36)
+        expected[dy:dy + ch, dx:dx + cw] = truth[name][sy:sy + ch, sx:sx + cw]
+        np.testing.assert_array_equal(y[0], expected, err_msg=f"{backend}: labels of {name}")
+        tolerance = 3 / 255 if name == "exif" else 1 / 255  # 16-bit -> 8-bit rounding differs by one level
+        assert np.abs(x.astype(np.float64) - rx).max() <= tolerance + 1e-6, f"{backend}: image of {name}"
+        if name == "exif":  # the stored pixel grid, not rotated: close to the colours written (JPEG q100)
+            written = PALETTE[expected.clip(0, 31)][expected != 255].astype(np.float64)
+            assert np.abs(x[0][expected != 255] * 255 - written).mean() < 3, f"{backend}: EXIF was applied"
+        else:  # stored grid, not rotated: image colours still map onto the labels
+            valid = y[0] != 255
+            got = data.classes.map_mask(np.rint(x[0] * 255).astype(np.uint8))
+            if name == "gray":
+                got = np.where(valid, y[0], 255)  # gray has lost its colours; geometry checked above
+            np.testing.assert_array_equal(got[valid], y[0][valid], err_msg=f"{backend}: {name}")
+
+
+def test_keras_sequence_protocol(synth_data):
+    pytest.importorskip("keras")
+    seq = dl.keras_sequence(synth_data, batch_size=3, image_size=(32, 32), seed=2)
+    assert len(seq) == 2
+    first = seq[0][0]
+    np.testing.assert_array_equal(seq[0][0], first)  # reproducible within an epoch
+    with pytest.raises(IndexError):
+        seq[2]
+    seq.on_epoch_end()
+    assert not np.array_equal(seq[0][0], first)
+
+
+@pytest.mark.parametrize("make", ["opencv", "tfdata"])
+def test_model_fit_on_cpu_backends(synth_data, make):
+    keras = pytest.importorskip("keras")
+    kw = dict(batch_size=2, image_size=(32, 32), label_mode="int", seed=0)
+    data = dl.keras_sequence(synth_data, **kw) if make == "opencv" else dl.tf_dataset(synth_data, backend="tfdata", **kw)
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
+                              keras.layers.Conv2D(32, 1)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255))
+    history = model.fit(data, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
