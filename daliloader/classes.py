@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -217,28 +218,33 @@ class ClassMap:
         keys = tuple(sorted(self.id_to_class))
         return keys, tuple(self.id_to_class[k] for k in keys)
 
-    # ----------------------------------------------------------------- numpy reference
+    # ----------------------------------------------------------------- numpy
+    @cached_property
+    def lookup_table(self) -> np.ndarray:
+        """Packed colour ``(r << 16) | (g << 8) | b`` (or id) -> class index, ``ignore_index`` elsewhere.
+
+        Built on first use (16 MB for colour maps) and kept: the CPU backends' one read per pixel.
+        """
+        size = 1 << 24 if self.kind == "rgb" else _LUT_KEYS
+        lut = np.full(size, self.ignore_index, dtype=self.label_dtype)
+        if self.kind == "rgb":
+            lut[_pack(self.colors)] = np.arange(self.num_classes)
+        else:
+            keys, values = self.id_table()
+            lut[list(keys)] = values
+        return lut
+
     def map_mask(self, mask: np.ndarray) -> np.ndarray:
         """Map a decoded mask (H, W, 3) RGB or (H, W) ids to class indices, in numpy.
 
-        This is the reference the DALI graph is tested against, and the CPU backends' kernel.
+        This is the reference the DALI graph is tested against, and the OpenCV backend's kernel.
         """
-        out_dtype = self.label_dtype
         if self.kind == "rgb":
             if mask.ndim != 3 or mask.shape[2] < 3:
                 raise DataError(f"expected an RGB colour mask, got shape {mask.shape}")
-            codes = _pack(mask[..., :3])
-            palette = _pack(self.colors)
-            order = np.argsort(palette)
-            sorted_codes = palette[order]
-            pos = np.searchsorted(sorted_codes, codes).clip(0, len(sorted_codes) - 1)
-            hit = sorted_codes[pos] == codes
-            return np.where(hit, order[pos], self.ignore_index).astype(out_dtype)
+            return self.lookup_table[_pack(mask[..., :3])]
         ids = mask if mask.ndim == 2 else mask[..., 0]
-        lut = np.full(_LUT_KEYS, self.ignore_index, dtype=out_dtype)
-        keys, values = self.id_table()
-        lut[list(keys)] = values
-        return lut[ids.astype(np.int64)]
+        return self.lookup_table[ids]
 
     def colorize(self, labels: np.ndarray) -> np.ndarray:
         """Class indices (H, W) -> RGB image; the ignore index is drawn black."""

@@ -27,18 +27,18 @@ def dali_gpu_count() -> int:
         return 0
 
 
-def _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, backend, drop_remainder,
-           shard_id, num_shards, spec_kwargs, need_dali=True):
+def _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
+           shard_id, num_shards, spec_kwargs):
+    """Validate the arguments every loader shares; returns the spec and the sampler."""
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
     spec = make_spec(image_size, crop=crop, label_mode=label_mode, **spec_kwargs)
     batch_size = check_batch_size(batch_size)
-    backend = resolve_backend(backend) if need_dali else check_backend(backend)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise SpecError(f"seed must be a non-negative integer or None, got {seed!r}")
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                       shard_id=shard_id, num_shards=num_shards)
-    return spec, sampler, backend
+    return spec, sampler
 
 
 def _graph_options(backend, device_id, num_threads, prefetch, seed, outputs):
@@ -73,8 +73,9 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
     are tf.data's own (reshuffled at every ``iter()``) and its last batch with
     ``drop_remainder=False`` is simply smaller (weights all 1).
     """
-    spec, sampler, backend = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed,
-                                    backend, drop_remainder, shard_id, num_shards, spec_kwargs)
+    backend = resolve_backend(backend)
+    spec, sampler = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
+                           shard_id, num_shards, spec_kwargs)
     if backend == "tfdata":
         try:
             from .cpu.tfdata import tfdata_dataset
@@ -99,8 +100,8 @@ def keras_sequence(data: SegmentationData, batch_size: int = 8, image_size=(512,
     Shapes, dtypes and epoch order (the shared sampler) are those of ``tf_dataset``; ``workers``,
     ``use_multiprocessing`` and ``max_queue_size`` are Keras' PyDataset options.
     """
-    spec, sampler, _ = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, "dali-cpu",
-                              drop_remainder, shard_id, num_shards, spec_kwargs, need_dali=False)
+    spec, sampler = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
+                           shard_id, num_shards, spec_kwargs)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SpecError(f"workers must be a positive integer, got {workers!r}")
     from .cpu.opencv import OpenCVLoader
@@ -121,10 +122,11 @@ def dali_pipeline(data: SegmentationData, batch_size: int = 8, image_size=(512, 
     ``pipeline.run()`` returns one batch of ``outputs`` (any of ``image``, ``labels``, ``weight``,
     ``index``); consecutive runs walk through the epochs exactly as ``tf_dataset`` does.
     """
+    backend = resolve_backend(backend)
     if backend == "tfdata":
         raise SpecError("dali_pipeline builds a DALI graph: use backend 'auto', 'dali-gpu' or 'dali-cpu'")
-    spec, sampler, backend = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed,
-                                    backend, drop_remainder, shard_id, num_shards, spec_kwargs)
+    spec, sampler = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
+                           shard_id, num_shards, spec_kwargs)
     opts = _graph_options(backend, device_id, num_threads, prefetch, seed, tuple(outputs))
     from .dali.graph import build_pipeline
 

@@ -55,36 +55,6 @@ def decode_mask(encoded: np.ndarray, path: str, classes: ClassMap) -> np.ndarray
     return cv2.cvtColor(mask, cv2.COLOR_BGR2RGB) if classes.kind == "rgb" else mask
 
 
-# ---------------------------------------------------------------- labels
-class LabelMapper:
-    """labels: one table read per pixel (a 2^24-entry table over the packed colour for colour maps)."""
-
-    def __init__(self, classes: ClassMap):
-        self.classes = classes
-        self._lut = None
-
-    def __call__(self, mask: np.ndarray) -> np.ndarray:
-        if self._lut is None:
-            self._lut = self.table()
-        if self.classes.kind == "rgb":
-            m = mask.astype(np.uint32)
-            return self._lut[(m[..., 0] << 16) | (m[..., 1] << 8) | m[..., 2]]
-        return self._lut[mask]
-
-    def table(self) -> np.ndarray:
-        """The lookup table: packed colour (or id) -> class index, ``ignore_index`` elsewhere."""
-        c = self.classes
-        size = 1 << 24 if c.kind == "rgb" else 65536
-        lut = np.full(size, c.ignore_index, dtype=c.label_dtype)
-        if c.kind == "rgb":
-            col = c.colors.astype(np.uint32)
-            lut[(col[:, 0] << 16) | (col[:, 1] << 8) | col[:, 2]] = np.arange(c.num_classes)
-        else:
-            keys, values = c.id_table()
-            lut[list(keys)] = values
-        return lut
-
-
 # ---------------------------------------------------------------- crop / flip
 def draw_window(rng: np.random.Generator, spec: Preprocess, height: int, width: int) -> Window:
     """One sample's random parameters, with the same formulas as the DALI graph."""
@@ -156,12 +126,11 @@ class OpenCVLoader:
 
     def __init__(self, data: SegmentationData, spec: Preprocess, sampler: Sampler):
         self.data, self.spec, self.sampler = data, spec, sampler
-        self.map_labels = LabelMapper(data.classes)
 
     def sample(self, index: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         image_path, mask_path = self.data.images[index], self.data.masks[index]
         image = decode_image(read(image_path), image_path)
-        labels = self.map_labels(decode_mask(read(mask_path), mask_path, self.data.classes))
+        labels = self.data.classes.map_mask(decode_mask(read(mask_path), mask_path, self.data.classes))
         win = draw_window(rng, self.spec, *image.shape[:2])
         image = resize_image(crop(image, win, 0), self.spec.image_size)
         labels = resize_labels(crop(labels, win, self.data.classes.ignore_index), self.spec.image_size)

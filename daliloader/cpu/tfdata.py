@@ -8,7 +8,6 @@ the cheap per-pixel work (normalise, one-hot) is vectorised after ``batch``; the
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from ..classes import ClassMap
@@ -22,7 +21,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 def tfdata_dataset(data: SegmentationData, spec: Preprocess, sampler: Sampler, with_weights: bool) -> tf.data.Dataset:
     """Epochs follow tf.data's own reshuffling (a new order at every ``iter()``), sharded like DALI."""
     classes = data.classes
-    lut = tf.constant(_label_table(classes))
+    lut = tf.constant(classes.lookup_table)
     n = len(data)
     indices = tf.data.Dataset.range(n)
     if sampler.num_shards > 1:
@@ -108,7 +107,7 @@ def decode_mask(mask_bytes, classes: ClassMap):
 
 
 def map_labels(mask, classes: ClassMap, lut):
-    """labels: one gather per pixel from the same table as the OpenCV backend."""
+    """labels: one gather per pixel from :attr:`ClassMap.lookup_table`, as in the OpenCV backend."""
     m = tf.cast(mask, tf.int32)
     code = (m[..., 0] * 65536 + m[..., 1] * 256 + m[..., 2]) if classes.kind == "rgb" else m[..., 0]
     return tf.gather(lut, code)
@@ -146,9 +145,3 @@ def crop(a, top, left, win_h, win_w, fill):
     inner = a[y0:tf.maximum(y1, y0), x0:tf.maximum(x1, x0)]
     pads = [[y0 - top, top + win_h - tf.maximum(y1, y0)], [x0 - left, left + win_w - tf.maximum(x1, x0)], [0, 0]]
     return tf.pad(inner, pads, constant_values=tf.cast(fill, a.dtype))
-
-
-def _label_table(classes: ClassMap) -> np.ndarray:
-    from .opencv import LabelMapper
-
-    return LabelMapper(classes).table()
