@@ -93,3 +93,19 @@ def synth_data(tmp_path_factory) -> dl.SegmentationData:
 def batch_indices(images: np.ndarray) -> list[int]:
     """Recover the sample index from an index_data batch (centre crop, no flip, [0, 1] floats)."""
     return [int(round(v * 255 / 10)) for v in images[:, 0, 0, 0]]
+
+
+def dali_numpy(outputs) -> list[np.ndarray]:
+    """One ``pipeline.run()`` result as host numpy arrays (GPU outputs are copied back)."""
+    return [np.array(o.as_cpu().as_tensor() if hasattr(o, "as_cpu") else o.as_tensor()) for o in outputs]
+
+
+def crop_or_pad(a: np.ndarray, h: int, w: int, fill) -> np.ndarray:
+    """Reference centre crop/pad with the offsets of tf.image.resize_with_crop_or_pad."""
+    H, W = a.shape[:2]
+    out = np.full((h, w) + a.shape[2:], fill, a.dtype)
+    sy, sx = max(H - h, 0) // 2, max(W - w, 0) // 2
+    dy, dx = max(h - H, 0) // 2, max(w - W, 0) // 2
+    ch, cw = min(h, H), min(w, W)
+    out[dy:dy + ch, dx:dx + cw] = a[sy:sy + ch, sx:sx + cw]
+    return out

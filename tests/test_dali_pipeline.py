@@ -5,32 +5,20 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from conftest import PALETTE, batch_indices, write_pairs
+from conftest import PALETTE, batch_indices, crop_or_pad, dali_numpy, write_pairs
 
 
 def run(pipe, n_batches=1):
     """Run ``n_batches`` and return each output concatenated over batches, as numpy on the host."""
     outs = None
     for _ in range(n_batches):
-        batch = [np.array(o.as_cpu().as_tensor()) if hasattr(o, "as_cpu") else np.array(o.as_tensor())
-                 for o in pipe.run()]
+        batch = dali_numpy(pipe.run())
         outs = batch if outs is None else [np.concatenate([a, b]) for a, b in zip(outs, batch)]
     return outs
 
 
 def _rgb(path):
     return cv2.imread(path, cv2.IMREAD_UNCHANGED)[..., ::-1]
-
-
-def crop_or_pad(a: np.ndarray, h: int, w: int, fill) -> np.ndarray:
-    """Reference centre crop/pad with the offsets of tf.image.resize_with_crop_or_pad."""
-    H, W = a.shape[:2]
-    out = np.full((h, w) + a.shape[2:], fill, a.dtype)
-    sy, sx = max(H - h, 0) // 2, max(W - w, 0) // 2
-    dy, dx = max(h - H, 0) // 2, max(w - W, 0) // 2
-    ch, cw = min(h, H), min(w, W)
-    out[dy:dy + ch, dx:dx + cw] = a[sy:sy + ch, sx:sx + cw]
-    return out
 
 
 @pytest.mark.parametrize("size", [(64, 80), (100, 150), (61, 77)])
