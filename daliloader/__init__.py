@@ -10,13 +10,15 @@ from .spec import Preprocess, make_spec
 
 __version__ = "0.1.0"
 __all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "tf_dataset", "keras_sequence", "dali_pipeline",
-           "synthetic", "DaliloaderError", "DataError", "SpecError", "LoadError"]
+           "distribute", "check", "synthetic", "DaliloaderError", "DataError", "SpecError", "LoadError"]
 
 
 _LAZY = {"synthetic": ("daliloader.synthetic", None),
          "tf_dataset": ("daliloader.loaders", "tf_dataset"),
          "dali_pipeline": ("daliloader.loaders", "dali_pipeline"),
-         "keras_sequence": ("daliloader.loaders", "keras_sequence")}
+         "keras_sequence": ("daliloader.loaders", "keras_sequence"),
+         "distribute": ("daliloader.loaders", "distribute"),
+         "check": ("daliloader.checks", "check")}
 
 
 def __getattr__(name):

@@ -158,7 +158,8 @@ class ClassMap:
         names = ("road", "sidewalk", "building", "wall", "fence", "pole", "traffic light",
                  "traffic sign", "vegetation", "terrain", "sky", "person", "rider", "car", "truck",
                  "bus", "train", "motorcycle", "bicycle")
-        return cls.from_ids(train, names, ignore_index=255, source="cityscapes")
+        void = {i: 255 for i in range(34) if i not in train}  # labelIds 0..33 that are not trained on
+        return cls.from_ids({**void, **train}, names, ignore_index=255, source="cityscapes")
 
     def _check_ignore(self) -> None:
         if not self.num_classes <= self.ignore_index < _LUT_KEYS:
@@ -245,6 +246,21 @@ class ClassMap:
             return self.lookup_table[_pack(mask[..., :3])]
         ids = mask if mask.ndim == 2 else mask[..., 0]
         return self.lookup_table[ids]
+
+    def unknown_values(self, mask: np.ndarray) -> list[tuple[tuple[int, ...] | int, int]]:
+        """Mask colours (or ids) that the map does not know, with their pixel counts, most frequent first.
+
+        Ids that the map sends to ``ignore_index`` on purpose (Cityscapes' void ids) are known.
+        """
+        codes = _pack(mask[..., :3]) if self.kind == "rgb" else (mask if mask.ndim == 2 else mask[..., 0])
+        codes = codes[self.lookup_table[codes] == self.ignore_index]
+        if self.kind == "id" and codes.size:
+            codes = codes[~np.isin(codes, list(self.id_to_class))]
+        values, counts = np.unique(codes, return_counts=True)
+        order = np.argsort(-counts, kind="stable")
+        if self.kind == "rgb":
+            return [((int(v) >> 16, (int(v) >> 8) & 255, int(v) & 255), int(c)) for v, c in zip(values[order], counts[order])]
+        return [(int(v), int(c)) for v, c in zip(values[order], counts[order])]
 
     def colorize(self, labels: np.ndarray) -> np.ndarray:
         """Class indices (H, W) -> RGB image; the ignore index is drawn black."""

@@ -77,6 +77,44 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def data_source(args):
+    """What DATA / --images --masks --classes name: a folder in a known layout, or the from_dirs arguments."""
+    explicit = [args.images, args.masks, args.classes]
+    if any(explicit):
+        if not all(explicit):
+            raise ValueError("--images, --masks and --classes go together (or give DATA, a dataset folder)")
+        if args.data is not None:
+            raise ValueError("give either DATA or --images/--masks/--classes, not both")
+        return dict(images=args.images, masks=args.masks, classes=args.classes, mask_suffix=args.mask_suffix)
+    return args.data
+
+
+def load_data(args):
+    """The SegmentationData the command runs on; the embedded default when no DATA is given."""
+    import daliloader as dl
+
+    source = data_source(args)
+    if source is None:
+        return default_dataset(args.n)
+    if isinstance(source, dict):
+        return dl.SegmentationData.from_dirs(**source)
+    return dl.SegmentationData.from_folder(source, split=args.split)
+
+
+def cmd_check(args) -> int:
+    from daliloader.checks import check
+
+    source = data_source(args)
+    if source is None:
+        raise ValueError("name the dataset to check: DATA (a dataset folder) or --images/--masks/--classes")
+    report = check(source, split=args.split, workers=args.workers, progress=not args.quiet)
+    print(report)
+    if args.json:
+        Path(args.json).write_text(report.to_json())
+        print(f"wrote {args.json}")
+    return 0 if report.ok else 1
+
+
 def cmd_synth(args) -> int:
     import daliloader as dl
 
@@ -107,6 +145,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def add_data_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument("data", nargs=None if required else "?", type=Path, default=None, metavar="DATA",
+                        help="dataset folder: SPLIT/ + SPLIT_labels/ + class_dict.csv (CamVid), images/ + masks/ + "
+                             "class_dict.csv, or leftImg8bit/SPLIT + gtFine/SPLIT (Cityscapes)"
+                             + ("" if required else "; default: the embedded synthetic dataset"))
+    parser.add_argument("--split", default="train", help="split folder name in DATA (default: train)")
+    parser.add_argument("--images", type=Path, help="image folder (instead of DATA)")
+    parser.add_argument("--masks", type=Path, help="mask folder (instead of DATA)")
+    parser.add_argument("--classes", type=Path, help="class_dict.csv (name,r,g,b) for --images/--masks")
+    parser.add_argument("--mask-suffix", default=None, help="mask name suffix, e.g. _L (default: detected)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,6 +171,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seconds", type=_positive_float, default=3.0, help="length of one timed repeat")
     demo.add_argument("--repeats", type=_positive_int, default=3)
     demo.set_defaults(func=cmd_demo)
+
+    check = sub.add_parser("check", help="find bad files before training",
+                           description="Decode every image/mask pair in parallel and report, per file: missing, "
+                                       "empty, unsupported, truncated or corrupt files, image/mask size "
+                                       "mismatches, mask colours or ids not in the class map (with pixel "
+                                       "counts), tiny images, lossy masks and unpaired files. Exit status 1 when "
+                                       "anything is wrong, 0 when all is well.")
+    add_data_arguments(check, required=False)
+    check.add_argument("--workers", type=_positive_int, default=None, help="decoding threads (default: all cores)")
+    check.add_argument("--json", type=Path, help="also write the report as JSON to this file")
+    check.add_argument("--quiet", action="store_true", help="no progress bar")
+    check.set_defaults(func=cmd_check)
 
     synth = sub.add_parser("synth", help="write the synthetic dataset", description="Write the synthetic "
                            "CamVid-layout dataset: OUT/train, OUT/train_labels, OUT/class_dict.csv.")

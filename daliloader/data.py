@@ -56,52 +56,21 @@ class SegmentationData:
         (Cityscapes: ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``).
         Any file left without a partner is an error that lists it.
         """
-        image_dir, mask_dir = Path(images), Path(masks)
-        for what, d in (("images", image_dir), ("masks", mask_dir)):
-            if not d.is_dir():
-                raise DataError(f"{what} folder {d} does not exist or is not a folder")
+        pairing = pair_files(images, masks, mask_suffix, image_suffix)
         classmap = as_classmap(classes)
-        image_files = _list(image_dir, IMAGE_EXTENSIONS)
-        mask_files = _list(mask_dir, MASK_EXTENSIONS)
-        if not image_files:
-            raise DataError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) found under {image_dir}")
-        if not mask_files:
-            raise DataError(f"no masks ({', '.join(MASK_EXTENSIONS)}) found under {mask_dir}")
-
-        image_keys = {_key(p, image_dir, image_suffix): p for p in image_files}
-        if len(image_keys) != len(image_files):
-            raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
-        suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
-        best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
-        mask_keys = {}
-        for p in mask_files:
-            k = _key(p, mask_dir, best)
-            if k is not None:
-                mask_keys.setdefault(k, []).append(p)
-
-        pairs, unpaired_images = [], []
-        for k, img in sorted(image_keys.items()):
-            found = mask_keys.pop(k, None)
-            if not found:
-                unpaired_images.append(img)
-            elif len(found) > 1:
-                raise DataError(f"image {img} has several masks: {', '.join(map(str, found))}")
-            else:
-                pairs.append((str(img), str(found[0])))
-        paired_masks = {m for _, m in pairs}
-        unpaired_masks = [p for p in mask_files if str(p) not in paired_masks]
-        if unpaired_images or unpaired_masks:
-            lines = [f"  image without mask: {p}" for p in unpaired_images[:20]]
-            lines += [f"  mask without image: {p}" for p in unpaired_masks[:20]]
-            more = len(unpaired_images) + len(unpaired_masks) - len(lines)
+        if pairing.unpaired_images or pairing.unpaired_masks:
+            lines = [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
+            lines += [f"  mask without image: {p}" for p in pairing.unpaired_masks[:20]]
+            more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) - len(lines)
             if more > 0:
                 lines.append(f"  ... and {more} more")
-            hint = (f"mask suffix {best!r} was detected; pass mask_suffix= if that is wrong"
+            hint = (f"mask suffix {pairing.mask_suffix!r} was detected; pass mask_suffix= if that is wrong"
                     if mask_suffix is None else f"mask_suffix={mask_suffix!r}")
             raise DataError(
-                f"{len(unpaired_images)} image(s) and {len(unpaired_masks)} mask(s) have no partner "
-                f"({hint}):\n" + "\n".join(lines)
+                f"{len(pairing.unpaired_images)} image(s) and {len(pairing.unpaired_masks)} mask(s) have no "
+                f"partner ({hint}):\n" + "\n".join(lines)
             )
+        pairs = pairing.pairs
         return cls(tuple(i for i, _ in pairs), tuple(m for _, m in pairs), classmap)
 
     @classmethod
@@ -113,9 +82,94 @@ class SegmentationData:
                     raise DataError(f"file {f} does not exist")
         return cls(tuple(str(i) for i, _ in pairs), tuple(str(m) for _, m in pairs), as_classmap(classes))
 
+    @classmethod
+    def from_folder(cls, root: str | Path, split: str = "train") -> "SegmentationData":
+        """A dataset in one of the common layouts under ``root`` (see :func:`find_layout`)."""
+        return cls.from_dirs(**find_layout(root, split))
+
     def subset(self, indices: Sequence[int]) -> "SegmentationData":
         return SegmentationData(tuple(self.images[i] for i in indices),
                                 tuple(self.masks[i] for i in indices), self.classes)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The outcome of matching the files of an image folder with those of a mask folder."""
+
+    pairs: list[tuple[str, str]]
+    unpaired_images: list[str]
+    unpaired_masks: list[str]
+    mask_suffix: str
+
+
+def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
+               image_suffix: str = "") -> Pairing:
+    """Match images and masks by relative folder and stem (see :meth:`SegmentationData.from_dirs`).
+
+    Files left without a partner are listed, not raised: ``daliloader check`` reports them.
+    """
+    image_dir, mask_dir = Path(images), Path(masks)
+    for what, d in (("images", image_dir), ("masks", mask_dir)):
+        if not d.is_dir():
+            raise DataError(f"{what} folder {d} does not exist or is not a folder")
+    image_files = _list(image_dir, IMAGE_EXTENSIONS)
+    mask_files = _list(mask_dir, MASK_EXTENSIONS)
+    if not image_files:
+        raise DataError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) found under {image_dir}")
+    if not mask_files:
+        raise DataError(f"no masks ({', '.join(MASK_EXTENSIONS)}) found under {mask_dir}")
+
+    image_keys = {_key(p, image_dir, image_suffix): p for p in image_files}
+    if len(image_keys) != len(image_files):
+        raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
+    suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
+    best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
+    mask_keys = {}
+    for p in mask_files:
+        k = _key(p, mask_dir, best)
+        if k is not None:
+            mask_keys.setdefault(k, []).append(p)
+
+    pairs, unpaired_images = [], []
+    for k, img in sorted(image_keys.items()):
+        found = mask_keys.pop(k, None)
+        if not found:
+            unpaired_images.append(str(img))
+        elif len(found) > 1:
+            raise DataError(f"image {img} has several masks: {', '.join(map(str, found))}")
+        else:
+            pairs.append((str(img), str(found[0])))
+    paired_masks = {m for _, m in pairs}
+    unpaired_masks = [str(p) for p in mask_files if str(p) not in paired_masks]
+    return Pairing(pairs, unpaired_images, unpaired_masks, best)
+
+
+def find_layout(root: str | Path, split: str = "train") -> dict:
+    """The ``from_dirs`` arguments of a dataset folder in one of the layouts daliloader knows.
+
+    * CamVid:     ``root/{split}``, ``root/{split}_labels``, ``root/class_dict.csv`` (also what
+      ``daliloader synth`` writes)
+    * plain:      ``root/images``, ``root/masks``, ``root/class_dict.csv``
+    * Cityscapes: ``root/leftImg8bit/{split}``, ``root/gtFine/{split}`` (``*_gtFine_labelIds.png``)
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"dataset folder {root} does not exist or is not a folder")
+    csv_path = root / "class_dict.csv"
+    if (root / "leftImg8bit" / split).is_dir() and (root / "gtFine" / split).is_dir():
+        return dict(images=root / "leftImg8bit" / split, masks=root / "gtFine" / split,
+                    classes=ClassMap.cityscapes(), image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds")
+    for images, masks in ((split, f"{split}_labels"), ("images", "masks")):
+        if (root / images).is_dir() and (root / masks).is_dir():
+            if not csv_path.is_file():
+                raise DataError(f"{root}: found {images}/ and {masks}/ but no class_dict.csv "
+                                "(a header 'name,r,g,b' and one row per class)")
+            return dict(images=root / images, masks=root / masks, classes=csv_path)
+    raise DataError(
+        f"{root}: unknown dataset layout. Expected {split}/ + {split}_labels/ + class_dict.csv (CamVid), "
+        f"images/ + masks/ + class_dict.csv, or leftImg8bit/{split}/ + gtFine/{split}/ (Cityscapes); "
+        "or give the folders explicitly (--images, --masks, --classes)"
+    )
 
 
 def _list(folder: Path, extensions: tuple[str, ...]) -> list[Path]:

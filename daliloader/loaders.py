@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .data import SegmentationData
 from .errors import DataError, SpecError
 from .sampler import Sampler
@@ -61,8 +63,10 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
 
     images: float32 ``[B, H, W, 3]`` in [0, 1] (or ``(x - mean) / std``; ``dtype`` float16/bfloat16);
     labels: float32 one-hot ``[B, H, W, C]`` or int32 ``[B, H, W]`` with ``ignore_index`` for
-    unknown/padded pixels. With ``drop_remainder=False`` batches are ``(images, labels, weights)``;
-    padding samples in the last batch have weight 0, so ``model.evaluate`` counts every sample once.
+    unknown/padded pixels. With ``drop_remainder=False`` batches are ``(images, labels, weights)``
+    with float32 weights ``[B, H, W]`` (per pixel, the shape Keras' per-pixel losses and metrics
+    accept); padding samples in the last batch have weight 0, so ``model.evaluate`` sees every sample
+    once and its ``weighted_metrics`` are exact (Keras' reported loss still divides by the batch size).
 
     The dataset's cardinality is the number of batches per epoch, so ``model.fit(ds, epochs=N)``
     needs no ``steps_per_epoch``; each epoch is reshuffled and the DALI pipeline is built once.
@@ -76,19 +80,84 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
     backend = resolve_backend(backend)
     spec, sampler = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
                            shard_id, num_shards, spec_kwargs)
+    return _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed)
+
+
+def _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed, placement=None):
     if backend == "tfdata":
         try:
             from .cpu.tfdata import tfdata_dataset
         except ImportError as e:
             raise ImportError(_missing_tf(e)) from e
-        return tfdata_dataset(data, spec, sampler, with_weights=not drop_remainder)
-    outputs = ("image", "labels") if drop_remainder else ("image", "labels", "weight")
+        return tfdata_dataset(data, spec, sampler, with_weights=not sampler.drop_remainder)
+    outputs = ("image", "labels") if sampler.drop_remainder else ("image", "labels", "weight")
     opts = _graph_options(backend, device_id, num_threads, prefetch, seed, outputs)
     try:
         from .dali.tf import dali_dataset
     except ImportError as e:
         raise ImportError(_missing_tf(e)) from e
-    return dali_dataset(data, spec, sampler, opts)
+    return dali_dataset(data, spec, sampler, opts, placement)
+
+
+def distribute(strategy, data: SegmentationData, global_batch_size: int, image_size=(512, 512),
+               crop: str = "random", label_mode: str = "onehot", shuffle: bool = True, seed: int | None = None,
+               backend: str = "auto", *, drop_remainder: bool = True, num_threads: int | None = None,
+               prefetch: int = 2, **spec_kwargs):
+    """``tf_dataset`` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.
+
+    ``MirroredStrategy``: one pipeline per replica, built on that replica's device (DALI GPU pipeline
+    on its GPU, ``device_id`` from the device), reading shard ``replica`` of ``replicas`` with batch
+    ``global_batch_size // replicas``. Datasets are placed on their device and not copied again
+    (``InputReplicationMode.PER_REPLICA``, ``experimental_place_dataset_on_device``).
+    ``MultiWorkerMirroredStrategy`` allows one input pipeline per worker (host): each worker reads
+    shard ``worker`` of ``workers`` with batch ``global_batch_size // workers`` on its first GPU, and
+    TensorFlow splits that batch across the worker's replicas (one GPU per worker process avoids the split).
+    Its per-worker stream is endless: pass ``steps_per_epoch=dataset.steps_per_epoch`` to ``model.fit``
+    (under MirroredStrategy Keras knows the epoch length by itself).
+
+    All shards share one seed (drawn here when ``seed`` is None), so their permutations agree and the
+    shards are disjoint every epoch. Other arguments are those of :func:`tf_dataset`.
+    """
+    import tensorflow as tf
+
+    backend = resolve_backend(backend)
+    global_batch_size = check_batch_size(global_batch_size)
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % replicas:
+        raise SpecError(f"global_batch_size={global_batch_size} must be a multiple of the {replicas} replicas "
+                        "(each replica gets global_batch_size // replicas samples)")
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**31))
+    devices = list(strategy.extended.worker_devices)
+    per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and backend != "tfdata"
+
+    def dataset_fn(ctx: tf.distribute.InputContext):
+        pipelines = ctx.num_input_pipelines
+        batch = global_batch_size // pipelines
+        spec, sampler = _setup(data, batch, image_size, crop, label_mode, shuffle, seed, drop_remainder,
+                               ctx.input_pipeline_id, pipelines, dict(spec_kwargs))
+        device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
+        device_id = tf.DeviceSpec.from_string(device).device_index or 0
+        ds = _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed,
+                      placement=device if per_replica else None)
+        steps.add(sampler.steps)
+        if not per_replica and backend != "tfdata":
+            # Per-worker input is read through a MultiDeviceIterator, which bypasses EpochDataset's
+            # persistent iterator: hand it the endless stream; model.fit then needs steps_per_epoch.
+            return ds._stream
+        return ds
+
+    steps: set[int] = set()
+
+    if per_replica:
+        options = tf.distribute.InputOptions(
+            experimental_place_dataset_on_device=True, experimental_fetch_to_device=False,
+            experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
+    else:
+        options = tf.distribute.InputOptions(experimental_fetch_to_device=backend != "dali-gpu")
+    dist = strategy.distribute_datasets_from_function(dataset_fn, options)
+    dist.steps_per_epoch = min(steps)  # batches per epoch, the same on every replica
+    return dist
 
 
 def keras_sequence(data: SegmentationData, batch_size: int = 8, image_size=(512, 512), crop: str = "random",
@@ -128,10 +197,13 @@ def dali_pipeline(data: SegmentationData, batch_size: int = 8, image_size=(512, 
     spec, sampler = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
                            shard_id, num_shards, spec_kwargs)
     opts = _graph_options(backend, device_id, num_threads, prefetch, seed, tuple(outputs))
+    from .checks import PairGuard
     from .dali.graph import build_pipeline
 
-    pipe = build_pipeline(data, spec, sampler, opts)
+    guard = PairGuard(data)
+    pipe = build_pipeline(data, spec, sampler, opts, guard)
     pipe.build()
+    pipe.run = guard.explaining(pipe.run)  # a decoder error names the files in flight
     return pipe, sampler.steps
 
 

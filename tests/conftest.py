@@ -41,6 +41,30 @@ def dali_backend(request) -> str:
     return request.param
 
 
+#: Every backend, through its public entry point (one_epoch).
+BACKENDS = DALI_BACKENDS + ["opencv", "tfdata"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param in ("opencv", "tfdata"):
+        pytest.importorskip("tensorflow")
+    return request.param
+
+
+def one_epoch(backend: str, data, tf: bool = False, **kwargs) -> list[tuple[np.ndarray, ...]]:
+    """One epoch of numpy batches from any backend (DALI: ``dali_pipeline``, or ``tf_dataset`` if ``tf``)."""
+    if backend == "opencv":
+        seq = dl.keras_sequence(data, **kwargs)
+        return [seq[i] for i in range(len(seq))]
+    if backend == "tfdata" or tf:
+        ds = dl.tf_dataset(data, backend=backend, **kwargs)
+        return [tuple(t.numpy() for t in batch) for batch in ds]
+    outputs = ("image", "labels") if kwargs.get("drop_remainder", True) else ("image", "labels", "weight")
+    pipe, steps = dl.dali_pipeline(data, backend=backend, outputs=outputs, **kwargs)
+    return [tuple(dali_numpy(pipe.run())) for _ in range(steps)]
+
+
 def write_pairs(root: Path, images, masks, image_ext: str = "png", mask_suffix: str = "_L") -> dl.SegmentationData:
     """Write RGB uint8 arrays as a CamVid-layout dataset (masks are RGB colour PNGs)."""
     img_dir, mask_dir = root / "train", root / "train_labels"

@@ -13,30 +13,9 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from conftest import DALI_BACKENDS, PALETTE, block_labels, crop_or_pad, dali_numpy, write_pairs
+from conftest import PALETTE, block_labels, crop_or_pad, one_epoch, write_pairs
 
-BACKENDS = DALI_BACKENDS + ["opencv", "tfdata"]
 JPEG_EDGE_MEAN_DIFF = 0.1 / 255  # mean |diff| over the window, edge pixels included, for decode_and_crop_jpeg
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    if request.param in ("opencv", "tfdata"):
-        pytest.importorskip("tensorflow")
-    return request.param
-
-
-def one_epoch(backend: str, data, **kwargs) -> list[tuple[np.ndarray, ...]]:
-    """One epoch of numpy batches from any backend."""
-    if backend == "opencv":
-        seq = dl.keras_sequence(data, **kwargs)
-        return [seq[i] for i in range(len(seq))]
-    if backend == "tfdata":
-        ds = dl.tf_dataset(data, backend="tfdata", **kwargs)
-        return [tuple(t.numpy() for t in batch) for batch in ds]
-    outputs = ("image", "labels") if kwargs.get("drop_remainder", True) else ("image", "labels", "weight")
-    pipe, steps = dl.dali_pipeline(data, backend=backend, outputs=outputs, **kwargs)
-    return [tuple(dali_numpy(pipe.run())) for _ in range(steps)]
 
 
 def stacked(batches, k):

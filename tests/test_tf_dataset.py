@@ -63,7 +63,8 @@ def test_evaluation_batches_carry_weights(index_data):
                        drop_remainder=False, backend="dali-cpu")
     assert len(ds) == 3
     batches = list(ds)
-    weights = np.concatenate([w.numpy() for _, _, w in batches])
+    assert batches[0][2].shape == (4, 24, 32)
+    weights = np.concatenate([w.numpy()[:, 0, 0] for _, _, w in batches])
     seen = np.concatenate([batch_indices(x.numpy()) for x, _, _ in batches])
     assert weights.tolist() == [1.0] * 10 + [0.0] * 2
     assert sorted(seen[weights == 1].tolist()) == list(range(10))

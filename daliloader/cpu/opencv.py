@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from ..checks import WHAT_TO_DO, PairGuard
 from ..classes import ClassMap
 from ..data import SegmentationData
 from ..errors import LoadError
@@ -40,8 +41,7 @@ def decode_image(encoded: np.ndarray, path: str) -> np.ndarray:
     """RGB uint8; grayscale and RGBA become RGB, 16-bit becomes 8-bit; EXIF orientation ignored."""
     img = cv2.imdecode(encoded, cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
     if img is None:
-        raise LoadError(f"cannot decode image {path}: corrupt, truncated or not an image "
-                        "(run `daliloader check` on the dataset)")
+        raise LoadError(f"cannot decode image {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
@@ -50,8 +50,7 @@ def decode_mask(encoded: np.ndarray, path: str, classes: ClassMap) -> np.ndarray
     flags = (cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE) | cv2.IMREAD_IGNORE_ORIENTATION
     mask = cv2.imdecode(encoded, flags)
     if mask is None:
-        raise LoadError(f"cannot decode mask {path}: corrupt, truncated or not an image "
-                        "(run `daliloader check` on the dataset)")
+        raise LoadError(f"cannot decode mask {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")
     return cv2.cvtColor(mask, cv2.COLOR_BGR2RGB) if classes.kind == "rgb" else mask
 
 
@@ -126,8 +125,10 @@ class OpenCVLoader:
 
     def __init__(self, data: SegmentationData, spec: Preprocess, sampler: Sampler):
         self.data, self.spec, self.sampler = data, spec, sampler
+        self.guard = PairGuard(data)
 
     def sample(self, index: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        self.guard.verify(index)
         image_path, mask_path = self.data.images[index], self.data.masks[index]
         image = decode_image(read(image_path), image_path)
         labels = self.data.classes.map_mask(decode_mask(read(mask_path), mask_path, self.data.classes))

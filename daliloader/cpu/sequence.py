@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 
 from .opencv import OpenCVLoader
 
@@ -29,7 +30,9 @@ class SegmentationSequence(keras.utils.PyDataset):
         if not 0 <= i < len(self):
             raise IndexError(f"batch {i} out of range: {len(self)} batches per epoch")
         x, y, w = self.loader.batch(self.epoch * len(self) + i)
-        return (x, y, w) if self.with_weights else (x, y)
+        if not self.with_weights:
+            return x, y
+        return x, y, np.repeat(w[:, None, None], x.shape[1] * x.shape[2], axis=1).reshape(x.shape[:3])
 
     def on_epoch_end(self) -> None:
         self.epoch += 1

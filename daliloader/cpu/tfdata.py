@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from ..checks import PairGuard
 from ..classes import ClassMap
 from ..data import SegmentationData
 from ..sampler import Sampler
@@ -31,7 +32,14 @@ def tfdata_dataset(data: SegmentationData, spec: Preprocess, sampler: Sampler, w
     seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
     images, masks = tf.constant(data.images), tf.constant(data.masks)
 
+    guard = PairGuard(data)
+
+    def vet(index):  # the PairGuard's checks, once per pair: a bad file fails with its name
+        guard.verify(int(index))
+        return index
+
     def load(index, seed):
+        index = tf.numpy_function(vet, [index], tf.int64, stateful=False)
         return sample(images[index], masks[index], spec, classes, lut, tf.stack([seed, index]))
 
     ds = tf.data.Dataset.zip(indices, seeds).map(load, num_parallel_calls=AUTOTUNE)
@@ -70,7 +78,7 @@ def finish(images, labels, spec: Preprocess, classes: ClassMap, with_weights: bo
     else:
         y = tf.one_hot(tf.cast(labels, tf.int32), classes.num_classes, dtype=tf.float32)  # ignore -> zeros
     if with_weights:
-        return x, y, tf.ones(tf.shape(x)[:1], tf.float32)
+        return x, y, tf.ones(tf.shape(x)[:3], tf.float32)  # per pixel, as the DALI backends
     return x, y
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from nvidia.dali import fn, math as dmath, pipeline_def, types
 
+from ..checks import PairGuard
 from ..classes import ClassMap
 from ..data import SegmentationData
 from ..sampler import Sampler
@@ -37,15 +38,22 @@ class GraphOptions:
 
 
 class _PathSource:
-    """Encoded file path of the sample at ``info.idx_in_epoch`` (padding reuses the first file)."""
+    """Encoded file path of the sample at ``info.idx_in_epoch`` (padding reuses the first file).
 
-    def __init__(self, sampler: Sampler, paths: tuple[str, ...]):
+    With a ``guard``, each pair is vetted the first time it is asked for (see :class:`PairGuard`), so a
+    missing, truncated or mismatched file fails here with its name, not later inside a decoder.
+    """
+
+    def __init__(self, sampler: Sampler, paths: tuple[str, ...], guard: PairGuard | None = None):
         self.sampler = sampler
         self.paths = [np.frombuffer(os.fsencode(p), dtype=np.uint8) for p in paths]
+        self.guard = guard
 
     def __call__(self, info):
-        i = self.sampler.index_at(info.idx_in_epoch)
-        return self.paths[max(i, 0)]
+        i = max(self.sampler.index_at(info.idx_in_epoch), 0)
+        if self.guard is not None:
+            self.guard.verify(i)
+        return self.paths[i]
 
 
 class _IndexSource:
@@ -58,8 +66,12 @@ class _IndexSource:
         return np.array(self.sampler.index_at(info.idx_in_epoch), dtype=np.int64)
 
 
-def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, opts: GraphOptions):
-    """Build (not yet run) the DALI pipeline; its outputs are ``opts.outputs`` in that order."""
+def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
+                   guard: PairGuard | None = None):
+    """Build (not yet run) the DALI pipeline; its outputs are ``opts.outputs`` in that order.
+
+    ``guard`` (default: a new :class:`PairGuard`) vets every pair before DALI reads it.
+    """
     unknown = set(opts.outputs) - set(OUTPUTS)
     if unknown:
         raise ValueError(f"unknown outputs {sorted(unknown)}; choose from {OUTPUTS}")
@@ -68,16 +80,17 @@ def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, o
     @pipeline_def(batch_size=sampler.batch_size, num_threads=num_threads, device_id=opts.device_id,
                   prefetch_queue_depth=opts.prefetch, seed=opts.seed)
     def segmentation_pipeline():
-        nodes = graph(data, spec, sampler, opts.device)
+        nodes = graph(data, spec, sampler, opts.device, guard if guard is not None else PairGuard(data))
         return tuple(nodes[name] for name in opts.outputs)
 
     return segmentation_pipeline()
 
 
-def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: str) -> dict:
+def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: str,
+          guard: PairGuard | None = None) -> dict:
     """Define the graph inside a pipeline; returns every named output node."""
     # read
-    image_path = fn.external_source(source=_PathSource(sampler, data.images), batch=False,
+    image_path = fn.external_source(source=_PathSource(sampler, data.images, guard), batch=False,
                                     name="image_path", dtype=types.UINT8, ndim=1)
     mask_path = fn.external_source(source=_PathSource(sampler, data.masks), batch=False,
                                    name="mask_path", dtype=types.UINT8, ndim=1)

@@ -16,6 +16,7 @@ from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from tensorflow.python.framework import ops
 
+from ..checks import PairGuard
 from ..classes import ClassMap
 from ..sampler import Sampler
 from ..spec import Preprocess
@@ -29,10 +30,19 @@ class _EpochIterator(iterator_ops.OwnedIterator):
     itself; the count here makes ``for batch in dataset:`` end after one epoch.
     """
 
-    def __init__(self, stream: tf.data.Dataset, steps: int):
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
         super().__init__(dataset=stream)
         self._steps = steps
         self._left = steps
+        self._guard = guard
+
+    def get_next(self):
+        """What tf.distribute calls (eager loops over a distributed dataset); ends the epoch the same way."""
+        if tf.executing_eagerly() and not ops.inside_function():
+            if self._left <= 0:
+                raise tf.errors.OutOfRangeError(None, None, "end of the epoch")
+            self._left -= 1
+        return super().get_next()
 
     def _start_epoch(self) -> "_EpochIterator":
         self._left = self._steps
@@ -42,15 +52,21 @@ class _EpochIterator(iterator_ops.OwnedIterator):
         if self._left <= 0:
             raise StopIteration
         self._left -= 1
-        return super().__next__()
+        try:
+            return super().__next__()
+        except tf.errors.OpError as e:
+            if isinstance(e, tf.errors.OutOfRangeError) or self._guard is None:
+                raise
+            raise self._guard.explain(e) from e
 
 
 class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
     """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs."""
 
-    def __init__(self, stream: tf.data.Dataset, steps: int):
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
         self._stream = stream
         self._steps = steps
+        self._guard = guard
         self._iterator: _EpochIterator | None = None
         sized = stream.apply(tf.data.experimental.assert_cardinality(steps))
         super().__init__(stream, sized._variant_tensor)
@@ -59,24 +75,48 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
         if not tf.executing_eagerly() or ops.inside_function():
             return super().__iter__()
         if self._iterator is None:
-            with ops.colocate_with(self._stream._variant_tensor):
-                self._iterator = _EpochIterator(self._stream, self._steps)
+            try:
+                with ops.colocate_with(self._stream._variant_tensor):
+                    self._iterator = _EpochIterator(self._stream, self._steps, self._guard)
+            except tf.errors.OpError as e:  # DALIDataset starts loading when the iterator is made
+                if self._guard is None:
+                    raise
+                raise self._guard.explain(e) from e
         return self._iterator._start_epoch()
 
 
-def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions) -> EpochDataset:
-    """Wrap the DALI graph in ``DALIDatasetWithInputs`` placed on the pipeline's device."""
-    pipe = build_pipeline(data, spec, sampler, opts)
+def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
+                 placement: str | None = None) -> EpochDataset:
+    """Wrap the DALI graph in ``DALIDatasetWithInputs`` placed on the pipeline's device
+    (``placement``, a TensorFlow device name, overrides it: a replica's device under ``distribute``)."""
+    guard = PairGuard(data)
+    pipe = build_pipeline(data, spec, sampler, opts, guard)
     dtypes, shapes = output_signature(spec, data.classes, sampler.batch_size, opts.outputs)
-    device = f"/gpu:{opts.device_id}" if opts.device == "gpu" else "/cpu:0"
+    device = placement or (f"/gpu:{opts.device_id}" if opts.device == "gpu" else "/cpu:0")
     with tf.device(device):
         stream = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=sampler.batch_size, device_id=opts.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=opts.prefetch,
             output_dtypes=dtypes, output_shapes=shapes)
-        if spec.dtype == "bfloat16":  # DALI has no bfloat16: TensorFlow casts after the graph
-            stream = stream.map(lambda x, *rest: (tf.cast(x, tf.bfloat16), *rest))
-    return EpochDataset(stream, sampler.steps)
+        if spec.dtype == "bfloat16" or "weight" in opts.outputs:
+            stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec))
+    return EpochDataset(stream, sampler.steps, guard)
+
+
+def _finish(batch, outputs, spec: Preprocess):
+    """What DALI cannot output: bfloat16 images (cast), and per-pixel weights ``[B, H, W]`` from the
+    per-sample ones, the shape Keras needs to weight per-pixel losses and metrics."""
+    out = dict(zip(outputs, batch))
+    if spec.dtype == "bfloat16":
+        out["image"] = tf.cast(out["image"], tf.bfloat16)
+    if "weight" in out:
+        out["weight"] = per_pixel(out["weight"], spec.image_size)
+    return tuple(out[name] for name in outputs)
+
+
+def per_pixel(weights, image_size):
+    """``[B]`` sample weights -> ``[B, H, W]``."""
+    return tf.broadcast_to(weights[:, None, None], (tf.shape(weights)[0], *image_size))
 
 
 def output_signature(spec: Preprocess, classes: ClassMap, batch_size: int, outputs):

@@ -1,0 +1,322 @@
+"""Bad input: ``check`` scans a dataset before training; ``PairGuard`` vets each pair as it is loaded.
+
+DALI cannot skip a bad file: a truncated JPEG stops the pipeline with an error that names no file, and
+the pipeline is dead afterwards. So daliloader looks at files itself, at two depths:
+
+* ``check(data)`` (``daliloader check DATA``): every pair, fully decoded with OpenCV, in parallel.
+  It reports per file: missing, empty, unsupported or unrecognised content, truncated, corrupt, image
+  and mask sizes that differ, mask colours/ids the class map does not know (with pixel counts), tiny
+  images, lossy (JPEG) masks, and files without a partner.
+* :class:`PairGuard`, used by every loader the first time it reads a pair: the cheap part of the same
+  checks (present, non-empty, a known format, complete, same size as its mask) from file headers and
+  tails. A failure raises :class:`~daliloader.errors.LoadError` naming the files, instead of a
+  decoder error naming none. Later epochs skip pairs already vetted.
+
+Nothing here imports TensorFlow or DALI.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .classes import ClassMap, as_classmap
+from .data import SegmentationData, find_layout, pair_files
+from .errors import LoadError
+
+#: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
+SUPPORTED_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
+LOSSY_MASK_FORMATS = ("JPEG", "WEBP")
+#: Images with a side shorter than this are reported as tiny.
+MIN_SIDE = 16
+#: Bytes read from the end of a file to find its end marker.
+_TAIL = 4096
+_MAGIC = {"JPEG": b"\xff\xd8\xff", "PNG": b"\x89PNG", "BMP": b"BM", "TIFF": b"II*\x00", "WEBP": b"RIFF"}
+_END_MARKERS = {"JPEG": b"\xff\xd9", "PNG": b"IEND"}
+WHAT_TO_DO = ("Run `daliloader check` on the dataset (or `daliloader.check(data)`) to list every bad file, "
+              "then fix or remove them.")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with one file."""
+
+    kind: str  # missing | empty | unsupported | truncated | corrupt | size_mismatch | unknown_values
+    #            | tiny | lossy_mask | unpaired_image | unpaired_mask
+    path: str
+    message: str
+    partner: str | None = None  # the other file of the pair
+    details: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Header:
+    format: str
+    width: int
+    height: int
+
+
+class FileProblem(Exception):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+# ---------------------------------------------------------------- one file
+def peek(path: str) -> Header:
+    """Format and size from the header, and a complete-file test from the tail; raises FileProblem.
+
+    Cheap (no decode): what the loaders run on every new pair. A JPEG/PNG without its end marker is
+    decoded once to tell a truncated file from one with trailing data after the marker.
+    """
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        raise FileProblem("missing", "file not found") from None
+    if size == 0:
+        raise FileProblem("empty", "empty file (0 bytes)")
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            fmt, (width, height) = im.format, im.size
+    except UnidentifiedImageError:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+        for fmt, magic in _MAGIC.items():
+            if head.startswith(magic):
+                raise FileProblem("corrupt", f"corrupt: starts like a {fmt} but its header is damaged") from None
+        raise FileProblem("unsupported", f"not an image in a known format (content starts with {head!r}); "
+                                         f"supported: {', '.join(SUPPORTED_FORMATS)}") from None
+    except OSError as e:
+        raise FileProblem("corrupt", f"unreadable image header ({e})") from None
+    if fmt not in SUPPORTED_FORMATS:
+        raise FileProblem("unsupported", f"{fmt} is not supported; convert to one of {', '.join(SUPPORTED_FORMATS)}")
+    if width == 0 or height == 0:
+        raise FileProblem("empty", f"the image is {width}x{height} pixels")
+    marker = _END_MARKERS.get(fmt)
+    if marker is not None:
+        with open(path, "rb") as fh:
+            fh.seek(max(size - _TAIL, 0))
+            complete = marker in fh.read()
+        if not complete and decode(path, flags=cv2.IMREAD_UNCHANGED) is None:
+            raise FileProblem("truncated", f"truncated {fmt} ({size} bytes, no end marker): an incomplete "
+                                           "download or copy?")
+    return Header(fmt, width, height)
+
+
+def decode(path: str, flags: int) -> np.ndarray | None:
+    """OpenCV decode (EXIF ignored); None when the data is corrupt."""
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)  # we report failures ourselves
+    with open(path, "rb") as fh:
+        buf = np.frombuffer(fh.read(), dtype=np.uint8)
+    return cv2.imdecode(buf, flags | cv2.IMREAD_IGNORE_ORIENTATION)
+
+
+def quick_problems(image: str, mask: str) -> list[Problem]:
+    """The cheap checks of one pair (see :func:`peek`), as problems."""
+    problems, headers = [], {}
+    for path, partner in ((image, mask), (mask, image)):
+        try:
+            headers[path] = peek(path)
+        except FileProblem as e:
+            problems.append(Problem(e.kind, path, str(e), partner))
+    if len(headers) == 2:
+        im, mk = headers[image], headers[mask]
+        if (im.width, im.height) != (mk.width, mk.height):
+            problems.append(Problem("size_mismatch", mask, f"mask is {mk.width}x{mk.height} but its image is "
+                                                           f"{im.width}x{im.height}", image))
+    return problems
+
+
+def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SIDE) -> list[Problem]:
+    """Every check of one pair: the quick ones, then a full decode of both files and the mask's values."""
+    problems = quick_problems(image, mask)
+    failed = {p.path for p in problems if p.kind != "size_mismatch"}
+    if image not in failed:
+        img = decode(image, cv2.IMREAD_COLOR)
+        if img is None:
+            problems.append(Problem("corrupt", image, "corrupt: the decoder rejects the data", mask))
+        elif min(img.shape[:2]) < min_side:
+            problems.append(Problem("tiny", image, f"tiny image: {img.shape[1]}x{img.shape[0]} pixels "
+                                                   f"(a side below {min_side})", mask))
+    if mask not in failed:
+        m = decode(mask, cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE)
+        if m is None:
+            problems.append(Problem("corrupt", mask, "corrupt: the decoder rejects the data", image))
+        else:
+            if classes.kind == "rgb":
+                m = cv2.cvtColor(m, cv2.COLOR_BGR2RGB)
+            unknown = classes.unknown_values(m)
+            if unknown:
+                problems.append(_unknown_problem(mask, image, unknown, m.shape[0] * m.shape[1], classes))
+        from PIL import Image
+
+        try:
+            with Image.open(mask) as im:
+                fmt = im.format
+        except OSError:
+            fmt = None
+        if fmt in LOSSY_MASK_FORMATS:
+            problems.append(Problem("lossy_mask", mask, f"mask stored as {fmt}, a lossy format: its edges carry "
+                                                        "values of no class; store masks as PNG", image))
+    return problems
+
+
+def _unknown_problem(mask, image, unknown, total, classes: ClassMap) -> Problem:
+    what = ("colour" if classes.kind == "rgb" else "id") + ("s" if len(unknown) > 1 else "")
+    pixels = sum(c for _, c in unknown)
+    shown = ", ".join(f"{v} x{c}" for v, c in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+    return Problem("unknown_values", mask,
+                   f"{pixels} of {total} pixels ({100 * pixels / total:.2f}%) have {len(unknown)} {what} not in the "
+                   f"class map {classes.source or ''}: {shown}; they load as ignore_index={classes.ignore_index}",
+                   image, {"values": [[list(v) if isinstance(v, tuple) else v, c] for v, c in unknown],
+                           "pixels": pixels, "total": total})
+
+
+# ---------------------------------------------------------------- the whole dataset
+@dataclass
+class Report:
+    """What ``check`` found. ``ok`` is true when nothing is wrong."""
+
+    source: str
+    pairs: int
+    problems: list[Problem]
+    seconds: float
+    workers: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def pairs_per_second(self) -> float:
+        return self.pairs / self.seconds if self.seconds > 0 else float("inf")
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.problems:
+            out[p.kind] = out.get(p.kind, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "pairs": self.pairs, "ok": self.ok, "seconds": round(self.seconds, 3),
+                "pairs_per_second": round(self.pairs_per_second, 1), "workers": self.workers,
+                "counts": self.counts(), "problems": [asdict(p) for p in self.problems]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def __str__(self) -> str:
+        head = (f"checked {self.pairs} pairs in {self.seconds:.1f} s ({self.pairs_per_second:.0f} pairs/s, "
+                f"{self.workers} threads): ")
+        if self.ok:
+            return head + "no problems"
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(self.counts().items()))
+        return head + f"{len(self.problems)} problem(s): {counts}\n" + "\n".join(f"  {p}" for p in self.problems)
+
+
+def check(data: SegmentationData | str | Path | dict, *, split: str = "train", workers: int | None = None,
+          min_side: int = MIN_SIDE, progress: bool = False) -> Report:
+    """Check every pair of ``data``: a SegmentationData, a dataset folder in a known layout (see
+    :func:`~daliloader.data.find_layout`), or the ``from_dirs`` arguments as a dict.
+
+    Folders are paired leniently: files without a partner are reported instead of raised.
+    ``workers`` threads decode in parallel (default: every core).
+    """
+    unpaired: list[Problem] = []
+    if isinstance(data, SegmentationData):
+        pairs, classes, source = list(zip(data.images, data.masks)), data.classes, repr(data)
+    else:
+        layout = data if isinstance(data, dict) else find_layout(data, split)
+        pairing = pair_files(layout["images"], layout["masks"], layout.get("mask_suffix"),
+                             layout.get("image_suffix", ""))
+        pairs, classes = pairing.pairs, as_classmap(layout["classes"])
+        source = str(data) if not isinstance(data, dict) else f"{layout['images']} + {layout['masks']}"
+        unpaired = ([Problem("unpaired_image", p, "image without a mask") for p in pairing.unpaired_images]
+                    + [Problem("unpaired_mask", p, "mask without an image") for p in pairing.unpaired_masks])
+    workers = workers or os.cpu_count() or 1
+    start = time.perf_counter()
+    problems = list(unpaired)
+    with ThreadPoolExecutor(workers) as pool:
+        results = pool.map(lambda pair: check_pair(*pair, classes, min_side), pairs)
+        if progress:
+            from rich.progress import track
+
+            results = track(results, total=len(pairs), description="checking pairs", transient=True)
+        for found in results:
+            problems.extend(found)
+    return Report(source, len(pairs), problems, time.perf_counter() - start, workers)
+
+
+# ---------------------------------------------------------------- at load time
+class PairGuard:
+    """Vets each pair the first time a loader reads it; explains decoder failures afterwards.
+
+    ``verify(i)`` runs the quick checks once per pair (later epochs cost one array lookup) and raises
+    :class:`LoadError` naming the pair's files. It also remembers the last pairs asked for, so that
+    when a decoder fails anyway (corrupt data inside an intact-looking file), :meth:`explain` can decode
+    exactly those pairs and name the culprit.
+    """
+
+    def __init__(self, data: SegmentationData, remember: int = 64):
+        self.data = data
+        self._vetted = np.zeros(len(data), dtype=bool)
+        self._recent: deque[int] = deque(maxlen=remember)
+        self._lock = threading.Lock()
+
+    def verify(self, index: int) -> None:
+        with self._lock:
+            self._recent.append(index)
+        if self._vetted[index]:
+            return
+        image, mask = self.data.images[index], self.data.masks[index]
+        problems = quick_problems(image, mask)
+        if problems:
+            raise LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
+        self._vetted[index] = True
+
+    def explaining(self, run):
+        """``run`` (a DALI ``pipeline.run``) with its errors turned into :meth:`explain`'s LoadError."""
+        @functools.wraps(run)
+        def run_or_explain(*args, **kwargs):
+            try:
+                return run(*args, **kwargs)
+            except RuntimeError as e:
+                raise self.explain(e) from e
+
+        return run_or_explain
+
+    def explain(self, error: BaseException) -> LoadError:
+        """A LoadError naming the bad files among the pairs in flight when ``error`` happened."""
+        text = str(error)
+        if "LoadError: " in text:  # our own verify() failed inside the pipeline: pass its message on
+            return LoadError(text.split("LoadError: ", 1)[1].split("\nTraceback", 1)[0].strip())
+        with self._lock:
+            recent = sorted(set(self._recent))
+        problems = [p for i in recent
+                    for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0)
+                    if p.kind not in ("unknown_values", "lossy_mask")]
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if problems:
+            return LoadError(_message(f"loading a batch failed ({first_line})", problems))
+        files = "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in recent)
+        return LoadError(f"loading a batch failed ({first_line}); the pairs in flight all decode here, so the "
+                         f"cause may not be the data. Pairs in flight:\n{files}\nOriginal error:\n{error}")
+
+
+def _message(head: str, problems: list[Problem]) -> str:
+    return head + ":\n" + "\n".join(f"  {p}" for p in problems) + "\n" + WHAT_TO_DO

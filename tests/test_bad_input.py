@@ -1,0 +1,180 @@
+"""Bad input: broken datasets built on the fly, ``check`` reports them, every loader names the file."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import BACKENDS, PALETTE, block_labels, one_epoch, write_pairs
+from daliloader.cli import main as cli
+
+H, W = 48, 64
+
+
+def good_dataset(root: Path, n: int = 6, image_ext: str = "jpg") -> dl.SegmentationData:
+    rng = np.random.default_rng(0)
+    labels = [block_labels(rng, H, W) for _ in range(n)]
+    return write_pairs(root, [PALETTE[lab] for lab in labels], [PALETTE[lab] for lab in labels], image_ext)
+
+
+def truncate(path: str) -> None:
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[: len(data) // 2])
+
+
+def zero_bytes(path: str) -> None:
+    Path(path).write_bytes(b"")
+
+
+def text_file(path: str) -> None:
+    Path(path).write_text("<html>404 Not Found</html>\n")
+
+
+def wrong_size(path: str) -> None:
+    import cv2
+
+    cv2.imwrite(path, np.zeros((H + 8, W, 3), np.uint8))
+
+
+def unknown_colour(path: str) -> None:
+    import cv2
+
+    mask = cv2.imread(path)
+    mask[:5, :7] = (1, 2, 3)  # BGR (3, 2, 1): no CamVid class
+    cv2.imwrite(path, mask)
+
+
+def missing(path: str) -> None:
+    Path(path).unlink()
+
+
+def damaged_inside(path: str) -> None:
+    """Zeros in the middle of the compressed data: header and end marker intact, decoders fail."""
+    data = bytearray(Path(path).read_bytes())
+    data[len(data) // 2: len(data) // 2 + 64] = bytes(64)
+    Path(path).write_bytes(bytes(data))
+
+
+# (name, which file of pair 3 to break, how, the kind check reports)
+CASES = [
+    ("truncated jpeg", "image", truncate, "truncated"),
+    ("zero-byte png mask", "mask", zero_bytes, "empty"),
+    ("text file named .png", "mask", text_file, "unsupported"),
+    ("mask of another size", "mask", wrong_size, "size_mismatch"),
+    ("missing mask", "mask", missing, "missing"),
+    ("corrupt data inside a png", "mask", damaged_inside, "corrupt"),
+]
+FAILS_TO_LOAD = [c for c in CASES]
+BAD = 3
+
+
+@pytest.fixture(params=CASES, ids=[c[0] for c in CASES])
+def broken(request, tmp_path):
+    """A dataset whose pair 3 is broken after pairing (the loader meets it at run time)."""
+    name, which, how, kind = request.param
+    data = good_dataset(tmp_path)
+    path = data.images[BAD] if which == "image" else data.masks[BAD]
+    how(path)
+    return data, path, kind
+
+
+def test_check_reports_each_kind(broken):
+    data, path, kind = broken
+    report = dl.check(data, workers=2)
+    assert not report.ok and report.pairs == len(data)
+    assert [(p.kind, p.path) for p in report.problems] == [(kind, path)]
+    assert path in str(report)
+
+
+def test_check_clean_dataset(tmp_path):
+    report = dl.check(good_dataset(tmp_path))
+    assert report.ok and report.problems == [] and "no problems" in str(report)
+
+
+def test_check_counts_unknown_colours(tmp_path):
+    data = good_dataset(tmp_path)
+    unknown_colour(data.masks[1])
+    (problem,) = dl.check(data).problems
+    assert problem.kind == "unknown_values" and problem.path == data.masks[1]
+    assert problem.details["values"] == [[[3, 2, 1], 35]] and problem.details["pixels"] == 35
+    assert "35 of 3072 pixels" in problem.message
+
+
+def test_check_unknown_ids_but_not_deliberately_ignored_ones(tmp_path):
+    import cv2
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "masks").mkdir()
+    cv2.imwrite(str(tmp_path / "images" / "a.png"), np.zeros((20, 20, 3), np.uint8))
+    ids = np.full((20, 20), 7, np.uint8)  # road
+    ids[:2] = 0  # unlabeled: ignored on purpose by Cityscapes' map
+    ids[5, :3] = 99  # not a Cityscapes id
+    cv2.imwrite(str(tmp_path / "masks" / "a.png"), ids)
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", dl.ClassMap.cityscapes())
+    (problem,) = dl.check(data).problems
+    assert problem.details["values"] == [[99, 3]]
+
+
+def test_check_folder_lists_unpaired_and_tiny(tmp_path):
+    import cv2
+
+    data = good_dataset(tmp_path, image_ext="png")
+    Path(data.masks[2]).unlink()
+    cv2.imwrite(str(tmp_path / "train_labels" / "stray_L.png"), np.zeros((4, 4, 3), np.uint8))
+    cv2.imwrite(data.images[4], np.zeros((8, 8, 3), np.uint8))
+    cv2.imwrite(data.masks[4], np.zeros((8, 8, 3), np.uint8))
+    report = dl.check(tmp_path)
+    kinds = {(p.kind, Path(p.path).name) for p in report.problems}
+    assert kinds == {("unpaired_image", "0002.png"), ("unpaired_mask", "stray_L.png"), ("tiny", "0004.png")}
+
+
+def test_check_cli_exit_status_and_json(tmp_path, capsys):
+    data = good_dataset(tmp_path)
+    assert cli(["check", str(tmp_path), "--quiet"]) == 0
+    truncate(data.images[0])
+    out = tmp_path / "report.json"
+    assert cli(["check", str(tmp_path), "--quiet", "--json", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert report["ok"] is False and report["counts"] == {"truncated": 1}
+    assert report["problems"][0]["path"] == data.images[0]
+    assert data.images[0] in capsys.readouterr().out
+    assert cli(["check", str(tmp_path / "nowhere")]) == 2
+
+
+@pytest.mark.parametrize("via_tf", [False, True], ids=["direct", "tf_dataset"])
+def test_loading_names_the_bad_file(broken, backend, via_tf):
+    """Every backend fails with the file's name and the advice to run check: no hang, no skip."""
+    data, path, kind = broken
+    if via_tf and backend in ("opencv", "tfdata"):
+        pytest.skip("no separate tf_dataset path")
+    if backend == "tfdata" and kind == "corrupt":
+        pytest.skip("known limit: tf.image's decode error inside tf.data names no file (see README)")
+    with pytest.raises(Exception) as err:
+        one_epoch(backend, data, tf=via_tf, batch_size=2, image_size=(32, 32), shuffle=False)
+    message = str(err.value)
+    assert path in message and "daliloader check" in message
+    if backend == "opencv" or (via_tf and backend != "tfdata"):
+        assert isinstance(err.value, dl.LoadError)
+
+
+def test_model_fit_names_the_bad_file(tmp_path):
+    keras = pytest.importorskip("keras")
+    data = good_dataset(tmp_path)
+    truncate(data.images[BAD])
+    ds = dl.tf_dataset(data, batch_size=2, image_size=(32, 32), backend="dali-cpu")
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(len(PALETTE), 1)])
+    model.compile("adam", keras.losses.CategoricalCrossentropy(from_logits=True))
+    with pytest.raises(Exception, match="daliloader check") as err:
+        model.fit(ds, epochs=1, verbose=0)
+    assert data.images[BAD] in str(err.value)
+
+
+def test_unknown_colours_load_as_ignore(tmp_path, backend):
+    """Stray colours are not an error at load time: they become ignore_index (check reports them)."""
+    data = good_dataset(tmp_path, image_ext="png")
+    unknown_colour(data.masks[0])
+    (x, y), = one_epoch(backend, data.subset([0]), batch_size=1, image_size=(H, W), crop="center",
+                        label_mode="int", shuffle=False)
+    assert (y[0, :5, :7] == 255).all() and (y[0, 5:] < len(PALETTE)).all()

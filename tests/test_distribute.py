@@ -1,0 +1,92 @@
+"""``distribute`` with MirroredStrategy over two logical CPU devices (one DALI CPU pipeline per replica).
+
+Logical devices must be configured before TensorFlow starts, so the check runs in a fresh process.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    import daliloader as dl
+
+    root = sys.argv[1]
+    data = dl.SegmentationData.from_folder(root)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    out = {"replicas": strategy.num_replicas_in_sync, "epochs": []}
+    ds = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center",
+                       label_mode="int", drop_remainder=False, backend="dali-cpu")
+    for epoch in range(2):
+        seen = [[], []]
+        for x, y, w in ds:
+            for r, (xr, wr) in enumerate(zip(strategy.experimental_local_results(x),
+                                             strategy.experimental_local_results(w))):
+                assert xr.shape[0] == 2, xr.shape
+                seen[r] += [[int(round(v * 25.5)), float(k), xr.device] for v, k in zip(xr.numpy()[:, 0, 0, 0], wr.numpy()[:, 0, 0])]
+        out["epochs"].append(seen)
+
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1)])
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    train = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center",
+                          label_mode="int", seed=1, backend="dali-cpu")
+    history = model.fit(train, epochs=2, verbose=0)
+    out["loss"] = history.history["loss"]
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_mirrored_strategy_on_two_logical_cpus(index_data):
+    root = str(Path(index_data.images[0]).parent.parent)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, root], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["replicas"] == 2
+    orders = []
+    for seen in out["epochs"]:
+        real = [[i for i, w, _ in replica if w == 1.0] for replica in seen]
+        assert set(real[0]).isdisjoint(real[1])  # each replica reads its own shard
+        assert sorted(real[0] + real[1]) == list(range(10))  # together: the whole dataset, once
+        assert {d.split("device:")[1] for _, _, d in seen[0]} == {"CPU:0"}  # placed on the replica's device
+        assert {d.split("device:")[1] for _, _, d in seen[1]} == {"CPU:1"}
+        orders.append(real)
+    assert orders[0] != orders[1]  # reshuffled between epochs
+    assert len(out["loss"]) == 2 and all(l == l for l in out["loss"])
+
+
+MWMS = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import tensorflow as tf, keras
+    import daliloader as dl
+
+    data = dl.SegmentationData.from_folder(sys.argv[1])
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()  # no TF_CONFIG: one local worker
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1)])
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    train = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center",
+                          label_mode="int", backend="dali-cpu")
+    history = model.fit(train, epochs=3, steps_per_epoch=train.steps_per_epoch, verbose=0)
+    print("RESULT" + json.dumps({"steps": train.steps_per_epoch, "loss": history.history["loss"]}))
+""")
+
+
+def test_multi_worker_strategy_single_host(index_data):
+    root = str(Path(index_data.images[0]).parent.parent)
+    proc = subprocess.run([sys.executable, "-c", MWMS, root], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["steps"] == 2 and len(out["loss"]) == 3

@@ -1,0 +1,79 @@
+"""Nothing lost: every sample once per evaluation epoch, at most once per training epoch, on every backend.
+
+The dataset's images encode their own index (constant colour, lossless PNG: see ``index_data``).
+Batch sizes 2 and 5 divide its 10 samples, 3 and 4 do not.
+"""
+
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import batch_indices, one_epoch
+
+SIZES = [2, 3, 4, 5]
+KW = dict(image_size=(24, 32), crop="center", label_mode="int")
+
+
+def epoch_indices(backend, data, batch_size, drop_remainder, seed=0):
+    """(indices, weights) of one epoch through the Keras-facing entry point of ``backend``."""
+    batches = one_epoch(backend, data, tf=True, batch_size=batch_size, drop_remainder=drop_remainder,
+                        seed=seed, **KW)
+    indices = np.concatenate([batch_indices(b[0]) for b in batches])
+    if drop_remainder:
+        return indices, np.ones(len(indices)), [len(b[0]) for b in batches]
+    for _, _, w in batches:  # per-pixel weights, constant over each sample
+        assert w.shape == (len(w), *KW["image_size"]) and (w == w[:, :1, :1]).all()
+    weights = np.concatenate([w[:, 0, 0] for _, _, w in batches])
+    return indices, weights, [len(b[0]) for b in batches]
+
+
+@pytest.mark.parametrize("batch_size", SIZES)
+def test_evaluation_sees_every_sample_exactly_once(index_data, backend, batch_size):
+    indices, weights, sizes = epoch_indices(backend, index_data, batch_size, drop_remainder=False)
+    assert sorted(indices[weights == 1].tolist()) == list(range(10))
+    assert set(np.unique(weights)) <= {0.0, 1.0}
+    if backend != "tfdata":  # fixed-size batches: the last one is padded with weight-0 samples
+        assert sizes == [batch_size] * -(-10 // batch_size)
+        assert (weights == 0).sum() == -10 % batch_size
+
+
+@pytest.mark.parametrize("batch_size", SIZES)
+def test_training_epochs_never_repeat_and_vary_the_dropped_samples(index_data, backend, batch_size):
+    if backend == "opencv":
+        seq = dl.keras_sequence(index_data, batch_size=batch_size, seed=1, **KW)
+        epochs = []
+        for _ in range(6):
+            epochs.append(np.concatenate([batch_indices(seq[i][0]) for i in range(len(seq))]))
+            seq.on_epoch_end()
+    else:
+        ds = dl.tf_dataset(index_data, batch_size=batch_size, seed=1, backend=backend, **KW)
+        epochs = [np.concatenate([batch_indices(x.numpy()) for x, _ in ds]) for _ in range(6)]
+    for seen in epochs:
+        assert len(seen) == 10 // batch_size * batch_size and len(set(seen.tolist())) == len(seen)
+    if 10 % batch_size:
+        dropped = {frozenset(range(10)) - frozenset(seen.tolist()) for seen in epochs}
+        assert len(dropped) > 1
+
+
+def test_model_evaluate_is_exact_with_padding(index_data, backend):
+    """Weight-0 padding leaves weighted metrics unchanged: evaluate() with batch 4 (2 padded) equals batch 10.
+
+    (Keras' reported *loss* divides by the batch size, padding included: only weighted metrics are exact.)
+    """
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1, kernel_initializer="glorot_uniform")])
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255),
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(),
+                                    keras.metrics.MeanIoU(32, sparse_y_pred=False, ignore_class=255, name="iou", dtype="float32")])
+
+    def evaluate(batch_size):
+        if backend == "opencv":
+            data = dl.keras_sequence(index_data, batch_size=batch_size, drop_remainder=False, shuffle=False, **KW)
+        else:
+            data = dl.tf_dataset(index_data, batch_size=batch_size, drop_remainder=False, shuffle=False,
+                                 backend=backend, **KW)
+        return model.evaluate(data, verbose=0, return_dict=True)
+
+    whole, padded = evaluate(10), evaluate(4)
+    for metric in ("sparse_categorical_accuracy", "iou"):
+        assert padded[metric] == pytest.approx(whole[metric], abs=1e-6)
