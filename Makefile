@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/daliloader demo
+	$(VENV)/bin/daliloader bench --label-mode onehot,int --seconds 2
 
 test: $(STAMP)
 	$(PY) -m pytest -q

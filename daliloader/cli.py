@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
+
+import numpy as np
+
+from daliloader.bench import BENCH_BACKENDS
 
 
 def cache_dir() -> Path:
@@ -28,52 +30,170 @@ def default_dataset(n: int, image_format: str = "jpg", size=(960, 720)):
     return data
 
 
-def measure(dataset, batch_size: int, seconds: float, repeats: int) -> list[float]:
-    """Images/s of ``repeats`` timed windows of about ``seconds`` each, after one warm-up epoch."""
-    it = iter(dataset)
-    for _ in range(len(dataset)):  # warm-up: the pipeline's first epoch, prefetch filled
-        next(it)
-    rates = []
-    for _ in range(repeats):
-        n, start = 0, time.perf_counter()
-        while True:
-            try:
-                batch = next(it)
-            except StopIteration:
-                it = iter(dataset)
-                continue
-            batch[0].numpy()[0, 0, 0]  # wait for the batch itself, not just its handle
-            n += batch_size
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-        rates.append(n / elapsed)
-    return rates
-
-
-def cmd_demo(args) -> int:
-    import daliloader as dl
-    from daliloader.loaders import dali_gpu_count
+def cmd_bench(args) -> int:
     from rich.console import Console
-    from rich.table import Table
+
+    from daliloader import bench
+    from daliloader.loaders import dali_gpu_count
 
     console = Console()
-    data = default_dataset(args.n)
-    console.print(f"dataset: {data} in {Path(data.images[0]).parent.parent}")
-    backends = ["dali-cpu"] + (["dali-gpu"] if dali_gpu_count() else [])
-    table = Table(title=f"tf_dataset throughput, batch {args.batch_size}, {args.image_size}x{args.image_size} random crops, "
-                        f"{platform.node() or 'this machine'}: {os.cpu_count()} CPU cores")
-    for col in ("backend", "labels", "images/s (median)", "spread (min-max)", "repeats"):
-        table.add_column(col, justify="right" if col != "backend" else "left")
+    data = load_data(args)
+    gpu = dali_gpu_count() > 0
+    backends = args.backends or [b for b in bench.BENCH_BACKENDS if gpu or b != "dali-gpu"]
+    if "dali-gpu" in backends and not gpu:
+        raise ValueError("--backends: dali-gpu needs a CUDA GPU that DALI can see; none was found")
+    workers = args.workers or os.cpu_count() or 1
+    size = (args.image_size, args.image_size)
+    console.print(f"dataset: {data}, {Path(data.images[0]).parent}")
+    report = {"machine": bench.machine_info(), "dataset": {"images": str(Path(data.images[0]).parent), "pairs": len(data),
+                                                           "classes": data.classes.num_classes},
+              "settings": {"batch_size": args.batch_size, "image_size": list(size), "crop": "random",
+                           "label_modes": args.label_mode, "seconds": args.seconds, "repeats": args.repeats,
+                           "workers": workers, "backends": backends},
+              "method": "median of repeats after a one-epoch warm-up; images/s", "ceilings": {}, "results": [],
+              "stages": {}}
+
+    def run(what: str, fn):
+        with console.status(f"measuring {what} ..."):
+            return fn()
+
+    ceil = report["ceilings"]
+    for what in ("pairs", "images", "masks"):
+        rates = run(f"CPU decode ceiling ({what})",
+                    lambda: bench.cpu_decode_ceiling(data, workers, args.seconds, args.repeats, what))
+        ceil[f"cpu_decode_{what}"] = bench.Measurement(f"cpu-decode-{what}", None, rates, f"{what}/s").to_dict()
+    if gpu:
+        rates = run("nvJPEG decode ceiling", lambda: bench.nvjpeg_ceiling(data, args.batch_size, args.seconds, args.repeats))
+        ceil["nvjpeg_images"] = bench.Measurement("nvjpeg-images", None, rates, "images/s").to_dict()
+
     for backend in backends:
-        for label_mode in ("onehot", "int"):
-            ds = dl.tf_dataset(data, batch_size=args.batch_size, image_size=(args.image_size, args.image_size),
-                               crop="random", label_mode=label_mode, backend=backend, seed=0)
-            with console.status(f"measuring {backend} / {label_mode} ..."):
-                rates = measure(ds, args.batch_size, args.seconds, args.repeats)
-            table.add_row(backend, label_mode, f"{statistics.median(rates):.1f}",
-                          f"{min(rates):.1f}-{max(rates):.1f}", str(len(rates)))
+        for mode in args.label_mode:
+            stream = bench.backend_stream(backend, data, args.batch_size, size, mode, workers)
+            warmup = max(1, len(data) // args.batch_size)
+            rates = run(f"{backend} / {mode}", lambda: bench.measure(lambda: bench.touch(next(stream)), args.batch_size,
+                                                                      args.seconds, args.repeats, warmup))
+            m = bench.Measurement(backend, mode, rates).to_dict()
+            bound = ceil["cpu_decode_pairs"]["median"]
+            if backend == "dali-gpu":
+                bound = min(ceil["nvjpeg_images"]["median"], ceil["cpu_decode_masks"]["median"])
+            m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
+            report["results"].append(m)
+            del stream
+
+    if not args.no_stages:
+        mode = args.label_mode[0]
+        for device in (["gpu"] if gpu else []) + ["cpu"]:
+            report["stages"][f"dali-{device}"] = run(f"dali-{device} stages", lambda: bench.dali_stages(
+                data, device, args.batch_size, size, mode, args.seconds / 2, args.repeats))
+        report["stages"]["opencv (1 thread)"] = run("opencv stages", lambda: bench.opencv_stages(data, size, mode))
+
+    if args.train:
+        trained = [b for b in backends if b != "tfdata-naive"]
+        report["train"] = run("training step times", lambda: bench.train_bound(
+            data, trained, args.batch_size, size, args.label_mode[0], args.train_steps, workers))
+
+    print_report(console, report)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+        console.print(f"wrote {args.json}")
+    if args.plot:
+        plot_report(report, args.plot)
+        console.print(f"wrote {args.plot}")
+    return 0
+
+
+def print_report(console, report: dict) -> None:
+    from rich.table import Table
+
+    m, st = report["machine"], report["settings"]
+    title = (f"images/s, batch {st['batch_size']}, {st['image_size'][0]}x{st['image_size'][1]} random crops; "
+             f"{m['cpu_count']} CPU cores ({m['cpu']}){'; GPU ' + m['gpu'][0] if m['gpu'] else ''}")
+    table = Table(title=title)
+    for col in ("loader", "labels", "median", "min-max", "of ceiling"):
+        table.add_column(col, justify="left" if col in ("loader", "labels") else "right")
+    for key, c in report["ceilings"].items():
+        table.add_row(f"[dim]ceiling: {key.replace('_', ' ')}[/dim]", "", f"{c['median']:.1f}",
+                      f"{c['min']:.1f}-{c['max']:.1f}", "")
+    for r in report["results"]:
+        table.add_row(r["name"], r["label_mode"], f"{r['median']:.1f}", f"{r['min']:.1f}-{r['max']:.1f}",
+                      f"{100 * r['fraction_of_ceiling']:.0f}%")
     console.print(table)
+    for name, rows in report.get("stages", {}).items():
+        stages = Table(title=f"where time goes: {name}, ms per image")
+        stages.add_column("stage")
+        stages.add_column("ms/img", justify="right")
+        for row in rows:
+            stages.add_row(row["stage"], f"{row['ms_per_img']:.2f}")
+        console.print(stages)
+    if "train" in report:
+        train = Table(title="small U-Net training: step time per loader vs one cached batch")
+        for col in ("loader", "step ms", "cached-batch floor ms", "waiting for input"):
+            train.add_column(col, justify="left" if col == "loader" else "right")
+        for name, row in report["train"].items():
+            train.add_row(name, f"{row['step_ms']:.1f}", f"{row['cached_batch_floor_ms']:.1f}",
+                          f"{100 * row['waiting_share']:.0f}%")
+        console.print(train)
+
+
+def plot_report(report: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    labels = [f"{r['name']} ({r['label_mode']})" for r in results]
+    med = [r["median"] for r in results]
+    err = [[r["median"] - r["min"] for r in results], [r["max"] - r["median"] for r in results]]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(results) + 1.8))
+    ax.barh(labels, med, xerr=err, color="#4c72b0", capsize=3)
+    colors = ("#c44e52", "#dd8452", "#55a868", "#8172b3")
+    for (key, c), color in zip(report["ceilings"].items(), colors):
+        ax.axvline(c["median"], color=color, linestyle="--", label=f"ceiling: {key.replace('_', ' ')}")
+    ax.invert_yaxis()
+    m, st = report["machine"], report["settings"]
+    ax.set_xlabel("images/s (median of repeats; bars: min-max)")
+    ax.set_title(f"{st['image_size'][0]}x{st['image_size'][1]} crops, batch {st['batch_size']}; "
+                 f"{m['cpu_count']} CPU cores{', ' + m['gpu'][0].split(',')[0] if m['gpu'] else ', no GPU'}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def cmd_preview(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import daliloader as dl
+
+    data = load_data(args)
+    size = (args.image_size, args.image_size)
+    pipe, _ = dl.dali_pipeline(data, batch_size=args.batch_size, image_size=size, crop="random",
+                               scale=tuple(args.scale), label_mode="int", backend="dali-cpu",
+                               seed=args.seed)
+    from daliloader.dali.graph import to_numpy
+
+    rows = []
+    for _ in range(args.batches):
+        images, labels = to_numpy(pipe.run())
+        rows += list(zip(images, labels))
+    fig, axes = plt.subplots(len(rows), 2, figsize=(5, 2.5 * len(rows)), squeeze=False)
+    for (image, labels), (a, b) in zip(rows, axes):
+        a.imshow(np.clip(image, 0, 1))
+        b.imshow(data.classes.colorize(labels))
+        a.axis("off")
+        b.axis("off")
+    axes[0][0].set_title("image", fontsize=9)
+    axes[0][1].set_title("mask (class palette; ignore = black)", fontsize=9)
+    fig.tight_layout()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.output, dpi=100)
+    print(f"wrote {args.output}: {len(rows)} augmented samples from {args.batches} batches")
     return 0
 
 
@@ -157,20 +277,61 @@ def add_data_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--mask-suffix", default=None, help="mask name suffix, e.g. _L (default: detected)")
 
 
+def _choices(allowed):
+    """A comma-separated list of names from ``allowed``."""
+    def parse(text: str) -> list[str]:
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [n for n in names if n not in allowed]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(allowed)} (comma-separated)")
+        return names
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="measure tf_dataset throughput on the embedded synthetic dataset",
-                          description="Generate (once) the embedded CamVid-like dataset, 960x720 JPEG images with "
-                                      "PNG colour masks, and measure tf_dataset throughput on every DALI backend "
-                                      "this machine has: one warm-up epoch, then the median of timed repeats.")
-    demo.add_argument("--n", type=_positive_int, default=64, help="images in the dataset (default 64)")
-    demo.add_argument("--batch-size", type=_positive_int, default=8)
-    demo.add_argument("--image-size", type=_positive_int, default=512, help="square crop side (default 512)")
-    demo.add_argument("--seconds", type=_positive_float, default=3.0, help="length of one timed repeat")
-    demo.add_argument("--repeats", type=_positive_int, default=3)
-    demo.set_defaults(func=cmd_demo)
+    bench = sub.add_parser("bench", help="throughput of every loader, CPU vs GPU, next to the decode ceilings",
+                           description="Measure each backend's steady-state throughput on the same data and "
+                                       "settings (one warm-up epoch, then the median and spread of timed repeats), "
+                                       "the decode-only ceilings of this machine (all CPU cores decoding the same "
+                                       "files; nvJPEG alone with a GPU), and where time goes stage by stage. With "
+                                       "no DATA it generates the embedded CamVid-like dataset (960x720 JPEG + PNG "
+                                       "colour masks) once in $DALILOADER_CACHE or ~/.cache/daliloader.")
+    add_data_arguments(bench, required=False)
+    bench.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
+    bench.add_argument("--backends", type=_choices(BENCH_BACKENDS), default=None,
+                       help=f"comma-separated, from {','.join(BENCH_BACKENDS)} (default: all this machine has)")
+    bench.add_argument("--batch-size", type=_positive_int, default=8)
+    bench.add_argument("--image-size", type=_positive_int, default=512, help="square crop side (default 512)")
+    bench.add_argument("--label-mode", type=_choices(("onehot", "int")), default=["onehot"],
+                       help="onehot, int or onehot,int (default onehot)")
+    bench.add_argument("--seconds", type=_positive_float, default=3.0, help="length of one timed repeat (default 3)")
+    bench.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per figure (default 3)")
+    bench.add_argument("--workers", type=_positive_int, default=None,
+                       help="threads for opencv and the CPU ceilings (default: all cores)")
+    bench.add_argument("--no-stages", action="store_true", help="skip the per-stage breakdown")
+    bench.add_argument("--train", action="store_true",
+                       help="also train a small U-Net fed by each backend and by one cached batch: input-bound analysis")
+    bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
+    bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
+    bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
+    bench.set_defaults(func=cmd_bench)
+
+    preview = sub.add_parser("preview", help="a picture of augmented samples beside their coloured masks",
+                             description="Run the DALI CPU pipeline with random crops and write a grid: each "
+                                         "augmented image beside its mask coloured with the class palette.")
+    add_data_arguments(preview, required=False)
+    preview.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
+    preview.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
+    preview.add_argument("--batches", type=_positive_int, default=2)
+    preview.add_argument("--batch-size", type=_positive_int, default=3)
+    preview.add_argument("--image-size", type=_positive_int, default=256)
+    preview.add_argument("--scale", type=_positive_float, nargs=2, default=(0.5, 2.0), metavar=("MIN", "MAX"),
+                         help="zoom range (default 0.5 2.0)")
+    preview.add_argument("--seed", type=int, default=0)
+    preview.set_defaults(func=cmd_preview)
 
     check = sub.add_parser("check", help="find bad files before training",
                            description="Decode every image/mask pair in parallel and report, per file: missing, "

@@ -120,8 +120,9 @@ def batch_indices(images: np.ndarray) -> list[int]:
 
 
 def dali_numpy(outputs) -> list[np.ndarray]:
-    """One ``pipeline.run()`` result as host numpy arrays (GPU outputs are copied back)."""
-    return [np.array(o.as_cpu().as_tensor() if hasattr(o, "as_cpu") else o.as_tensor()) for o in outputs]
+    from daliloader.dali.graph import to_numpy
+
+    return to_numpy(outputs)
 
 
 def crop_or_pad(a: np.ndarray, h: int, w: int, fill) -> np.ndarray:

@@ -25,6 +25,8 @@ from ..spec import Preprocess
 
 #: Output names, in the order the pipeline returns them.
 OUTPUTS = ("image", "labels", "weight", "index")
+#: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
+STAGES = ("read", "decode", "labels", "crop", "normalize")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class GraphOptions:
     prefetch: int = 2
     seed: int | None = None
     outputs: tuple[str, ...] = ("image", "labels")
+    stage: str | None = None  # output the (image, mask/labels) pair after this stage instead (STAGES)
 
 
 class _PathSource:
@@ -81,6 +84,8 @@ def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, o
                   prefetch_queue_depth=opts.prefetch, seed=opts.seed)
     def segmentation_pipeline():
         nodes = graph(data, spec, sampler, opts.device, guard if guard is not None else PairGuard(data))
+        if opts.stage is not None:  # benchmarks: the graph up to and including one stage
+            return nodes["stages"][opts.stage]
         return tuple(nodes[name] for name in opts.outputs)
 
     return segmentation_pipeline()
@@ -106,12 +111,16 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
     mask = fn.decoders.image(mask_bytes, device=decoder, output_type=mask_type, adjust_orientation=False)
 
+    stages = {"read": (image_bytes, mask_bytes), "decode": (image, mask)}
     labels = map_labels(mask, data.classes)
+    stages["labels"] = (image, labels)
     size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
     image, labels = crop(image, labels, size, spec, data.classes.ignore_index)
+    stages["crop"] = (image, labels)
     image, labels = flip_and_normalize(image, labels, spec)
+    stages["normalize"] = (image, labels)
     return {"image": image, "labels": encode(labels, spec, data.classes),
-            "weight": fn.cast(index >= 0, dtype=types.FLOAT), "index": index}
+            "weight": fn.cast(index >= 0, dtype=types.FLOAT), "index": index, "stages": stages}
 
 
 def map_labels(mask, classes: ClassMap):
@@ -189,3 +198,8 @@ def encode(labels, spec: Preprocess, classes: ClassMap):
     if spec.label_mode == "int":
         return fn.cast(flat, dtype=types.INT32)
     return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)
+
+
+def to_numpy(outputs) -> list[np.ndarray]:
+    """One ``pipeline.run()`` result as host numpy arrays (GPU outputs are copied back)."""
+    return [np.array(o.as_cpu().as_tensor() if hasattr(o, "as_cpu") else o.as_tensor()) for o in outputs]

@@ -1,0 +1,87 @@
+"""The command line: bench (JSON, plot, stages, --train), preview, synth and argument errors.
+
+These runs use tiny settings to check what the commands produce, not how fast anything is.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from daliloader.cli import main as cli
+
+pytest.importorskip("tensorflow")
+CPU_BACKENDS = "dali-cpu,tfdata,opencv,tfdata-naive"
+
+
+@pytest.fixture(scope="module")
+def root(synth_data) -> str:
+    return str(Path(synth_data.images[0]).parent.parent)
+
+
+def test_bench_writes_json_and_plot(root, tmp_path):
+    out, png = tmp_path / "r" / "bench.json", tmp_path / "bench.png"
+    code = cli(["bench", root, "--backends", CPU_BACKENDS, "--label-mode", "onehot,int", "--batch-size", "2",
+                "--image-size", "48", "--seconds", "0.2", "--repeats", "2", "--json", str(out), "--plot", str(png)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["machine"]["cpu_count"] >= 1 and "tensorflow" in report["machine"]["versions"]
+    assert report["settings"]["backends"] == CPU_BACKENDS.split(",")
+    assert set(report["ceilings"]) == {"cpu_decode_pairs", "cpu_decode_images", "cpu_decode_masks"}
+    got = {(r["name"], r["label_mode"]) for r in report["results"]}
+    assert got == {(b, m) for b in CPU_BACKENDS.split(",") for m in ("onehot", "int")}
+    for r in report["results"]:
+        assert len(r["rates"]) == 2 and r["min"] <= r["median"] <= r["max"] and r["median"] > 0
+        assert r["fraction_of_ceiling"] == pytest.approx(r["median"] / report["ceilings"]["cpu_decode_pairs"]["median"],
+                                                         abs=1e-3)
+    stages = report["stages"]
+    assert [s["stage"] for s in stages["dali-cpu"]] == ["read", "decode", "labels", "crop", "normalize", "encode"]
+    assert [s["stage"] for s in stages["opencv (1 thread)"]][:3] == ["read", "decode", "labels"]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_train_reports_waiting_share(root, tmp_path):
+    out = tmp_path / "train.json"
+    assert cli(["bench", root, "--backends", "dali-cpu,opencv", "--batch-size", "2", "--image-size", "32",
+                "--seconds", "0.1", "--repeats", "1", "--no-stages", "--train", "--train-steps", "2",
+                "--json", str(out)]) == 0
+    train = json.loads(out.read_text())["train"]
+    assert set(train) == {"dali-cpu", "opencv"}
+    for row in train.values():
+        assert row["step_ms"] > 0 and row["cached_batch_floor_ms"] > 0 and 0 <= row["waiting_share"] < 1
+
+
+def test_preview_writes_a_grid(root, tmp_path):
+    png = tmp_path / "grid.png"
+    assert cli(["preview", root, "-o", str(png), "--batches", "1", "--batch-size", "2", "--image-size", "64"]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_synth_writes_a_dataset(tmp_path):
+    assert cli(["synth", str(tmp_path / "s"), "--n", "3", "--size", "64", "48", "--format", "png"]) == 0
+    assert len(list((tmp_path / "s" / "train").glob("*.png"))) == 3
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--backends", "dali-cpu,nope"],
+    ["bench", "--label-mode", "probabilities"],
+    ["bench", "--batch-size", "0"],
+    ["preview"],  # -o is required
+])
+def test_bad_arguments_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(argv)
+    assert e.value.code == 2 and "error" in capsys.readouterr().err
+
+
+def test_help_on_every_command(capsys):
+    for command in ("bench", "check", "preview", "synth"):
+        with pytest.raises(SystemExit) as e:
+            cli([command, "--help"])
+        assert e.value.code == 0
+        assert f"usage: daliloader {command}" in capsys.readouterr().out
+
+
+def test_missing_data_folder_is_a_clear_error(tmp_path, capsys):
+    assert cli(["bench", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
