@@ -118,7 +118,6 @@ def print_report(console, report: dict) -> None:
     for r in report["results"]:
         table.add_row(r["name"], r["label_mode"], f"{r['median']:.1f}", f"{r['min']:.1f}-{r['max']:.1f}",
                       f"{100 * r['fraction_of_ceiling']:.0f}%")
-    console.print(table)
     for name, rows in report.get("stages", {}).items():
         stages = Table(title=f"where time goes: {name}, ms per image")
         stages.add_column("stage")
@@ -126,6 +125,7 @@ def print_report(console, report: dict) -> None:
         for row in rows:
             stages.add_row(row["stage"], f"{row['ms_per_img']:.2f}")
         console.print(stages)
+    console.print(table)  # the main table last (after the breakdowns), unless --train adds its own
     if "train" in report:
         train = Table(title="small U-Net training: step time per loader vs one cached batch")
         for col in ("loader", "step ms", "cached-batch floor ms", "waiting for input"):
