@@ -75,18 +75,24 @@ def endless(dataset):
 
 
 # ---------------------------------------------------------------- backends
-def backend_stream(name: str, data: SegmentationData, batch_size: int, image_size, label_mode: str,
+def backend_source(name: str, data: SegmentationData, batch_size: int, image_size, label_mode: str,
                    workers: int):
-    """An endless iterator of batches from one backend, as a user would build it."""
+    """One backend's dataset (``tf.data``) or PyDataset (opencv), built as a user would build it."""
     from . import loaders
 
     common = dict(batch_size=batch_size, image_size=image_size, crop="random", label_mode=label_mode, seed=0)
     if name == "opencv":
-        seq = loaders.keras_sequence(data, workers=workers, **common)
-        return ordered_parallel(seq, workers)
+        return loaders.keras_sequence(data, workers=workers, **common)
     if name == "tfdata-naive":
-        return endless(naive_tfdata(data, batch_size, image_size, label_mode))
-    return endless(loaders.tf_dataset(data, backend=name, **common))
+        return naive_tfdata(data, batch_size, image_size, label_mode)
+    return loaders.tf_dataset(data, backend=name, **common)
+
+
+def backend_stream(name: str, data: SegmentationData, batch_size: int, image_size, label_mode: str,
+                   workers: int):
+    """An endless iterator of batches from one backend (opencv: ``workers`` threads, as PyDataset)."""
+    source = backend_source(name, data, batch_size, image_size, label_mode, workers)
+    return ordered_parallel(source, workers) if name == "opencv" else endless(source)
 
 
 def ordered_parallel(seq, workers: int):
@@ -95,17 +101,20 @@ def ordered_parallel(seq, workers: int):
     pool = ThreadPoolExecutor(workers)
     ahead = 2 * workers
     pending, i = [], 0
-    while True:
-        while len(pending) < ahead:
-            pending.append(pool.submit(seq.__getitem__, i % len(seq)))
-            i += 1
-            if i % len(seq) == 0:
-                pending.append(None)  # epoch boundary
-        item = pending.pop(0)
-        if item is None:
-            seq.on_epoch_end()
-            continue
-        yield item.result()
+    try:
+        while True:
+            while len(pending) < ahead:
+                pending.append(pool.submit(seq.__getitem__, i % len(seq)))
+                i += 1
+                if i % len(seq) == 0:
+                    pending.append(None)  # epoch boundary
+            item = pending.pop(0)
+            if item is None:
+                seq.on_epoch_end()
+                continue
+            yield item.result()
+    finally:  # the stream is dropped: stop its workers
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode: str):
@@ -140,6 +149,8 @@ def cpu_decode_ceiling(data: SegmentationData, workers: int, seconds: float, rep
     """Pairs (or images, or masks) per second with ``workers`` threads doing nothing but read + decode."""
     import cv2
 
+    from .checks import decode
+
     mask_flag = cv2.IMREAD_COLOR if data.classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE
     jobs = {"pairs": [(p, cv2.IMREAD_COLOR, m, mask_flag) for p, m in zip(data.images, data.masks)],
             "images": [(p, cv2.IMREAD_COLOR) for p in data.images],
@@ -147,8 +158,7 @@ def cpu_decode_ceiling(data: SegmentationData, workers: int, seconds: float, rep
 
     def work(job):
         for path, flag in zip(job[::2], job[1::2]):
-            with open(path, "rb") as fh:
-                cv2.imdecode(np.frombuffer(fh.read(), np.uint8), flag | cv2.IMREAD_IGNORE_ORIENTATION)
+            decode(path, flag)
 
     threads = cv2.getNumThreads()
     cv2.setNumThreads(1)  # our threads decode; OpenCV's own pool would only oversubscribe the cores
@@ -304,20 +314,10 @@ def train_bound(data: SegmentationData, backends, batch_size: int, image_size, l
         model.fit(source, steps_per_epoch=steps, epochs=1, verbose=0)
         return (time.perf_counter() - start) / steps
 
-    from . import loaders
-
     rows = {}
-    common = dict(batch_size=batch_size, image_size=image_size, label_mode=label_mode, seed=0)
     for name in backends:
-        if name == "opencv":
-            source = loaders.keras_sequence(data, workers=workers, **common)
-            x, y = source[0]
-        elif name == "tfdata-naive":
-            source = naive_tfdata(data, batch_size, image_size, label_mode)
-            x, y = next(iter(source))
-        else:
-            source = loaders.tf_dataset(data, backend=name, **common)
-            x, y = next(iter(source))
+        source = backend_source(name, data, batch_size, image_size, label_mode, workers)
+        x, y = source[0] if name == "opencv" else next(iter(source))
         device = getattr(x, "device", None) or "/cpu:0"
         with tf.device(device):  # the cached batch lives where the backend delivers batches
             cached = tf.data.Dataset.from_tensors((tf.identity(x), tf.identity(y))).repeat()

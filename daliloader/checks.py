@@ -128,6 +128,11 @@ def decode(path: str, flags: int) -> np.ndarray | None:
 
 def quick_problems(image: str, mask: str) -> list[Problem]:
     """The cheap checks of one pair (see :func:`peek`), as problems."""
+    return _quick(image, mask)[0]
+
+
+def _quick(image: str, mask: str) -> tuple[list[Problem], dict[str, Header]]:
+    """The quick checks' problems, and the headers of the files that passed them."""
     problems, headers = [], {}
     for path, partner in ((image, mask), (mask, image)):
         try:
@@ -139,21 +144,20 @@ def quick_problems(image: str, mask: str) -> list[Problem]:
         if (im.width, im.height) != (mk.width, mk.height):
             problems.append(Problem("size_mismatch", mask, f"mask is {mk.width}x{mk.height} but its image is "
                                                            f"{im.width}x{im.height}", image))
-    return problems
+    return problems, headers
 
 
 def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SIDE) -> list[Problem]:
     """Every check of one pair: the quick ones, then a full decode of both files and the mask's values."""
-    problems = quick_problems(image, mask)
-    failed = {p.path for p in problems if p.kind != "size_mismatch"}
-    if image not in failed:
+    problems, headers = _quick(image, mask)
+    if image in headers:
         img = decode(image, cv2.IMREAD_COLOR)
         if img is None:
             problems.append(Problem("corrupt", image, "corrupt: the decoder rejects the data", mask))
         elif min(img.shape[:2]) < min_side:
             problems.append(Problem("tiny", image, f"tiny image: {img.shape[1]}x{img.shape[0]} pixels "
                                                    f"(a side below {min_side})", mask))
-    if mask not in failed:
+    if mask in headers:
         m = decode(mask, cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE)
         if m is None:
             problems.append(Problem("corrupt", mask, "corrupt: the decoder rejects the data", image))
@@ -163,13 +167,7 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
             unknown = classes.unknown_values(m)
             if unknown:
                 problems.append(_unknown_problem(mask, image, unknown, m.shape[0] * m.shape[1], classes))
-        from PIL import Image
-
-        try:
-            with Image.open(mask) as im:
-                fmt = im.format
-        except OSError:
-            fmt = None
+        fmt = headers[mask].format
         if fmt in LOSSY_MASK_FORMATS:
             problems.append(Problem("lossy_mask", mask, f"mask stored as {fmt}, a lossy format: its edges carry "
                                                         "values of no class; store masks as PNG", image))
@@ -310,7 +308,7 @@ class PairGuard:
         problems = [p for i in recent
                     for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0)
                     if p.kind not in ("unknown_values", "lossy_mask")]
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
         if problems:
             return LoadError(_message(f"loading a batch failed ({first_line})", problems))
         files = "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in recent)

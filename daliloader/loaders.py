@@ -130,6 +130,7 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
         seed = int(np.random.SeedSequence().entropy % (2**31))
     devices = list(strategy.extended.worker_devices)
     per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and backend != "tfdata"
+    steps: set[int] = set()  # batches per epoch of each pipeline, filled in by dataset_fn
 
     def dataset_fn(ctx: tf.distribute.InputContext):
         pipelines = ctx.num_input_pipelines
@@ -146,8 +147,6 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
             # persistent iterator: hand it the endless stream; model.fit then needs steps_per_epoch.
             return ds._stream
         return ds
-
-    steps: set[int] = set()
 
     if per_replica:
         options = tf.distribute.InputOptions(
