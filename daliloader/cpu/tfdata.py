@@ -15,6 +15,7 @@ from ..classes import ClassMap
 from ..data import SegmentationData
 from ..sampler import Sampler
 from ..spec import Preprocess
+from ..tfops import one_hot
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -76,7 +77,7 @@ def finish(images, labels, spec: Preprocess, classes: ClassMap, with_weights: bo
     if spec.label_mode == "int":
         y = tf.cast(labels, tf.int32)
     else:
-        y = tf.one_hot(tf.cast(labels, tf.int32), classes.num_classes, dtype=tf.float32)  # ignore -> zeros
+        y = one_hot(labels, classes.num_classes)  # ignore -> zeros
     if with_weights:
         return x, y, tf.ones(tf.shape(x)[:3], tf.float32)  # per pixel, as the DALI backends
     return x, y

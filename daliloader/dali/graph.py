@@ -1,12 +1,22 @@
-"""The DALI graph: read -> decode -> labels -> crop -> flip -> normalize -> encode.
+"""The DALI graph: read -> decode (the crop window only) -> labels -> crop -> flip -> normalize -> encode.
 
 This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset`` and on
 machines with DALI alone (GPU checks, benchmarks). Stage names follow :mod:`daliloader.spec`.
 
-Reading: three per-sample ``external_source`` callbacks (image path, mask path, sample index) are
-pure functions of the stream position through one :class:`~daliloader.sampler.Sampler`, so image and
-mask are paired by construction under shuffling and sharding; ``fn.io.file.read`` reads the bytes in
-DALI's worker threads.
+Reading: three per-sample inputs (image path, mask path, sample index) are pure functions of the
+stream position through one :class:`~daliloader.sampler.Sampler`, so image and mask are paired by
+construction under shuffling and sharding; ``fn.io.file.read`` reads the bytes in DALI's worker
+threads. Run alone, the pipeline computes them in ``external_source`` callbacks; under TensorFlow
+they are placeholders fed by native ``tf.data`` streams (``GraphOptions.fed``, see
+:mod:`daliloader.dali.tf`), because the plugin would otherwise call the callbacks one sample at a
+time through ``tf.data.Dataset.from_generator``, which halved the throughput.
+
+Cropping happens while decoding: the crop window is known from the image header
+(``peek_image_shape``), so only the part of the window inside the image is decoded
+(``decoders.image_slice``: libjpeg-turbo and nvJPEG skip what lies outside, PNG stops after the
+window's last row) and the colour-to-class mapping runs on the window alone. The overhang is padded
+afterwards (image with 0, labels with ``ignore_index``), which gives the same result as decoding,
+mapping and cropping the whole picture.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from ..spec import Preprocess
 
 #: Output names, in the order the pipeline returns them.
 OUTPUTS = ("image", "labels", "weight", "index")
+#: Names of the per-sample inputs: two paths as uint8 arrays, and the sample index (-1: padding).
+INPUTS = ("image_path", "mask_path", "index")
 #: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
 STAGES = ("read", "decode", "labels", "crop", "normalize")
 
@@ -38,6 +50,7 @@ class GraphOptions:
     seed: int | None = None
     outputs: tuple[str, ...] = ("image", "labels")
     stage: str | None = None  # output the (image, mask/labels) pair after this stage instead (STAGES)
+    fed: bool = False  # inputs are placeholders fed by tf.data (INPUTS) instead of Python callbacks
 
 
 class _PathSource:
@@ -83,7 +96,8 @@ def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, o
     @pipeline_def(batch_size=sampler.batch_size, num_threads=num_threads, device_id=opts.device_id,
                   prefetch_queue_depth=opts.prefetch, seed=opts.seed)
     def segmentation_pipeline():
-        nodes = graph(data, spec, sampler, opts.device, guard if guard is not None else PairGuard(data))
+        nodes = graph(data, spec, sampler, opts.device, guard if guard is not None else PairGuard(data),
+                      opts.fed)
         if opts.stage is not None:  # benchmarks: the graph up to and including one stage
             return nodes["stages"][opts.stage]
         return tuple(nodes[name] for name in opts.outputs)
@@ -92,30 +106,36 @@ def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, o
 
 
 def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: str,
-          guard: PairGuard | None = None) -> dict:
-    """Define the graph inside a pipeline; returns every named output node."""
+          guard: PairGuard | None = None, fed: bool = False) -> dict:
+    """Define the graph inside a pipeline; returns every named output node.
+
+    ``fed``: the inputs (:data:`INPUTS`) are placeholders to be fed by the caller.
+    """
     # read
-    image_path = fn.external_source(source=_PathSource(sampler, data.images, guard), batch=False,
-                                    name="image_path", dtype=types.UINT8, ndim=1)
-    mask_path = fn.external_source(source=_PathSource(sampler, data.masks), batch=False,
-                                   name="mask_path", dtype=types.UINT8, ndim=1)
-    index = fn.external_source(source=_IndexSource(sampler), batch=False, name="index",
-                               dtype=types.INT64, ndim=0)
+    sources = ((None, None, None) if fed else
+               (_PathSource(sampler, data.images, guard), _PathSource(sampler, data.masks), _IndexSource(sampler)))
+    image_path, mask_path, index = (
+        fn.external_source(source=source, batch=False, name=name, dtype=dtype, ndim=ndim)
+        for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
     image_bytes = fn.io.file.read(image_path)
     mask_bytes = fn.io.file.read(mask_path)
+    stages = {"read": (image_bytes, mask_bytes)}
 
-    # decode: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is decoded on the
-    # CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
+    # decode the crop window: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is
+    # decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
+    size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
+    start, shape = crop_window(size, spec)
+    inside_start, inside_shape = _inside(start, shape, size)
     decoder = "mixed" if device == "gpu" else "cpu"
-    image = fn.decoders.image(image_bytes, device=decoder, output_type=types.RGB, adjust_orientation=False)
     mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
-    mask = fn.decoders.image(mask_bytes, device=decoder, output_type=mask_type, adjust_orientation=False)
-
-    stages = {"read": (image_bytes, mask_bytes), "decode": (image, mask)}
+    image, mask = (fn.decoders.image_slice(encoded, inside_start, inside_shape, axis_names="HW",
+                                           normalized_anchor=False, normalized_shape=False, device=decoder,
+                                           output_type=kind, adjust_orientation=False)
+                   for encoded, kind in ((image_bytes, types.RGB), (mask_bytes, mask_type)))
+    stages["decode"] = (image, mask)
     labels = map_labels(mask, data.classes)
     stages["labels"] = (image, labels)
-    size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
-    image, labels = crop(image, labels, size, spec, data.classes.ignore_index)
+    image, labels = crop(image, labels, start - inside_start, shape, spec, data.classes.ignore_index)
     stages["crop"] = (image, labels)
     image, labels = flip_and_normalize(image, labels, spec)
     stages["normalize"] = (image, labels)
@@ -139,8 +159,9 @@ def map_labels(mask, classes: ClassMap):
                            default_value=classes.ignore_index, dtype=out)
 
 
-def crop(image, labels, size, spec: Preprocess, ignore_index: int):
-    """crop: one window per sample for image and mask (see :mod:`daliloader.spec`)."""
+def crop_window(size, spec: Preprocess):
+    """The crop window ``(start, shape)`` in source pixels, ``[y, x]`` int32 (see :mod:`daliloader.spec`);
+    it may overhang the image, which is then padded."""
     h, w = spec.image_size
     height, width = size[0], size[1]
     if spec.crop == "center":
@@ -156,13 +177,26 @@ def crop(image, labels, size, spec: Preprocess, ignore_index: int):
             win_h, win_w = h, w
         top = _uniform_offset(height - win_h, fn.random.uniform(range=(0.0, 1.0)))
         left = _uniform_offset(width - win_w, fn.random.uniform(range=(0.0, 1.0)))
-    start = fn.stack(top, left)
     shape = fn.stack(win_h, win_w) if spec.resizes else np.array([h, w], dtype=np.int32)
-    image = fn.slice(image, start=start, shape=shape, axis_names="HW",
-                     out_of_bounds_policy="pad", fill_values=0)
-    labels = fn.slice(labels, start=start, shape=shape, axis_names="HW",
-                      out_of_bounds_policy="pad", fill_values=ignore_index)
+    return fn.stack(top, left), shape
+
+
+def _inside(start, shape, size):
+    """The part of the window ``(start, shape)`` that lies inside an image of ``size`` (H, W, C)."""
+    extent = size[0:2]
+    lo = dmath.clamp(start, 0, extent)
+    return lo, dmath.clamp(start + shape, 0, extent) - lo
+
+
+def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
+    """crop: the decoded window part (at ``offset`` in the window, ``<= 0``) padded to the window
+    ``shape`` (image with 0, labels with ``ignore_index``), then resized to ``image_size`` when it
+    differs (random crops with zoom)."""
+    image = fn.slice(image, start=offset, shape=shape, axis_names="HW", out_of_bounds_policy="pad", fill_values=0)
+    labels = fn.slice(labels, start=offset, shape=shape, axis_names="HW", out_of_bounds_policy="pad",
+                      fill_values=ignore_index)
     if spec.resizes:
+        h, w = spec.image_size
         image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
         labels = fn.resize(labels, resize_y=h, resize_x=w, interp_type=types.INTERP_NN, antialias=False)
     return image, labels

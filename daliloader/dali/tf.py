@@ -11,8 +11,12 @@ and the order is reshuffled between epochs.
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
+import numpy as np
 import tensorflow as tf
-from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs
+from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from tensorflow.python.framework import ops
 
@@ -20,6 +24,7 @@ from ..checks import PairGuard
 from ..classes import ClassMap
 from ..sampler import Sampler
 from ..spec import Preprocess
+from ..tfops import one_hot
 from .graph import GraphOptions, build_pipeline
 
 
@@ -88,25 +93,80 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
 def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
                  placement: str | None = None) -> EpochDataset:
     """Wrap the DALI graph in ``DALIDatasetWithInputs`` placed on the pipeline's device
-    (``placement``, a TensorFlow device name, overrides it: a replica's device under ``distribute``)."""
-    guard = PairGuard(data)
-    pipe = build_pipeline(data, spec, sampler, opts, guard)
-    dtypes, shapes = output_signature(spec, data.classes, sampler.batch_size, opts.outputs)
+    (``placement``, a TensorFlow device name, overrides it: a replica's device under ``distribute``).
+
+    On the CPU, one-hot labels are encoded by TensorFlow after DALI (:func:`daliloader.tfops.one_hot`):
+    DALI hands over int labels, 1 MB per 512x512 sample instead of 32 MB of float32 one-hot to copy
+    into TensorFlow's tensors, and the gather is faster than DALI's CPU ``fn.one_hot``. On a GPU
+    DALI encodes, and the batches stay on the device.
+    """
+    encode_in_tf = spec.label_mode == "onehot" and opts.device == "cpu"
+    dali_spec = replace(spec, label_mode="int") if encode_in_tf else spec
+    guard = PairGuard(data, remember=2 * CHUNK + sampler.batch_size * (opts.prefetch + 2))
+    pipe = build_pipeline(data, dali_spec, sampler, replace(opts, fed=True), guard)
+    dtypes, shapes = output_signature(dali_spec, data.classes, sampler.batch_size, opts.outputs)
     device = placement or (f"/gpu:{opts.device_id}" if opts.device == "gpu" else "/cpu:0")
     with tf.device(device):
         stream = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=sampler.batch_size, device_id=opts.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=opts.prefetch,
+            input_datasets=_inputs(data, sampler, guard, device, opts.outputs),
             output_dtypes=dtypes, output_shapes=shapes)
-        if spec.dtype == "bfloat16" or "weight" in opts.outputs:
-            stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec))
+        if encode_in_tf or spec.dtype == "bfloat16" or "weight" in opts.outputs:
+            num_classes = data.classes.num_classes if encode_in_tf else None
+            stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec, num_classes))
     return EpochDataset(stream, sampler.steps, guard)
 
 
-def _finish(batch, outputs, spec: Preprocess):
-    """What DALI cannot output: bfloat16 images (cast), and per-pixel weights ``[B, H, W]`` from the
-    per-sample ones, the shape Keras needs to weight per-pixel losses and metrics."""
+#: Stream positions per Python call in the TF input streams (see :func:`_inputs`).
+CHUNK = 128
+
+
+def _inputs(data, sampler: Sampler, guard: PairGuard, device: str, outputs) -> dict:
+    """The graph's placeholder inputs (``INPUTS`` in :mod:`daliloader.dali.graph`) as native tf.data
+    streams (the index only when an output uses it: DALI drops unused nodes).
+
+    Python runs once per :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
+    it has not seen); the per-sample work is ``tf.gather`` on constant path tables. A Python call per
+    batch (``from_generator``) still cost a third of the throughput on 2 cores. Streams live on the
+    CPU and are copied to the GPU when DALI runs there, as the plugin does for its own inputs.
+    """
+    def indices(vet: bool):
+        def chunk(k):
+            positions = range(int(k) * CHUNK, (int(k) + 1) * CHUNK)
+            found = np.array([sampler.index_at(p) for p in positions], dtype=np.int64)
+            if vet:
+                for i in found:
+                    guard.verify(max(int(i), 0))  # padding (-1) reads sample 0
+            return found
+
+        def call(k):
+            found = tf.numpy_function(chunk, [k], tf.int64, stateful=True)
+            found.set_shape([CHUNK])
+            return found
+
+        return tf.data.Dataset.range(np.iinfo(np.int64).max).map(call).unbatch()
+
+    def paths(files, vet: bool):
+        table = tf.constant([os.fsencode(f) for f in files])
+        return indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
+
+    with tf.device("/cpu:0"):
+        streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(data.masks, vet=False)}
+        if {"weight", "index"} & set(outputs):
+            streams["index"] = indices(vet=False)
+    if tf.DeviceSpec.from_string(device).device_type == "GPU":
+        streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
+    return {name: Input(stream, batch=False) for name, stream in streams.items()}
+
+
+def _finish(batch, outputs, spec: Preprocess, num_classes: int | None):
+    """What DALI does not output: one-hot labels encoded here (``num_classes`` given), bfloat16
+    images (cast), and per-pixel weights ``[B, H, W]`` from the per-sample ones, the shape Keras
+    needs to weight per-pixel losses and metrics."""
     out = dict(zip(outputs, batch))
+    if num_classes is not None:
+        out["labels"] = one_hot(out["labels"], num_classes)
     if spec.dtype == "bfloat16":
         out["image"] = tf.cast(out["image"], tf.bfloat16)
     if "weight" in out:
