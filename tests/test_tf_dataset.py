@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from conftest import batch_indices
+from conftest import batch_indices, one_epoch
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -92,3 +92,28 @@ def test_gpu_backend_refuses_without_gpu(synth_data):
         pytest.skip("a GPU is present")
     with pytest.raises(dl.SpecError, match="needs a CUDA GPU"):
         dl.tf_dataset(synth_data, image_size=(16, 16), backend="dali-gpu")
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_tf_path_gives_the_pipelines_batches(synth_data, dali_backend, label_mode):
+    """Under TF the graph's inputs come from tf.data streams (and on the CPU one-hot is encoded by TF):
+    the batches are still exactly those of the DALI pipeline alone, random crops and zoom included."""
+    kw = dict(batch_size=4, image_size=(64, 80), crop="random", scale=(0.7, 1.4), label_mode=label_mode, seed=3)
+    alone = one_epoch(dali_backend, synth_data, **kw)
+    in_tf = one_epoch(dali_backend, synth_data, tf=True, **kw)
+    assert len(alone) == len(in_tf) > 0
+    for a, b in zip(alone, in_tf):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_one_hot_matches_tf_one_hot():
+    from daliloader.tfops import one_hot
+
+    labels = np.array([[0, 3, 255], [31, 7, 32]], dtype=np.uint8)  # 255, 32: ignore / out of range
+    for dtype in (tf.uint8, tf.int32):
+        got = one_hot(tf.constant(labels, dtype), 32).numpy()
+        want = tf.one_hot(labels.astype(np.int32), 32, dtype=tf.float32).numpy()
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    assert not got[0, 2].any() and not got[1, 2].any()
