@@ -66,19 +66,29 @@ def cmd_bench(args) -> int:
         rates = run("nvJPEG decode ceiling", lambda: bench.nvjpeg_ceiling(data, args.batch_size, args.seconds, args.repeats))
         ceil["nvjpeg_images"] = bench.Measurement("nvjpeg-images", None, rates, "images/s").to_dict()
 
-    for backend in backends:
-        for mode in args.label_mode:
-            stream = bench.backend_stream(backend, data, args.batch_size, size, mode, workers)
-            warmup = max(1, len(data) // args.batch_size)
-            rates = run(f"{backend} / {mode}", lambda: bench.measure(lambda: bench.touch(next(stream)), args.batch_size,
-                                                                      args.seconds, args.repeats, warmup))
-            m = bench.Measurement(backend, mode, rates).to_dict()
-            bound = ceil["cpu_decode_pairs"]["median"]
-            if backend == "dali-gpu":
-                bound = min(ceil["nvjpeg_images"]["median"], ceil["cpu_decode_masks"]["median"])
-            m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
-            report["results"].append(m)
-            del stream
+    datasets = {"original": data}
+    if args.prepared is not None:
+        datasets["prepared"] = prepared_copy(data, args.prepared, console)
+        report["dataset"]["prepared"] = str(Path(datasets["prepared"].images[0]).parent.parent)
+        rates = run("CPU decode ceiling (prepared pairs)",
+                    lambda: bench.cpu_decode_ceiling(datasets["prepared"], workers, args.seconds, args.repeats, "pairs"))
+        ceil["cpu_decode_pairs_prepared"] = bench.Measurement("cpu-decode-pairs-prepared", None, rates,
+                                                              "pairs/s").to_dict()
+    for which, source in datasets.items():
+        suffix = "" if which == "original" else "_prepared"
+        for backend in backends:
+            for mode in args.label_mode:
+                stream = bench.backend_stream(backend, source, args.batch_size, size, mode, workers)
+                warmup = max(1, len(source) // args.batch_size)
+                rates = run(f"{backend} / {mode} / {which}", lambda: bench.measure(
+                    lambda: bench.touch(next(stream)), args.batch_size, args.seconds, args.repeats, warmup))
+                m = {**bench.Measurement(backend, mode, rates).to_dict(), "data": which}
+                bound = ceil[f"cpu_decode_pairs{suffix}"]["median"]
+                if backend == "dali-gpu":
+                    bound = min(ceil["nvjpeg_images"]["median"], ceil["cpu_decode_masks"]["median"])
+                m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
+                report["results"].append(m)
+                del stream
 
     if not args.no_stages:
         mode = args.label_mode[0]
@@ -103,6 +113,25 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def prepared_copy(data, where: str, console):
+    """The prepared copy the bench compares with: ``where`` names one (made there if absent), or is
+    ``"cache"``: made once for this dataset in the cache folder."""
+    import hashlib
+
+    import daliloader as dl
+    from daliloader.prepare import MANIFEST, prepare
+
+    if where == "cache":
+        digest = hashlib.sha1("\n".join(data.images + data.masks).encode()).hexdigest()[:12]
+        out = cache_dir() / f"prepared-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
+    else:
+        out = Path(where)
+    if not (out / MANIFEST).exists():
+        with console.status(f"preparing {len(data)} pairs into {out} ..."):
+            prepare(data, out, progress=False, source={"made_by": "daliloader bench --prepared"})
+    return dl.SegmentationData.from_prepared(out)
+
+
 def print_report(console, report: dict) -> None:
     from rich.table import Table
 
@@ -110,14 +139,17 @@ def print_report(console, report: dict) -> None:
     title = (f"images/s, batch {st['batch_size']}, {st['image_size'][0]}x{st['image_size'][1]} random crops; "
              f"{m['cpu_count']} CPU cores ({m['cpu']}){'; GPU ' + m['gpu'][0] if m['gpu'] else ''}")
     table = Table(title=title)
-    for col in ("loader", "labels", "median", "min-max", "of ceiling"):
-        table.add_column(col, justify="left" if col in ("loader", "labels") else "right")
+    prepared = any(r.get("data") == "prepared" for r in report["results"])
+    for col in ("loader", "labels") + (("data",) if prepared else ()) + ("median", "min-max", "of ceiling"):
+        table.add_column(col, justify="left" if col in ("loader", "labels", "data") else "right")
+    data_cell = (lambda value: (value,)) if prepared else (lambda value: ())
     for key, c in report["ceilings"].items():
-        table.add_row(f"[dim]ceiling: {key.replace('_', ' ')}[/dim]", "", f"{c['median']:.1f}",
-                      f"{c['min']:.1f}-{c['max']:.1f}", "")
+        which = "prepared" if key.endswith("_prepared") else "original"
+        table.add_row(f"[dim]ceiling: {key.removesuffix('_prepared').replace('_', ' ')}[/dim]", "", *data_cell(which),
+                      f"{c['median']:.1f}", f"{c['min']:.1f}-{c['max']:.1f}", "")
     for r in report["results"]:
-        table.add_row(r["name"], r["label_mode"], f"{r['median']:.1f}", f"{r['min']:.1f}-{r['max']:.1f}",
-                      f"{100 * r['fraction_of_ceiling']:.0f}%")
+        table.add_row(r["name"], r["label_mode"], *data_cell(r.get("data", "original")), f"{r['median']:.1f}",
+                      f"{r['min']:.1f}-{r['max']:.1f}", f"{100 * r['fraction_of_ceiling']:.0f}%")
     for name, rows in report.get("stages", {}).items():
         stages = Table(title=f"where time goes: {name}, ms per image")
         stages.add_column("stage")
@@ -143,12 +175,13 @@ def plot_report(report: dict, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     results = report["results"]
-    labels = [f"{r['name']} ({r['label_mode']})" for r in results]
+    labels = [f"{r['name']} ({r['label_mode']}{', prepared' if r.get('data') == 'prepared' else ''})"
+              for r in results]
     med = [r["median"] for r in results]
     err = [[r["median"] - r["min"] for r in results], [r["max"] - r["median"] for r in results]]
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(results) + 1.8))
     ax.barh(labels, med, xerr=err, color="#4c72b0", capsize=3)
-    colors = ("#c44e52", "#dd8452", "#55a868", "#8172b3")
+    colors = ("#c44e52", "#dd8452", "#55a868", "#8172b3", "#937860")
     for (key, c), color in zip(report["ceilings"].items(), colors):
         ax.axvline(c["median"], color=color, linestyle="--", label=f"ceiling: {key.replace('_', ' ')}")
     ax.invert_yaxis()
@@ -235,6 +268,32 @@ def cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_prepare(args) -> int:
+    from daliloader.prepare import prepare, verify
+
+    data = load_data(args)
+    source = {"data": str(args.data or ""), "split": args.split}
+    m = prepare(data, args.out, jpeg_quality=args.jpeg_quality, shard_size=args.shards, workers=args.workers,
+                progress=not args.quiet, source=source)
+    print(f"prepared {len(m['pairs'])} pairs into {args.out} in {m['seconds']} s: masks as 8-bit class indices "
+          f"({m['masks']['unknown_pixels']} pixels of unknown values -> ignore index "
+          f"{m['classes']['ignore_index']}, in {len(m['masks']['pairs_with_unknown_values'])} masks)")
+    images = m["images"]
+    if images["reencoded"]:
+        print(f"  {images['reencoded']} photos re-encoded as JPEG: PSNR mean {images['psnr_db']['mean']} dB, "
+              f"min {images['psnr_db']['min']} dB")
+    else:
+        print("  images copied byte for byte")
+    if m["shards"]:
+        print(f"  {len(m['shards']['tars'])} webdataset shard(s) of up to {m['shards']['samples_per_shard']} samples")
+    print(f"  load it with dl.SegmentationData.from_prepared({str(args.out)!r})")
+    if args.verify:
+        report = verify(args.out, workers=args.workers, progress=not args.quiet)
+        print(report)
+        return 0 if report.ok else 1
+    return 0
+
+
 def cmd_synth(args) -> int:
     import daliloader as dl
 
@@ -314,6 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-stages", action="store_true", help="skip the per-stage breakdown")
     bench.add_argument("--train", action="store_true",
                        help="also train a small U-Net fed by each backend and by one cached batch: input-bound analysis")
+    bench.add_argument("--prepared", nargs="?", const="cache", default=None, metavar="DIR",
+                       help="also measure every backend on a prepared copy (8-bit class-index masks, see "
+                            "`daliloader prepare`): DIR, made there if absent; alone: made once in the cache")
     bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
     bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
@@ -344,6 +406,27 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", type=Path, help="also write the report as JSON to this file")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(func=cmd_check)
+
+    prep = sub.add_parser("prepare", help="one-time conversion: 8-bit class-index masks, packed shards",
+                          description="Write a prepared copy of DATA into OUT that every loader reads faster, "
+                                      "without changing a label: masks re-encoded as single-channel 8-bit class-index "
+                                      "PNGs (the colour/id mapping done once; unknown values -> ignore index), images "
+                                      "copied byte for byte, a manifest.json recording the class map and how it was "
+                                      "made, and optionally webdataset shards with their DALI index files. Load it "
+                                      "with SegmentationData.from_prepared(OUT).")
+    add_data_arguments(prep, required=True)
+    prep.add_argument("out", type=Path, metavar="OUT", help="new (or empty) folder for the prepared copy")
+    prep.add_argument("--jpeg-quality", type=_positive_int, default=None, metavar="Q",
+                      help="re-encode non-JPEG photos as JPEG of quality Q (1-100), decodable by nvJPEG on the GPU; "
+                           "the quality lost (PSNR) is reported. Default: images are copied unchanged")
+    prep.add_argument("--shards", type=_positive_int, default=None, metavar="N",
+                      help="also write webdataset shards of N samples (image + mask in one tar, with .idx files)")
+    prep.add_argument("--verify", action="store_true",
+                      help="afterwards decode every prepared mask and compare it with the mapping of the original, "
+                           "bit for bit (and copied images and shard members byte for byte); exit 1 on a difference")
+    prep.add_argument("--workers", type=_positive_int, default=None, help="threads (default: all cores)")
+    prep.add_argument("--quiet", action="store_true", help="no progress bar")
+    prep.set_defaults(func=cmd_prepare)
 
     synth = sub.add_parser("synth", help="write the synthetic dataset", description="Write the synthetic "
                            "CamVid-layout dataset: OUT/train, OUT/train_labels, OUT/class_dict.csv.")

@@ -87,6 +87,17 @@ class SegmentationData:
         """A dataset in one of the common layouts under ``root`` (see :func:`find_layout`)."""
         return cls.from_dirs(**find_layout(root, split))
 
+    @classmethod
+    def from_prepared(cls, root: str | Path) -> "SegmentationData":
+        """A dataset written by ``daliloader prepare`` / :func:`daliloader.prepare.prepare`: 8-bit
+        class-index masks (ids ``0..C-1`` are the classes, ``ignore_index`` stays), read by every backend."""
+        from .prepare import load_manifest, prepared_classes
+
+        manifest = load_manifest(root)
+        root = Path(root)
+        return cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
+                              prepared_classes(manifest))
+
     def subset(self, indices: Sequence[int]) -> "SegmentationData":
         return SegmentationData(tuple(self.images[i] for i in indices),
                                 tuple(self.masks[i] for i in indices), self.classes)

@@ -87,3 +87,15 @@ def test_help_on_every_command(capsys):
 def test_missing_data_folder_is_a_clear_error(tmp_path, capsys):
     assert cli(["bench", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_bench_prepared_column(root, tmp_path):
+    out = tmp_path / "prepared.json"
+    assert cli(["bench", root, "--backends", "dali-cpu,opencv", "--label-mode", "int", "--batch-size", "2",
+                "--image-size", "32", "--seconds", "0.2", "--repeats", "1", "--no-stages",
+                "--prepared", str(tmp_path / "p"), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert {(r["name"], r["data"]) for r in report["results"]} == {
+        (b, d) for b in ("dali-cpu", "opencv") for d in ("original", "prepared")}
+    assert "cpu_decode_pairs_prepared" in report["ceilings"]
+    assert (tmp_path / "p" / "manifest.json").exists()
