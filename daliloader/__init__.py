@@ -10,7 +10,7 @@ from .spec import Preprocess, make_spec
 
 __version__ = "0.1.0"
 __all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "tf_dataset", "keras_sequence", "dali_pipeline",
-           "distribute", "check", "synthetic", "DaliloaderError", "DataError", "SpecError", "LoadError"]
+           "distribute", "check", "synthetic", "prepare", "DaliloaderError", "DataError", "SpecError", "LoadError"]
 
 
 _LAZY = {"synthetic": ("daliloader.synthetic", None),
@@ -18,7 +18,8 @@ _LAZY = {"synthetic": ("daliloader.synthetic", None),
          "dali_pipeline": ("daliloader.loaders", "dali_pipeline"),
          "keras_sequence": ("daliloader.loaders", "keras_sequence"),
          "distribute": ("daliloader.loaders", "distribute"),
-         "check": ("daliloader.checks", "check")}
+         "check": ("daliloader.checks", "check"),
+         "prepare": ("daliloader.prepare", None)}  # the module: dl.prepare.prepare(data, out), .verify(out)
 
 
 def __getattr__(name):
