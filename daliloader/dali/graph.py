@@ -13,8 +13,8 @@ time through ``tf.data.Dataset.from_generator``, which halved the throughput.
 
 Cropping happens while decoding: the crop window is known from the image header
 (``peek_image_shape``), so only the part of the window inside the image is decoded
-(``decoders.image_slice``: libjpeg-turbo and nvJPEG skip what lies outside, PNG stops after the
-window's last row) and the colour-to-class mapping runs on the window alone. The overhang is padded
+(``decoders.image_slice``, the region-of-interest decoder) and the colour-to-class mapping runs on
+the window alone. The overhang is padded
 afterwards (image with 0, labels with ``ignore_index``), which gives the same result as decoding,
 mapping and cropping the whole picture.
 """
