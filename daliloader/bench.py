@@ -193,18 +193,17 @@ def dali_stages(data: SegmentationData, device: str, batch_size: int, image_size
     As in ``tf_dataset``, a CPU graph ends with int labels for one-hot batches, and the one-hot
     encoding by TensorFlow is timed on its own (the last row).
     """
-    from dataclasses import replace
-
-    from .dali.graph import STAGES, GraphOptions, build_pipeline
+    from .dali.graph import STAGES, GraphOptions, build_pipeline, graph_spec
     from .loaders import _setup
 
     spec, sampler = _setup(data, batch_size, image_size, "random", label_mode, True, 0, True, 0, 1, {})
-    encode_in_tf = device == "cpu" and label_mode == "onehot"
+    dali_spec = graph_spec(spec, device)
+    encode_in_tf = dali_spec.label_mode != spec.label_mode
     rows, previous = [], 0.0
     for stage in STAGES + ("encode",):
         opts = GraphOptions(device, 0 if device == "gpu" else None, None, 2, 0,
                             ("image", "labels"), None if stage == "encode" else stage)
-        pipe = build_pipeline(data, replace(spec, label_mode="int") if encode_in_tf else spec, sampler, opts)
+        pipe = build_pipeline(data, dali_spec, sampler, opts)
         pipe.build()
         rate = statistics.median(measure(pipe.run, batch_size, seconds, repeats,
                                          warmup_batches=max(1, sampler.steps)))

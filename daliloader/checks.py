@@ -249,15 +249,22 @@ def check(data: SegmentationData | str | Path | dict, *, split: str = "train", w
     workers = workers or os.cpu_count() or 1
     start = time.perf_counter()
     problems = list(unpaired)
-    with ThreadPoolExecutor(workers) as pool:
-        results = pool.map(lambda pair: check_pair(*pair, classes, min_side), pairs)
-        if progress:
+    for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side), pairs, workers,
+                              "checking pairs" if progress else None):
+        problems.extend(found)
+    return Report(source, len(pairs), problems, time.perf_counter() - start, workers)
+
+
+def threaded_map(fn, items, workers: int | None = None, description: str | None = None):
+    """``fn`` over ``items`` on ``workers`` threads (default: all cores; OpenCV releases the GIL), in
+    order, with a transient progress bar when a ``description`` is given."""
+    with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+        results = pool.map(fn, items)
+        if description:
             from rich.progress import track
 
-            results = track(results, total=len(pairs), description="checking pairs", transient=True)
-        for found in results:
-            problems.extend(found)
-    return Report(source, len(pairs), problems, time.perf_counter() - start, workers)
+            results = track(results, total=len(items), description=description, transient=True)
+        yield from results
 
 
 # ---------------------------------------------------------------- at load time

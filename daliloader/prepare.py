@@ -19,11 +19,9 @@ This module needs OpenCV and numpy only (the shard index uses ``wds2idx`` from t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tarfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -31,6 +29,7 @@ import cv2
 import numpy as np
 
 from . import __version__
+from .checks import threaded_map
 from .classes import ClassMap
 from .cpu.opencv import decode_image, decode_mask, read
 from .data import SegmentationData
@@ -100,7 +99,7 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         return _convert(data, i, out, names[i], jpeg_quality)
 
     started = time.perf_counter()
-    rows = _parallel(convert, len(data), workers, "preparing" if progress else None)
+    rows = list(threaded_map(convert, range(len(data)), workers, "preparing" if progress else None))
     failures = [r["error"] for r in rows if "error" in r]
     if failures:
         shown = "\n".join(f"  {f}" for f in failures[:20])
@@ -161,23 +160,6 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality:
         return row
     except (LoadError, OSError, ValueError) as e:
         return {"error": f"{image} + {mask}: {str(e).splitlines()[0]}"}
-
-
-def _parallel(fn, n: int, workers: int | None, label: str | None) -> list:
-    """``[fn(i) for i in range(n)]`` on ``workers`` threads (OpenCV releases the GIL), in order."""
-    from rich.progress import Progress
-
-    workers = workers or os.cpu_count() or 1
-    with ThreadPoolExecutor(workers) as pool:
-        if label is None:
-            return list(pool.map(fn, range(n)))
-        with Progress(transient=True) as bar:
-            task = bar.add_task(label, total=n)
-            results = []
-            for r in pool.map(fn, range(n)):
-                results.append(r)
-                bar.advance(task)
-            return results
 
 
 def _how(classes: ClassMap) -> str:
@@ -289,7 +271,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
             problems.append(f"{out / image}: bytes differ from {src_images[i]}")
         return problems, copied
 
-    for problems, copied in _parallel(one, len(pairs), workers, "verifying" if progress else None):
+    for problems, copied in threaded_map(one, range(len(pairs)), workers, "verifying" if progress else None):
         report.mismatches += problems
         report.masks_checked += 1
         report.images_checked += copied

@@ -80,7 +80,10 @@ class Sampler:
         epoch, offset = divmod(position, self.per_epoch)
         return int(self.epoch_order(epoch)[offset])
 
+    def indices(self, start: int, stop: int) -> np.ndarray:
+        """Sample indices (int64, ``-1``: padding) at stream positions ``[start, stop)``."""
+        return np.array([self.index_at(p) for p in range(start, stop)], dtype=np.int64)
+
     def batch(self, step: int) -> np.ndarray:
         """Indices of the ``step``-th batch of the stream (``-1``: padding)."""
-        start = step * self.batch_size
-        return np.array([self.index_at(p) for p in range(start, start + self.batch_size)])
+        return self.indices(step * self.batch_size, (step + 1) * self.batch_size)

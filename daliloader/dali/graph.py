@@ -22,7 +22,7 @@ mapping and cropping the whole picture.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from nvidia.dali import fn, math as dmath, pipeline_def, types
@@ -80,6 +80,13 @@ class _IndexSource:
 
     def __call__(self, info):
         return np.array(self.sampler.index_at(info.idx_in_epoch), dtype=np.int64)
+
+
+def graph_spec(spec: Preprocess, device: str) -> Preprocess:
+    """The spec the graph runs under TensorFlow: on the CPU it stops at int labels and TensorFlow
+    one-hot encodes them (``daliloader.tfops.one_hot``), cheaper than DALI's ``fn.one_hot`` plus the
+    copy of its 32 MB float32 output per 512x512 sample into TensorFlow's tensors."""
+    return replace(spec, label_mode="int") if device == "cpu" and spec.label_mode == "onehot" else spec
 
 
 def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, opts: GraphOptions,

@@ -25,7 +25,7 @@ from ..classes import ClassMap
 from ..sampler import Sampler
 from ..spec import Preprocess
 from ..tfops import one_hot
-from .graph import GraphOptions, build_pipeline
+from .graph import GraphOptions, build_pipeline, graph_spec
 
 
 class _EpochIterator(iterator_ops.OwnedIterator):
@@ -100,8 +100,8 @@ def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
     into TensorFlow's tensors, and the gather is faster than DALI's CPU ``fn.one_hot``. On a GPU
     DALI encodes, and the batches stay on the device.
     """
-    encode_in_tf = spec.label_mode == "onehot" and opts.device == "cpu"
-    dali_spec = replace(spec, label_mode="int") if encode_in_tf else spec
+    dali_spec = graph_spec(spec, opts.device)
+    encode_in_tf = dali_spec.label_mode != spec.label_mode
     guard = PairGuard(data, remember=2 * CHUNK + sampler.batch_size * (opts.prefetch + 2))
     pipe = build_pipeline(data, dali_spec, sampler, replace(opts, fed=True), guard)
     dtypes, shapes = output_signature(dali_spec, data.classes, sampler.batch_size, opts.outputs)
@@ -133,8 +133,7 @@ def _inputs(data, sampler: Sampler, guard: PairGuard, device: str, outputs) -> d
     """
     def indices(vet: bool):
         def chunk(k):
-            positions = range(int(k) * CHUNK, (int(k) + 1) * CHUNK)
-            found = np.array([sampler.index_at(p) for p in positions], dtype=np.int64)
+            found = sampler.indices(int(k) * CHUNK, (int(k) + 1) * CHUNK)
             if vet:
                 for i in found:
                     guard.verify(max(int(i), 0))  # padding (-1) reads sample 0
