@@ -310,12 +310,17 @@ class PairGuard:
         text = str(error)
         if "LoadError: " in text:  # our own verify() failed inside the pipeline: pass its message on
             return LoadError(text.split("LoadError: ", 1)[1].split("\nTraceback", 1)[0].strip())
+        first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        if self.data.shards is not None:  # the reader picks the samples: none is known to be in flight
+            folder = Path(self.data.shards.tars[0]).parent
+            return LoadError(f"loading a batch from the shards in {folder} failed ({first_line}). Check the "
+                             f"prepared copy against its originals with `daliloader verify {folder.parent}`.\n"
+                             f"Original error:\n{error}")
         with self._lock:
             recent = sorted(set(self._recent))
         problems = [p for i in recent
                     for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0)
                     if p.kind not in ("unknown_values", "lossy_mask")]
-        first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
         if problems:
             return LoadError(_message(f"loading a batch failed ({first_line})", problems))
         files = "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in recent)

@@ -269,7 +269,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    from daliloader.prepare import prepare, verify
+    from daliloader.prepare import prepare
 
     data = load_data(args)
     source = {"data": str(args.data or ""), "split": args.split}
@@ -286,12 +286,19 @@ def cmd_prepare(args) -> int:
         print("  images copied byte for byte")
     if m["shards"]:
         print(f"  {len(m['shards']['tars'])} webdataset shard(s) of up to {m['shards']['samples_per_shard']} samples")
-    print(f"  load it with dl.SegmentationData.from_prepared({str(args.out)!r})")
+    print(f"  load it with dl.SegmentationData.from_prepared({str(args.out)!r}"
+          f"{', shards=True' if m['shards'] else ''})")
     if args.verify:
-        report = verify(args.out, workers=args.workers, progress=not args.quiet)
-        print(report)
-        return 0 if report.ok else 1
+        return cmd_verify(args)
     return 0
+
+
+def cmd_verify(args) -> int:
+    from daliloader.prepare import verify
+
+    report = verify(args.out, workers=args.workers, progress=not args.quiet)
+    print(report)
+    return 0 if report.ok else 1
 
 
 def cmd_synth(args) -> int:
@@ -427,6 +434,15 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--workers", type=_positive_int, default=None, help="threads (default: all cores)")
     prep.add_argument("--quiet", action="store_true", help="no progress bar")
     prep.set_defaults(func=cmd_prepare)
+
+    ver = sub.add_parser("verify", help="check a prepared copy against its originals",
+                         description="Decode every mask of the prepared copy OUT and compare it with the mapping "
+                                     "of its original, bit for bit; compare copied images and shard members "
+                                     "byte for byte. Exit status 1 on any difference.")
+    ver.add_argument("out", type=Path, metavar="OUT", help="a folder written by `daliloader prepare`")
+    ver.add_argument("--workers", type=_positive_int, default=None, help="threads (default: all cores)")
+    ver.add_argument("--quiet", action="store_true", help="no progress bar")
+    ver.set_defaults(func=cmd_verify)
 
     synth = sub.add_parser("synth", help="write the synthetic dataset", description="Write the synthetic "
                            "CamVid-layout dataset: OUT/train, OUT/train_labels, OUT/class_dict.csv.")

@@ -203,6 +203,11 @@ def dali_pipeline(data: SegmentationData, batch_size: int = 8, image_size=(512, 
     pipe = build_pipeline(data, spec, sampler, opts, guard)
     pipe.build()
     pipe.run = guard.explaining(pipe.run)  # a decoder error names the files in flight
+    if data.shards is not None:
+        from .dali.graph import kept_batches
+        from .sampler import ReaderEpochs
+
+        pipe.run = kept_batches(pipe.run, ReaderEpochs(sampler))
     return pipe, sampler.steps
 
 

@@ -87,3 +87,37 @@ class Sampler:
     def batch(self, step: int) -> np.ndarray:
         """Indices of the ``step``-th batch of the stream (``-1``: padding)."""
         return self.indices(step * self.batch_size, (step + 1) * self.batch_size)
+
+
+class ReaderEpochs:
+    """The stream of DALI's own reader, for data read from webdataset shards, fitted to a Sampler's epochs.
+
+    With ``pad_last_batch=True, stick_to_shard=True`` the reader gives shard ``i`` of ``n`` the
+    contiguous samples ``[i * N // n, (i + 1) * N // n)``, each once per epoch (shuffled within its
+    buffer), and pads every epoch at its end, repeating the last sample, to the same ``reader_steps``
+    batches on every shard: ``ceil(ceil(N / n) / batch_size)`` (checked against DALI 2.4).
+
+    ``drop_remainder=False``: a reader epoch is the sampler's epoch; padding positions are marked
+    (:meth:`real`) so that they get weight 0 and index ``-1``. ``drop_remainder=True``: only the first
+    ``sampler.steps`` batches of each reader epoch are kept (:meth:`keeps`); they hold no padding.
+    """
+
+    def __init__(self, sampler: Sampler):
+        n, shards, shard = sampler.n, sampler.num_shards, sampler.shard_id
+        self.batch_size = sampler.batch_size
+        self.steps = sampler.steps
+        self.size = (shard + 1) * n // shards - shard * n // shards
+        self.reader_steps = -(-(-(-n // shards)) // self.batch_size)
+
+    @property
+    def period(self) -> int:
+        """Positions per reader epoch, padding included."""
+        return self.reader_steps * self.batch_size
+
+    def keeps(self, step: int) -> bool:
+        """Whether the ``step``-th batch of the reader's stream belongs to an epoch."""
+        return step % self.reader_steps < self.steps
+
+    def real(self, start: int, stop: int) -> np.ndarray:
+        """1 for a sample, 0 for padding, at the reader's stream positions ``[start, stop)`` (int64)."""
+        return (np.arange(start, stop) % self.period < self.size).astype(np.int64)

@@ -3,11 +3,15 @@
 This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset`` and on
 machines with DALI alone (GPU checks, benchmarks). Stage names follow :mod:`daliloader.spec`.
 
-Reading: three per-sample inputs (image path, mask path, sample index) are pure functions of the
-stream position through one :class:`~daliloader.sampler.Sampler`, so image and mask are paired by
+Reading files: three per-sample inputs (image path, mask path, sample index) are pure functions of
+the stream position through one :class:`~daliloader.sampler.Sampler`, so image and mask are paired by
 construction under shuffling and sharding; ``fn.io.file.read`` reads the bytes in DALI's worker
-threads. Run alone, the pipeline computes them in ``external_source`` callbacks; under TensorFlow
-they are placeholders fed by native ``tf.data`` streams (``GraphOptions.fed``, see
+threads. Reading shards (``data.shards``): one ``fn.readers.webdataset`` reads image, mask and sample
+index from the same record, and one input marks the padding positions
+(:class:`~daliloader.sampler.ReaderEpochs`).
+
+Run alone, the pipeline computes its inputs in ``external_source`` callbacks; under TensorFlow they
+are placeholders fed by native ``tf.data`` streams (``GraphOptions.fed``, see
 :mod:`daliloader.dali.tf`), because the plugin would otherwise call the callbacks one sample at a
 time through ``tf.data.Dataset.from_generator``, which halved the throughput.
 
@@ -21,6 +25,7 @@ mapping and cropping the whole picture.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, replace
 
@@ -30,13 +35,17 @@ from nvidia.dali import fn, math as dmath, pipeline_def, types
 from ..checks import PairGuard
 from ..classes import ClassMap
 from ..data import SegmentationData
-from ..sampler import Sampler
+from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
 
 #: Output names, in the order the pipeline returns them.
 OUTPUTS = ("image", "labels", "weight", "index")
-#: Names of the per-sample inputs: two paths as uint8 arrays, and the sample index (-1: padding).
+#: Names of the per-sample inputs when reading files: two paths as uint8 arrays, and the sample index
+#: (-1: padding); when reading shards, SHARD_INPUTS: 1 for a sample, 0 for padding.
 INPUTS = ("image_path", "mask_path", "index")
+SHARD_INPUTS = ("real",)
+#: Name of the webdataset reader (for ``pipeline.reader_meta``).
+READER = "shards"
 #: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
 STAGES = ("read", "decode", "labels", "crop", "normalize")
 
@@ -82,6 +91,16 @@ class _IndexSource:
         return np.array(self.sampler.index_at(info.idx_in_epoch), dtype=np.int64)
 
 
+class _RealSource:
+    """1 for a sample, 0 for padding, at the reader's stream position ``info.idx_in_epoch``."""
+
+    def __init__(self, epochs: ReaderEpochs):
+        self.epochs = epochs
+
+    def __call__(self, info):
+        return self.epochs.real(info.idx_in_epoch, info.idx_in_epoch + 1).reshape(())
+
+
 def graph_spec(spec: Preprocess, device: str) -> Preprocess:
     """The spec the graph runs under TensorFlow: on the CPU it stops at int labels and TensorFlow
     one-hot encodes them (``daliloader.tfops.one_hot``), cheaper than DALI's ``fn.one_hot`` plus the
@@ -116,16 +135,9 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
           guard: PairGuard | None = None, fed: bool = False) -> dict:
     """Define the graph inside a pipeline; returns every named output node.
 
-    ``fed``: the inputs (:data:`INPUTS`) are placeholders to be fed by the caller.
+    ``fed``: the inputs (:data:`INPUTS` or :data:`SHARD_INPUTS`) are placeholders to be fed by the caller.
     """
-    # read
-    sources = ((None, None, None) if fed else
-               (_PathSource(sampler, data.images, guard), _PathSource(sampler, data.masks), _IndexSource(sampler)))
-    image_path, mask_path, index = (
-        fn.external_source(source=source, batch=False, name=name, dtype=dtype, ndim=ndim)
-        for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
-    image_bytes = fn.io.file.read(image_path)
-    mask_bytes = fn.io.file.read(mask_path)
+    image_bytes, mask_bytes, index = read(data, sampler, guard, fed)
     stages = {"read": (image_bytes, mask_bytes)}
 
     # decode the crop window: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is
@@ -148,6 +160,35 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     stages["normalize"] = (image, labels)
     return {"image": image, "labels": encode(labels, spec, data.classes),
             "weight": fn.cast(index >= 0, dtype=types.FLOAT), "index": index, "stages": stages}
+
+
+def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool):
+    """read: the encoded image and mask, and the sample index (``-1``: padding), per position."""
+    if data.shards is not None:
+        return _read_shards(data, sampler, fed)
+    sources = ((None, None, None) if fed else
+               (_PathSource(sampler, data.images, guard), _PathSource(sampler, data.masks), _IndexSource(sampler)))
+    image_path, mask_path, index = (
+        fn.external_source(source=source, batch=False, name=name, dtype=dtype, ndim=ndim)
+        for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
+    return fn.io.file.read(image_path), fn.io.file.read(mask_path), index
+
+
+def _read_shards(data: SegmentationData, sampler: Sampler, fed: bool):
+    """One webdataset reader: image, mask and index from the same record, so paired by construction.
+
+    It shuffles within its buffer (DALI's ``initial_fill``, 1024 samples) and shards by contiguous
+    ranges (see :class:`ReaderEpochs`); the seed is the pipeline's.
+    """
+    s = data.shards
+    image_bytes, mask_bytes, index = fn.readers.webdataset(
+        paths=list(s.tars), index_paths=list(s.indexes), ext=[";".join(s.image_exts), s.mask_ext, s.index_ext],
+        dtypes=[types.UINT8, types.UINT8, types.INT64], missing_component_behavior="error",
+        random_shuffle=sampler.shuffle, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
+        pad_last_batch=True, stick_to_shard=True, name=READER)
+    real = fn.external_source(source=None if fed else _RealSource(ReaderEpochs(sampler)), batch=False,
+                              name=SHARD_INPUTS[0], dtype=types.INT64, ndim=0)
+    return image_bytes, mask_bytes, real * (index[0] + 1) - 1
 
 
 def map_labels(mask, classes: ClassMap):
@@ -239,6 +280,20 @@ def encode(labels, spec: Preprocess, classes: ClassMap):
     if spec.label_mode == "int":
         return fn.cast(flat, dtype=types.INT32)
     return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)
+
+
+def kept_batches(run, epochs: ReaderEpochs):
+    """``run`` (a ``pipeline.run`` reading shards) that skips the reader's batches outside every epoch
+    (see :meth:`ReaderEpochs.keeps`)."""
+    step = itertools.count()
+
+    def run_kept(*args, **kwargs):
+        while True:
+            out = run(*args, **kwargs)
+            if epochs.keeps(next(step)):
+                return out
+
+    return run_kept
 
 
 def to_numpy(outputs) -> list[np.ndarray]:

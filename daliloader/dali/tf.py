@@ -22,10 +22,10 @@ from tensorflow.python.framework import ops
 
 from ..checks import PairGuard
 from ..classes import ClassMap
-from ..sampler import Sampler
+from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
 from ..tfops import one_hot
-from .graph import GraphOptions, build_pipeline, graph_spec
+from .graph import SHARD_INPUTS, GraphOptions, build_pipeline, graph_spec
 
 
 class _EpochIterator(iterator_ops.OwnedIterator):
@@ -104,6 +104,7 @@ def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
     encode_in_tf = dali_spec.label_mode != spec.label_mode
     guard = PairGuard(data, remember=2 * CHUNK + sampler.batch_size * (opts.prefetch + 2))
     pipe = build_pipeline(data, dali_spec, sampler, replace(opts, fed=True), guard)
+    reader = ReaderEpochs(sampler) if data.shards is not None else None
     dtypes, shapes = output_signature(dali_spec, data.classes, sampler.batch_size, opts.outputs)
     device = placement or (f"/gpu:{opts.device_id}" if opts.device == "gpu" else "/cpu:0")
     with tf.device(device):
@@ -112,6 +113,9 @@ def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
             num_threads=pipe.num_threads, prefetch_queue_depth=opts.prefetch,
             input_datasets=_inputs(data, sampler, guard, device, opts.outputs),
             output_dtypes=dtypes, output_shapes=shapes)
+        if reader is not None and reader.reader_steps != sampler.steps:  # drop_remainder with shards
+            stream = (stream.enumerate().filter(lambda step, batch: step % reader.reader_steps < sampler.steps)
+                      .map(lambda step, batch: batch))
         if encode_in_tf or spec.dtype == "bfloat16" or "weight" in opts.outputs:
             num_classes = data.classes.num_classes if encode_in_tf else None
             stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec, num_classes))
@@ -123,8 +127,9 @@ CHUNK = 128
 
 
 def _inputs(data, sampler: Sampler, guard: PairGuard, device: str, outputs) -> dict:
-    """The graph's placeholder inputs (``INPUTS`` in :mod:`daliloader.dali.graph`) as native tf.data
-    streams (the index only when an output uses it: DALI drops unused nodes).
+    """The graph's placeholder inputs (``INPUTS`` or ``SHARD_INPUTS`` in :mod:`daliloader.dali.graph`) as
+    native tf.data streams (the index, or the padding marks when reading shards, only when an output
+    uses them: DALI drops unused nodes).
 
     Python runs once per :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
     it has not seen); the per-sample work is ``tf.gather`` on constant path tables. A Python call per
@@ -150,10 +155,19 @@ def _inputs(data, sampler: Sampler, guard: PairGuard, device: str, outputs) -> d
         table = tf.constant([os.fsencode(f) for f in files])
         return indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
+    def real():  # ReaderEpochs.real in TF
+        reader = ReaderEpochs(sampler)
+        return tf.data.Dataset.range(np.iinfo(np.int64).max).map(
+            lambda p: tf.cast(p % reader.period < reader.size, tf.int64))
+
+    positional = bool({"weight", "index"} & set(outputs))
     with tf.device("/cpu:0"):
-        streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(data.masks, vet=False)}
-        if {"weight", "index"} & set(outputs):
-            streams["index"] = indices(vet=False)
+        if data.shards is not None:
+            streams = {SHARD_INPUTS[0]: real()} if positional else {}
+        else:
+            streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(data.masks, vet=False)}
+            if positional:
+                streams["index"] = indices(vet=False)
     if tf.DeviceSpec.from_string(device).device_type == "GPU":
         streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
     return {name: Input(stream, batch=False) for name, stream in streams.items()}

@@ -1,0 +1,155 @@
+"""Reading prepared webdataset shards with DALI's reader: paired by construction, every sample once per
+epoch (padding marked, remainders dropped as with files), split between workers, same batches as the files.
+
+``index_data``'s images encode their own index (red = 10 * index) and its masks are class ``index``
+everywhere, so a batch says which samples it holds and whether image and mask belong together.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import batch_indices, dali_numpy, one_epoch
+from daliloader.cli import main as cli
+from daliloader.errors import DataError, LoadError
+from daliloader.prepare import MANIFEST, prepare
+
+KW = dict(image_size=(24, 32), crop="center", label_mode="int")
+
+
+@pytest.fixture(scope="module")
+def index_shards(index_data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("index_shards") / "out"
+    prepare(index_data, out, shard_size=3, progress=False)  # 10 samples in tars of 3, 3, 3, 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def mirror_shards(mirror_data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mirror_shards") / "out"
+    prepare(mirror_data, out, shard_size=4, progress=False)
+    return out
+
+
+def shards(root: Path) -> dl.SegmentationData:
+    return dl.SegmentationData.from_prepared(root, shards=True)
+
+
+def samples(batches) -> tuple[np.ndarray, np.ndarray]:
+    """(sample index, weight) per position; asserts that each image came with its own mask."""
+    indices, weights = [], []
+    for batch in batches:
+        images, labels = batch[0], batch[1]
+        found = batch_indices(images)
+        assert found == labels[:, 0, 0].tolist(), "an image came with another sample's mask"
+        indices += found
+        w = batch[2] if len(batch) > 2 else np.ones(len(images))
+        weights += w.reshape(len(images), -1)[:, 0].tolist()
+    return np.array(indices), np.array(weights)
+
+
+@pytest.mark.parametrize("batch_size", [2, 3, 4, 5])
+def test_evaluation_reads_every_sample_once(index_shards, dali_backend, batch_size):
+    ds = dl.tf_dataset(shards(index_shards), batch_size=batch_size, drop_remainder=False, seed=3,
+                       backend=dali_backend, **KW)
+    assert len(ds) == -(-10 // batch_size)
+    orders = []
+    for _ in range(3):
+        indices, weights = samples(tuple(t.numpy() for t in b) for b in ds)
+        assert sorted(indices[weights == 1].tolist()) == list(range(10))
+        assert (weights == 0).sum() == -10 % batch_size  # padding, at the end of the epoch
+        assert (weights[len(weights) - (weights == 0).sum():] == 0).all()
+        orders.append(indices[weights == 1].tolist())
+    assert orders[0] != orders[1] or orders[1] != orders[2]  # reshuffled between epochs
+
+
+@pytest.mark.parametrize("batch_size", [3, 4])
+def test_training_epochs_drop_the_remainder_and_never_repeat(index_shards, dali_backend, batch_size):
+    ds = dl.tf_dataset(shards(index_shards), batch_size=batch_size, seed=1, backend=dali_backend, **KW)
+    assert len(ds) == 10 // batch_size
+    for _ in range(4):
+        indices, _ = samples(tuple(t.numpy() for t in b) for b in ds)
+        assert len(indices) == 10 // batch_size * batch_size and len(set(indices.tolist())) == len(indices)
+
+
+def test_workers_read_disjoint_parts_that_cover_the_dataset(index_shards, dali_backend):
+    seen = []
+    for shard_id in range(3):
+        pipe, steps = dl.dali_pipeline(shards(index_shards), batch_size=2, drop_remainder=False, seed=7,
+                                       shard_id=shard_id, num_shards=3, backend=dali_backend,
+                                       outputs=("index", "weight"), **KW)
+        assert steps == 2  # parts of 3, 3 and 4 samples: every worker steps the same, padding marked
+        epochs = []
+        for _ in range(3):
+            index, weight = (np.concatenate(a) for a in zip(*(dali_numpy(pipe.run()) for _ in range(steps))))
+            assert ((index == -1) == (weight == 0)).all()
+            epochs.append(sorted(index[index >= 0].tolist()))
+        assert epochs[0] == epochs[1] == epochs[2] and len(set(epochs[0])) == len(epochs[0])
+        seen += epochs[0]
+    assert sorted(seen) == list(range(10))
+
+
+@pytest.mark.parametrize("tf", [False, True])
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_shards_give_the_batches_of_the_files(mirror_shards, dali_backend, tf, label_mode):
+    """Unshuffled, the reader walks the tars in the files' order: the same samples, bit for bit."""
+    kw = dict(batch_size=4, image_size=(40, 56), crop="center", label_mode=label_mode, shuffle=False,
+              drop_remainder=False)
+    files = one_epoch(dali_backend, dl.SegmentationData.from_prepared(mirror_shards), tf=tf, **kw)
+    packed = one_epoch(dali_backend, shards(mirror_shards), tf=tf, **kw)
+    assert len(files) == len(packed) == 2
+    for a, b in zip(files, packed):
+        real = a[2].reshape(4, -1)[:, 0] == 1  # padding differs: the files repeat sample 0, the reader the last
+        np.testing.assert_array_equal(a[2], b[2])
+        np.testing.assert_array_equal(a[0][real], b[0][real])
+        np.testing.assert_array_equal(a[1][real], b[1][real])
+
+
+def test_shuffled_random_crops_keep_image_and_mask_together(mirror_data, mirror_shards, dali_backend):
+    """Images are their own masks: the labels must equal the mapped colours of the augmented image."""
+    kw = dict(batch_size=3, image_size=(48, 48), crop="random", flip=0.5, label_mode="int", seed=5)
+    for x, y in one_epoch(dali_backend, shards(mirror_shards), tf=True, **kw):
+        for img, lab in zip(x, y):
+            from_image = mirror_data.classes.map_mask(np.rint(img * 255).astype(np.uint8))
+            valid = lab != 255
+            np.testing.assert_array_equal(from_image[valid], lab[valid])
+
+
+def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
+    prepare(index_data, tmp_path / "files_only", progress=False)
+    with pytest.raises(DataError, match="prepared without shards"):
+        shards(tmp_path / "files_only")
+
+    copy = tmp_path / "copy"
+    prepare(index_data, copy, shard_size=3, progress=False)
+    index = copy / "shards" / "00001.idx"
+    index.write_text(index.read_text().replace("v1.2 3", "v1.2 2", 1))
+    with pytest.raises(DataError, match="list 9 samples, the manifest 10 pairs"):
+        shards(copy)
+
+    manifest = json.loads((index_shards / MANIFEST).read_text())
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / MANIFEST).write_text(json.dumps({**manifest, "version": 1}))
+    with pytest.raises(DataError, match="version 1 of the prepared format.*run `daliloader prepare"):
+        dl.SegmentationData.from_prepared(old)
+
+
+def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path, capsys):
+    out = tmp_path / "p"
+    prepare(index_data, out, shard_size=5, progress=False)
+    tar = out / "shards" / "00000.tar"
+    line = (out / "shards" / "00000.idx").read_text().splitlines()[2]  # sample 1: "png OFFSET SIZE name ..."
+    offset, size = (int(v) for v in line.split()[1:3])
+    raw = bytearray(tar.read_bytes())
+    raw[offset + 40: offset + size] = bytes(size - 40)  # the PNG's pixel data zeroed: header intact
+    tar.write_bytes(bytes(raw))
+    with pytest.raises(LoadError, match=f"shards in {out / 'shards'} failed.*daliloader verify {out}"):
+        ds = dl.tf_dataset(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW)
+        for _ in ds:
+            pass
+    assert cli(["verify", str(out), "--quiet"]) == 1
+    assert "0000001.png differs from" in capsys.readouterr().out
