@@ -33,8 +33,10 @@ def default_dataset(n: int, image_format: str = "jpg", size=(960, 720)):
 def cmd_bench(args) -> int:
     from rich.console import Console
 
+    import daliloader as dl
     from daliloader import bench
     from daliloader.loaders import dali_gpu_count
+    from daliloader.prepare import load_manifest
 
     console = Console()
     data = load_data(args)
@@ -68,15 +70,22 @@ def cmd_bench(args) -> int:
 
     datasets = {"original": data}
     if args.prepared is not None:
-        datasets["prepared"] = prepared_copy(data, args.prepared, console)
-        report["dataset"]["prepared"] = str(Path(datasets["prepared"].images[0]).parent.parent)
-        rates = run("CPU decode ceiling (prepared pairs)",
-                    lambda: bench.cpu_decode_ceiling(datasets["prepared"], workers, args.seconds, args.repeats, "pairs"))
-        ceil["cpu_decode_pairs_prepared"] = bench.Measurement("cpu-decode-pairs-prepared", None, rates,
-                                                              "pairs/s").to_dict()
+        out = prepared_copy(data, args.prepared, console)
+        report["dataset"]["prepared"] = str(out)
+        datasets["prepared"] = dl.SegmentationData.from_prepared(out)
+        if load_manifest(out)["shards"]:
+            datasets["shards"] = dl.SegmentationData.from_prepared(out, shards=True)
+        else:
+            console.print(f"{out} has no shards (`daliloader prepare --shards N` writes them): not measured")
+        for what in ("pairs", "masks") if gpu else ("pairs",):  # masks: what binds dali-gpu next to nvJPEG
+            rates = run(f"CPU decode ceiling (prepared {what})", lambda: bench.cpu_decode_ceiling(
+                datasets["prepared"], workers, args.seconds, args.repeats, what))
+            ceil[f"cpu_decode_{what}_prepared"] = bench.Measurement(f"cpu-decode-{what}-prepared", None, rates,
+                                                                    f"{what}/s").to_dict()
     for which, source in datasets.items():
         suffix = "" if which == "original" else "_prepared"
-        for backend in backends:
+        # shards are read by DALI's webdataset reader; opencv and tfdata read the prepared files
+        for backend in (b for b in backends if which != "shards" or b.startswith("dali")):
             for mode in args.label_mode:
                 stream = bench.backend_stream(backend, source, args.batch_size, size, mode, workers)
                 warmup = max(1, len(source) // args.batch_size)
@@ -85,7 +94,7 @@ def cmd_bench(args) -> int:
                 m = {**bench.Measurement(backend, mode, rates).to_dict(), "data": which}
                 bound = ceil[f"cpu_decode_pairs{suffix}"]["median"]
                 if backend == "dali-gpu":
-                    bound = min(ceil["nvjpeg_images"]["median"], ceil["cpu_decode_masks"]["median"])
+                    bound = min(ceil["nvjpeg_images"]["median"], ceil[f"cpu_decode_masks{suffix}"]["median"])
                 m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
                 report["results"].append(m)
                 del stream
@@ -113,23 +122,27 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def prepared_copy(data, where: str, console):
-    """The prepared copy the bench compares with: ``where`` names one (made there if absent), or is
-    ``"cache"``: made once for this dataset in the cache folder."""
+#: Samples per webdataset tar in the bench's prepared copy.
+BENCH_SHARD_SIZE = 256
+
+
+def prepared_copy(data, where: str, console) -> Path:
+    """The folder of the prepared copy (with shards) the bench compares with: ``where`` names one
+    (made there if absent), or is ``"cache"``: made once for this dataset in the cache folder."""
     import hashlib
 
-    import daliloader as dl
-    from daliloader.prepare import MANIFEST, prepare
+    from daliloader.prepare import MANIFEST, VERSION, prepare
 
     if where == "cache":
         digest = hashlib.sha1("\n".join(data.images + data.masks).encode()).hexdigest()[:12]
-        out = cache_dir() / f"prepared-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
+        out = cache_dir() / f"prepared-v{VERSION}-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
     else:
         out = Path(where)
     if not (out / MANIFEST).exists():
         with console.status(f"preparing {len(data)} pairs into {out} ..."):
-            prepare(data, out, progress=False, source={"made_by": "daliloader bench --prepared"})
-    return dl.SegmentationData.from_prepared(out)
+            prepare(data, out, shard_size=BENCH_SHARD_SIZE, progress=False,
+                    source={"made_by": "daliloader bench --prepared"})
+    return out
 
 
 def print_report(console, report: dict) -> None:
@@ -139,7 +152,7 @@ def print_report(console, report: dict) -> None:
     title = (f"images/s, batch {st['batch_size']}, {st['image_size'][0]}x{st['image_size'][1]} random crops; "
              f"{m['cpu_count']} CPU cores ({m['cpu']}){'; GPU ' + m['gpu'][0] if m['gpu'] else ''}")
     table = Table(title=title)
-    prepared = any(r.get("data") == "prepared" for r in report["results"])
+    prepared = any(r.get("data", "original") != "original" for r in report["results"])
     for col in ("loader", "labels") + (("data",) if prepared else ()) + ("median", "min-max", "of ceiling"):
         table.add_column(col, justify="left" if col in ("loader", "labels", "data") else "right")
     data_cell = (lambda value: (value,)) if prepared else (lambda value: ())
@@ -175,8 +188,8 @@ def plot_report(report: dict, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     results = report["results"]
-    labels = [f"{r['name']} ({r['label_mode']}{', prepared' if r.get('data') == 'prepared' else ''})"
-              for r in results]
+    data = {"prepared": ", prepared", "shards": ", prepared shards"}
+    labels = [f"{r['name']} ({r['label_mode']}{data.get(r.get('data'), '')})" for r in results]
     med = [r["median"] for r in results]
     err = [[r["median"] - r["min"] for r in results], [r["max"] - r["median"] for r in results]]
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(results) + 1.8))
@@ -382,7 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also train a small U-Net fed by each backend and by one cached batch: input-bound analysis")
     bench.add_argument("--prepared", nargs="?", const="cache", default=None, metavar="DIR",
                        help="also measure every backend on a prepared copy (8-bit class-index masks, see "
-                            "`daliloader prepare`): DIR, made there if absent; alone: made once in the cache")
+                            "`daliloader prepare`), and the DALI backends reading its webdataset shards: DIR "
+                            "(made there, with shards, if absent); alone: made once in the cache")
     bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
     bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")

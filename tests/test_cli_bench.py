@@ -96,6 +96,6 @@ def test_bench_prepared_column(root, tmp_path):
                 "--prepared", str(tmp_path / "p"), "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert {(r["name"], r["data"]) for r in report["results"]} == {
-        (b, d) for b in ("dali-cpu", "opencv") for d in ("original", "prepared")}
+        (b, d) for b in ("dali-cpu", "opencv") for d in ("original", "prepared")} | {("dali-cpu", "shards")}
     assert "cpu_decode_pairs_prepared" in report["ceilings"]
     assert (tmp_path / "p" / "manifest.json").exists()

@@ -118,7 +118,8 @@ def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
                       .map(lambda step, batch: batch))
         if encode_in_tf or spec.dtype == "bfloat16" or "weight" in opts.outputs:
             num_classes = data.classes.num_classes if encode_in_tf else None
-            stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec, num_classes))
+            stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec, num_classes),
+                                num_parallel_calls=tf.data.AUTOTUNE)
     return EpochDataset(stream, sampler.steps, guard)
 
 
