@@ -1,0 +1,135 @@
+"""Which form of a segmentation mask DALI reads fastest, on this machine's CPU and, if it has one, GPU.
+
+Forms, all holding the same class indices (checked bit for bit before timing):
+  rgb-png         the original colour mask (what CamVid ships; needs the colour mapping afterwards)
+  png8            8-bit class indices, OpenCV's default PNG settings
+  png8-nofilter   8-bit class indices, no row filter, deflate 9 (what `daliloader prepare` writes)
+  jp2-lossless    8-bit class indices as lossless JPEG 2000 (OpenJPEG on the CPU, nvJPEG2000 on a GPU)
+  npy             raw uint8 arrays: nothing to decode (fn.readers.numpy; device="gpu" reads to the GPU)
+
+PNG decodes on the CPU in DALI even with device="mixed". Lossless JPEG (nvJPEG) is left out: neither
+OpenCV nor DALI writes it. The masks come from the embedded synthetic dataset, mapped once.
+
+Framework-free (DALI, OpenCV, numpy): runs where TensorFlow is not installed.
+  usage: python benchmarks/mask_forms.py [--n 64] [--size 960 720] [--seconds 2] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+from nvidia.dali import fn, pipeline_def, types
+
+from daliloader.bench import machine_info, measure
+from daliloader.cli import default_dataset
+from daliloader.cpu.opencv import decode_mask, read
+from daliloader.loaders import dali_gpu_count
+from daliloader.prepare import MASK_PNG_PARAMS
+
+FORMS = {
+    "png8": (".png", []),
+    "png8-nofilter": (".png", list(MASK_PNG_PARAMS)),
+    "jp2-lossless": (".jp2", [cv2.IMWRITE_JPEG2000_COMPRESSION_X1000, 1000]),
+}
+
+
+def write_forms(data, labels: list[np.ndarray], root: Path) -> dict[str, list[str]]:
+    """Every form of every mask under ``root``; returns the files per form."""
+    files = {"rgb-png": list(data.masks)}
+    for form, (ext, params) in FORMS.items():
+        (root / form).mkdir()
+        files[form] = []
+        for i, lab in enumerate(labels):
+            path = str(root / form / f"{i:05d}{ext}")
+            if not cv2.imwrite(path, lab, params):
+                raise RuntimeError(f"OpenCV cannot write {path}")
+            files[form].append(path)
+    (root / "npy").mkdir()
+    files["npy"] = []
+    for i, lab in enumerate(labels):
+        files["npy"].append(str(root / "npy" / f"{i:05d}.npy"))
+        np.save(files["npy"][-1], lab)
+    return files
+
+
+def mask_pipeline(form: str, files: list[str], device: str, batch_size: int):
+    """Read (and decode) the masks of one form: ``device`` "cpu" or "gpu" (nvJPEG2000 / GPU reads)."""
+    gpu = device == "gpu"
+
+    @pipeline_def(batch_size=batch_size, num_threads=os.cpu_count(), device_id=0 if gpu else None, seed=0)
+    def masks():
+        if form == "npy":
+            return fn.readers.numpy(files=files, device=device, name="r")
+        encoded, _ = fn.readers.file(files=files, name="r")
+        return fn.decoders.image(encoded, device="mixed" if gpu else "cpu",
+                                 output_type=types.RGB if form == "rgb-png" else types.GRAY)
+
+    pipe = masks()
+    pipe.build()
+    return pipe
+
+
+def lossless(form: str, files: list[str], labels: list[np.ndarray], device: str) -> bool | None:
+    """Whether this form, read back through DALI on ``device``, gives exactly the labels (None for
+    rgb-png, which holds colours, not labels)."""
+    if form == "rgb-png":
+        return None
+    pipe = mask_pipeline(form, files, device, 1)
+    for want in labels:
+        out = pipe.run()[0]
+        got = np.array(out.as_cpu()[0] if hasattr(out, "as_cpu") else out[0])
+        if not np.array_equal(got.reshape(want.shape), want):
+            return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=64)
+    parser.add_argument("--size", type=int, nargs=2, default=(960, 720), metavar=("WIDTH", "HEIGHT"))
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    data = default_dataset(args.n, size=tuple(args.size))
+    labels = [data.classes.map_mask(decode_mask(read(m), m, data.classes)) for m in data.masks]
+    devices = ["cpu"] + (["gpu"] if dali_gpu_count() > 0 else [])
+    report = {"machine": machine_info(), "masks": len(labels), "size": list(args.size), "batch_size": args.batch_size,
+              "method": "DALI pipeline reading (and decoding) the masks only, page cache warm; median of repeats "
+                        "after one epoch of warm-up; masks/s", "results": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        files = write_forms(data, labels, Path(tmp))
+        print(f"{len(labels)} masks of {args.size[0]}x{args.size[1]}; {os.cpu_count()} CPU threads; "
+              f"devices: {', '.join(devices)}")
+        print(f"{'form':15} {'device':6} {'KB/mask':>8} {'masks/s':>9} {'min-max':>15}  exact")
+        for form, paths in files.items():
+            kb = statistics.mean(os.path.getsize(p) for p in paths) / 1024
+            for device in devices:
+                exact = lossless(form, paths, labels, device)
+                pipe = mask_pipeline(form, paths, device, args.batch_size)
+                rates = measure(pipe.run, args.batch_size, args.seconds, args.repeats,
+                                warmup_batches=max(1, len(paths) // args.batch_size))
+                row = {"form": form, "device": device, "kb_per_mask": round(kb, 1), "exact": exact,
+                       "median": round(statistics.median(rates), 1), "min": round(min(rates), 1),
+                       "max": round(max(rates), 1)}
+                report["results"].append(row)
+                print(f"{form:15} {device:6} {kb:8.1f} {row['median']:9.1f} {row['min']:7.1f}-{row['max']:<7.1f}  "
+                      f"{ {True: 'yes', False: 'NO', None: 'n/a'}[exact]}")
+                del pipe
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
