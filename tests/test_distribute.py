@@ -23,7 +23,8 @@ SCRIPT = textwrap.dedent("""
     import daliloader as dl
 
     root = sys.argv[1]
-    data = dl.SegmentationData.from_folder(root)
+    data = (dl.SegmentationData.from_prepared(root, shards=True) if sys.argv[2] == "shards"
+            else dl.SegmentationData.from_folder(root))
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     out = {"replicas": strategy.num_replicas_in_sync, "epochs": []}
     ds = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center",
@@ -48,9 +49,16 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_mirrored_strategy_on_two_logical_cpus(index_data):
+@pytest.mark.parametrize("read", ["files", "shards"])
+def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
     root = str(Path(index_data.images[0]).parent.parent)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, root], capture_output=True, text=True, timeout=300)
+    if read == "shards":  # the prepared copy, read through DALI's webdataset reader
+        from daliloader.prepare import prepare
+
+        prepare(index_data, tmp_path / "prepared", shard_size=4, progress=False)
+        root = str(tmp_path / "prepared")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, root, read], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.split("RESULT", 1)[1])
     assert out["replicas"] == 2
