@@ -309,10 +309,10 @@ def _verify_shards(out: Path, manifest: dict) -> tuple[int, list[str]]:
                 i = int(key)
                 image, mask = manifest["pairs"][i]
                 kind = {SHARD_MASK_EXT: "mask", SHARD_INDEX_EXT: "index"}.get(ext, "image")
-                want = _index_bytes(i) if kind == "index" else (out / (mask if kind == "mask" else image)).read_bytes()
+                source = {"image": out / image, "mask": out / mask}.get(kind)  # None: the index member
+                want = source.read_bytes() if source else _index_bytes(i)
                 if tar.extractfile(member).read() != want:
-                    what = f"sample index {i}" if kind == "index" else out / (mask if kind == "mask" else image)
-                    problems.append(f"{out / tar_name}: {member.name} differs from {what}")
+                    problems.append(f"{out / tar_name}: {member.name} differs from {source or f'sample index {i}'}")
                 seen[(i, kind)] = seen.get((i, kind), 0) + 1
     for i in range(len(manifest["pairs"])):
         for kind in kinds:

@@ -100,6 +100,7 @@ class ReaderEpochs:
     ``drop_remainder=False``: a reader epoch is the sampler's epoch; padding positions are marked
     (:meth:`real`) so that they get weight 0 and index ``-1``. ``drop_remainder=True``: only the first
     ``sampler.steps`` batches of each reader epoch are kept (:meth:`keeps`); they hold no padding.
+    ``keeps`` and ``real`` are plain arithmetic, so they take ints, numpy arrays and TensorFlow tensors.
     """
 
     def __init__(self, sampler: Sampler):
@@ -114,10 +115,10 @@ class ReaderEpochs:
         """Positions per reader epoch, padding included."""
         return self.reader_steps * self.batch_size
 
-    def keeps(self, step: int) -> bool:
+    def keeps(self, step):
         """Whether the ``step``-th batch of the reader's stream belongs to an epoch."""
         return step % self.reader_steps < self.steps
 
-    def real(self, start: int, stop: int) -> np.ndarray:
-        """1 for a sample, 0 for padding, at the reader's stream positions ``[start, stop)`` (int64)."""
-        return (np.arange(start, stop) % self.period < self.size).astype(np.int64)
+    def real(self, position):
+        """Whether the reader's stream position holds a sample (true) or padding (false)."""
+        return position % self.period < self.size

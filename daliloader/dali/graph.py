@@ -98,7 +98,7 @@ class _RealSource:
         self.epochs = epochs
 
     def __call__(self, info):
-        return self.epochs.real(info.idx_in_epoch, info.idx_in_epoch + 1).reshape(())
+        return np.array(self.epochs.real(info.idx_in_epoch), dtype=np.int64)
 
 
 def graph_spec(spec: Preprocess, device: str) -> Preprocess:

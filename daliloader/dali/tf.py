@@ -111,10 +111,10 @@ def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
         stream = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=sampler.batch_size, device_id=opts.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=opts.prefetch,
-            input_datasets=_inputs(data, sampler, guard, device, opts.outputs),
+            input_datasets=_inputs(data, sampler, reader, guard, device, opts.outputs),
             output_dtypes=dtypes, output_shapes=shapes)
         if reader is not None and reader.reader_steps != sampler.steps:  # drop_remainder with shards
-            stream = (stream.enumerate().filter(lambda step, batch: step % reader.reader_steps < sampler.steps)
+            stream = (stream.enumerate().filter(lambda step, batch: reader.keeps(step))
                       .map(lambda step, batch: batch))
         if encode_in_tf or spec.dtype == "bfloat16" or "weight" in opts.outputs:
             num_classes = data.classes.num_classes if encode_in_tf else None
@@ -127,7 +127,8 @@ def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
 CHUNK = 128
 
 
-def _inputs(data, sampler: Sampler, guard: PairGuard, device: str, outputs) -> dict:
+def _inputs(data, sampler: Sampler, reader: ReaderEpochs | None, guard: PairGuard, device: str,
+            outputs) -> dict:
     """The graph's placeholder inputs (``INPUTS`` or ``SHARD_INPUTS`` in :mod:`daliloader.dali.graph`) as
     native tf.data streams (the index, or the padding marks when reading shards, only when an output
     uses them: DALI drops unused nodes).
@@ -156,15 +157,11 @@ def _inputs(data, sampler: Sampler, guard: PairGuard, device: str, outputs) -> d
         table = tf.constant([os.fsencode(f) for f in files])
         return indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
-    def real():  # ReaderEpochs.real in TF
-        reader = ReaderEpochs(sampler)
-        return tf.data.Dataset.range(np.iinfo(np.int64).max).map(
-            lambda p: tf.cast(p % reader.period < reader.size, tf.int64))
-
     positional = bool({"weight", "index"} & set(outputs))
     with tf.device("/cpu:0"):
         if data.shards is not None:
-            streams = {SHARD_INPUTS[0]: real()} if positional else {}
+            real = tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
+            streams = {SHARD_INPUTS[0]: real} if positional else {}
         else:
             streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(data.masks, vet=False)}
             if positional:
