@@ -1,7 +1,17 @@
 """daliloader: GPU data loading for TensorFlow/Keras semantic segmentation with NVIDIA DALI.
 
 Importing this package is cheap: TensorFlow and DALI are imported only by the backends that use them.
+It sets one default: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (unless already set), because TensorFlow
+otherwise reserves nearly all of a GPU's memory when it starts and DALI, on the same GPU, runs out.
 """
+
+import os
+import sys
+
+#: Whether TensorFlow was imported before daliloader set TF_FORCE_GPU_ALLOW_GROWTH: TF reads the variable
+#: when it first starts a GPU, so the default may then have come too late (see leave_gpu_memory_for_dali).
+_GROWTH_DEFAULT_AFTER_TF = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and "tensorflow" in sys.modules
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 from .classes import ClassMap
 from .data import SegmentationData

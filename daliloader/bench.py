@@ -178,7 +178,7 @@ def nvjpeg_ceiling(data: SegmentationData, batch_size: int, seconds: float, repe
     @pipeline_def(batch_size=batch_size, num_threads=os.cpu_count(), device_id=device_id, prefetch_queue_depth=2)
     def decode_only():
         encoded, _ = fn.readers.file(files=list(data.images), random_shuffle=True, seed=0)
-        return fn.decoders.image(encoded, device="mixed", output_type=types.RGB)
+        return fn.decoders.image(encoded, device="mixed", output_type=types.RGB, jpeg_fancy_upsampling=True)
 
     pipe = decode_only()
     pipe.build()

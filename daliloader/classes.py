@@ -175,8 +175,9 @@ class ClassMap:
 
     @property
     def label_dtype(self) -> np.dtype:
-        """Smallest dtype that holds every class and the ignore index."""
-        return np.dtype(np.uint8) if self.ignore_index <= 255 else np.dtype(np.int32)
+        """Smallest dtype that holds every class and the ignore index (``ignore_index < 65536``). Unsigned,
+        because DALI's ``fn.resize`` takes uint8 and uint16 labels but not int32."""
+        return np.dtype(np.uint8) if self.ignore_index <= 255 else np.dtype(np.uint16)
 
     @property
     def mask_channels(self) -> int:

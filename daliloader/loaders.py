@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .data import SegmentationData
@@ -43,14 +45,16 @@ def _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_r
     return spec, sampler
 
 
-def _graph_options(backend, device_id, num_threads, prefetch, seed, outputs):
+def _graph_options(backend, device_id, num_threads, prefetch, seed, outputs, host_outputs=False):
     from .dali.graph import GraphOptions
 
     if backend == "dali-gpu":
         if dali_gpu_count() == 0:
             raise SpecError("backend='dali-gpu' needs a CUDA GPU that DALI can see; none was found "
                             "(use backend='dali-cpu', or 'auto' to choose)")
-        return GraphOptions("gpu", device_id or 0, num_threads, prefetch, seed, outputs)
+        if isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0:
+            raise SpecError(f"device_id is a CUDA device number (0, 1, ...), got {device_id!r}")
+        return GraphOptions("gpu", device_id, num_threads, prefetch, seed, outputs, host_outputs=host_outputs)
     return GraphOptions("cpu", None, num_threads, prefetch, seed, outputs)
 
 
@@ -76,6 +80,11 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
     ``backend="tfdata"`` runs the same spec in plain ``tf.data`` + ``tf.image`` on the CPU; its epochs
     are tf.data's own (reshuffled at every ``iter()``) and its last batch with
     ``drop_remainder=False`` is simply smaller (weights all 1).
+
+    ``backend="dali-gpu"`` runs DALI on CUDA device ``device_id`` (DALI's numbering) and places the
+    dataset on the TensorFlow GPU that is that device; every tensor of a batch is on the GPU.
+    ``dtype="bfloat16"`` is refused there (DALI has no bfloat16): pass float32 and let Keras' policy
+    ``mixed_bfloat16`` cast in the first layer, or use float16.
     """
     backend = resolve_backend(backend)
     spec, sampler = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
@@ -83,7 +92,8 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
     return _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed)
 
 
-def _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed, placement=None):
+def _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed, placement=None,
+             host_outputs=False):
     if backend == "tfdata":
         try:
             from .cpu.tfdata import tfdata_dataset
@@ -91,7 +101,12 @@ def _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, see
             raise ImportError(_missing_tf(e)) from e
         return tfdata_dataset(data, spec, sampler, with_weights=not sampler.drop_remainder)
     outputs = ("image", "labels") if sampler.drop_remainder else ("image", "labels", "weight")
-    opts = _graph_options(backend, device_id, num_threads, prefetch, seed, outputs)
+    opts = _graph_options(backend, device_id, num_threads, prefetch, seed, outputs, host_outputs)
+    if opts.outputs_on == "gpu" and spec.dtype == "bfloat16":
+        raise SpecError("dtype='bfloat16' with backend='dali-gpu': DALI has no bfloat16 output, and a cast after a "
+                        "GPU DALIDataset would be a tf.data map, which has no GPU kernel. Pass dtype='float32' and "
+                        "keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs to "
+                        "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
     try:
         from .dali.tf import dali_dataset
     except ImportError as e:
@@ -105,15 +120,18 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
                prefetch: int = 2, **spec_kwargs):
     """``tf_dataset`` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.
 
-    ``MirroredStrategy``: one pipeline per replica, built on that replica's device (DALI GPU pipeline
-    on its GPU, ``device_id`` from the device), reading shard ``replica`` of ``replicas`` with batch
-    ``global_batch_size // replicas``. Datasets are placed on their device and not copied again
+    ``MirroredStrategy``: one pipeline per replica, built on that replica's device (a DALI GPU pipeline
+    on the CUDA device behind the replica's GPU), reading shard ``replica`` of ``replicas`` with batch
+    ``global_batch_size // replicas`` and, unless ``num_threads`` says otherwise, its share of the
+    host's cores. Datasets are placed on their device and not copied again
     (``InputReplicationMode.PER_REPLICA``, ``experimental_place_dataset_on_device``).
-    ``MultiWorkerMirroredStrategy`` allows one input pipeline per worker (host): each worker reads
-    shard ``worker`` of ``workers`` with batch ``global_batch_size // workers`` on its first GPU, and
-    TensorFlow splits that batch across the worker's replicas (one GPU per worker process avoids the split).
-    Its per-worker stream is endless: pass ``steps_per_epoch=dataset.steps_per_epoch`` to ``model.fit``
-    (under MirroredStrategy Keras knows the epoch length by itself).
+    ``MultiWorkerMirroredStrategy`` allows one input pipeline per worker (host), read through a
+    ``MultiDeviceIterator``, which has CPU kernels only: each worker reads shard ``worker`` of
+    ``workers`` with batch ``global_batch_size // workers``; a dali-gpu pipeline runs on the worker's
+    first GPU and hands its batches over on the host, and TensorFlow copies them to the replicas. A
+    worker with several replicas gets whole per-worker batches in turn, one per replica; TensorFlow does
+    not split a batch between them. Run one process per GPU. The per-worker stream is endless: pass
+    ``steps_per_epoch=dataset.steps_per_epoch`` (under MirroredStrategy Keras knows the epoch length).
 
     All shards share one seed (drawn here when ``seed`` is None), so their permutations agree and the
     shards are disjoint every epoch. Other arguments are those of :func:`tf_dataset`.
@@ -130,6 +148,8 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
         seed = int(np.random.SeedSequence().entropy % (2**31))
     devices = list(strategy.extended.worker_devices)
     per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and backend != "tfdata"
+    if per_replica and num_threads is None:  # the replicas' pipelines share this host's cores
+        num_threads = max(1, (os.cpu_count() or 1) // len(devices))
     steps: set[int] = set()  # batches per epoch of each pipeline, filled in by dataset_fn
 
     def dataset_fn(ctx: tf.distribute.InputContext):
@@ -138,9 +158,13 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
         spec, sampler = _setup(data, batch, image_size, crop, label_mode, shuffle, seed, drop_remainder,
                                ctx.input_pipeline_id, pipelines, dict(spec_kwargs))
         device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
-        device_id = tf.DeviceSpec.from_string(device).device_index or 0
+        device_id = 0
+        if backend == "dali-gpu":
+            from .dali.tf import cuda_ordinal
+
+            device_id = cuda_ordinal(device)  # not TF's index, which skips GPUs hidden from TensorFlow
         ds = _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed,
-                      placement=device if per_replica else None)
+                      placement=device if per_replica else None, host_outputs=not per_replica)
         steps.add(sampler.steps)
         if not per_replica and backend != "tfdata":
             # Per-worker input is read through a MultiDeviceIterator, which bypasses EpochDataset's
@@ -152,8 +176,8 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
         options = tf.distribute.InputOptions(
             experimental_place_dataset_on_device=True, experimental_fetch_to_device=False,
             experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
-    else:
-        options = tf.distribute.InputOptions(experimental_fetch_to_device=backend != "dali-gpu")
+    else:  # one dataset per worker, on its host; TF copies its batches to the replicas
+        options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
     dist = strategy.distribute_datasets_from_function(dataset_fn, options)
     dist.steps_per_epoch = min(steps)  # batches per epoch, the same on every replica
     return dist
@@ -203,11 +227,6 @@ def dali_pipeline(data: SegmentationData, batch_size: int = 8, image_size=(512, 
     pipe = build_pipeline(data, spec, sampler, opts, guard)
     pipe.build()
     pipe.run = guard.explaining(pipe.run)  # a decoder error names the files in flight
-    if data.shards is not None:
-        from .dali.graph import kept_batches
-        from .sampler import ReaderEpochs
-
-        pipe.run = kept_batches(pipe.run, ReaderEpochs(sampler))
     return pipe, sampler.steps
 
 

@@ -92,33 +92,38 @@ class Sampler:
 class ReaderEpochs:
     """The stream of DALI's own reader, for data read from webdataset shards, fitted to a Sampler's epochs.
 
-    With ``pad_last_batch=True, stick_to_shard=True`` the reader gives shard ``i`` of ``n`` the
-    contiguous samples ``[i * N // n, (i + 1) * N // n)``, each once per epoch (shuffled within its
-    buffer), and pads every epoch at its end, repeating the last sample, to the same ``reader_steps``
-    batches on every shard: ``ceil(ceil(N / n) / batch_size)`` (checked against DALI 2.4).
+    With ``stick_to_shard=True`` the reader gives shard ``i`` of ``n`` the contiguous samples
+    ``[i * N // n, (i + 1) * N // n)`` (``size`` of them), in passes: each pass holds every sample once,
+    shuffled within the reader's buffer, and the buffer drains at the end of a pass (checked against
+    DALI 2.4).
 
-    ``drop_remainder=False``: a reader epoch is the sampler's epoch; padding positions are marked
-    (:meth:`real`) so that they get weight 0 and index ``-1``. ``drop_remainder=True``: only the first
-    ``sampler.steps`` batches of each reader epoch are kept (:meth:`keeps`); they hold no padding.
-    ``keeps`` and ``real`` are plain arithmetic, so they take ints, numpy arrays and TensorFlow tensors.
+    * Evaluation (``drop_remainder=False``): the reader pads every pass at its end, repeating the last
+      sample, to the same ``reader_steps`` batches on every shard: ``ceil(ceil(N / n) / batch_size)``.
+      A pass is the sampler's epoch; :meth:`real` marks the padding positions, which get weight 0 and
+      index ``-1``.
+    * Training (``drop_remainder=True``): no padding; the passes follow each other, and an epoch is the
+      next ``sampler.steps`` full batches of that stream. Epochs drift across passes: in the long run
+      every sample is read equally often, but an epoch that straddles two passes may hold one sample
+      twice and miss another. Skipping the remainder batch instead would take a tf.data filter after
+      the DALI dataset, which has no GPU kernel.
+
+    :meth:`real` is plain arithmetic, so it takes ints, numpy arrays and TensorFlow tensors.
     """
 
     def __init__(self, sampler: Sampler):
         n, shards, shard = sampler.n, sampler.num_shards, sampler.shard_id
         self.batch_size = sampler.batch_size
-        self.steps = sampler.steps
+        self.padded = not sampler.drop_remainder
         self.size = (shard + 1) * n // shards - shard * n // shards
         self.reader_steps = -(-(-(-n // shards)) // self.batch_size)
 
     @property
     def period(self) -> int:
-        """Positions per reader epoch, padding included."""
+        """Positions per padded pass (evaluation)."""
         return self.reader_steps * self.batch_size
-
-    def keeps(self, step):
-        """Whether the ``step``-th batch of the reader's stream belongs to an epoch."""
-        return step % self.reader_steps < self.steps
 
     def real(self, position):
         """Whether the reader's stream position holds a sample (true) or padding (false)."""
+        if not self.padded:
+            return position >= 0
         return position % self.period < self.size

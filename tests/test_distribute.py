@@ -98,3 +98,102 @@ def test_multi_worker_strategy_single_host(index_data):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.split("RESULT", 1)[1])
     assert out["steps"] == 2 and len(out["loss"]) == 3
+
+
+WORKER = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import tensorflow as tf, keras
+    import daliloader as dl
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TF_CONFIG names this worker and its peer
+    data = dl.SegmentationData.from_folder(sys.argv[1])
+    ds = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center", label_mode="int",
+                       drop_remainder=False, backend="dali-cpu", seed=5)
+    batches, seen = iter(ds), []
+    for _ in range(ds.steps_per_epoch):  # one evaluation epoch of this worker's part
+        x, y, w = next(batches)
+        for xr, wr in zip(strategy.experimental_local_results(x), strategy.experimental_local_results(w)):
+            seen += [[int(round(v * 25.5)), float(k)] for v, k in zip(xr.numpy()[:, 0, 0, 0], wr.numpy()[:, 0, 0])]
+
+    train = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center",
+                          label_mode="int", backend="dali-cpu", seed=1)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1)])
+        optimizer = keras.optimizers.Adam()
+        per_pixel = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+    @tf.function
+    def train_step(batch):
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                losses = tf.reduce_mean(per_pixel(y, model(x, training=True)), axis=[1, 2])
+                loss = tf.nn.compute_average_loss(losses, global_batch_size=4)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
+
+    batches, losses = iter(train), []
+    for epoch in range(2):  # a custom loop: Keras 3's model.fit breaks under multi-worker MWMS (see the test)
+        losses.append(float(sum(train_step(next(batches)) for _ in range(train.steps_per_epoch))))
+
+    with strategy.scope():
+        fitted = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1)])
+        fitted.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    try:
+        fitted.fit(train, epochs=1, steps_per_epoch=train.steps_per_epoch, verbose=0)
+        fit = "ok"
+    except ValueError as e:
+        fit = str(e).splitlines()[0]
+    print("RESULT" + json.dumps({"seen": seen, "steps": ds.steps_per_epoch, "loss": losses, "fit": fit}))
+""")
+
+
+def free_ports(n: int) -> list[int]:
+    import socket
+
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_multi_worker_strategy_two_processes(index_data):
+    """Two worker processes on loopback (TF_CONFIG), each with MultiWorkerMirroredStrategy and its own
+    DALI CPU pipeline: their parts of an epoch are disjoint and cover the dataset once, and two epochs of
+    training finish on both. Bounded: both are killed after 240 s.
+
+    The training is a custom loop (``strategy.run``): Keras 3's ``model.fit`` fails under multi-worker
+    MWMS before it reads a batch, whatever the input (keras-team/keras#20585: it all-reduces the first
+    batch as a nested structure). The test asserts that failure, so that it says when Keras fixes it."""
+    import os
+
+    root = str(Path(index_data.images[0]).parent.parent)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
+    workers = []
+    for i in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
+        workers.append(subprocess.Popen([sys.executable, "-c", WORKER, root], env=env, text=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    results = []
+    try:
+        for proc in workers:
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err[-3000:]
+            results.append(json.loads(out.split("RESULT", 1)[1]))
+    finally:
+        for proc in workers:
+            proc.kill()
+    parts = [[i for i, w in r["seen"] if w == 1.0] for r in results]
+    assert results[0]["steps"] == results[1]["steps"] == 3  # 5 samples each, batches of 2, padded
+    assert set(parts[0]).isdisjoint(parts[1])
+    assert sorted(parts[0] + parts[1]) == list(range(10))
+    for r in results:
+        assert len(r["loss"]) == 2 and all(l == l for l in r["loss"])
+        assert r["fit"].startswith("Attempt to convert a value (PerReplica"), (
+            f"model.fit under multi-worker MWMS: {r['fit']!r}. If it says 'ok', Keras fixed keras#20585: "
+            "train with model.fit in WORKER and in the README")

@@ -1,5 +1,6 @@
 """Reading prepared webdataset shards with DALI's reader: paired by construction, every sample once per
-epoch (padding marked, remainders dropped as with files), split between workers, same batches as the files.
+evaluation epoch (padding marked), training epochs cut from passes read back to back, split between
+workers, same batches as the files.
 
 ``index_data``'s images encode their own index (red = 10 * index) and its masks are class ``index``
 everywhere, so a batch says which samples it holds and whether image and mask belong together.
@@ -67,12 +68,19 @@ def test_evaluation_reads_every_sample_once(index_shards, dali_backend, batch_si
 
 
 @pytest.mark.parametrize("batch_size", [3, 4])
-def test_training_epochs_drop_the_remainder_and_never_repeat(index_shards, dali_backend, batch_size):
+def test_training_reads_the_passes_back_to_back(index_shards, dali_backend, batch_size):
+    """Training (drop_remainder=True): the reader's passes follow each other without padding, each a fresh
+    shuffle holding every sample once, and an epoch is the next 10 // batch_size full batches of them."""
     ds = dl.tf_dataset(shards(index_shards), batch_size=batch_size, seed=1, backend=dali_backend, **KW)
     assert len(ds) == 10 // batch_size
+    stream = []
     for _ in range(4):
         indices, _ = samples(tuple(t.numpy() for t in b) for b in ds)
-        assert len(indices) == 10 // batch_size * batch_size and len(set(indices.tolist())) == len(indices)
+        assert len(indices) == 10 // batch_size * batch_size
+        stream += indices.tolist()
+    passes = [stream[i:i + 10] for i in range(0, len(stream) - 9, 10)]
+    assert len(passes) == 3 and all(sorted(p) == list(range(10)) for p in passes), passes
+    assert len({tuple(p) for p in passes}) > 1  # reshuffled between passes
 
 
 def test_workers_read_disjoint_parts_that_cover_the_dataset(index_shards, dali_backend):
@@ -85,7 +93,8 @@ def test_workers_read_disjoint_parts_that_cover_the_dataset(index_shards, dali_b
         epochs = []
         for _ in range(3):
             index, weight = (np.concatenate(a) for a in zip(*(dali_numpy(pipe.run()) for _ in range(steps))))
-            assert ((index == -1) == (weight == 0)).all()
+            assert weight.shape == (4, 24, 32) and (weight == weight[:, :1, :1]).all()  # per pixel, per sample
+            assert ((index == -1) == (weight[:, 0, 0] == 0)).all()
             epochs.append(sorted(index[index >= 0].tolist()))
         assert epochs[0] == epochs[1] == epochs[2] and len(set(epochs[0])) == len(epochs[0])
         seen += epochs[0]

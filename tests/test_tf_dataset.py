@@ -117,3 +117,46 @@ def test_one_hot_matches_tf_one_hot():
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, want)
     assert not got[0, 2].any() and not got[1, 2].any()
+
+
+def test_importing_daliloader_leaves_gpu_memory_for_dali():
+    """TensorFlow takes nearly all GPU memory by default and DALI then runs out: importing daliloader
+    asks TF to grow its GPU memory on demand (TF_FORCE_GPU_ALLOW_GROWTH), unless the user set it."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, daliloader; print(os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH'))"
+    env = {k: v for k, v in os.environ.items() if k != "TF_FORCE_GPU_ALLOW_GROWTH"}
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == "true"
+    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "false"
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == "false"
+
+
+def test_gpu_memory_growth_is_set_or_its_absence_explained(monkeypatch):
+    """tf_dataset(backend="dali-gpu") turns on memory growth for TF's GPUs; when TF already holds them
+    without growth or a memory limit, it warns with the fix instead of letting DALI run out later."""
+    from daliloader.dali import tf as dali_tf
+
+    gpu = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [gpu] if kind == "GPU" else [])
+    calls = []
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", lambda device, on: calls.append((device, on)))
+    dali_tf.leave_gpu_memory_for_dali()
+    assert calls == [(gpu, True)]
+
+    def too_late(device, on):
+        raise RuntimeError("Physical devices cannot be modified after being initialized")
+
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", too_late)
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: False)
+    monkeypatch.setattr(tf.config, "get_logical_device_configuration", lambda device: None)
+    monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
+    with pytest.warns(UserWarning, match="GPU:0.*set_memory_growth.*before"):
+        dali_tf.leave_gpu_memory_for_dali()
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: True)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dali_tf.leave_gpu_memory_for_dali()  # growth already on: nothing to say

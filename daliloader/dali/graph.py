@@ -10,6 +10,12 @@ threads. Reading shards (``data.shards``): one ``fn.readers.webdataset`` reads i
 index from the same record, and one input marks the padding positions
 (:class:`~daliloader.sampler.ReaderEpochs`).
 
+On a GPU (``device="gpu"``) JPEGs are decoded by nvJPEG and everything after the decoders runs on the
+GPU, down to the per-pixel weights: every output is a GPU tensor, because a GPU-placed ``DALIDataset``
+refuses CPU outputs, and nothing after it in TensorFlow may need a CPU kernel. ``host_outputs`` hands
+the outputs over on the host instead, for TF input pipelines that can only be read on the CPU
+(``MultiWorkerMirroredStrategy``).
+
 Run alone, the pipeline computes its inputs in ``external_source`` callbacks; under TensorFlow they
 are placeholders fed by native ``tf.data`` streams (``GraphOptions.fed``, see
 :mod:`daliloader.dali.tf`), because the plugin would otherwise call the callbacks one sample at a
@@ -25,7 +31,6 @@ mapping and cropping the whole picture.
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import dataclass, replace
 
@@ -36,9 +41,10 @@ from ..checks import PairGuard
 from ..classes import ClassMap
 from ..data import SegmentationData
 from ..sampler import ReaderEpochs, Sampler
+from ..errors import SpecError
 from ..spec import Preprocess
 
-#: Output names, in the order the pipeline returns them.
+#: Output names, in the order the pipeline returns them ("weight" is per pixel, [H, W] float32).
 OUTPUTS = ("image", "labels", "weight", "index")
 #: Names of the per-sample inputs when reading files: two paths as uint8 arrays, and the sample index
 #: (-1: padding); when reading shards, SHARD_INPUTS: 1 for a sample, 0 for padding.
@@ -60,6 +66,12 @@ class GraphOptions:
     outputs: tuple[str, ...] = ("image", "labels")
     stage: str | None = None  # output the (image, mask/labels) pair after this stage instead (STAGES)
     fed: bool = False  # inputs are placeholders fed by tf.data (INPUTS) instead of Python callbacks
+    host_outputs: bool = False  # a GPU graph copies its outputs to the host (needs DALI's dynamic executor)
+
+    @property
+    def outputs_on(self) -> str:
+        """Where the pipeline hands its outputs over: "gpu" or "cpu"."""
+        return "gpu" if self.device == "gpu" and not self.host_outputs else "cpu"
 
 
 class _PathSource:
@@ -101,11 +113,18 @@ class _RealSource:
         return np.array(self.epochs.real(info.idx_in_epoch), dtype=np.int64)
 
 
-def graph_spec(spec: Preprocess, device: str) -> Preprocess:
-    """The spec the graph runs under TensorFlow: on the CPU it stops at int labels and TensorFlow
-    one-hot encodes them (``daliloader.tfops.one_hot``), cheaper than DALI's ``fn.one_hot`` plus the
-    copy of its 32 MB float32 output per 512x512 sample into TensorFlow's tensors."""
-    return replace(spec, label_mode="int") if device == "cpu" and spec.label_mode == "onehot" else spec
+def graph_spec(spec: Preprocess, outputs_on: str) -> Preprocess:
+    """The spec the graph runs under TensorFlow. Batches handed over on the host stop at int labels and
+    TensorFlow one-hot encodes them (``daliloader.tfops.one_hot``), cheaper than DALI's CPU ``fn.one_hot``
+    plus the copy of its 32 MB float32 output per 512x512 sample into TensorFlow's tensors. Batches
+    handed over on the GPU are encoded by DALI there: nothing after a GPU DALIDataset may run on the CPU.
+    DALI has no bfloat16: the graph outputs float32 and TensorFlow casts on the host (tf_dataset refuses
+    bfloat16 for batches handed over on the GPU)."""
+    if outputs_on == "cpu" and spec.label_mode == "onehot":
+        spec = replace(spec, label_mode="int")
+    if spec.dtype == "bfloat16":
+        spec = replace(spec, dtype="float32")
+    return spec
 
 
 def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
@@ -116,17 +135,21 @@ def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, o
     """
     unknown = set(opts.outputs) - set(OUTPUTS)
     if unknown:
-        raise ValueError(f"unknown outputs {sorted(unknown)}; choose from {OUTPUTS}")
+        raise SpecError(f"outputs: unknown {sorted(unknown)}; choose from {', '.join(OUTPUTS)}")
+    if spec.dtype == "bfloat16":
+        raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
     num_threads = opts.num_threads or os.cpu_count() or 1
 
+    # host_outputs: .cpu() on a GPU node needs DALI's dynamic executor (DALI 2.4's default; None keeps it)
     @pipeline_def(batch_size=sampler.batch_size, num_threads=num_threads, device_id=opts.device_id,
-                  prefetch_queue_depth=opts.prefetch, seed=opts.seed)
+                  prefetch_queue_depth=opts.prefetch, seed=opts.seed, exec_dynamic=opts.host_outputs or None)
     def segmentation_pipeline():
         nodes = graph(data, spec, sampler, opts.device, guard if guard is not None else PairGuard(data),
                       opts.fed)
         if opts.stage is not None:  # benchmarks: the graph up to and including one stage
             return nodes["stages"][opts.stage]
-        return tuple(nodes[name] for name in opts.outputs)
+        outputs = tuple(nodes[name] for name in opts.outputs)
+        return tuple(o.cpu() for o in outputs) if opts.host_outputs and opts.device == "gpu" else outputs
 
     return segmentation_pipeline()
 
@@ -145,11 +168,13 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
     start, shape = crop_window(size, spec)
     inside_start, inside_shape = _inside(start, shape, size)
+    # jpeg_fancy_upsampling: nvJPEG upsamples chroma like libjpeg-turbo on the CPU (OpenCV, TensorFlow,
+    # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
     decoder = "mixed" if device == "gpu" else "cpu"
     mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
     image, mask = (fn.decoders.image_slice(encoded, inside_start, inside_shape, axis_names="HW",
                                            normalized_anchor=False, normalized_shape=False, device=decoder,
-                                           output_type=kind, adjust_orientation=False)
+                                           output_type=kind, adjust_orientation=False, jpeg_fancy_upsampling=True)
                    for encoded, kind in ((image_bytes, types.RGB), (mask_bytes, mask_type)))
     stages["decode"] = (image, mask)
     labels = map_labels(mask, data.classes)
@@ -159,7 +184,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     image, labels = flip_and_normalize(image, labels, spec)
     stages["normalize"] = (image, labels)
     return {"image": image, "labels": encode(labels, spec, data.classes),
-            "weight": fn.cast(index >= 0, dtype=types.FLOAT), "index": index, "stages": stages}
+            "weight": weigh(labels, index, data.classes), "index": index, "stages": stages}
 
 
 def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool):
@@ -178,14 +203,14 @@ def _read_shards(data: SegmentationData, sampler: Sampler, fed: bool):
     """One webdataset reader: image, mask and index from the same record, so paired by construction.
 
     It shuffles within its buffer (DALI's ``initial_fill``, 1024 samples) and shards by contiguous
-    ranges (see :class:`ReaderEpochs`); the seed is the pipeline's.
+    ranges; it pads its passes for evaluation only (see :class:`ReaderEpochs`). The seed is the pipeline's.
     """
     s = data.shards
     image_bytes, mask_bytes, index = fn.readers.webdataset(
         paths=list(s.tars), index_paths=list(s.indexes), ext=[";".join(s.image_exts), s.mask_ext, s.index_ext],
         dtypes=[types.UINT8, types.UINT8, types.INT64], missing_component_behavior="error",
         random_shuffle=sampler.shuffle, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
-        pad_last_batch=True, stick_to_shard=True, name=READER)
+        pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, name=READER)
     real = fn.external_source(source=None if fed else _RealSource(ReaderEpochs(sampler)), batch=False,
                               name=SHARD_INPUTS[0], dtype=types.INT64, ndim=0)
     return image_bytes, mask_bytes, real * (index[0] + 1) - 1
@@ -193,7 +218,7 @@ def _read_shards(data: SegmentationData, sampler: Sampler, fed: bool):
 
 def map_labels(mask, classes: ClassMap):
     """labels: decoded mask -> (H, W, 1) class indices; unknown colours/ids -> ignore_index."""
-    out = types.UINT8 if classes.label_dtype == np.uint8 else types.INT32
+    out = types.UINT8 if classes.label_dtype == np.uint8 else types.UINT16
     if classes.kind == "id":
         keys, values = classes.id_table()
         return fn.lookup_table(mask, keys=list(keys), values=list(values),
@@ -282,18 +307,14 @@ def encode(labels, spec: Preprocess, classes: ClassMap):
     return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)
 
 
-def kept_batches(run, epochs: ReaderEpochs):
-    """``run`` (a ``pipeline.run`` reading shards) that skips the reader's batches outside every epoch
-    (see :meth:`ReaderEpochs.keeps`)."""
-    step = itertools.count()
-
-    def run_kept(*args, **kwargs):
-        while True:
-            out = run(*args, **kwargs)
-            if epochs.keeps(next(step)):
-                return out
-
-    return run_kept
+def weigh(labels, index, classes: ClassMap):
+    """weight: per pixel, [H, W] float32, computed where the labels are (on the GPU for a GPU graph):
+    each pixel weighs its class's weight (1 for every class, and for the ignore index), times 0 for a
+    padding sample (``index`` -1) and 1 otherwise. Per pixel, because Keras cannot broadcast [B] sample
+    weights against per-pixel losses."""
+    per_class = fn.lookup_table(labels[:, :, 0], keys=list(range(classes.num_classes)),
+                                values=[1.0] * classes.num_classes, default_value=1.0, dtype=types.FLOAT)
+    return per_class * fn.cast(index >= 0, dtype=types.FLOAT)
 
 
 def to_numpy(outputs) -> list[np.ndarray]:

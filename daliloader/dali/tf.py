@@ -12,6 +12,7 @@ and the order is reshuffled between epochs.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -22,6 +23,7 @@ from tensorflow.python.framework import ops
 
 from ..checks import PairGuard
 from ..classes import ClassMap
+from ..errors import SpecError
 from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
 from ..tfops import one_hot
@@ -66,15 +68,24 @@ class _EpochIterator(iterator_ops.OwnedIterator):
 
 
 class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
-    """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs."""
+    """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs.
+
+    ``len()``/``cardinality()`` give ``steps``, from Python: TF's cardinality op has no GPU kernel, and
+    neither has ``assert_cardinality``, so a stream on the GPU is wrapped as it is. A stream on the host
+    also carries ``assert_cardinality(steps)``, so that tf.data chained onto it knows the epoch length.
+    """
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
         self._stream = stream
         self._steps = steps
         self._guard = guard
         self._iterator: _EpochIterator | None = None
-        sized = stream.apply(tf.data.experimental.assert_cardinality(steps))
+        on_gpu = tf.DeviceSpec.from_string(stream._variant_tensor.device).device_type == "GPU"
+        sized = stream if on_gpu else stream.apply(tf.data.experimental.assert_cardinality(steps))
         super().__init__(stream, sized._variant_tensor)
+
+    def cardinality(self):
+        return tf.constant(self._steps, dtype=tf.int64)
 
     def __iter__(self):
         if not tf.executing_eagerly() or ops.inside_function():
@@ -92,32 +103,35 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
 
 def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
                  placement: str | None = None) -> EpochDataset:
-    """Wrap the DALI graph in ``DALIDatasetWithInputs`` placed on the pipeline's device
-    (``placement``, a TensorFlow device name, overrides it: a replica's device under ``distribute``).
+    """Wrap the DALI graph in ``DALIDatasetWithInputs``, placed where DALI hands its batches over: the
+    GPU that is CUDA device ``opts.device_id``, or the host (``placement``, a TensorFlow device name,
+    overrides it: a replica's device under ``distribute``).
 
-    On the CPU, one-hot labels are encoded by TensorFlow after DALI (:func:`daliloader.tfops.one_hot`):
-    DALI hands over int labels, 1 MB per 512x512 sample instead of 32 MB of float32 one-hot to copy
-    into TensorFlow's tensors, and the gather is faster than DALI's CPU ``fn.one_hot``. On a GPU
-    DALI encodes, and the batches stay on the device.
+    Batches handed over on the GPU leave DALI complete (one-hot, weights) and nothing follows the
+    DALIDataset: TF's dataset ops after it would need GPU kernels, which map, filter and
+    assert_cardinality do not have. Batches handed over on the host get their one-hot labels from
+    TensorFlow (:func:`daliloader.tfops.one_hot`: DALI hands over int labels, 1 MB per 512x512 sample
+    instead of 32 MB of float32, and the gather is faster than DALI's CPU ``fn.one_hot``) and their
+    bfloat16 cast, in a parallel map after DALI.
     """
-    dali_spec = graph_spec(spec, opts.device)
-    encode_in_tf = dali_spec.label_mode != spec.label_mode
+    dali_spec = graph_spec(spec, opts.outputs_on)
     guard = PairGuard(data, remember=2 * CHUNK + sampler.batch_size * (opts.prefetch + 2))
     pipe = build_pipeline(data, dali_spec, sampler, replace(opts, fed=True), guard)
     reader = ReaderEpochs(sampler) if data.shards is not None else None
     dtypes, shapes = output_signature(dali_spec, data.classes, sampler.batch_size, opts.outputs)
-    device = placement or (f"/gpu:{opts.device_id}" if opts.device == "gpu" else "/cpu:0")
+    if opts.outputs_on == "gpu":
+        leave_gpu_memory_for_dali()
+        device = placement or tf_gpu(opts.device_id)
+    else:
+        device = placement or "/cpu:0"
     with tf.device(device):
         stream = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=sampler.batch_size, device_id=opts.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=opts.prefetch,
             input_datasets=_inputs(data, sampler, reader, guard, device, opts.outputs),
             output_dtypes=dtypes, output_shapes=shapes)
-        if reader is not None and reader.reader_steps != sampler.steps:  # drop_remainder with shards
-            stream = (stream.enumerate().filter(lambda step, batch: reader.keeps(step))
-                      .map(lambda step, batch: batch))
-        if encode_in_tf or spec.dtype == "bfloat16" or "weight" in opts.outputs:
-            num_classes = data.classes.num_classes if encode_in_tf else None
+        if dali_spec != spec:  # on the host: what DALI does not output (see graph_spec)
+            num_classes = data.classes.num_classes if dali_spec.label_mode != spec.label_mode else None
             stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec, num_classes),
                                 num_parallel_calls=tf.data.AUTOTUNE)
     return EpochDataset(stream, sampler.steps, guard)
@@ -172,22 +186,14 @@ def _inputs(data, sampler: Sampler, reader: ReaderEpochs | None, guard: PairGuar
 
 
 def _finish(batch, outputs, spec: Preprocess, num_classes: int | None):
-    """What DALI does not output: one-hot labels encoded here (``num_classes`` given), bfloat16
-    images (cast), and per-pixel weights ``[B, H, W]`` from the per-sample ones, the shape Keras
-    needs to weight per-pixel losses and metrics."""
+    """On the host, what DALI does not output: one-hot labels encoded here (``num_classes`` given) and
+    bfloat16 images (cast)."""
     out = dict(zip(outputs, batch))
     if num_classes is not None:
         out["labels"] = one_hot(out["labels"], num_classes)
     if spec.dtype == "bfloat16":
         out["image"] = tf.cast(out["image"], tf.bfloat16)
-    if "weight" in out:
-        out["weight"] = per_pixel(out["weight"], spec.image_size)
     return tuple(out[name] for name in outputs)
-
-
-def per_pixel(weights, image_size):
-    """``[B]`` sample weights -> ``[B, H, W]``."""
-    return tf.broadcast_to(weights[:, None, None], (tf.shape(weights)[0], *image_size))
 
 
 def output_signature(spec: Preprocess, classes: ClassMap, batch_size: int, outputs):
@@ -198,5 +204,70 @@ def output_signature(spec: Preprocess, classes: ClassMap, batch_size: int, outpu
     else:
         labels = (tf.int32, (batch_size, h, w))
     table = {"image": (image_dtype, (batch_size, h, w, 3)), "labels": labels,
-             "weight": (tf.float32, (batch_size,)), "index": (tf.int64, (batch_size,))}
+             "weight": (tf.float32, (batch_size, h, w)), "index": (tf.int64, (batch_size,))}
     return tuple(table[o][0] for o in outputs), tuple(tf.TensorShape(table[o][1]) for o in outputs)
+
+
+# ---------------------------------------------------------------- sharing the GPU with TensorFlow
+def leave_gpu_memory_for_dali() -> None:
+    """Let TensorFlow grow its GPU memory on demand, so that DALI finds room beside it.
+
+    TensorFlow reserves nearly all of a GPU's memory when it first uses it, and DALI then runs out.
+    Importing daliloader sets ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (unless set), which covers a
+    TensorFlow that starts later; this turns growth on for each GPU TensorFlow has not started yet, and
+    warns, naming the fix, about one it already holds without growth or a memory limit.
+    """
+    from .. import _GROWTH_DEFAULT_AFTER_TF
+
+    growth_by_env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and not _GROWTH_DEFAULT_AFTER_TF
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # TensorFlow already initialised its GPUs: too late to change
+            if (growth_by_env or tf.config.experimental.get_memory_growth(gpu)
+                    or tf.config.get_logical_device_configuration(gpu)):
+                continue
+            warnings.warn(
+                f"TensorFlow already holds {gpu.name.replace('/physical_device:', '')} without memory growth and "
+                "may have reserved nearly all of its memory, leaving DALI too little. Call "
+                "tf.config.experimental.set_memory_growth(gpu, True) for every GPU before anything runs on it "
+                "(or import daliloader first, which sets TF_FORCE_GPU_ALLOW_GROWTH=true).", stacklevel=3)
+
+
+# ---------------------------------------------------------------- device numbering
+def _cuda_ordinals() -> list[int]:
+    """The CUDA device under each of TensorFlow's GPUs, in TF's order (``/gpu:k`` -> ``[k]``).
+
+    TF names a physical GPU by its CUDA ordinal (``/physical_device:GPU:3`` is CUDA device 3, the
+    number DALI's ``device_id`` takes); its logical GPUs are the visible physical ones in order, each
+    split into its logical configurations, if any.
+    """
+    ordinals = []
+    for physical in tf.config.get_visible_devices("GPU"):
+        ordinal = int(physical.name.rsplit(":", 1)[1])
+        ordinals += [ordinal] * len(tf.config.get_logical_device_configuration(physical) or [None])
+    return ordinals
+
+
+def cuda_ordinal(tf_device: str) -> int:
+    """DALI's ``device_id`` for a TensorFlow GPU device name (``/job:.../device:GPU:1``)."""
+    index = tf.DeviceSpec.from_string(tf_device).device_index or 0
+    ordinals = _cuda_ordinals()
+    if index >= len(ordinals):
+        raise SpecError(f"{tf_device}: TensorFlow has {len(ordinals)} GPU(s); there is no GPU:{index}")
+    return ordinals[index]
+
+
+def tf_gpu(device_id: int) -> str:
+    """The TensorFlow device name of CUDA device ``device_id``."""
+    ordinals = _cuda_ordinals()
+    if not ordinals:
+        raise SpecError("backend='dali-gpu' hands its batches to TensorFlow on the GPU, but TensorFlow sees no GPU (a "
+                        "TensorFlow built without CUDA, or GPUs hidden by tf.config.set_visible_devices). Install "
+                        "TensorFlow with GPU support (pip install 'tensorflow[and-cuda]'), or use backend='dali-cpu'")
+    if device_id not in ordinals:
+        seen = ", ".join(map(str, sorted(set(ordinals))))
+        raise SpecError(f"device_id={device_id}: CUDA device {device_id} is not visible to TensorFlow, which sees CUDA "
+                        f"devices {seen} (after tf.config.set_visible_devices or CUDA_VISIBLE_DEVICES); pass one "
+                        "of those: device_id numbers GPUs as DALI and CUDA do")
+    return f"/gpu:{ordinals.index(device_id)}"

@@ -1,0 +1,164 @@
+"""The dali-gpu path, proven without a GPU (see ``gpu_path.py``): every configuration the loaders can
+build is built as on a GPU machine, traced, and checked against DALI's schemas and TF's kernel registry.
+
+Runs in every ``make test``: no CUDA, no GPU marker, a few seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import daliloader as dl
+from gpu_path import dali_problems, multi_device_iterator, placed, pretend_gpu, tf_problems
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def id_data(tmp_path_factory) -> dl.SegmentationData:
+    """Cityscapes-style 8-bit id masks (remapped to train ids) beside JPEG photos."""
+    root = tmp_path_factory.mktemp("ids")
+    rng = np.random.default_rng(0)
+    for d in ("img", "gt"):
+        (root / d).mkdir()
+    for i in range(6):
+        cv2.imwrite(str(root / "img" / f"{i}_leftImg8bit.jpg"), rng.integers(0, 255, (40, 56, 3), np.uint8))
+        cv2.imwrite(str(root / "gt" / f"{i}_gtFine_labelIds.png"), rng.integers(0, 34, (40, 56), np.uint8))
+    return dl.SegmentationData.from_dirs(root / "img", root / "gt", dl.ClassMap.cityscapes(),
+                                         image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds")
+
+
+@pytest.fixture(scope="module")
+def packed(synth_data, tmp_path_factory) -> dl.SegmentationData:
+    out = tmp_path_factory.mktemp("packed") / "out"
+    dl.prepare.prepare(synth_data, out, shard_size=3, progress=False)
+    return dl.SegmentationData.from_prepared(out, shards=True)
+
+
+@pytest.fixture
+def datasets(synth_data, id_data, packed):
+    return {"colour masks": synth_data, "id masks": id_data, "shards": packed}
+
+
+def assert_none(problems: list[str]) -> None:
+    assert not problems, "\n".join(problems)
+
+
+DATA = ["colour masks", "id masks", "shards"]
+CASES = {
+    "train onehot random zoom": dict(label_mode="onehot", crop="random", scale=(0.5, 2.0)),
+    "train int center": dict(label_mode="int", crop="center"),
+    "train int float16 normalised": dict(label_mode="int", crop="random", dtype="float16",
+                                         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+    "eval onehot center": dict(label_mode="onehot", crop="center", drop_remainder=False),
+    "eval int random zoom float16": dict(label_mode="int", crop="random", scale=(0.75, 1.25), dtype="float16",
+                                         drop_remainder=False),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("which", DATA)
+def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
+    """tf_dataset(backend="dali-gpu"): every op of the DALI graph on a device its schema allows, inputs
+    where the schema needs them, nvJPEG set to decode like the CPU, every output on the GPU; and
+    after the GPU-placed DALIDataset only ops with GPU kernels."""
+    build = pretend_gpu(monkeypatch)
+    built = build(lambda: dl.tf_dataset(datasets[which], batch_size=3, image_size=(32, 48), backend="dali-gpu",
+                                        seed=0, **CASES[case]))
+    assert len(built.pipelines) == 1
+    assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
+    assert_none(tf_problems(built))
+    assert [placed(op) for op in built.dali_ops()] == ["GPU:0"]
+
+
+@pytest.mark.parametrize("case", ["train onehot random zoom", "eval int random zoom float16"])
+def test_dali_cpu_is_checked_the_same_way(monkeypatch, synth_data, case):
+    """The checks themselves: the CPU graph passes them with its outputs on the CPU, and fails them
+    when told its outputs should be on the GPU."""
+    build = pretend_gpu(monkeypatch)
+    built = build(lambda: dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 48), backend="dali-cpu",
+                                        **CASES[case]))
+    assert_none(dali_problems(built.pipelines[0], outputs_on="cpu"))
+    assert dali_problems(built.pipelines[0], outputs_on="gpu")
+    assert_none(tf_problems(built))
+    assert [placed(op) for op in built.dali_ops()] == ["CPU:0"]
+
+
+def test_bfloat16_is_refused_on_the_gpu(monkeypatch, synth_data):
+    """DALI cannot output bfloat16, and a cast after a GPU DALIDataset would be a CPU-only map."""
+    build = pretend_gpu(monkeypatch)
+    with pytest.raises(dl.SpecError, match="bfloat16.*mixed_bfloat16"):
+        build(lambda: dl.tf_dataset(synth_data, image_size=(32, 48), dtype="bfloat16", backend="dali-gpu"))
+
+
+# ---------------------------------------------------------------- distribute
+GPU = "/job:localhost/replica:0/task:0/device:GPU:{}"
+
+
+def mirrored(gpus: int):
+    """MirroredStrategy over GPUs that need not exist (made inside the graph, where nothing runs)."""
+    return tf.distribute.MirroredStrategy([GPU.format(i) for i in range(gpus)])
+
+
+@pytest.mark.parametrize("drop_remainder", [True, False])
+@pytest.mark.parametrize("which", ["colour masks", "shards"])
+def test_mirrored_strategy_places_one_pipeline_per_gpu(monkeypatch, datasets, which, drop_remainder):
+    """Two replicas on TF's GPU:0 and GPU:1, which are CUDA devices 2 and 3 (GPUs 0 and 1 hidden with
+    set_visible_devices): each DALI dataset on its replica's GPU with DALI's device_id = the CUDA
+    ordinal, read directly (no MultiDeviceIterator), nothing CPU-only after it."""
+    build = pretend_gpu(monkeypatch, gpus=4, visible=[2, 3])
+    built = build(lambda: dl.distribute(mirrored(2), datasets[which], global_batch_size=4, image_size=(32, 48),
+                                        backend="dali-gpu", drop_remainder=drop_remainder, seed=1))
+    assert not multi_device_iterator(built.result._options)
+    assert sorted(placed(op) for op in built.dali_ops()) == ["GPU:0", "GPU:1"]
+    assert_none(tf_problems(built, device_ids={"GPU:0": 2, "GPU:1": 3}))
+    for pipe in built.pipelines:
+        assert_none(dali_problems(pipe, outputs_on="gpu"))
+
+
+def test_mirrored_strategy_shares_the_cores(monkeypatch, synth_data):
+    """Each replica's pipeline gets its share of the host's cores, not all of them."""
+    import os
+
+    build = pretend_gpu(monkeypatch, gpus=2)
+    built = build(lambda: dl.distribute(mirrored(2), synth_data, global_batch_size=4, image_size=(32, 48),
+                                        backend="dali-gpu"))
+    assert [op.get_attr("num_threads") for op in built.dali_ops()] == [max(1, (os.cpu_count() or 1) // 2)] * 2
+
+
+def test_multi_worker_strategy_hands_the_batches_over_on_the_host(monkeypatch, synth_data):
+    """A worker's input under MultiWorkerMirroredStrategy is always read through a MultiDeviceIterator,
+    which has CPU kernels only: the DALI pipeline runs on the worker's GPU and hands its outputs to TF
+    on the host, and TF copies them to the replica."""
+    from tensorflow.python.distribute.cluster_resolver import SimpleClusterResolver
+
+    build = pretend_gpu(monkeypatch, gpus=2, visible=[1])
+    def strategy():  # one local worker with one GPU
+        resolver = SimpleClusterResolver(tf.train.ClusterSpec({}), num_accelerators={"GPU": 1})
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+    built = build(lambda: dl.distribute(strategy(), synth_data, global_batch_size=4, image_size=(32, 48),
+                                        backend="dali-gpu", label_mode="int", drop_remainder=False))
+    assert multi_device_iterator(built.result._options)
+    (op,) = built.dali_ops()
+    assert placed(op) == "CPU:0" and op.get_attr("device_id") == 1
+    assert_none(tf_problems(built))
+    (pipe,) = built.pipelines
+    assert pipe.device_id == 1
+    assert_none(dali_problems(pipe, outputs_on="cpu"))
+    assert any(o._op.device == "mixed" for o in pipe._ops), "the DALI graph still decodes on the GPU"
+
+
+def test_device_ids_follow_the_physical_gpu(monkeypatch, synth_data):
+    """tf_dataset(device_id=N) means DALI's CUDA device N; the dataset is placed on the TF device that is
+    that physical GPU, whatever set_visible_devices hid."""
+    build = pretend_gpu(monkeypatch, gpus=4, visible=[1, 3])
+    built = build(lambda: dl.tf_dataset(synth_data, image_size=(32, 48), backend="dali-gpu", device_id=3))
+    (op,) = built.dali_ops()
+    assert placed(op) == "GPU:1" and op.get_attr("device_id") == 3
+    with pytest.raises(dl.SpecError, match="device_id=0.*not visible to TensorFlow.*1, 3"):
+        build(lambda: dl.tf_dataset(synth_data, image_size=(32, 48), backend="dali-gpu", device_id=0))
