@@ -4,17 +4,19 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 STAMP  := $(VENV)/.installed
+# With an NVIDIA GPU, TensorFlow needs its CUDA libraries to see the GPU that DALI decodes on.
+TF     := $(if $(shell nvidia-smi -L 2>/dev/null),tf-gpu,tf)
 
 .PHONY: demo test install clean
 
 install: $(STAMP)
 
 # The DALI TensorFlow plugin compiles against the TensorFlow that is already installed,
-# so it comes last and without build isolation; it is reinstalled whenever pyproject.toml changes.
-$(STAMP): pyproject.toml
+# so it comes last and without build isolation; it is reinstalled whenever pyproject.toml or this file changes.
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e '.[tf,cuda120,dev]'
+	$(PIP) install -e '.[$(TF),cuda120,dev]'
 	$(PIP) install --no-build-isolation --force-reinstall --no-deps 'nvidia-dali-tf-plugin-cuda120==2.4.0'
 	$(PY) -c "import nvidia.dali.plugin.tf"
 	touch $(STAMP)

@@ -9,6 +9,7 @@ and the OpenCV kernels one by one.
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import statistics
@@ -22,6 +23,25 @@ from .data import SegmentationData
 
 #: Backends ``bench`` knows. ``tfdata-naive`` is the baseline a user would write first.
 BENCH_BACKENDS = ("dali-gpu", "dali-cpu", "tfdata", "opencv", "tfdata-naive")
+#: Backends that cannot run at all without TensorFlow.
+TF_ONLY = ("tfdata", "tfdata-naive")
+
+
+def has_tensorflow() -> bool:
+    """Whether TensorFlow, Keras and DALI's TensorFlow plugin are installed. Without them (a GPU machine
+    with DALI alone) the DALI backends are timed through ``pipeline.run`` and opencv without Keras."""
+    from importlib.util import find_spec
+
+    return all(find_spec(m) is not None for m in ("tensorflow", "keras", "nvidia.dali_tf_plugin"))
+
+
+def via(name: str) -> str:
+    """What carries a backend's batches in this bench run."""
+    if name == "opencv":
+        return "keras PyDataset" if has_tensorflow() else "OpenCV loader (no Keras)"
+    if name.startswith("dali"):
+        return "tf.data (DALIDataset)" if has_tensorflow() else "DALI pipeline.run (no TensorFlow)"
+    return "tf.data"
 
 
 @dataclass
@@ -59,8 +79,11 @@ def measure(next_batch, batch_size: int, seconds: float, repeats: int, warmup_ba
 
 
 def touch(batch) -> None:
-    """Wait until every tensor of a batch exists (reads back one element, not the batch)."""
+    """Wait until every tensor of a batch exists (reads back one element, not the batch). DALI's own
+    outputs exist once ``pipeline.run()`` has returned them."""
     for t in batch:
+        if type(t).__module__.startswith("nvidia.dali"):
+            continue
         if hasattr(t, "numpy"):
             t[(0,) * len(t.shape)].numpy()
         else:
@@ -82,7 +105,12 @@ def backend_source(name: str, data: SegmentationData, batch_size: int, image_siz
 
     common = dict(batch_size=batch_size, image_size=image_size, crop="random", label_mode=label_mode, seed=0)
     if name == "opencv":
-        return loaders.keras_sequence(data, workers=workers, **common)
+        if has_tensorflow():
+            return loaders.keras_sequence(data, workers=workers, **common)
+        from .cpu.opencv import EpochBatches, OpenCVLoader
+
+        spec, sampler = loaders._setup(data, batch_size, image_size, "random", label_mode, True, 0, True, 0, 1, {})
+        return EpochBatches(OpenCVLoader(data, spec, sampler), with_weights=False)
     if name == "tfdata-naive":
         return naive_tfdata(data, batch_size, image_size, label_mode)
     return loaders.tf_dataset(data, backend=name, **common)
@@ -91,6 +119,12 @@ def backend_source(name: str, data: SegmentationData, batch_size: int, image_siz
 def backend_stream(name: str, data: SegmentationData, batch_size: int, image_size, label_mode: str,
                    workers: int):
     """An endless iterator of batches from one backend (opencv: ``workers`` threads, as PyDataset)."""
+    if name.startswith("dali") and not has_tensorflow():
+        from .loaders import dali_pipeline
+
+        pipe, _ = dali_pipeline(data, batch_size=batch_size, image_size=image_size, crop="random",
+                                label_mode=label_mode, seed=0, backend=name)
+        return (pipe.run() for _ in itertools.count())
     source = backend_source(name, data, batch_size, image_size, label_mode, workers)
     return ordered_parallel(source, workers) if name == "opencv" else endless(source)
 
@@ -212,7 +246,7 @@ def dali_stages(data: SegmentationData, device: str, batch_size: int, image_size
         rows.append({"stage": name, "cumulative_img_per_s": round(rate, 1), "ms_per_img": round(ms - previous, 2)})
         previous = ms
         del pipe
-    if encode_in_tf:
+    if encode_in_tf and has_tensorflow():
         import tensorflow as tf
 
         from .tfops import one_hot

@@ -40,10 +40,18 @@ def cmd_bench(args) -> int:
 
     console = Console()
     data = load_data(args)
-    gpu = dali_gpu_count() > 0
-    backends = args.backends or [b for b in bench.BENCH_BACKENDS if gpu or b != "dali-gpu"]
+    gpu, tf = dali_gpu_count() > 0, bench.has_tensorflow()
+    backends = args.backends or [b for b in bench.BENCH_BACKENDS
+                                 if (gpu or b != "dali-gpu") and (tf or b not in bench.TF_ONLY)]
     if "dali-gpu" in backends and not gpu:
         raise ValueError("--backends: dali-gpu needs a CUDA GPU that DALI can see; none was found")
+    if not tf:
+        if set(backends) & set(bench.TF_ONLY) or args.train:
+            raise ValueError(f"{', '.join(sorted(set(backends) & set(bench.TF_ONLY))) or '--train'} needs TensorFlow, "
+                             "Keras and DALI's TF plugin (`make install`); without them bench measures "
+                             "dali-gpu, dali-cpu and opencv")
+        console.print("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv "
+                      "without Keras")
     workers = args.workers or os.cpu_count() or 1
     size = (args.image_size, args.image_size)
     console.print(f"dataset: {data}, {Path(data.images[0]).parent}")
@@ -91,7 +99,7 @@ def cmd_bench(args) -> int:
                 warmup = max(1, len(source) // args.batch_size)
                 rates = run(f"{backend} / {mode} / {which}", lambda: bench.measure(
                     lambda: bench.touch(next(stream)), args.batch_size, args.seconds, args.repeats, warmup))
-                m = {**bench.Measurement(backend, mode, rates).to_dict(), "data": which}
+                m = {**bench.Measurement(backend, mode, rates).to_dict(), "data": which, "via": bench.via(backend)}
                 bound = ceil[f"cpu_decode_pairs{suffix}"]["median"]
                 if backend == "dali-gpu":
                     bound = min(ceil["nvjpeg_images"]["median"], ceil[f"cpu_decode_masks{suffix}"]["median"])

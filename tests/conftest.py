@@ -58,11 +58,17 @@ def one_epoch(backend: str, data, tf: bool = False, **kwargs) -> list[tuple[np.n
         seq = dl.keras_sequence(data, **kwargs)
         return [seq[i] for i in range(len(seq))]
     if backend == "tfdata" or tf:
+        require_tf()
         ds = dl.tf_dataset(data, backend=backend, **kwargs)
         return [tuple(t.numpy() for t in batch) for batch in ds]
     outputs = ("image", "labels") if kwargs.get("drop_remainder", True) else ("image", "labels", "weight")
     pipe, steps = dl.dali_pipeline(data, backend=backend, outputs=outputs, **kwargs)
     return [tuple(dali_numpy(pipe.run())) for _ in range(steps)]
+
+
+def require_tf() -> None:
+    """Skip where TensorFlow is missing (a GPU machine with DALI alone runs the DALI-only tests)."""
+    pytest.importorskip("tensorflow")
 
 
 def write_pairs(root: Path, images, masks, image_ext: str = "png", mask_suffix: str = "_L") -> dl.SegmentationData:

@@ -6,6 +6,7 @@ DALI's CPU decoder, OpenCV and TensorFlow's decode_jpeg(dct_method="INTEGER_ACCU
 for bit on whole JPEGs. The tfdata backend decodes windows inside the image with decode_and_crop_jpeg,
 whose outermost row/column of the window is upsampled without the chroma beyond the cut: those edge
 pixels differ by up to ~30 levels (seen on the synthetic data), everything inside the window is exact.
+nvJPEG (dali-gpu) decodes with fancy chroma upsampling as libjpeg-turbo does, and is held to NVJPEG_MAX_DIFF.
 """
 
 import cv2
@@ -16,6 +17,10 @@ import daliloader as dl
 from conftest import PALETTE, block_labels, crop_or_pad, one_epoch, write_pairs
 
 JPEG_EDGE_MEAN_DIFF = 0.1 / 255  # mean |diff| over the window, edge pixels included, for decode_and_crop_jpeg
+#: nvJPEG with fancy upsampling (dali-gpu) against libjpeg-turbo: what remains is two IDCTs' rounding. Two
+#: libjpeg-turbo IDCTs differ by at most 5 levels on the synthetic photos; without fancy upsampling the gap
+#: is 76 (benchmarks/jpeg_decoders.py, results/vm-2cores-jpeg-decoders.json). Not yet measured on nvJPEG.
+NVJPEG_MAX_DIFF = 5 / 255
 
 
 def stacked(batches, k):
@@ -38,8 +43,8 @@ def test_deterministic_equivalence(synth_data, backend, label_mode):
     diff = np.abs(stacked(out, 0).astype(np.float64) - stacked(ref, 0))
     if backend == "tfdata":  # decode_and_crop_jpeg: exact inside, chroma-upsampling error on the window's edge
         assert diff[:, 1:-1, 1:-1].max() <= 1e-6 and diff.mean() <= JPEG_EDGE_MEAN_DIFF
-    else:  # libjpeg-turbo on the CPU is bit-exact; nvJPEG (dali-gpu) may differ by a few levels
-        tolerance = 0.0 if backend in ("opencv", "dali-cpu") else 8 / 255
+    else:  # libjpeg-turbo on the CPU is bit-exact; nvJPEG (dali-gpu) rounds its IDCT differently
+        tolerance = 0.0 if backend in ("opencv", "dali-cpu") else NVJPEG_MAX_DIFF
         assert diff.max() <= tolerance + 1e-6, f"{backend}: max |diff| = {diff.max() * 255:.2f} levels"
 
 

@@ -99,3 +99,38 @@ def test_bench_prepared_column(root, tmp_path):
         (b, d) for b in ("dali-cpu", "opencv") for d in ("original", "prepared")} | {("dali-cpu", "shards")}
     assert "cpu_decode_pairs_prepared" in report["ceilings"]
     assert (tmp_path / "p" / "manifest.json").exists()
+
+
+NO_TF = """
+import sys
+for m in ("tensorflow", "keras", "nvidia.dali_tf_plugin"):
+    sys.modules[m] = None  # as on a GPU machine with DALI alone
+from daliloader.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_bench_without_tensorflow(root, tmp_path):
+    """Where only DALI is installed (benchmarks/gpu_check.sh on a bare GPU machine), bench times the DALI
+    backends through pipeline.run and opencv without Keras, says so, and refuses what needs TensorFlow."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "bench.json"
+    args = [root, "--batch-size", "2", "--image-size", "48", "--seconds", "0.2", "--repeats", "1", "--no-stages"]
+    proc = subprocess.run([sys.executable, "-c", NO_TF, "bench", *args, "--prepared", str(tmp_path / "prepared"),
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "TensorFlow is not installed" in proc.stdout
+    report = json.loads(out.read_text())
+    assert "tensorflow" not in report["machine"]["versions"]
+    got = {(r["name"], r["data"]): r["via"] for r in report["results"]}
+    assert got == {("dali-cpu", "original"): "DALI pipeline.run (no TensorFlow)",
+                   ("opencv", "original"): "OpenCV loader (no Keras)",
+                   ("dali-cpu", "prepared"): "DALI pipeline.run (no TensorFlow)",
+                   ("opencv", "prepared"): "OpenCV loader (no Keras)",
+                   ("dali-cpu", "shards"): "DALI pipeline.run (no TensorFlow)"}
+    assert all(r["median"] > 0 for r in report["results"])
+    refused = subprocess.run([sys.executable, "-c", NO_TF, "bench", *args, "--backends", "dali-cpu,tfdata"],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "tfdata needs TensorFlow" in refused.stderr

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from gpu_path import dali_problems, multi_device_iterator, placed, pretend_gpu, tf_problems
 
 tf = pytest.importorskip("tensorflow")
+from gpu_path import dali_problems, multi_device_iterator, placed, pretend_gpu, tf_problems  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from conftest import batch_indices, one_epoch
+from conftest import batch_indices, one_epoch, require_tf
 
 SIZES = [2, 3, 4, 5]
 KW = dict(image_size=(24, 32), crop="center", label_mode="int")
@@ -46,6 +46,7 @@ def test_training_epochs_never_repeat_and_vary_the_dropped_samples(index_data, b
             epochs.append(np.concatenate([batch_indices(seq[i][0]) for i in range(len(seq))]))
             seq.on_epoch_end()
     else:
+        require_tf()
         ds = dl.tf_dataset(index_data, batch_size=batch_size, seed=1, backend=backend, **KW)
         epochs = [np.concatenate([batch_indices(x.numpy()) for x, _ in ds]) for _ in range(6)]
     for seen in epochs:

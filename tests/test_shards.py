@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from conftest import batch_indices, dali_numpy, one_epoch
+from conftest import batch_indices, dali_numpy, one_epoch, require_tf
 from daliloader.cli import main as cli
 from daliloader.errors import DataError, LoadError
 from daliloader.prepare import MANIFEST, prepare
@@ -54,6 +54,7 @@ def samples(batches) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("batch_size", [2, 3, 4, 5])
 def test_evaluation_reads_every_sample_once(index_shards, dali_backend, batch_size):
+    require_tf()
     ds = dl.tf_dataset(shards(index_shards), batch_size=batch_size, drop_remainder=False, seed=3,
                        backend=dali_backend, **KW)
     assert len(ds) == -(-10 // batch_size)
@@ -71,6 +72,7 @@ def test_evaluation_reads_every_sample_once(index_shards, dali_backend, batch_si
 def test_training_reads_the_passes_back_to_back(index_shards, dali_backend, batch_size):
     """Training (drop_remainder=True): the reader's passes follow each other without padding, each a fresh
     shuffle holding every sample once, and an epoch is the next 10 // batch_size full batches of them."""
+    require_tf()
     ds = dl.tf_dataset(shards(index_shards), batch_size=batch_size, seed=1, backend=dali_backend, **KW)
     assert len(ds) == 10 // batch_size
     stream = []
@@ -156,6 +158,7 @@ def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path
     raw = bytearray(tar.read_bytes())
     raw[offset + 40: offset + size] = bytes(size - 40)  # the PNG's pixel data zeroed: header intact
     tar.write_bytes(bytes(raw))
+    require_tf()
     with pytest.raises(LoadError, match=f"shards in {out / 'shards'} failed.*daliloader verify {out}"):
         ds = dl.tf_dataset(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW)
         for _ in ds:

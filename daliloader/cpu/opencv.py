@@ -146,3 +146,32 @@ class OpenCVLoader:
         samples = [self.sample(max(i, 0), rng) for i in indices]
         return (np.stack([s[0] for s in samples]), np.stack([s[1] for s in samples]),
                 (indices >= 0).astype(np.float32))
+
+
+class EpochBatches:
+    """An OpenCVLoader's batches by epoch, in Keras' ``PyDataset`` protocol without Keras: ``len()`` is
+    batches per epoch, ``[i]`` batch ``i`` of the current epoch, ``on_epoch_end()`` the next epoch.
+
+    Batch ``i`` of epoch ``e`` is the sampler's step ``e * len(self) + i``: the order comes from the same
+    :class:`~daliloader.sampler.Sampler` as the DALI backends, and the random crops of a batch are seeded
+    by its step, so ``self[i]`` is reproducible and safe to compute in any worker.
+    """
+
+    def __init__(self, loader: OpenCVLoader, with_weights: bool):
+        self.loader = loader
+        self.with_weights = with_weights
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return self.loader.sampler.steps
+
+    def __getitem__(self, i: int):
+        if not 0 <= i < len(self):
+            raise IndexError(f"batch {i} out of range: {len(self)} batches per epoch")
+        x, y, w = self.loader.batch(self.epoch * len(self) + i)
+        if not self.with_weights:
+            return x, y
+        return x, y, np.repeat(w[:, None, None], x.shape[1] * x.shape[2], axis=1).reshape(x.shape[:3])
+
+    def on_epoch_end(self) -> None:
+        self.epoch += 1

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The one command to run on a machine with an NVIDIA GPU: every GPU test, then the GPU figures, then
+# what to commit. Steps that fail do not stop the others; the exit status is 1 if any failed.
+#
+#   usage: benchmarks/gpu_check.sh [DATA] [extra `daliloader bench` options, e.g. --seconds 1]
+#
+# Python: .venv/bin/python when it exists (`make install`: TensorFlow, Keras and DALI's TF plugin too),
+# else python3 as it is. On a GPU machine with DALI alone (../shared/device/stage-dali, then
+# `export PYTHONPATH=/tmp/dali/site:$PWD`), the tests that need TensorFlow skip and say so, and the bench
+# times the DALI backends through pipeline.run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python
+out="benchmarks/results/$(hostname)-$(nproc)cores-gpu"
+failed=()
+
+if ! "$py" -c "from nvidia.dali import backend; import sys; sys.exit(backend.GetCUDADeviceCount() == 0)"; then
+  echo "DALI sees no CUDA GPU here (or is not installed for $py): nothing to check." >&2
+  exit 1
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+"$py" -c "import sys, nvidia.dali as d; print('python', sys.version.split()[0], '| DALI', d.__version__)"
+"$py" -c "import tensorflow as tf; print('TensorFlow', tf.__version__, '| GPUs:', tf.config.list_physical_devices('GPU'))" \
+  2>/dev/null || echo "TensorFlow: not installed (its tests skip; bench times DALI alone)"
+
+step() {  # step NAME COMMAND...: run it, remember a failure
+  local name=$1; shift
+  echo; echo "== $name"
+  "$@" || failed+=("$name")
+}
+step "GPU tests (pytest -m gpu; -rs lists what skipped and why)" \
+  "$py" -m pytest -m gpu -q -rs -p no:cacheprovider tests
+step "JPEG decoders: nvJPEG against libjpeg-turbo" \
+  "$py" benchmarks/jpeg_decoders.py --json "$out-jpeg-decoders.json"
+step "mask forms, CPU and GPU" \
+  "$py" benchmarks/mask_forms.py --json "$out-mask-forms.json"
+step "throughput: dali-gpu against dali-cpu and opencv, original and prepared data" \
+  "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,opencv --label-mode onehot,int --prepared \
+  --json "$out.json" --plot "$out.png"
+
+echo
+echo "== what to commit"
+ls -l "$out"*.json 2>/dev/null
+cat <<EOT
+- Commit the JSON files above that the README quotes (not the .png), under benchmarks/results/.
+- README "Benchmarks": add a GPU section from $out.json (machine, dali-gpu against its
+  binding ceiling: the smaller of nvJPEG images and CPU mask decodes; prepared and shards columns).
+- tests/test_backends.py NVJPEG_MAX_DIFF: set it from the dali-mixed row of $out-jpeg-decoders.json,
+  and the README's dali-gpu image tolerance with it.
+EOT
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}" >&2
+  exit 1
+fi
