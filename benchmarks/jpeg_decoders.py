@@ -11,6 +11,8 @@ accurate integer IDCT, "fancy" chroma upsampling), in levels of 0-255:
                              the size of a gap between two IDCT implementations
   dali-mixed[-no-fancy]      nvJPEG through DALI's mixed decoder, with and without jpeg_fancy_upsampling
                              (only on a machine with a GPU)
+  dali-{cpu,mixed}-window    what the loaders run: decoders.image_slice decoding only a window (two
+                             windows per photo), against the same window of the whole reference decode
 
 DALI and OpenCV are needed; TensorFlow rows are skipped without TensorFlow, GPU rows without a GPU.
   usage: python benchmarks/jpeg_decoders.py [--n 64] [--json OUT]
@@ -46,6 +48,31 @@ def dali_decode(files: list[str], device: str, **decoder_args) -> list[np.ndarra
         images = images.as_cpu() if hasattr(images, "as_cpu") else images
         out.append(np.array(images.at(0)))
     return out
+
+
+#: (top, left, height, width) windows decoded alone, as the loaders decode crop windows.
+WINDOWS = ((104, 224, 512, 512), (37, 53, 301, 403))
+
+
+def dali_decode_windows(files: list[str], device: str) -> tuple[list[np.ndarray], list[tuple]]:
+    """Each window of WINDOWS of each file, decoded alone by ``decoders.image_slice``."""
+    out, where = [], []
+    for top, left, height, width in WINDOWS:
+        @pipeline_def(batch_size=1, num_threads=1, device_id=0 if device == "mixed" else None)
+        def decode():
+            encoded, _ = fn.readers.file(files=files, random_shuffle=False)
+            return fn.decoders.image_slice(encoded, np.array([top, left], np.int32), np.array([height, width], np.int32),
+                                           axis_names="HW", normalized_anchor=False, normalized_shape=False,
+                                           device=device, output_type=types.RGB, jpeg_fancy_upsampling=True)
+
+        pipe = decode()
+        pipe.build()
+        for i in range(len(files)):
+            (images,) = pipe.run()
+            images = images.as_cpu() if hasattr(images, "as_cpu") else images
+            out.append(np.array(images.at(0)))
+            where.append((i, top, left, height, width))
+    return out, where
 
 
 def decoders(files: list[str]) -> dict:
@@ -84,6 +111,10 @@ def main() -> None:
     files = list(default_dataset(args.n).images)
     reference = dali_decode(files, "cpu")
     rows = {name: compare(reference, decode()) for name, decode in decoders(files).items()}
+    for device in ("cpu", "mixed") if dali_gpu_count() > 0 else ("cpu",):
+        windows, where = dali_decode_windows(files, device)
+        crops = [reference[i][top:top + h, left:left + w] for i, top, left, h, w in where]
+        rows[f"dali-{device}-window"] = compare(crops, windows)
     report = {"machine": machine_info(), "images": len(files), "size": list(reference[0].shape),
               "reference": "DALI CPU decoder (libjpeg-turbo)", "unit": "levels of 0-255, per channel value",
               "decoders": rows}

@@ -8,9 +8,23 @@ otherwise reserves nearly all of a GPU's memory when it starts and DALI, on the 
 import os
 import sys
 
-#: Whether TensorFlow was imported before daliloader set TF_FORCE_GPU_ALLOW_GROWTH: TF reads the variable
-#: when it first starts a GPU, so the default may then have come too late (see leave_gpu_memory_for_dali).
-_GROWTH_DEFAULT_AFTER_TF = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and "tensorflow" in sys.modules
+
+
+def _tensorflow_started() -> bool:
+    """Whether TensorFlow has started its devices already (it reads TF_FORCE_GPU_ALLOW_GROWTH then)."""
+    if "tensorflow" not in sys.modules:
+        return False
+    try:
+        from tensorflow.python.eager import context
+
+        return bool(context.context()._initialized)
+    except Exception:  # an unknown TensorFlow: assume the worst
+        return True
+
+
+#: Whether the default below comes after TensorFlow started its GPUs, too late to apply
+#: (see :func:`daliloader.backends.dali_tf.leave_gpu_memory_for_dali`).
+_GROWTH_DEFAULT_TOO_LATE = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and _tensorflow_started()
 os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 from .classes import ClassMap

@@ -12,12 +12,25 @@ from .sampler import Sampler
 from .spec import check_backend, check_batch_size, make_spec
 
 
-def resolve_backend(backend: str) -> str:
-    """``"auto"`` -> ``"dali-gpu"`` when DALI sees a CUDA device, else ``"dali-cpu"``."""
+def resolve_backend(backend: str, for_tensorflow: bool = False) -> str:
+    """``"auto"`` -> ``"dali-gpu"`` when DALI sees a CUDA device (and, ``for_tensorflow``, TensorFlow sees
+    a GPU to hand the batches over on), else ``"dali-cpu"``."""
     check_backend(backend)
     if backend != "auto":
         return backend
-    return "dali-gpu" if dali_gpu_count() > 0 else "dali-cpu"
+    if dali_gpu_count() == 0:
+        return "dali-cpu"
+    if for_tensorflow:
+        import tensorflow as tf
+
+        if not tf.config.list_physical_devices("GPU"):
+            import warnings
+
+            warnings.warn("backend='auto': DALI sees a GPU but TensorFlow does not (a TensorFlow without CUDA: "
+                          "pip install 'tensorflow[and-cuda]'), so batches cannot arrive on the GPU; using dali-cpu",
+                          stacklevel=3)
+            return "dali-cpu"
+    return "dali-gpu"
 
 
 def dali_gpu_count() -> int:
@@ -86,7 +99,7 @@ def tf_dataset(data: SegmentationData, batch_size: int = 8, image_size=(512, 512
     ``dtype="bfloat16"`` is refused there (DALI has no bfloat16): pass float32 and let Keras' policy
     ``mixed_bfloat16`` cast in the first layer, or use float16.
     """
-    backend = resolve_backend(backend)
+    backend = resolve_backend(backend, for_tensorflow=True)
     spec, sampler = _setup(data, batch_size, image_size, crop, label_mode, shuffle, seed, drop_remainder,
                            shard_id, num_shards, spec_kwargs)
     return _dataset(data, spec, sampler, backend, device_id, num_threads, prefetch, seed)
@@ -128,17 +141,18 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
     ``MultiWorkerMirroredStrategy`` allows one input pipeline per worker (host), read through a
     ``MultiDeviceIterator``, which has CPU kernels only: each worker reads shard ``worker`` of
     ``workers`` with batch ``global_batch_size // workers``; a dali-gpu pipeline runs on the worker's
-    first GPU and hands its batches over on the host, and TensorFlow copies them to the replicas. A
-    worker with several replicas gets whole per-worker batches in turn, one per replica; TensorFlow does
-    not split a batch between them. Run one process per GPU. The per-worker stream is endless: pass
-    ``steps_per_epoch=dataset.steps_per_epoch`` (under MirroredStrategy Keras knows the epoch length).
+    GPU and hands its batches over on the host, and TensorFlow copies them to the replica. A worker
+    with several replicas is refused: TensorFlow would hand each replica a whole per-worker batch in
+    turn (it does not split batches), so ``global_batch_size`` would not hold; run one worker process
+    per GPU. The per-worker stream is endless: pass ``steps_per_epoch=dataset.steps_per_epoch`` (under
+    MirroredStrategy Keras knows the epoch length).
 
     All shards share one seed (drawn here when ``seed`` is None), so their permutations agree and the
     shards are disjoint every epoch. Other arguments are those of :func:`tf_dataset`.
     """
     import tensorflow as tf
 
-    backend = resolve_backend(backend)
+    backend = resolve_backend(backend, for_tensorflow=True)
     global_batch_size = check_batch_size(global_batch_size)
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
@@ -147,6 +161,11 @@ def distribute(strategy, data: SegmentationData, global_batch_size: int, image_s
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**31))
     devices = list(strategy.extended.worker_devices)
+    if not isinstance(strategy, tf.distribute.MirroredStrategy) and len(devices) > 1:
+        raise SpecError(f"{type(strategy).__name__} with {len(devices)} replicas on this worker: TensorFlow reads one "
+                        "input pipeline per worker and hands its batches to the worker's replicas in turn, so each "
+                        "replica would get a whole worker's batch and global_batch_size would not hold. Run one "
+                        "worker process per GPU (CUDA_VISIBLE_DEVICES), or MirroredStrategy on a single host")
     per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and backend != "tfdata"
     if per_replica and num_threads is None:  # the replicas' pipelines share this host's cores
         num_threads = max(1, (os.cpu_count() or 1) // len(devices))

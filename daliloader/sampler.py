@@ -103,8 +103,9 @@ class ReaderEpochs:
       index ``-1``.
     * Training (``drop_remainder=True``): no padding; the passes follow each other, and an epoch is the
       next ``sampler.steps`` full batches of that stream. Epochs drift across passes: in the long run
-      every sample is read equally often, but an epoch that straddles two passes may hold one sample
-      twice and miss another. Skipping the remainder batch instead would take a tf.data filter after
+      every sample of a worker's part is read equally often, but an epoch that straddles two passes
+      may hold one sample twice and miss another (and where the parts differ in size by one sample,
+      the smaller part's samples are read a little more often). Skipping the remainder batch instead would take a tf.data filter after
       the DALI dataset, which has no GPU kernel.
 
     :meth:`real` is plain arithmetic, so it takes ints, numpy arrays and TensorFlow tensors.

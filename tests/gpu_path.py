@@ -9,9 +9,10 @@ it, and everything placed after it.
 The checks compare what was built with the sources of truth:
 
 * :func:`dali_problems`: every op of the DALI graph against DALI's own schemas (the op's device is
-  one of its backends; each input sits on the device the schema asks for; argument inputs on the
-  CPU), every pipeline output on the device the TF dataset expects, and the GPU decoders' arguments
-  that decide parity with the CPU decoders.
+  one of its backends; each input sits on the device the schema asks for and argument inputs on the
+  CPU, which DALI 2.4 itself already enforces while tracing, so these two only guard against a DALI
+  that stops doing so), every pipeline output on the device the TF dataset expects, and the GPU
+  decoders' arguments that decide parity with the CPU decoders.
 * :func:`tf_problems`: every TensorFlow op that consumes a GPU-placed DALI dataset against TF's kernel
   registry (a dataset op with no GPU kernel cannot follow it), the dataset's inputs on its device
   (the plugin's rule), and the ``device_id`` DALI is given.
@@ -47,8 +48,8 @@ class Built:
 def pretend_gpu(monkeypatch, gpus: int = 1, visible: list[int] | None = None):
     """Patch what needs CUDA; returns ``build(make) -> Built`` running ``make()`` inside a fresh tf.Graph.
 
-    DALI sees ``gpus`` CUDA devices; TensorFlow sees those in ``visible`` (default: all), as after
-    ``tf.config.set_visible_devices``.
+    DALI and TensorFlow see ``gpus`` CUDA devices; TensorFlow uses those in ``visible`` (default: all,
+    in the order given), as after ``tf.config.set_visible_devices(visible)``.
     """
     import nvidia.dali.plugin.tf as dali_tf
 
@@ -65,10 +66,13 @@ def pretend_gpu(monkeypatch, gpus: int = 1, visible: list[int] | None = None):
     monkeypatch.setattr(dali_tf, "serialize_pipeline", serialize)
     # the plugin builds the pipeline to look up its external sources; tracing gives it the same graph
     monkeypatch.setattr(Pipeline, "build", lambda self: self._build_graph())
-    physical = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU")
-                for i in (range(gpus) if visible is None else visible)]
-    for name in ("get_visible_devices", "list_physical_devices"):
-        monkeypatch.setattr(tf.config, name, lambda kind=None: physical if kind in ("GPU", None) else [])
+    def gpu(i):
+        return tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU")
+
+    physical = [gpu(i) for i in range(gpus)]
+    used = physical if visible is None else [gpu(i) for i in visible]
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: physical if kind in ("GPU", None) else [])
+    monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: used if kind in ("GPU", None) else [])
     monkeypatch.setattr(tf.config, "get_logical_device_configuration", lambda device: None)
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth", lambda device, on: None)
 

@@ -114,7 +114,7 @@ def test_mirrored_strategy_places_one_pipeline_per_gpu(monkeypatch, datasets, wh
     built = build(lambda: dl.distribute(mirrored(2), datasets[which], global_batch_size=4, image_size=(32, 48),
                                         backend="dali-gpu", drop_remainder=drop_remainder, seed=1))
     assert not multi_device_iterator(built.result._options)
-    assert sorted(placed(op) for op in built.dali_ops()) == ["GPU:0", "GPU:1"]
+    assert sorted(placed(op) for op in built.dali_ops()) == ["GPU:0", "GPU:1"] and len(built.pipelines) == 2
     assert_none(tf_problems(built, device_ids={"GPU:0": 2, "GPU:1": 3}))
     for pipe in built.pipelines:
         assert_none(dali_problems(pipe, outputs_on="gpu"))
@@ -153,10 +153,48 @@ def test_multi_worker_strategy_hands_the_batches_over_on_the_host(monkeypatch, s
     assert any(o._op.device == "mixed" for o in pipe._ops), "the DALI graph still decodes on the GPU"
 
 
+def test_several_replicas_on_one_worker_are_refused(monkeypatch, synth_data):
+    """MultiWorkerMirroredStrategy hands each local replica a whole per-worker batch: refused, with why."""
+    from tensorflow.python.distribute.cluster_resolver import SimpleClusterResolver
+
+    build = pretend_gpu(monkeypatch, gpus=2)
+
+    def strategy():
+        resolver = SimpleClusterResolver(tf.train.ClusterSpec({}), num_accelerators={"GPU": 2})
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+    with pytest.raises(dl.SpecError, match="2 replicas on this worker.*one worker process per GPU"):
+        build(lambda: dl.distribute(strategy(), synth_data, global_batch_size=4, image_size=(32, 48),
+                                    backend="dali-gpu"))
+
+
+def test_labels_wider_than_8_bits_on_the_gpu(monkeypatch, mirror_data):
+    """ignore_index=300: uint16 labels through the GPU graph (lookup, pad, zoom, flip, one-hot, weights)."""
+    from dataclasses import replace
+
+    data = replace(mirror_data, classes=dl.ClassMap.from_csv(mirror_data.classes.source, ignore_index=300))
+    build = pretend_gpu(monkeypatch)
+    for kw in CASES.values():
+        built = build(lambda: dl.tf_dataset(data, batch_size=3, image_size=(32, 48), backend="dali-gpu", **kw))
+        assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
+        assert_none(tf_problems(built))
+
+
+def test_auto_stays_on_the_cpu_when_tensorflow_sees_no_gpu(monkeypatch, synth_data):
+    """DALI sees a GPU, TensorFlow (built without CUDA) does not: batches cannot arrive on a GPU."""
+    build = pretend_gpu(monkeypatch, visible=[])
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    with pytest.warns(UserWarning, match="TensorFlow does not.*tensorflow\\[and-cuda\\].*dali-cpu"):
+        built = build(lambda: dl.tf_dataset(synth_data, image_size=(32, 48)))
+    assert [placed(op) for op in built.dali_ops()] == ["CPU:0"] and built.pipelines[0].device_id is None
+    with pytest.raises(dl.SpecError, match="TensorFlow sees no GPU.*tensorflow\\[and-cuda\\]"):
+        build(lambda: dl.tf_dataset(synth_data, image_size=(32, 48), backend="dali-gpu"))
+
+
 def test_device_ids_follow_the_physical_gpu(monkeypatch, synth_data):
     """tf_dataset(device_id=N) means DALI's CUDA device N; the dataset is placed on the TF device that is
-    that physical GPU, whatever set_visible_devices hid."""
-    build = pretend_gpu(monkeypatch, gpus=4, visible=[1, 3])
+    that physical GPU, whatever set_visible_devices hid, and in whatever order it listed the others."""
+    build = pretend_gpu(monkeypatch, gpus=4, visible=[3, 1])
     built = build(lambda: dl.tf_dataset(synth_data, image_size=(32, 48), backend="dali-gpu", device_id=3))
     (op,) = built.dali_ops()
     assert placed(op) == "GPU:1" and op.get_attr("device_id") == 3

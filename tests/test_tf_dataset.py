@@ -140,6 +140,7 @@ def test_gpu_memory_growth_is_set_or_its_absence_explained(monkeypatch):
 
     gpu = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [gpu] if kind == "GPU" else [])
+    monkeypatch.setattr(tf.config, "get_logical_device_configuration", lambda device: None)
     calls = []
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth", lambda device, on: calls.append((device, on)))
     dali_tf.leave_gpu_memory_for_dali()
@@ -150,13 +151,19 @@ def test_gpu_memory_growth_is_set_or_its_absence_explained(monkeypatch):
 
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth", too_late)
     monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: False)
-    monkeypatch.setattr(tf.config, "get_logical_device_configuration", lambda device: None)
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
     with pytest.warns(UserWarning, match="GPU:0.*set_memory_growth.*before"):
         dali_tf.leave_gpu_memory_for_dali()
-    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: True)
     import warnings
 
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dali_tf.leave_gpu_memory_for_dali()  # growth already on: nothing to say
+
+    limit = [tf.config.LogicalDeviceConfiguration(memory_limit=4096)]
+    monkeypatch.setattr(tf.config, "get_logical_device_configuration", lambda device: limit)
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", lambda device, on: 1 / 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dali_tf.leave_gpu_memory_for_dali()  # a memory limit already leaves room (and TF refuses growth then)

@@ -11,10 +11,11 @@ index from the same record, and one input marks the padding positions
 (:class:`~daliloader.sampler.ReaderEpochs`).
 
 On a GPU (``device="gpu"``) JPEGs are decoded by nvJPEG and everything after the decoders runs on the
-GPU, down to the per-pixel weights: every output is a GPU tensor, because a GPU-placed ``DALIDataset``
-refuses CPU outputs, and nothing after it in TensorFlow may need a CPU kernel. ``host_outputs`` hands
-the outputs over on the host instead, for TF input pipelines that can only be read on the CPU
-(``MultiWorkerMirroredStrategy``).
+GPU, down to the per-pixel weights: every output a TF dataset receives (image, labels, weight) is a
+GPU tensor, because a GPU-placed ``DALIDataset`` refuses CPU outputs, and nothing after it in
+TensorFlow may need a CPU kernel. (``index``, for ``pipeline.run`` alone, stays on the CPU.)
+``host_outputs`` hands the outputs over on the host instead, for TF input pipelines that can only be
+read on the CPU (``MultiWorkerMirroredStrategy``).
 
 Run alone, the pipeline computes its inputs in ``external_source`` callbacks; under TensorFlow they
 are placeholders fed by native ``tf.data`` streams (``GraphOptions.fed``, see
@@ -140,9 +141,9 @@ def build_pipeline(data: SegmentationData, spec: Preprocess, sampler: Sampler, o
         raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
     num_threads = opts.num_threads or os.cpu_count() or 1
 
-    # host_outputs: .cpu() on a GPU node needs DALI's dynamic executor (DALI 2.4's default; None keeps it)
+    # exec_dynamic: DALI 2.4's default, stated because .cpu() (host_outputs) needs it
     @pipeline_def(batch_size=sampler.batch_size, num_threads=num_threads, device_id=opts.device_id,
-                  prefetch_queue_depth=opts.prefetch, seed=opts.seed, exec_dynamic=opts.host_outputs or None)
+                  prefetch_queue_depth=opts.prefetch, seed=opts.seed, exec_dynamic=True)
     def segmentation_pipeline():
         nodes = graph(data, spec, sampler, opts.device, guard if guard is not None else PairGuard(data),
                       opts.fed)
@@ -309,9 +310,9 @@ def encode(labels, spec: Preprocess, classes: ClassMap):
 
 def weigh(labels, index, classes: ClassMap):
     """weight: per pixel, [H, W] float32, computed where the labels are (on the GPU for a GPU graph):
-    each pixel weighs its class's weight (1 for every class, and for the ignore index), times 0 for a
-    padding sample (``index`` -1) and 1 otherwise. Per pixel, because Keras cannot broadcast [B] sample
-    weights against per-pixel losses."""
+    0 for every pixel of a padding sample (``index`` -1), 1 for a real one. Per pixel, because Keras
+    cannot broadcast [B] sample weights against per-pixel losses; the lookup gives the map its
+    per-pixel shape on the labels' device, and is where per-class weights would go."""
     per_class = fn.lookup_table(labels[:, :, 0], keys=list(range(classes.num_classes)),
                                 values=[1.0] * classes.num_classes, default_value=1.0, dtype=types.FLOAT)
     return per_class * fn.cast(index >= 0, dtype=types.FLOAT)

@@ -119,11 +119,9 @@ def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
     pipe = build_pipeline(data, dali_spec, sampler, replace(opts, fed=True), guard)
     reader = ReaderEpochs(sampler) if data.shards is not None else None
     dtypes, shapes = output_signature(dali_spec, data.classes, sampler.batch_size, opts.outputs)
-    if opts.outputs_on == "gpu":
+    if opts.device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
         leave_gpu_memory_for_dali()
-        device = placement or tf_gpu(opts.device_id)
-    else:
-        device = placement or "/cpu:0"
+    device = placement or (tf_gpu(opts.device_id) if opts.outputs_on == "gpu" else "/cpu:0")
     with tf.device(device):
         stream = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=sampler.batch_size, device_id=opts.device_id,
@@ -217,15 +215,16 @@ def leave_gpu_memory_for_dali() -> None:
     TensorFlow that starts later; this turns growth on for each GPU TensorFlow has not started yet, and
     warns, naming the fix, about one it already holds without growth or a memory limit.
     """
-    from .. import _GROWTH_DEFAULT_AFTER_TF
+    from .. import _GROWTH_DEFAULT_TOO_LATE
 
-    growth_by_env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and not _GROWTH_DEFAULT_AFTER_TF
+    growth_by_env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and not _GROWTH_DEFAULT_TOO_LATE
     for gpu in tf.config.list_physical_devices("GPU"):
+        if tf.config.get_logical_device_configuration(gpu):
+            continue  # a memory limit (or virtual GPUs): TF takes no more than that, and refuses growth
         try:
             tf.config.experimental.set_memory_growth(gpu, True)
         except RuntimeError:  # TensorFlow already initialised its GPUs: too late to change
-            if (growth_by_env or tf.config.experimental.get_memory_growth(gpu)
-                    or tf.config.get_logical_device_configuration(gpu)):
+            if growth_by_env or tf.config.experimental.get_memory_growth(gpu):
                 continue
             warnings.warn(
                 f"TensorFlow already holds {gpu.name.replace('/physical_device:', '')} without memory growth and "
@@ -239,13 +238,21 @@ def _cuda_ordinals() -> list[int]:
     """The CUDA device under each of TensorFlow's GPUs, in TF's order (``/gpu:k`` -> ``[k]``).
 
     TF names a physical GPU by its CUDA ordinal (``/physical_device:GPU:3`` is CUDA device 3, the
-    number DALI's ``device_id`` takes); its logical GPUs are the visible physical ones in order, each
-    split into its logical configurations, if any.
+    number DALI's ``device_id`` takes); its logical GPUs are the visible physical ones in physical
+    order (whatever order ``set_visible_devices`` was given), each split into its logical
+    configurations, if any.
     """
+    visible = {d.name for d in tf.config.get_visible_devices("GPU")}
     ordinals = []
-    for physical in tf.config.get_visible_devices("GPU"):
-        ordinal = int(physical.name.rsplit(":", 1)[1])
-        ordinals += [ordinal] * len(tf.config.get_logical_device_configuration(physical) or [None])
+    for physical in tf.config.list_physical_devices("GPU"):
+        if physical.name not in visible:
+            continue
+        configs = tf.config.get_logical_device_configuration(physical) or [None]
+        if any(getattr(c, "experimental_device_ordinal", 0) for c in configs):
+            raise SpecError(f"{physical.name}: its logical GPUs set experimental_device_ordinal, which reorders "
+                            "TensorFlow's GPUs; daliloader cannot tell which CUDA device each one is. Leave the "
+                            "ordinal at 0")
+        ordinals += [int(physical.name.rsplit(":", 1)[1])] * len(configs)
     return ordinals
 
 
