@@ -21,16 +21,16 @@ DALI and OpenCV are needed; TensorFlow rows are skipped without TensorFlow, GPU 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import cv2
 import numpy as np
 from nvidia.dali import fn, pipeline_def, types
 
+from daliloader.backends import dali_gpu_count
 from daliloader.bench import machine_info
-from daliloader.cli import default_dataset
-from daliloader.loaders import dali_gpu_count
+from daliloader.report import write_json
+from daliloader.synthetic import default_dataset
 
 
 def dali_decode(files: list[str], device: str, **decoder_args) -> list[np.ndarray]:
@@ -124,9 +124,7 @@ def main() -> None:
         print(f"  {name:<{width}}  max {r['max']:3d}  p99.9 {r['p99.9']:3d}  p99 {r['p99']:3d}  mean {r['mean']:.4f}  "
               f"differing {100 * r['share_differing']:.1f}%")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
+        write_json(report, args.json)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Framework-free (DALI, OpenCV, numpy): runs where TensorFlow is not installed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -27,11 +26,13 @@ import cv2
 import numpy as np
 from nvidia.dali import fn, pipeline_def, types
 
+from daliloader.backends import dali_gpu_count
 from daliloader.bench import machine_info, measure
-from daliloader.cli import default_dataset
-from daliloader.cpu.opencv import decode_mask, read
-from daliloader.loaders import dali_gpu_count
+from daliloader.codecs import decode_mask, read
 from daliloader.prepare import MASK_PNG_PARAMS
+from daliloader.report import write_json
+from daliloader.synthetic import default_dataset
+
 
 FORMS = {
     "png8": (".png", []),
@@ -126,9 +127,7 @@ def main() -> None:
                       f"{ {True: 'yes', False: 'NO', None: 'n/a'}[exact]}")
                 del pipe
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
+        write_json(report, args.json)
 
 
 if __name__ == "__main__":

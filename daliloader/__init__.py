@@ -1,40 +1,21 @@
 """daliloader: GPU data loading for TensorFlow/Keras semantic segmentation with NVIDIA DALI.
 
 Importing this package is cheap: TensorFlow and DALI are imported only by the backends that use them.
-It sets one default: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (unless already set), because TensorFlow
-otherwise reserves nearly all of a GPU's memory when it starts and DALI, on the same GPU, runs out.
+It sets one default, ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (see :mod:`daliloader.environment`).
 """
 
-import os
-import sys
-
-
-
-def _tensorflow_started() -> bool:
-    """Whether TensorFlow has started its devices already (it reads TF_FORCE_GPU_ALLOW_GROWTH then)."""
-    if "tensorflow" not in sys.modules:
-        return False
-    try:
-        from tensorflow.python.eager import context
-
-        return bool(context.context()._initialized)
-    except Exception:  # an unknown TensorFlow: assume the worst
-        return True
-
-
-#: Whether the default below comes after TensorFlow started its GPUs, too late to apply
-#: (see :func:`daliloader.backends.dali_tf.leave_gpu_memory_for_dali`).
-_GROWTH_DEFAULT_TOO_LATE = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and _tensorflow_started()
-os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+from . import environment  # noqa: F401  (first: the TF_FORCE_GPU_ALLOW_GROWTH default)
 
 from .classes import ClassMap
 from .data import SegmentationData
 from .errors import DaliloaderError, DataError, LoadError, SpecError
+from .plan import Plan, make_plan
 from .spec import Preprocess, make_spec
 
 __version__ = "0.1.0"
-__all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "tf_dataset", "keras_sequence", "dali_pipeline",
-           "distribute", "check", "synthetic", "prepare", "DaliloaderError", "DataError", "SpecError", "LoadError"]
+__all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "Plan", "make_plan", "tf_dataset",
+           "keras_sequence", "dali_pipeline", "distribute", "check", "synthetic", "prepare", "backends",
+           "DaliloaderError", "DataError", "SpecError", "LoadError"]
 
 
 _LAZY = {"synthetic": ("daliloader.synthetic", None),
@@ -43,6 +24,7 @@ _LAZY = {"synthetic": ("daliloader.synthetic", None),
          "keras_sequence": ("daliloader.loaders", "keras_sequence"),
          "distribute": ("daliloader.loaders", "distribute"),
          "check": ("daliloader.checks", "check"),
+         "backends": ("daliloader.backends", None),  # the registry: dl.backends.BACKENDS
          "prepare": ("daliloader.prepare", None)}  # the module: dl.prepare.prepare(data, out), .verify(out)
 
 

@@ -4,11 +4,15 @@ Method (see README): each figure is the median of ``repeats`` timed windows of `
 after a warm-up of one epoch; batches are forced to exist (one element read back) before the clock
 counts them. Ceilings are all CPU cores decoding the same files and doing nothing else (and, with a
 GPU, nvJPEG decoding the images alone). Stage breakdowns time the DALI graph cut after each stage,
-and the OpenCV kernels one by one.
+and the OpenCV stages one by one. Every backend is built from one plan (:func:`daliloader.plan.make_plan`)
+through the backend registry, so all of them run the same settings.
+
+:func:`run` is the job behind ``daliloader bench``; :mod:`daliloader.report` prints and plots its report.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import platform
@@ -16,32 +20,49 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from . import backends
 from .data import SegmentationData
+from .errors import SpecError
+from .plan import Plan, make_plan
 
-#: Backends ``bench`` knows. ``tfdata-naive`` is the baseline a user would write first.
-BENCH_BACKENDS = ("dali-gpu", "dali-cpu", "tfdata", "opencv", "tfdata-naive")
-#: Backends that cannot run at all without TensorFlow.
-TF_ONLY = ("tfdata", "tfdata-naive")
+#: The baseline a user would write first (the 4x goal's reference); not a product backend.
+BASELINE = "tfdata-naive"
+#: Backends ``bench`` knows: the registry's, then the baseline.
+BENCH_BACKENDS = tuple(backends.BACKENDS) + (BASELINE,)
+#: Bench backends that cannot run at all without TensorFlow.
+TF_ONLY = ("tfdata", BASELINE)
+#: Samples per pack in the bench's prepared copy.
+BENCH_PACK_SIZE = 256
 
 
 def has_tensorflow() -> bool:
     """Whether TensorFlow, Keras and DALI's TensorFlow plugin are installed. Without them (a GPU machine
     with DALI alone) the DALI backends are timed through ``pipeline.run`` and opencv without Keras."""
-    from importlib.util import find_spec
+    return not backends.missing(("tensorflow", "keras", "dali-tf-plugin"))
 
-    return all(find_spec(m) is not None for m in ("tensorflow", "keras", "nvidia.dali_tf_plugin"))
+
+def product(name: str) -> str:
+    """What the bench builds of a backend: what Keras is fed (tf.data, PyDataset), or, without
+    TensorFlow, DALI's pipeline and OpenCV's batches."""
+    tf = has_tensorflow()
+    if name == BASELINE or name == "tfdata":
+        return "tf.data"
+    if name == "opencv":
+        return "keras" if tf else "batches"
+    return "tf.data" if tf else "dali"
+
+
+#: How each product is read, in the JSON ("via").
+VIA = {"tf.data": "tf.data (DALIDataset)", "keras": "keras PyDataset", "batches": "OpenCV loader (no Keras)",
+       "dali": "DALI pipeline.run (no TensorFlow)"}
 
 
 def via(name: str) -> str:
-    """What carries a backend's batches in this bench run."""
-    if name == "opencv":
-        return "keras PyDataset" if has_tensorflow() else "OpenCV loader (no Keras)"
-    if name.startswith("dali"):
-        return "tf.data (DALIDataset)" if has_tensorflow() else "DALI pipeline.run (no TensorFlow)"
-    return "tf.data"
+    return "tf.data" if name in TF_ONLY else VIA[product(name)]
 
 
 @dataclass
@@ -98,34 +119,26 @@ def endless(dataset):
 
 
 # ---------------------------------------------------------------- backends
-def backend_source(name: str, data: SegmentationData, batch_size: int, image_size, label_mode: str,
-                   workers: int):
-    """One backend's dataset (``tf.data``) or PyDataset (opencv), built as a user would build it."""
-    from . import loaders
-
-    common = dict(batch_size=batch_size, image_size=image_size, crop="random", label_mode=label_mode, seed=0)
-    if name == "opencv":
-        if has_tensorflow():
-            return loaders.keras_sequence(data, workers=workers, **common)
-        from .cpu.opencv import EpochBatches, OpenCVLoader
-
-        spec, sampler = loaders._setup(data, batch_size, image_size, "random", label_mode, True, 0, True, 0, 1, {})
-        return EpochBatches(OpenCVLoader(data, spec, sampler), with_weights=False)
-    if name == "tfdata-naive":
-        return naive_tfdata(data, batch_size, image_size, label_mode)
-    return loaders.tf_dataset(data, backend=name, **common)
+def bench_plan(data: SegmentationData, batch_size: int, image_size, label_mode: str, **options) -> Plan:
+    """The one plan every backend is built from: random crops, seed 0."""
+    return make_plan(data, batch_size, image_size, crop="random", label_mode=label_mode, seed=0, caller="bench",
+                     **options)
 
 
-def backend_stream(name: str, data: SegmentationData, batch_size: int, image_size, label_mode: str,
-                   workers: int):
+def backend_source(name: str, plan: Plan, workers: int):
+    """One backend's product, built as a user would build it from ``plan``."""
+    if name == BASELINE:
+        return naive_tfdata(plan.data, plan.batch_size, plan.spec.image_size, plan.spec.label_mode)
+    options = {"workers": workers} if product(name) == "keras" else {}
+    return backends.resolve(name, product(name)).build(product(name), plan, **options)
+
+
+def backend_stream(name: str, plan: Plan, workers: int):
     """An endless iterator of batches from one backend (opencv: ``workers`` threads, as PyDataset)."""
-    if name.startswith("dali") and not has_tensorflow():
-        from .loaders import dali_pipeline
-
-        pipe, _ = dali_pipeline(data, batch_size=batch_size, image_size=image_size, crop="random",
-                                label_mode=label_mode, seed=0, backend=name)
+    source = backend_source(name, plan, workers)
+    if product(name) == "dali":
+        pipe, _ = source
         return (pipe.run() for _ in itertools.count())
-    source = backend_source(name, data, batch_size, image_size, label_mode, workers)
     return ordered_parallel(source, workers) if name == "opencv" else endless(source)
 
 
@@ -183,16 +196,16 @@ def cpu_decode_ceiling(data: SegmentationData, workers: int, seconds: float, rep
     """Pairs (or images, or masks) per second with ``workers`` threads doing nothing but read + decode."""
     import cv2
 
-    from .checks import decode
+    from .codecs import decode_file, mask_flags
 
-    mask_flag = cv2.IMREAD_COLOR if data.classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE
+    mask_flag = mask_flags(data.classes)
     jobs = {"pairs": [(p, cv2.IMREAD_COLOR, m, mask_flag) for p, m in zip(data.images, data.masks)],
             "images": [(p, cv2.IMREAD_COLOR) for p in data.images],
             "masks": [(m, mask_flag) for m in data.masks]}[what]
 
     def work(job):
         for path, flag in zip(job[::2], job[1::2]):
-            decode(path, flag)
+            decode_file(path, flag)
 
     threads = cv2.getNumThreads()
     cv2.setNumThreads(1)  # our threads decode; OpenCV's own pool would only oversubscribe the cores
@@ -220,27 +233,22 @@ def nvjpeg_ceiling(data: SegmentationData, batch_size: int, seconds: float, repe
 
 
 # ---------------------------------------------------------------- stage breakdowns
-def dali_stages(data: SegmentationData, device: str, batch_size: int, image_size, label_mode: str,
-                seconds: float, repeats: int) -> list[dict]:
+def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[dict]:
     """The DALI graph cut after each stage; a stage's cost is the growth of wall time per image.
 
-    As in ``tf_dataset``, a CPU graph ends with int labels for one-hot batches, and the one-hot
-    encoding by TensorFlow is timed on its own (the last row).
+    As in ``tf_dataset``, a graph that hands its batches over on the CPU ends with int labels for
+    one-hot batches, and the one-hot encoding by TensorFlow is timed on its own (the last row).
     """
-    from .dali.graph import STAGES, GraphOptions, build_pipeline, graph_spec
-    from .loaders import _setup
+    from .backends.dali_graph import STAGES, SegmentationPipeline, graph_spec
 
-    spec, sampler = _setup(data, batch_size, image_size, "random", label_mode, True, 0, True, 0, 1, {})
-    dali_spec = graph_spec(spec, device)
-    encode_in_tf = dali_spec.label_mode != spec.label_mode
+    dali_spec = graph_spec(plan.spec, device)
+    encode_in_tf = dali_spec.label_mode != plan.spec.label_mode
     rows, previous = [], 0.0
     for stage in STAGES + ("encode",):
-        opts = GraphOptions(device, 0 if device == "gpu" else None, None, 2, 0,
-                            ("image", "labels"), None if stage == "encode" else stage)
-        pipe = build_pipeline(data, dali_spec, sampler, opts)
+        pipe = SegmentationPipeline(plan, device, spec=dali_spec, stage=None if stage == "encode" else stage)
         pipe.build()
-        rate = statistics.median(measure(pipe.run, batch_size, seconds, repeats,
-                                         warmup_batches=max(1, sampler.steps)))
+        rate = statistics.median(measure(pipe.run, plan.batch_size, seconds, repeats,
+                                         warmup_batches=max(1, plan.steps)))
         ms = 1000.0 / rate
         name = "encode (int)" if stage == "encode" and encode_in_tf else stage
         rows.append({"stage": name, "cumulative_img_per_s": round(rate, 1), "ms_per_img": round(ms - previous, 2)})
@@ -249,48 +257,36 @@ def dali_stages(data: SegmentationData, device: str, batch_size: int, image_size
     if encode_in_tf and has_tensorflow():
         import tensorflow as tf
 
-        from .tfops import one_hot
+        from .backends.tfops import one_hot
 
-        shape = (batch_size, *spec.image_size)
-        labels = tf.constant(np.random.default_rng(0).integers(0, data.classes.num_classes, shape, dtype=np.uint8))
-        rate = statistics.median(measure(lambda: touch([one_hot(labels, data.classes.num_classes)]), batch_size,
+        num_classes = plan.data.classes.num_classes
+        shape = (plan.batch_size, *plan.spec.image_size)
+        labels = tf.constant(np.random.default_rng(0).integers(0, num_classes, shape, dtype=np.uint8))
+        rate = statistics.median(measure(lambda: touch([one_hot(labels, num_classes)]), plan.batch_size,
                                          seconds, repeats, warmup_batches=1))
         rows.append({"stage": "one-hot (TensorFlow)", "cumulative_img_per_s": None, "ms_per_img": round(1000.0 / rate, 2)})
     return rows
 
 
-def opencv_stages(data: SegmentationData, image_size, label_mode: str, samples: int = 32) -> list[dict]:
-    """The OpenCV backend's kernels timed one by one on one thread, ms per image."""
-    from .cpu import opencv as k
-    from .spec import make_spec
+def opencv_stages(plan: Plan, samples: int = 32) -> list[dict]:
+    """The opencv backend's stages timed one by one on one thread, ms per image: the loader's own
+    ``sample`` with a clock, then its ``encode``."""
+    from .backends.opencv import SAMPLE_STAGES, OpenCVLoader
 
-    spec = make_spec(image_size, crop="random", label_mode=label_mode)
-    classes = data.classes
+    loader = OpenCVLoader(plan)
     rng = np.random.default_rng(0)
-    totals = dict.fromkeys(("read", "decode", "labels", "crop", "flip", "normalize", "encode"), 0.0)
-    indices = [i % len(data) for i in range(samples)]
-    for i in indices:
-        t = [time.perf_counter()]
-        image_bytes, mask_bytes = k.read(data.images[i]), k.read(data.masks[i])
-        t.append(time.perf_counter())
-        image = k.decode_image(image_bytes, data.images[i])
-        mask = k.decode_mask(mask_bytes, data.masks[i], classes)
-        t.append(time.perf_counter())
-        labels = classes.map_mask(mask)
-        t.append(time.perf_counter())
-        win = k.draw_window(rng, spec, *image.shape[:2])
-        image = k.resize_image(k.crop(image, win, 0), spec.image_size)
-        labels = k.resize_labels(k.crop(labels, win, classes.ignore_index), spec.image_size)
-        t.append(time.perf_counter())
-        if win.flip:
-            image, labels = np.ascontiguousarray(image[:, ::-1]), np.ascontiguousarray(labels[:, ::-1])
-        t.append(time.perf_counter())
-        k.normalize(image, spec)
-        t.append(time.perf_counter())
-        k.encode(labels, spec, classes)
-        t.append(time.perf_counter())
-        for name, a, b in zip(totals, t, t[1:]):
-            totals[name] += b - a
+    totals = dict.fromkeys(SAMPLE_STAGES + ("encode",), 0.0)
+    for i in range(samples):
+        last = [time.perf_counter()]
+
+        def clock(stage):
+            now = time.perf_counter()
+            totals[stage] += now - last[0]
+            last[0] = now
+
+        _, labels = loader.sample(i % len(plan.data), rng, clock)
+        loader.encode(labels)
+        clock("encode")
     return [{"stage": name, "ms_per_img": round(1000 * v / samples, 2)} for name, v in totals.items()]
 
 
@@ -345,8 +341,7 @@ def small_unet(image_size, num_classes: int, width: int = 16):
     return keras.Model(inp, keras.layers.Conv2D(num_classes, 1)(c4))
 
 
-def train_bound(data: SegmentationData, backends, batch_size: int, image_size, label_mode: str, steps: int,
-                workers: int) -> dict:
+def train_bound(plan: Plan, names, steps: int, workers: int) -> dict:
     """Step time of a small U-Net fed by each backend, and fed by one batch cached on the device.
 
     ``waiting`` = 1 - floor / step time: the share of each step spent waiting for input.
@@ -354,11 +349,12 @@ def train_bound(data: SegmentationData, backends, batch_size: int, image_size, l
     import keras
     import tensorflow as tf
 
-    loss = (keras.losses.CategoricalCrossentropy(from_logits=True) if label_mode == "onehot"
-            else keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=data.classes.ignore_index))
+    classes = plan.data.classes
+    loss = (keras.losses.CategoricalCrossentropy(from_logits=True) if plan.spec.label_mode == "onehot"
+            else keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=classes.ignore_index))
 
     def step_time(source) -> float:
-        model = small_unet(image_size, data.classes.num_classes)
+        model = small_unet(plan.spec.image_size, classes.num_classes)
         model.compile("adam", loss)
         model.fit(source, steps_per_epoch=min(3, steps), epochs=1, verbose=0)  # trace, warm up
         start = time.perf_counter()
@@ -366,8 +362,8 @@ def train_bound(data: SegmentationData, backends, batch_size: int, image_size, l
         return (time.perf_counter() - start) / steps
 
     rows = {}
-    for name in backends:
-        source = backend_source(name, data, batch_size, image_size, label_mode, workers)
+    for name in names:
+        source = backend_source(name, plan, workers)
         x, y = source[0] if name == "opencv" else next(iter(source))
         device = getattr(x, "device", None) or "/cpu:0"
         with tf.device(device):  # the cached batch lives where the backend delivers batches
@@ -377,3 +373,135 @@ def train_bound(data: SegmentationData, backends, batch_size: int, image_size, l
         rows[name] = {"step_ms": round(1000 * fed, 1), "cached_batch_floor_ms": round(1000 * floor, 1),
                       "waiting_share": round(max(0.0, 1 - floor / fed), 3)}
     return rows
+
+
+# ---------------------------------------------------------------- the job
+@dataclass(frozen=True)
+class Settings:
+    """What ``daliloader bench`` measures (its command-line options)."""
+
+    backends: tuple[str, ...] | None = None  # None: every backend this machine can run
+    batch_size: int = 8
+    image_size: int = 512
+    label_modes: tuple[str, ...] = ("onehot",)
+    seconds: float = 3.0
+    repeats: int = 3
+    workers: int | None = None  # threads for opencv and the CPU ceilings (None: all cores)
+    stages: bool = True
+    train: bool = False
+    train_steps: int = 8
+    prepared: str | None = None  # a folder for the prepared copy, "cache" for one in the cache, or None
+
+
+def choose_backends(settings: Settings) -> list[str]:
+    """The backends to measure: those asked for, or every one this machine can run; refuses what it cannot."""
+    gpu, tf = backends.dali_gpu_count() > 0, has_tensorflow()
+    chosen = list(settings.backends or [b for b in BENCH_BACKENDS
+                                        if (gpu or b != "dali-gpu") and (tf or b not in TF_ONLY)])
+    if "dali-gpu" in chosen and not gpu:
+        raise SpecError("--backends: dali-gpu needs a CUDA GPU that DALI can see; none was found")
+    if not tf and (set(chosen) & set(TF_ONLY) or settings.train):
+        raise SpecError(f"{', '.join(sorted(set(chosen) & set(TF_ONLY))) or '--train'} needs TensorFlow, Keras and "
+                        "DALI's TF plugin (`make install`); without them bench measures dali-gpu, dali-cpu and opencv")
+    return chosen
+
+
+def prepared_copy(data: SegmentationData, where: str, status=None) -> Path:
+    """The folder of the prepared copy (with packs) the bench compares with: ``where`` names one (made
+    there if absent), or is ``"cache"``: made once for this dataset in the cache folder."""
+    from .prepare import MANIFEST, VERSION, prepare
+    from .synthetic import cache_dir
+
+    if where == "cache":
+        digest = hashlib.sha1("\n".join(data.images + data.masks).encode()).hexdigest()[:12]
+        out = cache_dir() / f"prepared-v{VERSION}-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
+    else:
+        out = Path(where)
+    if not (out / MANIFEST).exists():
+        (status or _quiet)(f"preparing {len(data)} pairs into {out}",
+                           lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False,
+                                           source={"made_by": "daliloader bench --prepared"}))
+    return out
+
+
+def _quiet(what: str, fn):
+    return fn()
+
+
+def run(data: SegmentationData, settings: Settings, status=None, say=print) -> dict:
+    """Measure everything ``settings`` asks for; returns the report (machine, settings, ceilings, results,
+    stages, training). ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
+    from .manifest import PACKS, load_manifest
+
+    status = status or _quiet
+    names = choose_backends(settings)
+    if not has_tensorflow():
+        say("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv without Keras")
+    gpu = backends.dali_gpu_count() > 0
+    workers = settings.workers or os.cpu_count() or 1
+    size = (settings.image_size, settings.image_size)
+    images_dir = str(Path(data.images[0]).parent)
+    report = {"machine": machine_info(),
+              "dataset": {"images": images_dir, "pairs": len(data), "classes": data.classes.num_classes},
+              "settings": {"batch_size": settings.batch_size, "image_size": list(size), "crop": "random",
+                           "label_modes": list(settings.label_modes), "seconds": settings.seconds,
+                           "repeats": settings.repeats, "workers": workers, "backends": names},
+              "method": "median of repeats after a one-epoch warm-up; images/s", "ceilings": {}, "results": [],
+              "stages": {}}
+    ceilings = report["ceilings"]
+
+    def ceiling(key: str, unit: str, fn):
+        rates = status(f"ceiling: {key.replace('_', ' ')}", fn)
+        ceilings[key] = Measurement(key.replace("_", "-"), None, rates, unit).to_dict()
+
+    for what in ("pairs", "images", "masks"):
+        ceiling(f"cpu_decode_{what}", f"{what}/s",
+                lambda: cpu_decode_ceiling(data, workers, settings.seconds, settings.repeats, what))
+    if gpu:
+        ceiling("nvjpeg_images", "images/s",
+                lambda: nvjpeg_ceiling(data, settings.batch_size, settings.seconds, settings.repeats))
+
+    datasets = {"original": data}
+    if settings.prepared is not None:
+        out = prepared_copy(data, settings.prepared, status)
+        report["dataset"]["prepared"] = str(out)
+        datasets["prepared"] = SegmentationData.from_prepared(out)
+        if load_manifest(out)[PACKS]:
+            datasets["shards"] = SegmentationData.from_prepared(out, packs=True)  # "shards" in reports: the packs
+        else:
+            say(f"{out} has no packs (`daliloader prepare --packs N` writes them): not measured")
+        for what in ("pairs", "masks") if gpu else ("pairs",):  # masks: what binds dali-gpu next to nvJPEG
+            ceiling(f"cpu_decode_{what}_prepared", f"{what}/s", lambda: cpu_decode_ceiling(
+                datasets["prepared"], workers, settings.seconds, settings.repeats, what))
+
+    for which, source in datasets.items():
+        suffix = "" if which == "original" else "_prepared"
+        # packs are read by DALI's webdataset reader; opencv and tfdata read the prepared files
+        for name in (b for b in names if which != "shards" or b.startswith("dali")):
+            for mode in settings.label_modes:
+                plan = bench_plan(source, settings.batch_size, size, mode)
+                stream = backend_stream(name, plan, workers)
+                rates = status(f"{name} / {mode} / {which}", lambda: measure(
+                    lambda: touch(next(stream)), plan.batch_size, settings.seconds, settings.repeats,
+                    warmup_batches=max(1, len(source) // plan.batch_size)))
+                m = {**Measurement(name, mode, rates).to_dict(), "data": which, "via": via(name)}
+                bound = ceilings[f"cpu_decode_pairs{suffix}"]["median"]
+                if name == "dali-gpu":
+                    bound = min(ceilings["nvjpeg_images"]["median"], ceilings[f"cpu_decode_masks{suffix}"]["median"])
+                m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
+                report["results"].append(m)
+                stream.close()  # a generator: stops its workers (opencv) and drops its pipeline
+
+    if settings.stages:
+        plan = bench_plan(data, settings.batch_size, size, settings.label_modes[0])
+        for device in (["gpu"] if gpu else []) + ["cpu"]:
+            report["stages"][f"dali-{device}"] = status(f"dali-{device} stages", lambda: dali_stages(
+                plan, device, settings.seconds / 2, settings.repeats))
+        report["stages"]["opencv (1 thread)"] = status("opencv stages", lambda: opencv_stages(plan))
+
+    if settings.train:
+        plan = bench_plan(data, settings.batch_size, size, settings.label_modes[0])
+        trained = [b for b in names if b != BASELINE]
+        report["train"] = status("training step times", lambda: train_bound(plan, trained, settings.train_steps,
+                                                                             workers))
+    return report

@@ -31,8 +31,9 @@ import cv2
 import numpy as np
 
 from .classes import ClassMap, as_classmap
+from .codecs import decode_file, mask_flags
 from .data import SegmentationData, find_layout, pair_files
-from .errors import LoadError
+from .errors import WHAT_TO_DO, LoadError
 
 #: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
 SUPPORTED_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
@@ -43,8 +44,6 @@ MIN_SIDE = 16
 _TAIL = 4096
 _MAGIC = {"JPEG": b"\xff\xd8\xff", "PNG": b"\x89PNG", "BMP": b"BM", "TIFF": b"II*\x00", "WEBP": b"RIFF"}
 _END_MARKERS = {"JPEG": b"\xff\xd9", "PNG": b"IEND"}
-WHAT_TO_DO = ("Run `daliloader check` on the dataset (or `daliloader.check(data)`) to list every bad file, "
-              "then fix or remove them.")
 
 
 @dataclass(frozen=True)
@@ -112,18 +111,10 @@ def peek(path: str) -> Header:
         with open(path, "rb") as fh:
             fh.seek(max(size - _TAIL, 0))
             complete = marker in fh.read()
-        if not complete and decode(path, flags=cv2.IMREAD_UNCHANGED) is None:
+        if not complete and decode_file(path, cv2.IMREAD_UNCHANGED) is None:
             raise FileProblem("truncated", f"truncated {fmt} ({size} bytes, no end marker): an incomplete "
                                            "download or copy?")
     return Header(fmt, width, height)
-
-
-def decode(path: str, flags: int) -> np.ndarray | None:
-    """OpenCV decode (EXIF ignored); None when the data is corrupt."""
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)  # we report failures ourselves
-    with open(path, "rb") as fh:
-        buf = np.frombuffer(fh.read(), dtype=np.uint8)
-    return cv2.imdecode(buf, flags | cv2.IMREAD_IGNORE_ORIENTATION)
 
 
 def quick_problems(image: str, mask: str) -> list[Problem]:
@@ -151,14 +142,14 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
     """Every check of one pair: the quick ones, then a full decode of both files and the mask's values."""
     problems, headers = _quick(image, mask)
     if image in headers:
-        img = decode(image, cv2.IMREAD_COLOR)
+        img = decode_file(image, cv2.IMREAD_COLOR)
         if img is None:
             problems.append(Problem("corrupt", image, "corrupt: the decoder rejects the data", mask))
         elif min(img.shape[:2]) < min_side:
             problems.append(Problem("tiny", image, f"tiny image: {img.shape[1]}x{img.shape[0]} pixels "
                                                    f"(a side below {min_side})", mask))
     if mask in headers:
-        m = decode(mask, cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE)
+        m = decode_file(mask, mask_flags(classes))
         if m is None:
             problems.append(Problem("corrupt", mask, "corrupt: the decoder rejects the data", image))
         else:
@@ -311,11 +302,11 @@ class PairGuard:
         if "LoadError: " in text:  # our own verify() failed inside the pipeline: pass its message on
             return LoadError(text.split("LoadError: ", 1)[1].split("\nTraceback", 1)[0].strip())
         first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-        if self.data.shards is not None:  # the reader picks the samples: none is known to be in flight
-            folder = Path(self.data.shards.tars[0]).parent
-            return LoadError(f"loading a batch from the shards in {folder} failed ({first_line}). Check the "
-                             f"prepared copy against its originals with `daliloader verify {folder.parent}`.\n"
-                             f"Original error:\n{error}")
+        if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
+            folder = Path(self.data.packs.tars[0]).parent
+            return LoadError(f"loading a batch from the packed webdataset shards in {folder} failed ({first_line}). "
+                             f"Check the prepared copy against its originals with `daliloader verify "
+                             f"{folder.parent}`.\nOriginal error:\n{error}")
         with self._lock:
             recent = sorted(set(self._recent))
         problems = [p for i in recent

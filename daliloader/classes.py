@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .errors import DataError
+from .errors import DataError, SpecError
 
 #: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
 _LUT_KEYS = 65536
@@ -194,7 +194,7 @@ class ClassMap:
     def rgb_tables(self) -> RGBTables:
         """The two lookup tables DALI uses for colour masks (see :class:`RGBTables`)."""
         if self.kind != "rgb":
-            raise TypeError("rgb_tables() is for colour masks")
+            raise SpecError(f"{self.source}: rgb_tables() is for colour masks; this map reads ids (id_table())")
         c = self.colors.astype(np.int64)
         rg = c[:, 0] * 256 + c[:, 1]
         prefixes = np.unique(rg)
@@ -216,7 +216,7 @@ class ClassMap:
     def id_table(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Keys and values of the id lookup table (kind ``"id"``)."""
         if self.kind != "id":
-            raise TypeError("id_table() is for id masks")
+            raise SpecError(f"{self.source}: id_table() is for id masks; this map reads colours (rgb_tables())")
         keys = tuple(sorted(self.id_to_class))
         return keys, tuple(self.id_to_class[k] for k in keys)
 

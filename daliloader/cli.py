@@ -1,253 +1,52 @@
-"""The ``daliloader`` command line."""
+"""The ``daliloader`` command line: argument parsing and dispatch only. The jobs live in
+:mod:`daliloader.bench`, :mod:`daliloader.report`, :mod:`daliloader.prepare`, :mod:`daliloader.checks`
+and :mod:`daliloader.synthetic`; every daliloader error ends as a message and exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from daliloader.bench import BENCH_BACKENDS
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("DALILOADER_CACHE", Path.home() / ".cache" / "daliloader"))
-
-
-def default_dataset(n: int, image_format: str = "jpg", size=(960, 720)):
-    """The embedded synthetic dataset, generated once into the cache folder."""
-    import daliloader as dl
-
-    root = cache_dir() / f"synthetic-{image_format}-{size[0]}x{size[1]}-n{n}"
-    done = root / ".complete"
-    if done.exists():
-        return dl.SegmentationData.from_dirs(root / "train", root / "train_labels", root / "class_dict.csv")
-    data = dl.synthetic.make_dataset(root, n=n, image_format=image_format, size=size, progress=True)
-    done.touch()
-    return data
+from daliloader.errors import DaliloaderError, SpecError
 
 
 def cmd_bench(args) -> int:
     from rich.console import Console
 
-    import daliloader as dl
-    from daliloader import bench
-    from daliloader.loaders import dali_gpu_count
-    from daliloader.prepare import load_manifest
+    from daliloader import bench, report
 
     console = Console()
     data = load_data(args)
-    gpu, tf = dali_gpu_count() > 0, bench.has_tensorflow()
-    backends = args.backends or [b for b in bench.BENCH_BACKENDS
-                                 if (gpu or b != "dali-gpu") and (tf or b not in bench.TF_ONLY)]
-    if "dali-gpu" in backends and not gpu:
-        raise ValueError("--backends: dali-gpu needs a CUDA GPU that DALI can see; none was found")
-    if not tf:
-        if set(backends) & set(bench.TF_ONLY) or args.train:
-            raise ValueError(f"{', '.join(sorted(set(backends) & set(bench.TF_ONLY))) or '--train'} needs TensorFlow, "
-                             "Keras and DALI's TF plugin (`make install`); without them bench measures "
-                             "dali-gpu, dali-cpu and opencv")
-        console.print("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv "
-                      "without Keras")
-    workers = args.workers or os.cpu_count() or 1
-    size = (args.image_size, args.image_size)
     console.print(f"dataset: {data}, {Path(data.images[0]).parent}")
-    report = {"machine": bench.machine_info(), "dataset": {"images": str(Path(data.images[0]).parent), "pairs": len(data),
-                                                           "classes": data.classes.num_classes},
-              "settings": {"batch_size": args.batch_size, "image_size": list(size), "crop": "random",
-                           "label_modes": args.label_mode, "seconds": args.seconds, "repeats": args.repeats,
-                           "workers": workers, "backends": backends},
-              "method": "median of repeats after a one-epoch warm-up; images/s", "ceilings": {}, "results": [],
-              "stages": {}}
+    settings = bench.Settings(backends=tuple(args.backends) if args.backends else None, batch_size=args.batch_size,
+                              image_size=args.image_size, label_modes=tuple(args.label_mode), seconds=args.seconds,
+                              repeats=args.repeats, workers=args.workers, stages=not args.no_stages,
+                              train=args.train, train_steps=args.train_steps, prepared=args.prepared)
 
-    def run(what: str, fn):
+    def status(what: str, fn):
         with console.status(f"measuring {what} ..."):
             return fn()
 
-    ceil = report["ceilings"]
-    for what in ("pairs", "images", "masks"):
-        rates = run(f"CPU decode ceiling ({what})",
-                    lambda: bench.cpu_decode_ceiling(data, workers, args.seconds, args.repeats, what))
-        ceil[f"cpu_decode_{what}"] = bench.Measurement(f"cpu-decode-{what}", None, rates, f"{what}/s").to_dict()
-    if gpu:
-        rates = run("nvJPEG decode ceiling", lambda: bench.nvjpeg_ceiling(data, args.batch_size, args.seconds, args.repeats))
-        ceil["nvjpeg_images"] = bench.Measurement("nvjpeg-images", None, rates, "images/s").to_dict()
-
-    datasets = {"original": data}
-    if args.prepared is not None:
-        out = prepared_copy(data, args.prepared, console)
-        report["dataset"]["prepared"] = str(out)
-        datasets["prepared"] = dl.SegmentationData.from_prepared(out)
-        if load_manifest(out)["shards"]:
-            datasets["shards"] = dl.SegmentationData.from_prepared(out, shards=True)
-        else:
-            console.print(f"{out} has no shards (`daliloader prepare --shards N` writes them): not measured")
-        for what in ("pairs", "masks") if gpu else ("pairs",):  # masks: what binds dali-gpu next to nvJPEG
-            rates = run(f"CPU decode ceiling (prepared {what})", lambda: bench.cpu_decode_ceiling(
-                datasets["prepared"], workers, args.seconds, args.repeats, what))
-            ceil[f"cpu_decode_{what}_prepared"] = bench.Measurement(f"cpu-decode-{what}-prepared", None, rates,
-                                                                    f"{what}/s").to_dict()
-    for which, source in datasets.items():
-        suffix = "" if which == "original" else "_prepared"
-        # shards are read by DALI's webdataset reader; opencv and tfdata read the prepared files
-        for backend in (b for b in backends if which != "shards" or b.startswith("dali")):
-            for mode in args.label_mode:
-                stream = bench.backend_stream(backend, source, args.batch_size, size, mode, workers)
-                warmup = max(1, len(source) // args.batch_size)
-                rates = run(f"{backend} / {mode} / {which}", lambda: bench.measure(
-                    lambda: bench.touch(next(stream)), args.batch_size, args.seconds, args.repeats, warmup))
-                m = {**bench.Measurement(backend, mode, rates).to_dict(), "data": which, "via": bench.via(backend)}
-                bound = ceil[f"cpu_decode_pairs{suffix}"]["median"]
-                if backend == "dali-gpu":
-                    bound = min(ceil["nvjpeg_images"]["median"], ceil[f"cpu_decode_masks{suffix}"]["median"])
-                m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
-                report["results"].append(m)
-                del stream
-
-    if not args.no_stages:
-        mode = args.label_mode[0]
-        for device in (["gpu"] if gpu else []) + ["cpu"]:
-            report["stages"][f"dali-{device}"] = run(f"dali-{device} stages", lambda: bench.dali_stages(
-                data, device, args.batch_size, size, mode, args.seconds / 2, args.repeats))
-        report["stages"]["opencv (1 thread)"] = run("opencv stages", lambda: bench.opencv_stages(data, size, mode))
-
-    if args.train:
-        trained = [b for b in backends if b != "tfdata-naive"]
-        report["train"] = run("training step times", lambda: bench.train_bound(
-            data, trained, args.batch_size, size, args.label_mode[0], args.train_steps, workers))
-
-    print_report(console, report)
+    result = bench.run(data, settings, status=status, say=console.print)
+    report.print_report(console, result)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        console.print(f"wrote {args.json}")
+        report.write_json(result, args.json)
     if args.plot:
-        plot_report(report, args.plot)
+        report.plot_report(result, args.plot)
         console.print(f"wrote {args.plot}")
     return 0
 
 
-#: Samples per webdataset tar in the bench's prepared copy.
-BENCH_SHARD_SIZE = 256
-
-
-def prepared_copy(data, where: str, console) -> Path:
-    """The folder of the prepared copy (with shards) the bench compares with: ``where`` names one
-    (made there if absent), or is ``"cache"``: made once for this dataset in the cache folder."""
-    import hashlib
-
-    from daliloader.prepare import MANIFEST, VERSION, prepare
-
-    if where == "cache":
-        digest = hashlib.sha1("\n".join(data.images + data.masks).encode()).hexdigest()[:12]
-        out = cache_dir() / f"prepared-v{VERSION}-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
-    else:
-        out = Path(where)
-    if not (out / MANIFEST).exists():
-        with console.status(f"preparing {len(data)} pairs into {out} ..."):
-            prepare(data, out, shard_size=BENCH_SHARD_SIZE, progress=False,
-                    source={"made_by": "daliloader bench --prepared"})
-    return out
-
-
-def print_report(console, report: dict) -> None:
-    from rich.table import Table
-
-    m, st = report["machine"], report["settings"]
-    title = (f"images/s, batch {st['batch_size']}, {st['image_size'][0]}x{st['image_size'][1]} random crops; "
-             f"{m['cpu_count']} CPU cores ({m['cpu']}){'; GPU ' + m['gpu'][0] if m['gpu'] else ''}")
-    table = Table(title=title)
-    prepared = any(r.get("data", "original") != "original" for r in report["results"])
-    for col in ("loader", "labels") + (("data",) if prepared else ()) + ("median", "min-max", "of ceiling"):
-        table.add_column(col, justify="left" if col in ("loader", "labels", "data") else "right")
-    data_cell = (lambda value: (value,)) if prepared else (lambda value: ())
-    for key, c in report["ceilings"].items():
-        which = "prepared" if key.endswith("_prepared") else "original"
-        table.add_row(f"[dim]ceiling: {key.removesuffix('_prepared').replace('_', ' ')}[/dim]", "", *data_cell(which),
-                      f"{c['median']:.1f}", f"{c['min']:.1f}-{c['max']:.1f}", "")
-    for r in report["results"]:
-        table.add_row(r["name"], r["label_mode"], *data_cell(r.get("data", "original")), f"{r['median']:.1f}",
-                      f"{r['min']:.1f}-{r['max']:.1f}", f"{100 * r['fraction_of_ceiling']:.0f}%")
-    for name, rows in report.get("stages", {}).items():
-        stages = Table(title=f"where time goes: {name}, ms per image")
-        stages.add_column("stage")
-        stages.add_column("ms/img", justify="right")
-        for row in rows:
-            stages.add_row(row["stage"], f"{row['ms_per_img']:.2f}")
-        console.print(stages)
-    console.print(table)  # the main table last (after the breakdowns), unless --train adds its own
-    if "train" in report:
-        train = Table(title="small U-Net training: step time per loader vs one cached batch")
-        for col in ("loader", "step ms", "cached-batch floor ms", "waiting for input"):
-            train.add_column(col, justify="left" if col == "loader" else "right")
-        for name, row in report["train"].items():
-            train.add_row(name, f"{row['step_ms']:.1f}", f"{row['cached_batch_floor_ms']:.1f}",
-                          f"{100 * row['waiting_share']:.0f}%")
-        console.print(train)
-
-
-def plot_report(report: dict, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    results = report["results"]
-    data = {"prepared": ", prepared", "shards": ", prepared shards"}
-    labels = [f"{r['name']} ({r['label_mode']}{data.get(r.get('data'), '')})" for r in results]
-    med = [r["median"] for r in results]
-    err = [[r["median"] - r["min"] for r in results], [r["max"] - r["median"] for r in results]]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(results) + 1.8))
-    ax.barh(labels, med, xerr=err, color="#4c72b0", capsize=3)
-    colors = ("#c44e52", "#dd8452", "#55a868", "#8172b3", "#937860")
-    for (key, c), color in zip(report["ceilings"].items(), colors):
-        ax.axvline(c["median"], color=color, linestyle="--", label=f"ceiling: {key.replace('_', ' ')}")
-    ax.invert_yaxis()
-    m, st = report["machine"], report["settings"]
-    ax.set_xlabel("images/s (median of repeats; bars: min-max)")
-    ax.set_title(f"{st['image_size'][0]}x{st['image_size'][1]} crops, batch {st['batch_size']}; "
-                 f"{m['cpu_count']} CPU cores{', ' + m['gpu'][0].split(',')[0] if m['gpu'] else ', no GPU'}", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-
-
 def cmd_preview(args) -> int:
-    import matplotlib
+    from daliloader.report import preview
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    import daliloader as dl
-
-    data = load_data(args)
-    size = (args.image_size, args.image_size)
-    pipe, _ = dl.dali_pipeline(data, batch_size=args.batch_size, image_size=size, crop="random",
-                               scale=tuple(args.scale), label_mode="int", backend="dali-cpu",
-                               seed=args.seed)
-    from daliloader.dali.graph import to_numpy
-
-    rows = []
-    for _ in range(args.batches):
-        images, labels = to_numpy(pipe.run())
-        rows += list(zip(images, labels))
-    fig, axes = plt.subplots(len(rows), 2, figsize=(5, 2.5 * len(rows)), squeeze=False)
-    for (image, labels), (a, b) in zip(rows, axes):
-        a.imshow(np.clip(image, 0, 1))
-        b.imshow(data.classes.colorize(labels))
-        a.axis("off")
-        b.axis("off")
-    axes[0][0].set_title("image", fontsize=9)
-    axes[0][1].set_title("mask (class palette; ignore = black)", fontsize=9)
-    fig.tight_layout()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.output, dpi=100)
-    print(f"wrote {args.output}: {len(rows)} augmented samples from {args.batches} batches")
+    n = preview(load_data(args), args.output, batches=args.batches, batch_size=args.batch_size,
+                image_size=args.image_size, scale=args.scale, seed=args.seed)
+    print(f"wrote {args.output}: {n} augmented samples from {args.batches} batches")
     return 0
 
 
@@ -256,9 +55,9 @@ def data_source(args):
     explicit = [args.images, args.masks, args.classes]
     if any(explicit):
         if not all(explicit):
-            raise ValueError("--images, --masks and --classes go together (or give DATA, a dataset folder)")
+            raise SpecError("--images, --masks and --classes go together (or give DATA, a dataset folder)")
         if args.data is not None:
-            raise ValueError("give either DATA or --images/--masks/--classes, not both")
+            raise SpecError("give either DATA or --images/--masks/--classes, not both")
         return dict(images=args.images, masks=args.masks, classes=args.classes, mask_suffix=args.mask_suffix)
     return args.data
 
@@ -269,7 +68,7 @@ def load_data(args):
 
     source = data_source(args)
     if source is None:
-        return default_dataset(args.n)
+        return dl.synthetic.default_dataset(args.n)
     if isinstance(source, dict):
         return dl.SegmentationData.from_dirs(**source)
     return dl.SegmentationData.from_folder(source, split=args.split)
@@ -280,7 +79,7 @@ def cmd_check(args) -> int:
 
     source = data_source(args)
     if source is None:
-        raise ValueError("name the dataset to check: DATA (a dataset folder) or --images/--masks/--classes")
+        raise SpecError("name the dataset to check: DATA (a dataset folder) or --images/--masks/--classes")
     report = check(source, split=args.split, workers=args.workers, progress=not args.quiet)
     print(report)
     if args.json:
@@ -290,28 +89,14 @@ def cmd_check(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    from daliloader.prepare import prepare
+    from daliloader.prepare import prepare, summary
 
     data = load_data(args)
     source = {"data": str(args.data or ""), "split": args.split}
-    m = prepare(data, args.out, jpeg_quality=args.jpeg_quality, shard_size=args.shards, workers=args.workers,
-                progress=not args.quiet, source=source)
-    print(f"prepared {len(m['pairs'])} pairs into {args.out} in {m['seconds']} s: masks as 8-bit class indices "
-          f"({m['masks']['unknown_pixels']} pixels of unknown values -> ignore index "
-          f"{m['classes']['ignore_index']}, in {len(m['masks']['pairs_with_unknown_values'])} masks)")
-    images = m["images"]
-    if images["reencoded"]:
-        print(f"  {images['reencoded']} photos re-encoded as JPEG: PSNR mean {images['psnr_db']['mean']} dB, "
-              f"min {images['psnr_db']['min']} dB")
-    else:
-        print("  images copied byte for byte")
-    if m["shards"]:
-        print(f"  {len(m['shards']['tars'])} webdataset shard(s) of up to {m['shards']['samples_per_shard']} samples")
-    print(f"  load it with dl.SegmentationData.from_prepared({str(args.out)!r}"
-          f"{', shards=True' if m['shards'] else ''})")
-    if args.verify:
-        return cmd_verify(args)
-    return 0
+    manifest = prepare(data, args.out, jpeg_quality=args.jpeg_quality, pack_size=args.packs, workers=args.workers,
+                       progress=not args.quiet, source=source)
+    print(summary(manifest, args.out))
+    return cmd_verify(args) if args.verify else 0
 
 
 def cmd_verify(args) -> int:
@@ -403,8 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also train a small U-Net fed by each backend and by one cached batch: input-bound analysis")
     bench.add_argument("--prepared", nargs="?", const="cache", default=None, metavar="DIR",
                        help="also measure every backend on a prepared copy (8-bit class-index masks, see "
-                            "`daliloader prepare`), and the DALI backends reading its webdataset shards: DIR "
-                            "(made there, with shards, if absent); alone: made once in the cache")
+                            "`daliloader prepare`), and the DALI backends reading its packs: DIR "
+                            "(made there, with packs, if absent); alone: made once in the cache")
     bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
     bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
@@ -436,20 +221,21 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(func=cmd_check)
 
-    prep = sub.add_parser("prepare", help="one-time conversion: 8-bit class-index masks, packed shards",
+    prep = sub.add_parser("prepare", help="one-time conversion: 8-bit class-index masks, webdataset packs",
                           description="Write a prepared copy of DATA into OUT that every loader reads faster, "
                                       "without changing a label: masks re-encoded as single-channel 8-bit class-index "
                                       "PNGs (the colour/id mapping done once; unknown values -> ignore index), images "
                                       "copied byte for byte, a manifest.json recording the class map and how it was "
-                                      "made, and optionally webdataset shards with their DALI index files. Load it "
+                                      "made, and optionally packs (webdataset tars) with their DALI index files. Load it "
                                       "with SegmentationData.from_prepared(OUT).")
     add_data_arguments(prep, required=True)
     prep.add_argument("out", type=Path, metavar="OUT", help="new (or empty) folder for the prepared copy")
     prep.add_argument("--jpeg-quality", type=_positive_int, default=None, metavar="Q",
                       help="re-encode non-JPEG photos as JPEG of quality Q (1-100), decodable by nvJPEG on the GPU; "
                            "the quality lost (PSNR) is reported. Default: images are copied unchanged")
-    prep.add_argument("--shards", type=_positive_int, default=None, metavar="N",
-                      help="also write webdataset shards of N samples (image + mask in one tar, with .idx files)")
+    prep.add_argument("--packs", "--shards", dest="packs", type=_positive_int, default=None, metavar="N",
+                      help="also write packs of N samples: webdataset tars (image, mask and index of each sample "
+                           "side by side) with their DALI .idx files (--shards: the former name)")
     prep.add_argument("--verify", action="store_true",
                       help="afterwards decode every prepared mask and compare it with the mapping of the original, "
                            "bit for bit (and copied images and shard members byte for byte); exit 1 on a difference")
@@ -482,7 +268,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return args.func(args)
-    except (ImportError, ValueError) as e:  # DaliloaderError subclasses ValueError/RuntimeError
+    except (DaliloaderError, ImportError) as e:
         print(f"daliloader {args.command}: error: {e}", file=sys.stderr)
         return 2
 

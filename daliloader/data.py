@@ -8,6 +8,7 @@ from typing import Sequence
 
 from .classes import ClassMap, as_classmap
 from .errors import DataError
+from .manifest import PACKS, index_samples, load_manifest, prepared_classes
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 MASK_EXTENSIONS = (".png", ".bmp", ".tif", ".tiff")
@@ -17,10 +18,12 @@ COMMON_MASK_SUFFIXES = ("", "_L", "_mask", "_masks", "_label", "_labels", "_gt",
 
 
 @dataclass(frozen=True)
-class Shards:
-    """Webdataset tars holding every pair of a prepared dataset (see :mod:`daliloader.prepare`): sample
-    ``i`` is ``NNNNNNN.<image ext>``, ``NNNNNNN.<mask_ext>`` and ``NNNNNNN.<index_ext>`` (int64 ``i``),
-    and the tars hold the samples in index order; ``indexes`` are DALI's index files, one per tar."""
+class Packs:
+    """Webdataset tars ("packs") holding every pair of a prepared dataset (see :mod:`daliloader.manifest`):
+    sample ``i`` is ``NNNNNNN.<image ext>``, ``NNNNNNN.<mask_ext>`` and ``NNNNNNN.<index_ext>`` (int64
+    ``i``), and the tars hold the samples in index order; ``indexes`` are DALI's index files, one per tar.
+
+    (A "shard", in daliloader, is a worker's part of the data: ``shard_id`` of ``num_shards``.)"""
 
     tars: tuple[str, ...]
     indexes: tuple[str, ...]
@@ -34,14 +37,14 @@ class SegmentationData:
     """Paired image and mask files plus the ClassMap that reads the masks.
 
     ``images[i]`` and ``masks[i]`` belong together; the order is sorted by the images' relative paths.
-    ``shards``: the same pairs packed in webdataset tars, which the DALI backends then read instead of
-    the files (:meth:`from_prepared` with ``shards=True``).
+    ``packs``: the same pairs packed in webdataset tars, which the DALI backends then read instead of
+    the files (:meth:`from_prepared` with ``packs=True``).
     """
 
     images: tuple[str, ...]
     masks: tuple[str, ...]
     classes: ClassMap
-    shards: Shards | None = None
+    packs: Packs | None = None
 
     def __post_init__(self):
         if len(self.images) != len(self.masks):
@@ -52,8 +55,13 @@ class SegmentationData:
     def __len__(self) -> int:
         return len(self.images)
 
+    @property
+    def shards(self) -> Packs | None:
+        """The packs, under their former name."""
+        return self.packs
+
     def __repr__(self) -> str:
-        packed = f", {len(self.shards.tars)} shard tars" if self.shards else ""
+        packed = f", {len(self.packs.tars)} packs" if self.packs else ""
         return (f"SegmentationData({len(self)} pairs, {self.classes.num_classes} classes, "
                 f"kind={self.classes.kind}{packed})")
 
@@ -106,40 +114,39 @@ class SegmentationData:
         return cls.from_dirs(**find_layout(root, split))
 
     @classmethod
-    def from_prepared(cls, root: str | Path, shards: bool = False) -> "SegmentationData":
+    def from_prepared(cls, root: str | Path, packs: bool = False, *, shards: bool | None = None) -> "SegmentationData":
         """A dataset written by ``daliloader prepare`` / :func:`daliloader.prepare.prepare`: 8-bit
         class-index masks (ids ``0..C-1`` are the classes, ``ignore_index`` stays), read by every backend.
 
-        ``shards=True`` (a copy prepared with ``--shards``): the DALI backends read the webdataset tars
+        ``packs=True`` (a copy prepared with ``--packs N``): the DALI backends read the webdataset tars
         with one ``fn.readers.webdataset`` (sequential reads, image and mask from the same record), which
         shuffles within a buffer of samples instead of drawing a permutation of the whole dataset per
-        epoch; every sample is still read once per epoch. ``opencv`` and ``tfdata`` read the files.
+        epoch. ``opencv`` and ``tfdata`` read the files. ``shards=`` is the former name of ``packs=``.
         """
-        from .prepare import load_manifest, prepared_classes
-
+        packs = packs or bool(shards)
         manifest = load_manifest(root)
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
                               prepared_classes(manifest))
-        if not shards:
+        if not packs:
             return data
-        s = manifest["shards"]
-        if not s:
-            raise DataError(f"{root} was prepared without shards: run `daliloader prepare DATA NEW_OUT --shards N` "
-                            "to write them, or load it with shards=False")
-        packed = Shards(tuple(str(root / t) for t in s["tars"]), tuple(str(root / x) for x in s["indexes"]),
-                        tuple(s["image_exts"]), s["mask_ext"], s["index_ext"])
-        for f in packed.tars + packed.indexes:
+        p = manifest[PACKS]
+        if not p:
+            raise DataError(f"{root} was prepared without shards, the webdataset packs: run `daliloader prepare DATA "
+                            "NEW_OUT --packs N` to write them, or load it with packs=False")
+        found = Packs(tuple(str(root / t) for t in p["tars"]), tuple(str(root / x) for x in p["indexes"]),
+                      tuple(p["image_exts"]), p["mask_ext"], p["index_ext"])
+        for f in found.tars + found.indexes:
             if not Path(f).is_file():
-                raise DataError(f"shard file {f} is missing: the prepared copy {root} is incomplete")
-        packed_samples = sum(_index_samples(f) for f in packed.indexes)
+                raise DataError(f"pack file {f} is missing: the prepared copy {root} is incomplete")
+        packed_samples = sum(index_samples(f) for f in found.indexes)
         if packed_samples != len(data):
-            raise DataError(f"the shard indexes under {root / 'shards'} list {packed_samples} samples, the manifest "
-                            f"{len(data)} pairs: run `daliloader prepare DATA NEW_OUT --shards N --verify` again")
-        return replace(data, shards=packed)
+            raise DataError(f"the pack indexes under {root / PACKS} list {packed_samples} samples, the manifest "
+                            f"{len(data)} pairs: run `daliloader prepare DATA NEW_OUT --packs N --verify` again")
+        return replace(data, packs=found)
 
     def subset(self, indices: Sequence[int]) -> "SegmentationData":
-        """The pairs at ``indices``, read from their files (shards hold the whole dataset)."""
+        """The pairs at ``indices``, read from their files (packs hold the whole dataset)."""
         return SegmentationData(tuple(self.images[i] for i in indices),
                                 tuple(self.masks[i] for i in indices), self.classes)
 
@@ -222,14 +229,6 @@ def find_layout(root: str | Path, split: str = "train") -> dict:
         f"images/ + masks/ + class_dict.csv, or leftImg8bit/{split}/ + gtFine/{split}/ (Cityscapes); "
         "or give the folders explicitly (--images, --masks, --classes)"
     )
-
-
-def _index_samples(index_file: str) -> int:
-    """The sample count in the header (``v1.2 N``) of a DALI webdataset index file."""
-    head = Path(index_file).open().readline().split()
-    if len(head) != 2 or not head[1].isdigit():
-        raise DataError(f"{index_file} is not a DALI webdataset index (its first line should be 'v1.2 N')")
-    return int(head[1])
 
 
 def _list(folder: Path, extensions: tuple[str, ...]) -> list[Path]:

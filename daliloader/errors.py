@@ -15,3 +15,8 @@ class SpecError(DaliloaderError, ValueError):
 
 class LoadError(DaliloaderError, RuntimeError):
     """Loading a batch failed; the message names the files involved."""
+
+
+#: What every message about a bad file advises.
+WHAT_TO_DO = ("Run `daliloader check` on the dataset (or `daliloader.check(data)`) to list every bad file, "
+              "then fix or remove them.")

@@ -5,18 +5,19 @@
     OUT/manifest.json              what was made, from what, and how (written last: no manifest, no dataset)
     OUT/images/NNNNNNN-<stem>.ext  the original image bytes (``jpeg_quality``: PNG photos re-encoded as JPEG)
     OUT/masks/NNNNNNN-<stem>.png   single-channel 8-bit class indices; unknown colours/ids -> ignore_index
-    OUT/shards/NNNNN.tar + .idx    (``shard_size``) webdataset tars: per sample ``NNNNNNN.<image ext>``,
-                                   ``NNNNNNN.labels.png`` (the prepared mask) and ``NNNNNNN.index`` (the
-                                   sample index, int64 little-endian), with the index files DALI's
+    OUT/shards/NNNNN.tar + .idx    (``pack_size``) packs, webdataset tars: per sample ``NNNNNNN.<image
+                                   ext>``, ``NNNNNNN.labels.png`` (the prepared mask) and ``NNNNNNN.index``
+                                   (the sample index, int64 little-endian), with the index files DALI's
                                    ``fn.readers.webdataset`` reads (``SegmentationData.from_prepared(OUT,
-                                   shards=True)`` reads them)
+                                   packs=True)`` reads them); the folder keeps format version 2's name
 
 An RGB colour mask costs several times more to decode than an 8-bit one of the same size, and then
 needs the colour-to-class mapping; a prepared mask needs neither. ``SegmentationData.from_prepared``
 loads the result for every backend; ``verify`` decodes every prepared mask and compares it with the
 mapping of the original, bit for bit, and the copied images byte for byte.
 
-This module needs OpenCV and numpy only (the shard index uses ``wds2idx`` from the DALI wheel).
+This module needs OpenCV and numpy only (the pack index uses ``wds2idx`` from the DALI wheel). The
+reading side of the format is :mod:`daliloader.manifest`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import json
 import shutil
 import tarfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
@@ -35,20 +36,15 @@ import numpy as np
 from . import __version__
 from .checks import threaded_map
 from .classes import ClassMap
-from .cpu.opencv import decode_image, decode_mask, read
+from .codecs import decode_image, decode_mask, read
 from .data import SegmentationData
 from .errors import DataError, LoadError
+from .manifest import (FORMAT, MANIFEST, PACK_IMAGE_EXTS, PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION,
+                       load_manifest, original_classes)
 
-MANIFEST = "manifest.json"
-FORMAT = "daliloader-prepared"
-VERSION = 2  # 2: shards carry NNNNNNN.index
-#: Component names of a sample in a webdataset shard (``<key>.<ext>``).
-SHARD_IMAGE_EXTS = ("jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp")
-SHARD_MASK_EXT = "labels.png"
-SHARD_INDEX_EXT = "index"
-#: PNG settings of prepared masks: no row filter, deflate level 9. On the synthetic 960x720 masks this
-#: decoded in 0.8 ms per mask against 2.7 ms with OpenCV's default adaptive filter, at a third of the
-#: size (3.8 KB): prediction filters do not help maps of class indices.
+#: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
+#: class indices: without them the masks decode several times faster and are smaller (measured in the
+#: README, "Which mask form": benchmarks/mask_forms.py).
 MASK_PNG_PARAMS = (cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE, cv2.IMWRITE_PNG_COMPRESSION, 9)
 
 
@@ -59,16 +55,21 @@ class VerifyReport:
     pairs: int
     masks_checked: int = 0
     images_checked: int = 0
-    shard_members_checked: int = 0
+    pack_members_checked: int = 0
     mismatches: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.mismatches
 
+    @property
+    def shard_members_checked(self) -> int:
+        """The pack members checked, under their former name."""
+        return self.pack_members_checked
+
     def __str__(self) -> str:
         head = (f"verified {self.pairs} pairs: {self.masks_checked} masks equal the mapping of their originals, "
-                f"{self.images_checked} images byte-identical, {self.shard_members_checked} shard members "
+                f"{self.images_checked} images byte-identical, {self.pack_members_checked} shard members "
                 f"identical to their sources")
         if self.ok:
             return head
@@ -78,15 +79,17 @@ class VerifyReport:
 
 
 def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None = None,
-            shard_size: int | None = None, workers: int | None = None, progress: bool = True,
-            source: dict | None = None) -> dict:
+            pack_size: int | None = None, workers: int | None = None, progress: bool = True,
+            source: dict | None = None, shard_size: int | None = None) -> dict:
     """Write the prepared copy of ``data`` into ``out`` (new or empty); returns the manifest.
 
     ``jpeg_quality`` (1-100): re-encode non-JPEG photos as JPEG (decodable by nvJPEG on the GPU) and
-    record the quality lost (PSNR); JPEG photos are always copied byte for byte. ``shard_size``: also
-    write webdataset shards of that many samples. A pair that cannot be read stops the conversion
-    with a message naming its files (nothing is skipped). ``source`` is recorded in the manifest.
+    record the quality lost (PSNR); JPEG photos are always copied byte for byte. ``pack_size``: also
+    write packs (webdataset tars) of that many samples; ``shard_size`` is its former name. A pair that
+    cannot be read stops the conversion with a message naming its files (nothing is skipped).
+    ``source`` is recorded in the manifest.
     """
+    pack_size = pack_size if pack_size is not None else shard_size
     out = Path(out)
     _check_output(out)
     if data.classes.label_dtype != np.uint8:
@@ -94,8 +97,8 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
                         "hold class indices 0-255")
     if jpeg_quality is not None and not 1 <= jpeg_quality <= 100:
         raise DataError(f"jpeg_quality must lie in 1-100, got {jpeg_quality}")
-    if shard_size is not None and shard_size < 1:
-        raise DataError(f"shard_size must be a positive number of samples, got {shard_size}")
+    if pack_size is not None and pack_size < 1:
+        raise DataError(f"pack_size must be a positive number of samples, got {pack_size}")
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "masks").mkdir(exist_ok=True)
     names = [f"{i:07d}-{Path(p).stem}" for i, p in enumerate(data.images)]
@@ -124,12 +127,31 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
                   "pairs_with_unknown_values": [names[i] for i, r in enumerate(rows) if r["unknown_pixels"]]},
         "images": _images_entry(rows, jpeg_quality),
         "pairs": pairs,
-        "shards": _write_shards(out, pairs, shard_size) if shard_size else None,
+        PACKS: _write_packs(out, pairs, pack_size) if pack_size else None,
     }
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(out / MANIFEST)
     return manifest
+
+
+def summary(manifest: dict, out: str | Path) -> str:
+    """What ``prepare`` made, in a few lines (the CLI prints it)."""
+    m = manifest
+    lines = [f"prepared {len(m['pairs'])} pairs into {out} in {m['seconds']} s: masks as 8-bit class indices "
+             f"({m['masks']['unknown_pixels']} pixels of unknown values -> ignore index "
+             f"{m['classes']['ignore_index']}, in {len(m['masks']['pairs_with_unknown_values'])} masks)"]
+    images = m["images"]
+    if images["reencoded"]:
+        lines.append(f"  {images['reencoded']} photos re-encoded as JPEG: PSNR mean {images['psnr_db']['mean']} dB, "
+                     f"min {images['psnr_db']['min']} dB")
+    else:
+        lines.append("  images copied byte for byte")
+    packs = m[PACKS]
+    if packs:
+        lines.append(f"  {len(packs['tars'])} pack(s) (webdataset tars) of up to {packs['samples_per_shard']} samples")
+    lines.append(f"  load it with dl.SegmentationData.from_prepared({str(out)!r}{', packs=True' if packs else ''})")
+    return "\n".join(lines)
 
 
 def _check_output(out: Path) -> None:
@@ -196,75 +218,44 @@ def _images_entry(rows: list[dict], jpeg_quality: int | None) -> dict:
     return entry
 
 
-def _write_shards(out: Path, pairs: list[list[str]], shard_size: int) -> dict:
-    """Webdataset tars of ``shard_size`` samples (key ``NNNNNNN``: image, ``labels.png``, ``index``) and
+def _write_packs(out: Path, pairs: list[list[str]], pack_size: int) -> dict:
+    """Webdataset tars of ``pack_size`` samples (key ``NNNNNNN``: image, ``labels.png``, ``index``) and
     their DALI index files."""
     try:
         from wds2idx import IndexCreator  # ships with the DALI wheel
     except ImportError as e:
-        raise ImportError("writing shard indexes needs DALI's wds2idx: install daliloader[cuda120] or "
+        raise ImportError("writing pack indexes needs DALI's wds2idx: install daliloader[cuda120] or "
                           "daliloader[cuda130]") from e
-    folder = out / "shards"
+    folder = out / PACKS
     folder.mkdir(exist_ok=True)
     tars, indexes = [], []
-    for s, first in enumerate(range(0, len(pairs), shard_size)):
-        tar_path, idx_path = folder / f"{s:05d}.tar", folder / f"{s:05d}.idx"
+    for p, first in enumerate(range(0, len(pairs), pack_size)):
+        tar_path, idx_path = folder / f"{p:05d}.tar", folder / f"{p:05d}.idx"
         with tarfile.open(tar_path, "w", format=tarfile.USTAR_FORMAT) as tar:
-            for i in range(first, min(first + shard_size, len(pairs))):
+            for i in range(first, min(first + pack_size, len(pairs))):
                 image, mask = pairs[i]
                 tar.add(out / image, arcname=f"{i:07d}.{Path(image).suffix.lower().lstrip('.')}")
-                tar.add(out / mask, arcname=f"{i:07d}.{SHARD_MASK_EXT}")
-                member = tarfile.TarInfo(f"{i:07d}.{SHARD_INDEX_EXT}")
+                tar.add(out / mask, arcname=f"{i:07d}.{PACK_MASK_EXT}")
+                member = tarfile.TarInfo(f"{i:07d}.{PACK_INDEX_EXT}")
                 member.size = 8
                 tar.addfile(member, io.BytesIO(_index_bytes(i)))
         with IndexCreator(str(tar_path), str(idx_path), verbose=False) as creator:
             creator.create_index()
-        tars.append(f"shards/{tar_path.name}")
-        indexes.append(f"shards/{idx_path.name}")
-    return {"format": "webdataset", "samples_per_shard": shard_size, "tars": tars, "indexes": indexes,
-            "image_exts": list(SHARD_IMAGE_EXTS), "mask_ext": SHARD_MASK_EXT, "index_ext": SHARD_INDEX_EXT}
+        tars.append(f"{PACKS}/{tar_path.name}")
+        indexes.append(f"{PACKS}/{idx_path.name}")
+    # "samples_per_shard": format version 2's name for the pack size
+    return {"format": "webdataset", "samples_per_shard": pack_size, "tars": tars, "indexes": indexes,
+            "image_exts": list(PACK_IMAGE_EXTS), "mask_ext": PACK_MASK_EXT, "index_ext": PACK_INDEX_EXT}
 
 
 def _index_bytes(i: int) -> bytes:
     return np.int64(i).astype("<i8").tobytes()
 
 
-# ---------------------------------------------------------------- reading back
-def load_manifest(out: str | Path) -> dict:
-    path = Path(out) / MANIFEST
-    if not path.is_file():
-        raise DataError(f"{out} is not a prepared dataset: {MANIFEST} is missing (run `daliloader prepare DATA OUT`)")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT:
-        raise DataError(f"{path}: not a {FORMAT} manifest")
-    if manifest.get("version") != VERSION:
-        raise DataError(f"{path}: version {manifest.get('version')} of the prepared format; this daliloader reads "
-                        f"version {VERSION}: run `daliloader prepare DATA NEW_OUT` again")
-    return manifest
-
-
-def prepared_classes(manifest: dict) -> ClassMap:
-    """The class map of prepared masks: ids 0..C-1 are the classes, ignore_index stays; the palette
-    of colour-mask datasets is kept for drawing."""
-    c = manifest["classes"]
-    classes = ClassMap.from_ids(len(c["names"]), c["names"], ignore_index=c["ignore_index"],
-                                source=f"prepared ({c['source']})")
-    if c.get("colors") is not None:
-        classes = replace(classes, colors=np.asarray(c["colors"], dtype=np.uint8))
-    return classes
-
-
-def original_classes(manifest: dict) -> ClassMap:
-    c = manifest["classes"]
-    if c["kind"] == "rgb":
-        return ClassMap.from_palette(c["colors"], c["names"], ignore_index=c["ignore_index"], source=c["source"])
-    return ClassMap.from_ids({int(k): v for k, v in c["ids"].items()}, c["names"], ignore_index=c["ignore_index"],
-                             source=c["source"])
-
-
+# ---------------------------------------------------------------- checking a copy
 def verify(out: str | Path, workers: int | None = None, progress: bool = True) -> VerifyReport:
     """Decode every prepared mask and compare it with the mapping of its original, bit for bit; compare
-    copied images and shard members with their sources byte for byte."""
+    copied images and pack members with their sources byte for byte."""
     out = Path(out)
     manifest = load_manifest(out)
     originals = original_classes(manifest)
@@ -291,24 +282,24 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
         report.mismatches += problems
         report.masks_checked += 1
         report.images_checked += copied
-    if manifest.get("shards"):
-        report.shard_members_checked, problems = _verify_shards(out, manifest)
+    if manifest.get(PACKS):
+        report.pack_members_checked, problems = _verify_packs(out, manifest)
         report.mismatches += problems
     return report
 
 
-def _verify_shards(out: Path, manifest: dict) -> tuple[int, list[str]]:
-    """Every shard member equals what it was made from (the prepared file, or the sample's index);
-    every sample has each of its three members in the shards exactly once."""
+def _verify_packs(out: Path, manifest: dict) -> tuple[int, list[str]]:
+    """Every pack member equals what it was made from (the prepared file, or the sample's index);
+    every sample has each of its three members in the packs exactly once."""
     kinds = ("image", "mask", "index")
     seen, problems = {}, []
-    for tar_name in manifest["shards"]["tars"]:
+    for tar_name in manifest[PACKS]["tars"]:
         with tarfile.open(out / tar_name) as tar:
             for member in tar.getmembers():
                 key, ext = member.name.split(".", 1)
                 i = int(key)
                 image, mask = manifest["pairs"][i]
-                kind = {SHARD_MASK_EXT: "mask", SHARD_INDEX_EXT: "index"}.get(ext, "image")
+                kind = {PACK_MASK_EXT: "mask", PACK_INDEX_EXT: "index"}.get(ext, "image")
                 source = {"image": out / image, "mask": out / mask}.get(kind)  # None: the index member
                 want = source.read_bytes() if source else _index_bytes(i)
                 if tar.extractfile(member).read() != want:
@@ -317,5 +308,5 @@ def _verify_shards(out: Path, manifest: dict) -> tuple[int, list[str]]:
     for i in range(len(manifest["pairs"])):
         for kind in kinds:
             if seen.get((i, kind)) != 1:
-                problems.append(f"pair {i}: its {kind} is in the shards {seen.get((i, kind), 0)} times, not once")
+                problems.append(f"pair {i}: its {kind} is in the packs {seen.get((i, kind), 0)} times, not once")
     return sum(seen.values()), problems

@@ -1,6 +1,7 @@
 """The preprocessing spec: what every backend does, declared once and validated in one place.
 
-Stages, in order, with the same names in every backend:
+Each per-sample stage is defined once, in numpy, in :mod:`daliloader.stages` (the reference that
+every backend implements and is tested against). Stages, in order, with the same names in every backend:
 
 1. ``read``      the encoded bytes of the image and the mask
 2. ``decode``    image -> RGB uint8 (EXIF orientation ignored, for image and mask alike);
@@ -28,7 +29,8 @@ from .errors import SpecError
 CROPS = ("random", "center")
 LABEL_MODES = ("onehot", "int")
 DTYPES = ("float32", "float16", "bfloat16")
-BACKENDS = ("auto", "dali-gpu", "dali-cpu", "tfdata")
+#: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode.
+OPTIONS = ("scale", "flip", "mean", "std", "dtype")
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,6 @@ def check_batch_size(batch_size) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise SpecError(f"batch_size must be a positive integer, got {batch_size!r}")
     return batch_size
-
-
-def check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise SpecError(f"backend={backend!r} is not known; use one of {', '.join(map(repr, BACKENDS))}")
-    return backend
 
 
 def _image_size(image_size) -> tuple[int, int]:

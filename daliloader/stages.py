@@ -40,9 +40,10 @@ import numpy as np
 
 from .spec import Preprocess
 
-#: The functions the window arithmetic needs beyond operators; numpy's is the reference.
+#: The functions the window arithmetic needs beyond operators; numpy's is the reference. Floats are
+#: float32, as in TensorFlow and DALI, so that the same draws give the same window everywhere.
 NUMPY = SimpleNamespace(floor=np.floor, abs=np.abs, maximum=np.maximum, minimum=np.minimum,
-                        to_int=lambda x: np.asarray(x).astype(np.int64), to_float=lambda x: np.asarray(x, np.float64))
+                        to_int=lambda x: np.asarray(x).astype(np.int64), to_float=lambda x: np.asarray(x, np.float32))
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ def draw_window(spec: Preprocess, height, width, u, m=NUMPY):
 
 
 def window(spec: Preprocess, height: int, width: int, u) -> Window:
-    """:func:`draw_window` in numpy, as a :class:`Window`."""
-    top, left, win_h, win_w, flip = draw_window(spec, height, width, u)
+    """:func:`draw_window` in numpy (``u``: four float32 draws in [0, 1)), as a :class:`Window`."""
+    top, left, win_h, win_w, flip = draw_window(spec, height, width, np.asarray(u, np.float32))
     return Window(int(top), int(left), int(win_h), int(win_w), bool(flip))
 
 
@@ -92,9 +93,13 @@ def uniform_offset(slack, u, m=NUMPY):
 
 
 # ---------------------------------------------------------------- applied to image and labels
+#: What pads the image where the window overhangs it (labels are padded with the ignore index).
+IMAGE_FILL = 0
+
+
 def fills(ignore_index: int) -> tuple[int, int]:
     """What pads the image and the labels where the window overhangs."""
-    return 0, ignore_index
+    return IMAGE_FILL, ignore_index
 
 
 def crop(a: np.ndarray, win: Window, fill) -> np.ndarray:

@@ -9,6 +9,7 @@ sensor noise, so that codecs see something like a photograph: a 960x720 JPEG at 
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import cv2
@@ -16,6 +17,7 @@ import numpy as np
 
 from .classes import ClassMap
 from .data import SegmentationData
+from .errors import SpecError
 
 #: CamVid's 32 classes and colours, as in its class_dict.csv.
 CAMVID_CLASSES = (
@@ -48,9 +50,9 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
     Existing files with the same names are overwritten; generation is deterministic in ``seed``.
     """
     if image_format not in ("jpg", "png"):
-        raise ValueError(f"image_format must be 'jpg' or 'png', got {image_format!r}")
-    if n < 1:
-        raise ValueError(f"n must be positive, got {n}")
+        raise SpecError(f"image_format must be 'jpg' or 'png', got {image_format!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SpecError(f"n must be a positive integer, got {n!r}")
     width, height = size
     out = Path(out_dir)
     img_dir, mask_dir = out / split, out / f"{split}_labels"
@@ -71,6 +73,23 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
         cv2.imwrite(str(img_dir / f"{i:05d}.{image_format}"), photo[..., ::-1], params)
         cv2.imwrite(str(mask_dir / f"{i:05d}_L.png"), palette[labels][..., ::-1])
     return SegmentationData.from_dirs(img_dir, mask_dir, out / "class_dict.csv")
+
+
+def cache_dir() -> Path:
+    """Where generated data lives: $DALILOADER_CACHE, or ~/.cache/daliloader."""
+    return Path(os.environ.get("DALILOADER_CACHE", Path.home() / ".cache" / "daliloader"))
+
+
+def default_dataset(n: int = 64, image_format: str = "jpg", size=(960, 720)) -> SegmentationData:
+    """The embedded dataset (what the CLI and the benchmarks run on without DATA), generated once into
+    :func:`cache_dir`."""
+    root = cache_dir() / f"synthetic-{image_format}-{size[0]}x{size[1]}-n{n}"
+    done = root / ".complete"
+    if done.exists():
+        return SegmentationData.from_dirs(root / "train", root / "train_labels", root / "class_dict.csv")
+    data = make_dataset(root, n=n, image_format=image_format, size=size, progress=True)
+    done.touch()
+    return data
 
 
 def write_class_dict(path: Path) -> None:

@@ -21,7 +21,7 @@ from daliloader.synthetic import CAMVID_CLASSES, write_class_dict
 
 def _gpu_count() -> int:
     try:
-        from daliloader.loaders import dali_gpu_count
+        from daliloader.backends import dali_gpu_count
 
         return dali_gpu_count()
     except ImportError:
@@ -126,7 +126,7 @@ def batch_indices(images: np.ndarray) -> list[int]:
 
 
 def dali_numpy(outputs) -> list[np.ndarray]:
-    from daliloader.dali.graph import to_numpy
+    from daliloader.backends.dali_graph import to_numpy
 
     return to_numpy(outputs)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import tensorflow as tf
-from nvidia.dali import backend as dali_backend
 from nvidia.dali.pipeline import Pipeline
 from tensorflow.python.framework import kernels
 
@@ -53,7 +52,7 @@ def pretend_gpu(monkeypatch, gpus: int = 1, visible: list[int] | None = None):
     """
     import nvidia.dali.plugin.tf as dali_tf
 
-    import daliloader.loaders as loaders
+    import daliloader.backends as registry
 
     traced: list = []
 
@@ -62,7 +61,7 @@ def pretend_gpu(monkeypatch, gpus: int = 1, visible: list[int] | None = None):
         traced.append(pipeline)
         return b""
 
-    monkeypatch.setattr(loaders, "dali_gpu_count", lambda: gpus)
+    monkeypatch.setattr(registry, "dali_gpu_count", lambda: gpus)
     monkeypatch.setattr(dali_tf, "serialize_pipeline", serialize)
     # the plugin builds the pipeline to look up its external sources; tracing gives it the same graph
     monkeypatch.setattr(Pipeline, "build", lambda self: self._build_graph())

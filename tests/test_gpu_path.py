@@ -6,8 +6,6 @@ Runs in every ``make test``: no CUDA, no GPU marker, a few seconds.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import cv2
 import numpy as np
 import pytest

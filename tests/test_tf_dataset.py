@@ -108,7 +108,7 @@ def test_tf_path_gives_the_pipelines_batches(synth_data, dali_backend, label_mod
 
 
 def test_one_hot_matches_tf_one_hot():
-    from daliloader.tfops import one_hot
+    from daliloader.backends.tfops import one_hot
 
     labels = np.array([[0, 3, 255], [31, 7, 32]], dtype=np.uint8)  # 255, 32: ignore / out of range
     for dtype in (tf.uint8, tf.int32):
@@ -136,7 +136,7 @@ def test_importing_daliloader_leaves_gpu_memory_for_dali():
 def test_gpu_memory_growth_is_set_or_its_absence_explained(monkeypatch):
     """tf_dataset(backend="dali-gpu") turns on memory growth for TF's GPUs; when TF already holds them
     without growth or a memory limit, it warns with the fix instead of letting DALI run out later."""
-    from daliloader.dali import tf as dali_tf
+    from daliloader.backends import dali_tf
 
     gpu = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [gpu] if kind == "GPU" else [])

@@ -1,4 +1,5 @@
-"""The preprocessing spec in plain ``tf.data`` + ``tf.image`` (stage names as in :mod:`daliloader.spec`).
+"""The preprocessing spec in plain ``tf.data`` + ``tf.image``: each stage implements its reference in
+:mod:`daliloader.stages` with TensorFlow ops (the crop window is the reference's arithmetic on tensors).
 
 Built as the TensorFlow performance guide recommends, so that it is the strongest pure-TF peer:
 per-sample work (read, decode, label lookup, crop) in a parallel ``map`` with AUTOTUNE; JPEGs whose
@@ -10,18 +11,21 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from .. import stages
 from ..checks import PairGuard
 from ..classes import ClassMap
-from ..data import SegmentationData
-from ..sampler import Sampler
+from ..plan import Plan
 from ..spec import Preprocess
-from ..tfops import one_hot
+from .tfops import TF_MATH, one_hot, weights
 
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def tfdata_dataset(data: SegmentationData, spec: Preprocess, sampler: Sampler, with_weights: bool) -> tf.data.Dataset:
-    """Epochs follow tf.data's own reshuffling (a new order at every ``iter()``), sharded like DALI."""
+def dataset(plan: Plan) -> tf.data.Dataset:
+    """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order at every ``iter()``),
+    sharded like DALI; with ``drop_remainder=False`` the last batch is simply smaller (weights all 1)."""
+    data, spec, sampler = plan.data, plan.spec, plan.sampler
+    with_weights = "weight" in plan.outputs
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
     n = len(data)
@@ -54,7 +58,7 @@ def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed
     image_bytes, mask_bytes = tf.io.read_file(image_path), tf.io.read_file(mask_path)
     image, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, seed)
     labels = map_labels(decode_mask(mask_bytes, classes), classes, lut)
-    labels = crop(labels[..., None], top, left, win_h, win_w, classes.ignore_index)
+    labels = crop(labels[..., None], top, left, win_h, win_w, stages.fills(classes.ignore_index)[1])
     h, w = spec.image_size
     if spec.resizes:
         image = tf.image.resize(image, (h, w), method="bilinear", antialias=True)
@@ -69,43 +73,43 @@ def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed
 
 
 def finish(images, labels, spec: Preprocess, classes: ClassMap, with_weights: bool):
-    """normalize and encode, vectorised over the batch."""
-    x = tf.cast(images, tf.float32) / 255.0
-    if spec.mean != (0.0, 0.0, 0.0) or spec.std != (1.0, 1.0, 1.0):
-        x = (x - tf.constant(spec.mean)) / tf.constant(spec.std)
+    """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch."""
+    mean, std = stages.mean_std_255(spec)
+    x = (tf.cast(images, tf.float32) - tf.constant(mean)) / tf.constant(std)
     x = tf.cast(x, {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}[spec.dtype])
-    if spec.label_mode == "int":
-        y = tf.cast(labels, tf.int32)
-    else:
-        y = one_hot(labels, classes.num_classes)  # ignore -> zeros
-    if with_weights:
-        return x, y, tf.ones(tf.shape(x)[:3], tf.float32)  # per pixel, as the DALI backends
+    y = tf.cast(labels, tf.int32) if spec.label_mode == "int" else one_hot(labels, classes.num_classes)
+    if with_weights:  # every sample is real: the last batch is smaller instead of padded
+        return x, y, weights(labels, classes.num_classes)
     return x, y
 
 
 def decode_image_window(image_bytes, spec: Preprocess, seed):
-    """decode + crop: each format decoded once, the window drawn from the image's shape.
+    """decode + crop: each format decoded once, the window drawn from the image's shape and four
+    stateless draws from ``seed``.
 
     JPEG: the shape comes from the header, and a window inside the image is decoded alone with
     ``decode_and_crop_jpeg``; other formats are decoded whole and cropped.
     """
+    image_fill = stages.IMAGE_FILL
+    u = tf.random.stateless_uniform([4], seed=seed)
+
     def jpeg():
         shape = tf.io.extract_jpeg_shape(image_bytes)
-        top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], seed)
+        top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
         inside = (top >= 0) & (left >= 0) & (top + win_h <= shape[0]) & (left + win_w <= shape[1])
         image = tf.cond(
             inside,
             lambda: tf.io.decode_and_crop_jpeg(image_bytes, tf.stack([top, left, win_h, win_w]), channels=3,
                                                dct_method="INTEGER_ACCURATE"),
             lambda: crop(tf.io.decode_jpeg(image_bytes, channels=3, dct_method="INTEGER_ACCURATE"),
-                         top, left, win_h, win_w, 0))
+                         top, left, win_h, win_w, image_fill))
         return image, top, left, win_h, win_w, flip
 
     def other():
         image = tf.io.decode_image(image_bytes, channels=3, dtype=tf.uint8, expand_animations=False)
         shape = tf.shape(image)
-        top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], seed)
-        return crop(image, top, left, win_h, win_w, 0), top, left, win_h, win_w, flip
+        top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
+        return crop(image, top, left, win_h, win_w, image_fill), top, left, win_h, win_w, flip
 
     return tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
 
@@ -122,32 +126,15 @@ def map_labels(mask, classes: ClassMap, lut):
     return tf.gather(lut, code)
 
 
-def draw_window(spec: Preprocess, height, width, seed):
-    """Crop window and flip of one sample (formulas as in the DALI graph), from a stateless seed."""
-    h, w = spec.image_size
-    if spec.crop == "center":
-        top = tf.maximum(height - h, 0) // 2 - tf.maximum(h - height, 0) // 2
-        left = tf.maximum(width - w, 0) // 2 - tf.maximum(w - width, 0) // 2
-        return top, left, tf.constant(h), tf.constant(w), tf.constant(False)
-    u = tf.random.stateless_uniform([4], seed=seed)
-    if spec.resizes:
-        zoom = spec.scale[0] + u[0] * (spec.scale[1] - spec.scale[0])
-        win_h = tf.cast(tf.floor(h / zoom + 0.5), tf.int32)
-        win_w = tf.cast(tf.floor(w / zoom + 0.5), tf.int32)
-    else:
-        win_h, win_w = tf.constant(h), tf.constant(w)
-    top = _uniform_offset(height - win_h, u[1])
-    left = _uniform_offset(width - win_w, u[2])
-    return top, left, win_h, win_w, u[3] < spec.flip
-
-
-def _uniform_offset(slack, u):
-    steps = tf.minimum(tf.cast(tf.floor(u * tf.cast(tf.abs(slack) + 1, tf.float32)), tf.int32), tf.abs(slack))
-    return tf.where(slack >= 0, steps, -steps)
+def draw_window(spec: Preprocess, height, width, u):
+    """window (:func:`daliloader.stages.draw_window`, evaluated on tensors) from the four draws ``u``:
+    ``(top, left, window height, window width, flip)``, int32 and bool tensors."""
+    top, left, win_h, win_w, flip = stages.draw_window(spec, height, width, u, TF_MATH)
+    return top, left, tf.cast(win_h, tf.int32), tf.cast(win_w, tf.int32), tf.convert_to_tensor(flip)
 
 
 def crop(a, top, left, win_h, win_w, fill):
-    """The window of an (H, W, C) tensor; outside the image is ``fill``."""
+    """pad (:func:`daliloader.stages.crop`): the window of an (H, W, C) tensor; outside the image is ``fill``."""
     shape = tf.shape(a)
     y0, x0 = tf.maximum(top, 0), tf.maximum(left, 0)
     y1, x1 = tf.minimum(top + win_h, shape[0]), tf.minimum(left + win_w, shape[1])

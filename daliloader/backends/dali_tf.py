@@ -1,4 +1,5 @@
-"""The DALI graph as a ``tf.data.Dataset`` (the only DALI module that imports TensorFlow).
+"""The DALI graph as a ``tf.data.Dataset``: the thin TensorFlow adapter of :mod:`.dali_graph` (the only
+DALI module that imports TensorFlow), as DALI's own TF plugin sits beside its pipeline.
 
 ``DALIDataset`` is endless and builds a new DALI pipeline for every iterator, while Keras'
 ``model.fit`` without ``steps_per_epoch`` calls ``iter(dataset)`` at the start of every epoch. We
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import replace
 
 import numpy as np
 import tensorflow as tf
@@ -23,11 +23,13 @@ from tensorflow.python.framework import ops
 
 from ..checks import PairGuard
 from ..classes import ClassMap
+from ..environment import GROWTH_DEFAULT_TOO_LATE
 from ..errors import SpecError
-from ..sampler import ReaderEpochs, Sampler
+from ..plan import Plan
+from ..sampler import ReaderEpochs
 from ..spec import Preprocess
-from ..tfops import one_hot
-from .graph import SHARD_INPUTS, GraphOptions, build_pipeline, graph_spec
+from .dali_graph import PACK_INPUTS, SegmentationPipeline, graph_spec, outputs_on
+from .tfops import one_hot
 
 
 class _EpochIterator(iterator_ops.OwnedIterator):
@@ -101,55 +103,71 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
         return self._iterator._start_epoch()
 
 
-def dali_dataset(data, spec: Preprocess, sampler: Sampler, opts: GraphOptions,
-                 placement: str | None = None) -> EpochDataset:
+def dataset(plan: Plan, device: str) -> EpochDataset:
+    """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
+    endless, guard = _stream(plan, device)
+    return EpochDataset(endless, plan.steps, guard)
+
+
+def stream(plan: Plan, device: str) -> tf.data.Dataset:
+    """The "stream" product: the endless DALI stream, for the per-worker input of ``distribute``."""
+    return _stream(plan, device)[0]
+
+
+def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard]:
     """Wrap the DALI graph in ``DALIDatasetWithInputs``, placed where DALI hands its batches over: the
-    GPU that is CUDA device ``opts.device_id``, or the host (``placement``, a TensorFlow device name,
-    overrides it: a replica's device under ``distribute``).
+    GPU that is CUDA device ``plan.device_id``, or the host (``plan.placement``, a TensorFlow device
+    name, overrides it: a replica's device under ``distribute``).
 
     Batches handed over on the GPU leave DALI complete (one-hot, weights) and nothing follows the
     DALIDataset: TF's dataset ops after it would need GPU kernels, which map, filter and
     assert_cardinality do not have. Batches handed over on the host get their one-hot labels from
-    TensorFlow (:func:`daliloader.tfops.one_hot`: DALI hands over int labels, 1 MB per 512x512 sample
-    instead of 32 MB of float32, and the gather is faster than DALI's CPU ``fn.one_hot``) and their
-    bfloat16 cast, in a parallel map after DALI.
+    TensorFlow (:func:`.tfops.one_hot`: DALI hands over int labels, 1 MB per 512x512 sample instead of
+    32 MB of float32, and the gather is faster than DALI's CPU ``fn.one_hot``) and their bfloat16 cast,
+    in a parallel map after DALI.
     """
-    dali_spec = graph_spec(spec, opts.outputs_on)
-    guard = PairGuard(data, remember=2 * CHUNK + sampler.batch_size * (opts.prefetch + 2))
-    pipe = build_pipeline(data, dali_spec, sampler, replace(opts, fed=True), guard)
-    reader = ReaderEpochs(sampler) if data.shards is not None else None
-    dtypes, shapes = output_signature(dali_spec, data.classes, sampler.batch_size, opts.outputs)
-    if opts.device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
+    spec, on = plan.spec, outputs_on(device, plan)
+    if on == "gpu" and spec.dtype == "bfloat16":
+        raise SpecError("dtype='bfloat16' with backend='dali-gpu': DALI has no bfloat16 output, and a cast after a "
+                        "GPU DALIDataset would be a tf.data map, which has no GPU kernel. Pass dtype='float32' and "
+                        "keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs to "
+                        "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
+    dali_spec = graph_spec(spec, on)
+    guard = PairGuard(plan.data, remember=2 * CHUNK + plan.batch_size * (plan.prefetch + 2))
+    pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard)
+    reader = ReaderEpochs(plan.sampler) if plan.data.packs is not None else None
+    dtypes, shapes = output_signature(dali_spec, plan.data.classes, plan.batch_size, plan.outputs)
+    if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
         leave_gpu_memory_for_dali()
-    device = placement or (tf_gpu(opts.device_id) if opts.outputs_on == "gpu" else "/cpu:0")
-    with tf.device(device):
-        stream = DALIDatasetWithInputs(
-            pipeline=pipe, batch_size=sampler.batch_size, device_id=opts.device_id,
-            num_threads=pipe.num_threads, prefetch_queue_depth=opts.prefetch,
-            input_datasets=_inputs(data, sampler, reader, guard, device, opts.outputs),
-            output_dtypes=dtypes, output_shapes=shapes)
+    where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
+    with tf.device(where):
+        endless = DALIDatasetWithInputs(
+            pipeline=pipe, batch_size=plan.batch_size, device_id=pipe.device_id,
+            num_threads=pipe.num_threads, prefetch_queue_depth=plan.prefetch,
+            input_datasets=_inputs(plan, reader, guard, where), output_dtypes=dtypes, output_shapes=shapes)
         if dali_spec != spec:  # on the host: what DALI does not output (see graph_spec)
-            num_classes = data.classes.num_classes if dali_spec.label_mode != spec.label_mode else None
-            stream = stream.map(lambda *batch: _finish(batch, opts.outputs, spec, num_classes),
-                                num_parallel_calls=tf.data.AUTOTUNE)
-    return EpochDataset(stream, sampler.steps, guard)
+            num_classes = plan.data.classes.num_classes if dali_spec.label_mode != spec.label_mode else None
+            endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, num_classes),
+                                  num_parallel_calls=tf.data.AUTOTUNE)
+    return endless, guard
 
 
 #: Stream positions per Python call in the TF input streams (see :func:`_inputs`).
 CHUNK = 128
 
 
-def _inputs(data, sampler: Sampler, reader: ReaderEpochs | None, guard: PairGuard, device: str,
-            outputs) -> dict:
-    """The graph's placeholder inputs (``INPUTS`` or ``SHARD_INPUTS`` in :mod:`daliloader.dali.graph`) as
-    native tf.data streams (the index, or the padding marks when reading shards, only when an output
-    uses them: DALI drops unused nodes).
+def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str) -> dict:
+    """The graph's placeholder inputs (``INPUTS`` or ``PACK_INPUTS`` in :mod:`.dali_graph`) as native
+    tf.data streams (the index, or the padding marks when reading packs, only when an output uses them:
+    DALI drops unused nodes).
 
     Python runs once per :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
-    it has not seen); the per-sample work is ``tf.gather`` on constant path tables. A Python call per
-    batch (``from_generator``) still cost a third of the throughput on 2 cores. Streams live on the
-    CPU and are copied to the GPU when DALI runs there, as the plugin does for its own inputs.
+    it has not seen); the per-sample work is ``tf.gather`` on constant path tables (a Python call per
+    sample or per batch, as ``from_generator`` makes, was measured slower: README). Streams live on the
+    CPU and are copied to the dataset's device when that is a GPU, as the plugin asks.
     """
+    data, sampler = plan.data, plan.sampler
+
     def indices(vet: bool):
         def chunk(k):
             found = sampler.indices(int(k) * CHUNK, (int(k) + 1) * CHUNK)
@@ -169,11 +187,11 @@ def _inputs(data, sampler: Sampler, reader: ReaderEpochs | None, guard: PairGuar
         table = tf.constant([os.fsencode(f) for f in files])
         return indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
-    positional = bool({"weight", "index"} & set(outputs))
+    positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
-        if data.shards is not None:
+        if data.packs is not None:
             real = tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
-            streams = {SHARD_INPUTS[0]: real} if positional else {}
+            streams = {PACK_INPUTS[0]: real} if positional else {}
         else:
             streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(data.masks, vet=False)}
             if positional:
@@ -215,9 +233,7 @@ def leave_gpu_memory_for_dali() -> None:
     TensorFlow that starts later; this turns growth on for each GPU TensorFlow has not started yet, and
     warns, naming the fix, about one it already holds without growth or a memory limit.
     """
-    from .. import _GROWTH_DEFAULT_TOO_LATE
-
-    growth_by_env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and not _GROWTH_DEFAULT_TOO_LATE
+    growth_by_env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and not GROWTH_DEFAULT_TOO_LATE
     for gpu in tf.config.list_physical_devices("GPU"):
         if tf.config.get_logical_device_configuration(gpu):
             continue  # a memory limit (or virtual GPUs): TF takes no more than that, and refuses growth

@@ -1,0 +1,152 @@
+"""The backends, named once: the loaders, the bench and the CLI all read this registry.
+
+A backend is a name, what it needs, and what it builds from a :class:`~daliloader.plan.Plan`, as
+functions ``build(plan, **options)`` named by ``"module:function"`` and imported only when used (as
+timm's reader factory does), so that importing daliloader costs neither TensorFlow nor DALI.
+
+What a backend can build (its "products"):
+
+=========  ==============================================  ======================================
+product    what                                            used by
+=========  ==============================================  ======================================
+tf.data    a ``tf.data.Dataset`` of batches, in epochs      ``tf_dataset``, ``distribute``
+stream     the same batches, endless                        ``distribute`` (per-worker input)
+keras      a ``keras.utils.PyDataset`` of numpy batches     ``keras_sequence``
+dali       a DALI pipeline, run without TensorFlow          ``dali_pipeline``
+batches    numpy batches in epochs, without Keras           the bench, where Keras is missing
+=========  ==============================================  ======================================
+
+Adding a backend is one entry in :data:`BACKENDS` and a module here that builds its products from a
+plan, implementing each stage of :mod:`daliloader.stages`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from typing import Mapping
+
+from ..errors import SpecError
+
+#: What each product needs, beyond the backend's own needs.
+PRODUCT_NEEDS = {"tf.data": ("tensorflow",), "stream": ("tensorflow",), "keras": ("keras",), "dali": (),
+                 "batches": ()}
+#: What the user calls to get each product.
+PRODUCT_CALLS = {"tf.data": "tf_dataset", "stream": "distribute", "keras": "keras_sequence",
+                 "dali": "dali_pipeline", "batches": "the bench"}
+#: Importable modules behind each need ("gpu" is a CUDA device that DALI sees).
+_MODULES = {"dali": "nvidia.dali", "tensorflow": "tensorflow", "keras": "keras", "dali-tf-plugin": "nvidia.dali_tf_plugin"}
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    about: str
+    needs: tuple[str, ...]  # "dali", "gpu"; TensorFlow and Keras come with the product
+    builds: Mapping[str, str] = field(default_factory=dict)  # product -> "module:function"
+    options: Mapping[str, object] = field(default_factory=dict)  # given to every builder (dali's device)
+
+    def requirements(self, product: str) -> tuple[str, ...]:
+        plugin = ("dali-tf-plugin",) if "dali" in self.needs and product in ("tf.data", "stream") else ()
+        return self.needs + PRODUCT_NEEDS[product] + plugin
+
+    def build(self, product: str, plan, **options):
+        """The ``product`` of this backend for ``plan``; refuses, saying what to do, what it cannot build or
+        what is not installed."""
+        if product not in self.builds:
+            able = [PRODUCT_CALLS[p] for p in self.builds]
+            raise SpecError(f"backend={self.name!r} has no {PRODUCT_CALLS[product]}: it serves {', '.join(able)}. "
+                            f"{PRODUCT_CALLS[product]} takes backend={' or '.join(map(repr, names(product)))}")
+        require(self.requirements(product), self.name)
+        module, function = self.builds[product].split(":")
+        return getattr(importlib.import_module(module), function)(plan, **self.options, **options)
+
+
+_DALI_PRODUCTS = {"tf.data": "daliloader.backends.dali_tf:dataset", "stream": "daliloader.backends.dali_tf:stream",
+                  "dali": "daliloader.backends.dali_graph:pipeline"}
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("dali-gpu", "DALI on a CUDA GPU: nvJPEG decoding, every stage on the GPU, batches on the GPU",
+            needs=("dali", "gpu"),
+            builds=_DALI_PRODUCTS, options={"device": "gpu"}),
+    Backend("dali-cpu", "the same DALI graph on DALI's CPU backend", needs=("dali",),
+            builds=_DALI_PRODUCTS, options={"device": "cpu"}),
+    Backend("tfdata", "plain tf.data + tf.image on the CPU", needs=(),
+            builds={"tf.data": "daliloader.backends.tfdata:dataset"}),
+    Backend("opencv", "OpenCV kernels on the CPU, in Keras' PyDataset", needs=(),
+            builds={"keras": "daliloader.backends.keras_sequence:sequence",
+                    "batches": "daliloader.backends.opencv:batches"}),
+)}
+
+
+def names(product: str | None = None) -> list[str]:
+    """The backends that build ``product`` (all, when None), "auto" first where it applies."""
+    found = [n for n, b in BACKENDS.items() if product is None or product in b.builds]
+    return (["auto"] if product in ("tf.data", "stream", "dali") else []) + found
+
+
+def resolve(name: str, product: str) -> Backend:
+    """The backend called ``name``; ``"auto"`` is dali-gpu where DALI sees a CUDA GPU (and, for the TF
+    products, TensorFlow sees one to receive the batches), dali-cpu otherwise, and opencv for Keras."""
+    if name == "auto":
+        if product in ("keras", "batches"):
+            return BACKENDS["opencv"]
+        if dali_gpu_count() == 0:
+            return BACKENDS["dali-cpu"]
+        if product in ("tf.data", "stream") and not _tensorflow_gpus():
+            warnings.warn("backend='auto': DALI sees a GPU but TensorFlow does not (a TensorFlow without CUDA: "
+                          "pip install 'tensorflow[and-cuda]'), so batches cannot arrive on the GPU; using dali-cpu",
+                          stacklevel=4)
+            return BACKENDS["dali-cpu"]
+        return BACKENDS["dali-gpu"]
+    if name not in BACKENDS:
+        raise SpecError(f"backend={name!r} is not known; use one of {', '.join(map(repr, names(product)))}")
+    return BACKENDS[name]
+
+
+def missing(needs) -> list[str]:
+    """The needs, of ``needs``, that this machine lacks."""
+    lacking = [n for n in needs if n in _MODULES and not installed(_MODULES[n])]
+    if "gpu" in needs and "dali" not in lacking and dali_gpu_count() == 0:
+        lacking.append("gpu")
+    return lacking
+
+
+def require(needs, backend: str) -> None:
+    lacking = missing(needs)
+    if not lacking:
+        return
+    if "gpu" in lacking:
+        raise SpecError(f"backend={backend!r} needs a CUDA GPU that DALI can see; none was found (use "
+                        "backend='dali-cpu', or 'auto' to choose)")
+    if "dali" in lacking:
+        raise ImportError("NVIDIA DALI is not installed. Install it with `pip install 'daliloader[cuda120]'` "
+                          "(or [cuda130] for a CUDA 13 driver)")
+    raise ImportError(f"backend={backend!r} needs {', '.join(lacking)}. Install TensorFlow, then "
+                      "`pip install --no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, or run `make install`")
+
+
+def installed(module: str) -> bool:
+    try:
+        return find_spec(module) is not None
+    except (ImportError, ValueError):  # a missing parent package; a module set to None in sys.modules
+        return False
+
+
+def dali_gpu_count() -> int:
+    """CUDA devices that DALI sees (0 without DALI or a driver)."""
+    if not installed("nvidia.dali"):
+        return 0
+    from nvidia.dali import backend as dali_backend
+
+    try:
+        return dali_backend.GetCUDADeviceCount()
+    except RuntimeError:  # no driver at all
+        return 0
+
+
+def _tensorflow_gpus() -> list:
+    import tensorflow as tf
+
+    return tf.config.list_physical_devices("GPU")

@@ -1,0 +1,321 @@
+"""The DALI graph: read -> decode (the crop window only) -> labels -> crop -> flip -> normalize -> encode.
+
+This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset``
+(:mod:`daliloader.backends.dali_tf`) and with DALI alone (``dali_pipeline``: GPU checks, benchmarks,
+other frameworks). Each stage implements its reference in :mod:`daliloader.stages` with DALI ops; the
+crop window is the reference's own arithmetic evaluated on DALI nodes (:data:`DALI_MATH`).
+
+Reading files: three per-sample inputs (image path, mask path, sample index) are pure functions of
+the stream position through one :class:`~daliloader.sampler.Sampler`, so image and mask are paired by
+construction under shuffling and sharding; ``fn.io.file.read`` reads the bytes in DALI's worker
+threads. Reading packs (``data.packs``): one ``fn.readers.webdataset`` reads image, mask and sample
+index from the same record, and one input marks the padding positions
+(:class:`~daliloader.sampler.ReaderEpochs`).
+
+Run alone, the pipeline computes its inputs in ``external_source`` callbacks; under TensorFlow they
+are placeholders fed by native ``tf.data`` streams (``fed``), because the plugin would otherwise call
+the callbacks one sample at a time through ``tf.data.Dataset.from_generator``, which is much slower
+(measured in the README, "How it is built").
+
+Cropping happens while decoding: the crop window is known from the image header
+(``peek_image_shape``), so only the part of the window inside the image is decoded
+(``decoders.image_slice``, the region-of-interest decoder) and the colour-to-class mapping runs on
+the window alone. The overhang is padded afterwards (image with 0, labels with ``ignore_index``),
+which gives the same result as decoding, mapping and cropping the whole picture.
+
+On a GPU (``device="gpu"``) JPEGs are decoded by nvJPEG and everything after the decoders runs on the
+GPU, down to the per-pixel weights: every output a TF dataset receives (image, labels, weight) is a
+GPU tensor, because a GPU-placed ``DALIDataset`` refuses CPU outputs, and nothing after it in
+TensorFlow may need a CPU kernel. (``index``, for ``pipeline.run`` alone, stays on the CPU.)
+``plan.host_outputs`` hands the outputs over on the host instead, for TF input pipelines that can only
+be read on the CPU (``MultiWorkerMirroredStrategy``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+from nvidia.dali import fn, math as dmath, types
+from nvidia.dali.pipeline import Pipeline
+
+from .. import stages
+from ..checks import PairGuard
+from ..classes import ClassMap
+from ..data import SegmentationData
+from ..errors import SpecError
+from ..plan import Plan
+from ..sampler import ReaderEpochs, Sampler
+from ..spec import Preprocess
+
+#: The window arithmetic of :mod:`daliloader.stages` on DALI nodes.
+DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max, minimum=dmath.min,
+                            to_int=lambda x: fn.cast(x, dtype=types.INT32),
+                            to_float=lambda x: fn.cast(x, dtype=types.FLOAT))
+#: Names of the per-sample inputs when reading files: two paths as uint8 arrays, and the sample index
+#: (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding.
+INPUTS = ("image_path", "mask_path", "index")
+PACK_INPUTS = ("real",)
+#: Name of the webdataset reader (for ``pipeline.reader_meta``).
+READER = "packs"
+#: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
+STAGES = ("read", "decode", "labels", "crop", "normalize")
+
+
+def outputs_on(device: str, plan: Plan) -> str:
+    """Where a pipeline on ``device`` hands its outputs over: "gpu" or "cpu"."""
+    return "gpu" if device == "gpu" and not plan.host_outputs else "cpu"
+
+
+def graph_spec(spec: Preprocess, outputs_on: str) -> Preprocess:
+    """The spec the graph runs under TensorFlow. Batches handed over on the host stop at int labels and
+    TensorFlow one-hot encodes them (:func:`daliloader.backends.tfops.one_hot`), cheaper than DALI's CPU
+    ``fn.one_hot`` plus the copy of its 32 MB float32 output per 512x512 sample into TensorFlow's
+    tensors. Batches handed over on the GPU are encoded by DALI there: nothing after a GPU DALIDataset
+    may run on the CPU. DALI has no bfloat16: the graph outputs float32 and TensorFlow casts on the host
+    (bfloat16 batches handed over on the GPU are refused)."""
+    if outputs_on == "cpu" and spec.label_mode == "onehot":
+        spec = replace(spec, label_mode="int")
+    if spec.dtype == "bfloat16":
+        spec = replace(spec, dtype="float32")
+    return spec
+
+
+class SegmentationPipeline(Pipeline):
+    """The DALI pipeline of a plan on ``device`` ("cpu" or "gpu"); its outputs are ``plan.outputs``.
+
+    ``spec`` (default ``plan.spec``) is the spec the graph runs (see :func:`graph_spec`); ``stage`` cuts
+    the graph after a stage and outputs the (image, mask or labels) pair there (benchmarks); ``fed``
+    leaves the inputs as placeholders for tf.data streams; ``guard`` vets every pair before DALI reads
+    it, and ``run()`` turns a decoder failure into a :class:`~daliloader.errors.LoadError` naming the
+    files in flight.
+    """
+
+    def __init__(self, plan: Plan, device: str, *, spec: Preprocess | None = None, stage: str | None = None,
+                 fed: bool = False, guard: PairGuard | None = None):
+        self.plan, self.device, self.spec = plan, device, spec or plan.spec
+        self.stage, self.fed = stage, fed
+        self.guard = guard if guard is not None else PairGuard(plan.data)
+        if self.spec.dtype == "bfloat16":
+            raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
+        # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
+        super().__init__(batch_size=plan.batch_size, num_threads=plan.num_threads or os.cpu_count() or 1,
+                         device_id=plan.device_id if device == "gpu" else None, prefetch_queue_depth=plan.prefetch,
+                         seed=plan.sampler.seed % 2**31, exec_dynamic=True)
+
+    def define_graph(self):
+        nodes = graph(self.plan.data, self.spec, self.plan.sampler, self.device, self.guard, self.fed)
+        if self.stage is not None:  # benchmarks: the graph up to and including one stage
+            return nodes["stages"][self.stage]
+        out = tuple(nodes[name] for name in self.plan.outputs)
+        return tuple(o.cpu() for o in out) if self.device == "gpu" and self.plan.host_outputs else out
+
+    def run(self, *args, **kwargs):
+        try:
+            return super().run(*args, **kwargs)
+        except RuntimeError as e:
+            raise self.guard.explain(e) from e
+
+
+def pipeline(plan: Plan, device: str) -> tuple[SegmentationPipeline, int]:
+    """The "dali" product (``dali_pipeline``): the built pipeline and its batches per epoch."""
+    pipe = SegmentationPipeline(plan, device)
+    pipe.build()
+    return pipe, plan.steps
+
+
+# ---------------------------------------------------------------- the graph, stage by stage
+def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: str,
+          guard: PairGuard | None = None, fed: bool = False) -> dict:
+    """Define the graph inside a pipeline; returns every named output node.
+
+    ``fed``: the inputs (:data:`INPUTS` or :data:`PACK_INPUTS`) are placeholders to be fed by the caller.
+    """
+    image_bytes, mask_bytes, index = read(data, sampler, guard, fed)
+    cuts = {"read": (image_bytes, mask_bytes)}
+
+    # decode the crop window: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is
+    # decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
+    size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
+    start, shape, flip = crop_window(size, spec)
+    inside_start, inside_shape = _inside(start, shape, size)
+    # jpeg_fancy_upsampling: nvJPEG upsamples chroma like libjpeg-turbo on the CPU (OpenCV, TensorFlow,
+    # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
+    decoder = "mixed" if device == "gpu" else "cpu"
+    mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
+    image, mask = (fn.decoders.image_slice(encoded, inside_start, inside_shape, axis_names="HW",
+                                           normalized_anchor=False, normalized_shape=False, device=decoder,
+                                           output_type=kind, adjust_orientation=False, jpeg_fancy_upsampling=True)
+                   for encoded, kind in ((image_bytes, types.RGB), (mask_bytes, mask_type)))
+    cuts["decode"] = (image, mask)
+    labels = map_labels(mask, data.classes)
+    cuts["labels"] = (image, labels)
+    image, labels = crop(image, labels, start - inside_start, shape, spec, data.classes.ignore_index)
+    cuts["crop"] = (image, labels)
+    image, labels = flip_and_normalize(image, labels, flip, spec)
+    cuts["normalize"] = (image, labels)
+    return {"image": image, "labels": encode(labels, spec, data.classes),
+            "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
+
+
+def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool):
+    """read: the encoded image and mask, and the sample index (``-1``: padding), per position."""
+    if data.packs is not None:
+        return _read_packs(data, sampler, fed)
+    sources = ((None, None, None) if fed else
+               (_PathSource(sampler, data.images, guard), _PathSource(sampler, data.masks), _IndexSource(sampler)))
+    image_path, mask_path, index = (
+        fn.external_source(source=source, batch=False, name=name, dtype=dtype, ndim=ndim)
+        for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
+    return fn.io.file.read(image_path), fn.io.file.read(mask_path), index
+
+
+def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool):
+    """One webdataset reader: image, mask and index from the same record, so paired by construction.
+
+    It shuffles within its buffer (DALI's ``initial_fill``, 1024 samples), gives each worker a
+    contiguous range of samples, and pads its passes for evaluation only (see :class:`ReaderEpochs`).
+    The seed is the pipeline's.
+    """
+    p = data.packs
+    image_bytes, mask_bytes, index = fn.readers.webdataset(
+        paths=list(p.tars), index_paths=list(p.indexes), ext=[";".join(p.image_exts), p.mask_ext, p.index_ext],
+        dtypes=[types.UINT8, types.UINT8, types.INT64], missing_component_behavior="error",
+        random_shuffle=sampler.shuffle, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
+        pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, name=READER)
+    real = fn.external_source(source=None if fed else _RealSource(ReaderEpochs(sampler)), batch=False,
+                              name=PACK_INPUTS[0], dtype=types.INT64, ndim=0)
+    return image_bytes, mask_bytes, real * (index[0] + 1) - 1
+
+
+def map_labels(mask, classes: ClassMap):
+    """labels (reference: :meth:`ClassMap.map_mask`): decoded mask -> (H, W, 1) class indices; unknown
+    colours/ids -> ignore_index. Colours go through two chained lookup tables (:class:`RGBTables`)."""
+    out = types.UINT8 if classes.label_dtype == np.uint8 else types.UINT16
+    if classes.kind == "id":
+        keys, values = classes.id_table()
+        return fn.lookup_table(mask, keys=list(keys), values=list(values),
+                               default_value=classes.ignore_index, dtype=out)
+    t = classes.rgb_tables()
+    rgb = fn.cast(mask, dtype=types.INT32)
+    r, g, b = rgb[:, :, 0:1], rgb[:, :, 1:2], rgb[:, :, 2:3]
+    prefix = fn.lookup_table(r * 256 + g, keys=list(t.rg_keys), values=list(t.rg_values),
+                             default_value=t.num_prefixes, dtype=types.INT32)
+    return fn.lookup_table(prefix * 256 + b, keys=list(t.rgb_keys), values=list(t.rgb_values),
+                           default_value=classes.ignore_index, dtype=out)
+
+
+def crop_window(size, spec: Preprocess, u=None):
+    """window (:func:`daliloader.stages.draw_window`, evaluated on DALI nodes): ``(start, shape)`` in source
+    pixels, ``[y, x]`` int32, and the flip; the window may overhang the image, which is then padded.
+    ``u``: the four draws (default: drawn here, for random crops)."""
+    if u is None and spec.crop == "random":
+        u = fn.random.uniform(range=(0.0, 1.0), shape=[4])
+    top, left, win_h, win_w, flip = stages.draw_window(spec, size[0], size[1], u, DALI_MATH)
+    shape = fn.stack(win_h, win_w) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
+    return fn.stack(top, left), shape, flip
+
+
+def _inside(start, shape, size):
+    """The part of the window ``(start, shape)`` that lies inside an image of ``size`` (H, W, C)."""
+    extent = size[0:2]
+    lo = dmath.clamp(start, 0, extent)
+    return lo, dmath.clamp(start + shape, 0, extent) - lo
+
+
+def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
+    """pad (:func:`daliloader.stages.crop`): the decoded window part (at ``offset`` in the window,
+    ``<= 0``) padded to the window ``shape``; then resize to ``image_size`` when it differs (random crops
+    with zoom): the image bilinear with antialias, labels nearest-neighbour without."""
+    image_fill, label_fill = stages.fills(ignore_index)
+    image = fn.slice(image, start=offset, shape=shape, axis_names="HW", out_of_bounds_policy="pad",
+                     fill_values=image_fill)
+    labels = fn.slice(labels, start=offset, shape=shape, axis_names="HW", out_of_bounds_policy="pad",
+                      fill_values=label_fill)
+    if spec.resizes:
+        h, w = spec.image_size
+        image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
+        labels = fn.resize(labels, resize_y=h, resize_x=w, interp_type=types.INTERP_NN, antialias=False)
+    return image, labels
+
+
+def flip_and_normalize(image, labels, flip, spec: Preprocess):
+    """flip (:func:`daliloader.stages.flip`, the same draw for image and labels) and normalize
+    (:func:`daliloader.stages.normalize`), fused into crop_mirror_normalize for the image."""
+    mirror = 0
+    if flip is not False:
+        mirror = DALI_MATH.to_int(flip)
+        labels = fn.flip(labels, horizontal=mirror)
+    mean, std = stages.mean_std_255(spec)
+    out = types.FLOAT16 if spec.dtype == "float16" else types.FLOAT
+    image = fn.crop_mirror_normalize(image, mirror=mirror, dtype=out, output_layout="HWC", mean=list(mean),
+                                     std=list(std))
+    return image, labels
+
+
+def encode(labels, spec: Preprocess, classes: ClassMap):
+    """encode (:func:`daliloader.stages.encode`): (H, W, 1) indices -> int32 (H, W) or one-hot float32
+    (H, W, C); ``fn.one_hot`` gives an all-zero row to the ignore index, as the reference."""
+    flat = labels[:, :, 0]
+    if spec.label_mode == "int":
+        return fn.cast(flat, dtype=types.INT32)
+    return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)
+
+
+def weigh(labels, index, classes: ClassMap):
+    """weights (:func:`daliloader.stages.weights`): per pixel, [H, W] float32, computed where the labels
+    are (on the GPU for a GPU graph): the labels' weights (:func:`daliloader.stages.weight_table`), times
+    0 for a padding sample (``index`` -1). Per pixel, because Keras cannot broadcast [B] sample weights
+    against per-pixel losses."""
+    table = stages.weight_table(classes.num_classes)
+    per_label = fn.lookup_table(labels[:, :, 0], keys=list(range(classes.num_classes)),
+                                values=[float(v) for v in table[:-1]], default_value=float(table[-1]),
+                                dtype=types.FLOAT)
+    return per_label * fn.cast(index >= 0, dtype=types.FLOAT)
+
+
+# ---------------------------------------------------------------- the inputs, run alone
+class _PathSource:
+    """Encoded file path of the sample at ``info.idx_in_epoch`` (padding reuses the first file).
+
+    With a ``guard``, each pair is vetted the first time it is asked for (see :class:`PairGuard`), so a
+    missing, truncated or mismatched file fails here with its name, not later inside a decoder.
+    """
+
+    def __init__(self, sampler: Sampler, paths: tuple[str, ...], guard: PairGuard | None = None):
+        self.sampler = sampler
+        self.paths = [np.frombuffer(os.fsencode(p), dtype=np.uint8) for p in paths]
+        self.guard = guard
+
+    def __call__(self, info):
+        i = max(self.sampler.index_at(info.idx_in_epoch), 0)
+        if self.guard is not None:
+            self.guard.verify(i)
+        return self.paths[i]
+
+
+class _IndexSource:
+    """Sample index (``-1`` for padding) at ``info.idx_in_epoch``, as a 0-d int64."""
+
+    def __init__(self, sampler: Sampler):
+        self.sampler = sampler
+
+    def __call__(self, info):
+        return np.array(self.sampler.index_at(info.idx_in_epoch), dtype=np.int64)
+
+
+class _RealSource:
+    """1 for a sample, 0 for padding, at the reader's stream position ``info.idx_in_epoch``."""
+
+    def __init__(self, epochs: ReaderEpochs):
+        self.epochs = epochs
+
+    def __call__(self, info):
+        return np.array(self.epochs.real(info.idx_in_epoch), dtype=np.int64)
+
+
+def to_numpy(outputs) -> list[np.ndarray]:
+    """One ``pipeline.run()`` result as host numpy arrays (GPU outputs are copied back)."""
+    return [np.array(o.as_cpu().as_tensor() if hasattr(o, "as_cpu") else o.as_tensor()) for o in outputs]

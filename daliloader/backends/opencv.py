@@ -1,0 +1,114 @@
+"""The preprocessing spec in numpy + OpenCV: the reference stages themselves (:mod:`daliloader.stages`),
+with OpenCV decoding (:mod:`daliloader.codecs`) and resampling.
+
+Needs neither Keras nor TensorFlow; :mod:`.keras_sequence` wraps it in a ``keras.utils.PyDataset``.
+Random parameters are drawn once per sample and applied to image and mask by separate kernels, like
+the DALI graph does.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from .. import codecs, stages
+from ..checks import PairGuard
+from ..plan import Plan
+
+#: The stages :meth:`OpenCVLoader.sample` reports to its clock, in order (encode is :meth:`~OpenCVLoader.encode`).
+SAMPLE_STAGES = ("read", "decode", "labels", "crop", "flip", "normalize")
+
+
+def resize_image(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """resize of the image: area averaging when shrinking (OpenCV's antialiasing), bilinear when growing."""
+    h, w = size
+    if img.shape[:2] == (h, w):
+        return img
+    shrinking = h * w < img.shape[0] * img.shape[1]
+    return cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
+
+
+def resize_labels(labels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """resize of the labels: nearest neighbour, so that no label is invented."""
+    h, w = size
+    if labels.shape[:2] == (h, w):
+        return labels
+    return cv2.resize(labels, (w, h), interpolation=cv2.INTER_NEAREST_EXACT)
+
+
+class OpenCVLoader:
+    """Loads a plan's batches with OpenCV; ``batch(step)`` follows the plan's :class:`Sampler`."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.guard = PairGuard(plan.data)
+
+    def sample(self, index: int, rng: np.random.Generator, clock=None) -> tuple[np.ndarray, np.ndarray]:
+        """One sample's normalised image and class indices; ``clock(stage)``, when given (the bench), is
+        called after each of :data:`SAMPLE_STAGES`."""
+        tick = clock or (lambda stage: None)
+        data, spec, classes = self.plan.data, self.plan.spec, self.plan.data.classes
+        self.guard.verify(index)
+        image_path, mask_path = data.images[index], data.masks[index]
+        image_bytes, mask_bytes = codecs.read(image_path), codecs.read(mask_path)
+        tick("read")
+        image = codecs.decode_image(image_bytes, image_path)
+        mask = codecs.decode_mask(mask_bytes, mask_path, classes)
+        tick("decode")
+        labels = classes.map_mask(mask)
+        tick("labels")
+        win = stages.window(spec, *image.shape[:2], rng.random(4, dtype=np.float32))
+        image_fill, label_fill = stages.fills(classes.ignore_index)
+        image = resize_image(stages.crop(image, win, image_fill), spec.image_size)
+        labels = resize_labels(stages.crop(labels, win, label_fill), spec.image_size)
+        tick("crop")
+        image, labels = stages.flip(image, win), stages.flip(labels, win)
+        tick("flip")
+        image = stages.normalize(image, spec)
+        tick("normalize")
+        return image, labels
+
+    def encode(self, labels: np.ndarray) -> np.ndarray:
+        return stages.encode(labels, self.plan.spec, self.plan.data.classes.num_classes)
+
+    def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Images, labels and per-pixel weights of the ``step``-th batch of the stream."""
+        indices = self.plan.sampler.batch(step)
+        rng = np.random.default_rng([self.plan.sampler.seed, step, 1])
+        images, labels = zip(*(self.sample(max(i, 0), rng) for i in indices))
+        labels = np.stack(labels)
+        num_classes = self.plan.data.classes.num_classes
+        weights = np.stack([stages.weights(lab, i >= 0, num_classes) for lab, i in zip(labels, indices)])
+        return np.stack(images), self.encode(labels), weights
+
+
+class EpochBatches:
+    """An OpenCVLoader's batches by epoch, in Keras' ``PyDataset`` protocol without Keras: ``len()`` is
+    batches per epoch, ``[i]`` batch ``i`` of the current epoch, ``on_epoch_end()`` the next epoch.
+
+    Batch ``i`` of epoch ``e`` is the sampler's step ``e * len(self) + i``: the order comes from the same
+    :class:`~daliloader.sampler.Sampler` as the DALI backends, and the random crops of a batch are seeded
+    by its step, so ``self[i]`` is reproducible and safe to compute in any worker.
+    """
+
+    def __init__(self, loader: OpenCVLoader):
+        self.loader = loader
+        self.with_weights = "weight" in loader.plan.outputs
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return self.loader.plan.steps
+
+    def __getitem__(self, i: int):
+        if not 0 <= i < len(self):
+            raise IndexError(f"batch {i} out of range: {len(self)} batches per epoch")
+        x, y, w = self.loader.batch(self.epoch * len(self) + i)
+        return (x, y, w) if self.with_weights else (x, y)
+
+    def on_epoch_end(self) -> None:
+        self.epoch += 1
+
+
+def batches(plan: Plan) -> EpochBatches:
+    """The "batches" product: numpy batches in epochs, without Keras."""
+    return EpochBatches(OpenCVLoader(plan))

@@ -1,0 +1,50 @@
+"""Reading and decoding image and mask files with OpenCV, for everything that is not a DALI or tf.data
+graph: the checks, ``prepare``, the opencv backend and the bench's decode ceilings.
+
+EXIF orientation is ignored for images and masks alike (masks carry none), as in every backend.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from .classes import ClassMap
+from .errors import WHAT_TO_DO, LoadError
+
+
+def read(path: str) -> np.ndarray:
+    """A file's bytes, as uint8."""
+    with open(path, "rb") as fh:
+        return np.frombuffer(fh.read(), dtype=np.uint8)
+
+
+def decode(encoded: np.ndarray, flags: int) -> np.ndarray | None:
+    """``cv2.imdecode`` with EXIF ignored; None when the data is corrupt (the caller names the file)."""
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)  # failures are reported by the caller
+    return cv2.imdecode(encoded, flags | cv2.IMREAD_IGNORE_ORIENTATION)
+
+
+def decode_file(path: str, flags: int) -> np.ndarray | None:
+    return decode(read(path), flags)
+
+
+def mask_flags(classes: ClassMap) -> int:
+    """How a mask is read: its colours for colour maps, one channel for id maps; losslessly."""
+    return cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE
+
+
+def decode_image(encoded: np.ndarray, path: str) -> np.ndarray:
+    """RGB uint8; grayscale and RGBA become RGB, 16-bit becomes 8-bit."""
+    img = decode(encoded, cv2.IMREAD_COLOR)
+    if img is None:
+        raise LoadError(f"cannot decode image {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def decode_mask(encoded: np.ndarray, path: str, classes: ClassMap) -> np.ndarray:
+    """RGB uint8 for colour maps, (H, W) ids for id maps."""
+    mask = decode(encoded, mask_flags(classes))
+    if mask is None:
+        raise LoadError(f"cannot decode mask {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")
+    return cv2.cvtColor(mask, cv2.COLOR_BGR2RGB) if classes.kind == "rgb" else mask

@@ -1,0 +1,100 @@
+"""The plan: a loader call's arguments turned, once, into what every backend builds from.
+
+:func:`make_plan` validates every argument (naming the argument and the fix) and returns a frozen
+:class:`Plan`: the data, the preprocessing spec, the sampler that orders the stream, what each batch
+holds, and where it runs. The public loaders (``tf_dataset``, ``keras_sequence``, ``dali_pipeline``,
+``distribute``) call it with their keywords, or take a plan made beforehand, which the bench does:
+one plan, every backend built from it, so that all are measured on the same settings.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from .data import SegmentationData
+from .errors import DataError, SpecError
+from .sampler import Sampler
+from .spec import OPTIONS, Preprocess, check_batch_size, make_spec
+
+#: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
+#: the last evaluation batch), sample indices (-1: padding; DALI pipelines run alone only).
+OUTPUTS = ("image", "labels", "weight", "index")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a backend needs to build a loader. Make one with :func:`make_plan`."""
+
+    data: SegmentationData
+    spec: Preprocess
+    sampler: Sampler
+    outputs: tuple[str, ...]
+    device_id: int = 0  # dali-gpu: the CUDA device, as DALI and CUDA number GPUs
+    num_threads: int | None = None  # DALI's CPU threads (default: every core)
+    prefetch: int = 2  # DALI's prefetch queue depth, in batches
+    placement: str | None = None  # the TensorFlow device to place the dataset on (distribute: a replica's)
+    host_outputs: bool = False  # dali-gpu hands its batches over on the host (per-worker input pipelines)
+
+    @property
+    def batch_size(self) -> int:
+        return self.sampler.batch_size
+
+    @property
+    def steps(self) -> int:
+        """Batches per epoch."""
+        return self.sampler.steps
+
+
+def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512), crop: str = "random",
+              label_mode: str = "onehot", shuffle: bool = True, seed: int | None = None, *,
+              drop_remainder: bool = True, shard_id: int = 0, num_shards: int = 1, num_threads: int | None = None,
+              prefetch: int = 2, device_id: int = 0, outputs=None, caller: str = "make_plan", **options) -> Plan:
+    """Validate a loader's arguments and plan the loader.
+
+    ``options`` are the preprocessing options of :func:`daliloader.spec.make_spec` (``scale``, ``flip``,
+    ``mean``, ``std``, ``dtype``). ``drop_remainder=True`` (training) gives full batches of
+    ``(image, labels)``; ``False`` (evaluation) fills the last batch with weight-0 padding and adds
+    per-pixel weights. ``shard_id``/``num_shards`` choose a worker's part of the data. ``caller`` names
+    the public function in error messages.
+    """
+    if not isinstance(data, SegmentationData):
+        raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}. Preprocessing options: "
+                        f"{', '.join(OPTIONS)}; loader options: {', '.join(LOADER_OPTIONS)}")
+    spec = make_spec(image_size, crop=crop, label_mode=label_mode, **options)
+    batch_size = check_batch_size(batch_size)
+    for name, value, least in (("seed", seed, 0), ("num_threads", num_threads, 1), ("prefetch", prefetch, 1),
+                               ("device_id", device_id, 0)):
+        if value is None and name in ("seed", "num_threads"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise SpecError(f"{name} must be an integer >= {least}{' or None' if name in ('seed', 'num_threads') else ''}, "
+                            f"got {value!r}")
+    if outputs is None:
+        outputs = ("image", "labels") if drop_remainder else ("image", "labels", "weight")
+    outputs = tuple(outputs)
+    if not outputs or set(outputs) - set(OUTPUTS):
+        raise SpecError(f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
+    sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
+                      shard_id=shard_id, num_shards=num_shards)
+    return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
+
+
+_SIGNATURE = inspect.signature(make_plan)
+#: The keyword options of make_plan that are not preprocessing (for error messages).
+LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.KEYWORD_ONLY and n != "caller")
+
+
+def plan_of(data, caller: str, **arguments) -> Plan:
+    """``data`` if it is a Plan already (then ``arguments`` must be make_plan's defaults: the plan fixes
+    them), else the plan of ``data`` and ``arguments``."""
+    if not isinstance(data, Plan):
+        return make_plan(data, caller=caller, **arguments)
+    defaults = {n: p.default for n, p in _SIGNATURE.parameters.items()}
+    given = [n for n, v in arguments.items() if n not in defaults or v != defaults[n]]
+    if given:
+        raise SpecError(f"{caller}(plan, {', '.join(given)}=...): the plan fixes these already; pass them to make_plan")
+    return data

@@ -1,0 +1,117 @@
+"""Reports for people: the bench's tables in the terminal (rich) and bar chart (matplotlib), and the
+preview of augmented samples beside their coloured masks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def write_json(report: dict, out: Path) -> None:
+    """A report (bench, benchmark scripts) as indented JSON, its folder made if needed."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+
+#: How the report names each data column.
+DATA_NAMES = {"original": "original", "prepared": "prepared", "shards": "prepared packs"}
+
+
+def print_report(console, report: dict) -> None:
+    from rich.table import Table
+
+    m, st = report["machine"], report["settings"]
+    title = (f"images/s, batch {st['batch_size']}, {st['image_size'][0]}x{st['image_size'][1]} random crops; "
+             f"{m['cpu_count']} CPU cores ({m['cpu']}){'; GPU ' + m['gpu'][0] if m['gpu'] else ''}")
+    table = Table(title=title)
+    prepared = any(r.get("data", "original") != "original" for r in report["results"])
+    for col in ("loader", "labels") + (("data",) if prepared else ()) + ("median", "min-max", "of ceiling"):
+        table.add_column(col, justify="left" if col in ("loader", "labels", "data") else "right")
+    data_cell = (lambda value: (value,)) if prepared else (lambda value: ())
+    for key, c in report["ceilings"].items():
+        which = "prepared" if key.endswith("_prepared") else "original"
+        table.add_row(f"[dim]ceiling: {key.removesuffix('_prepared').replace('_', ' ')}[/dim]", "", *data_cell(which),
+                      f"{c['median']:.1f}", f"{c['min']:.1f}-{c['max']:.1f}", "")
+    for r in report["results"]:
+        table.add_row(r["name"], r["label_mode"], *data_cell(DATA_NAMES[r.get("data", "original")]), f"{r['median']:.1f}",
+                      f"{r['min']:.1f}-{r['max']:.1f}", f"{100 * r['fraction_of_ceiling']:.0f}%")
+    for name, rows in report.get("stages", {}).items():
+        stages = Table(title=f"where time goes: {name}, ms per image")
+        stages.add_column("stage")
+        stages.add_column("ms/img", justify="right")
+        for row in rows:
+            stages.add_row(row["stage"], f"{row['ms_per_img']:.2f}")
+        console.print(stages)
+    console.print(table)  # the main table last (after the breakdowns), unless --train adds its own
+    if "train" in report:
+        train = Table(title="small U-Net training: step time per loader vs one cached batch")
+        for col in ("loader", "step ms", "cached-batch floor ms", "waiting for input"):
+            train.add_column(col, justify="left" if col == "loader" else "right")
+        for name, row in report["train"].items():
+            train.add_row(name, f"{row['step_ms']:.1f}", f"{row['cached_batch_floor_ms']:.1f}",
+                          f"{100 * row['waiting_share']:.0f}%")
+        console.print(train)
+
+
+def plot_report(report: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    labels = [f"{r['name']} ({r['label_mode']}"
+              f"{'' if r.get('data', 'original') == 'original' else ', ' + DATA_NAMES[r['data']]})" for r in results]
+    med = [r["median"] for r in results]
+    err = [[r["median"] - r["min"] for r in results], [r["max"] - r["median"] for r in results]]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(results) + 1.8))
+    ax.barh(labels, med, xerr=err, color="#4c72b0", capsize=3)
+    colors = ("#c44e52", "#dd8452", "#55a868", "#8172b3", "#937860")
+    for (key, c), color in zip(report["ceilings"].items(), colors):
+        ax.axvline(c["median"], color=color, linestyle="--", label=f"ceiling: {key.replace('_', ' ')}")
+    ax.invert_yaxis()
+    m, st = report["machine"], report["settings"]
+    ax.set_xlabel("images/s (median of repeats; bars: min-max)")
+    ax.set_title(f"{st['image_size'][0]}x{st['image_size'][1]} crops, batch {st['batch_size']}; "
+                 f"{m['cpu_count']} CPU cores{', ' + m['gpu'][0].split(',')[0] if m['gpu'] else ', no GPU'}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def preview(data, out: Path, batches: int = 2, batch_size: int = 3, image_size: int = 256, scale=(0.5, 2.0),
+            seed: int = 0) -> int:
+    """Write a grid of augmented samples (the DALI CPU pipeline, random crops with zoom) beside their
+    masks coloured with the class palette (ignore = black); returns the number of samples."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .backends.dali_graph import to_numpy
+    from .loaders import dali_pipeline
+
+    pipe, _ = dali_pipeline(data, batch_size=batch_size, image_size=(image_size, image_size), crop="random",
+                            scale=tuple(scale), label_mode="int", backend="dali-cpu", seed=seed)
+    rows = []
+    for _ in range(batches):
+        images, labels = to_numpy(pipe.run())
+        rows += list(zip(images, labels))
+    fig, axes = plt.subplots(len(rows), 2, figsize=(5, 2.5 * len(rows)), squeeze=False)
+    for (image, labels), (a, b) in zip(rows, axes):
+        a.imshow(np.clip(image, 0, 1))
+        b.imshow(data.classes.colorize(labels))
+        a.axis("off")
+        b.axis("off")
+    axes[0][0].set_title("image", fontsize=9)
+    axes[0][1].set_title("mask (class palette; ignore = black)", fontsize=9)
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return len(rows)

@@ -1,0 +1,110 @@
+"""The package's shape stays true: layers that import only downward, and no import cycle.
+
+Layers, lowest first (README, "How it is built"). A module may import from its own layer and the
+layers below, never above; lazy imports inside functions count too. The package root
+(``daliloader/__init__.py``, a facade that loads the public names lazily) may be imported only by the
+jobs and the CLI.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
+LAYERS = [
+    ["environment", "errors"],
+    ["spec", "classes", "sampler", "stages"],
+    ["data", "manifest"],
+    ["codecs"],
+    ["checks"],
+    ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
+    ["backends.*"],  # the implementations
+    ["loaders"],
+    ["bench", "report", "prepare", "synthetic"],
+    ["cli"],
+]
+ROOT_ALLOWED_FROM = len(LAYERS) - 2  # the jobs and the CLI
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(name: str) -> int:
+    for i, names in enumerate(LAYERS):
+        if name in names or (name.count(".") and f"{name.split('.')[0]}.*" in names):
+            return i
+    raise AssertionError(f"daliloader.{name} is in no layer: add it to LAYERS (and to the README's diagram)")
+
+
+def is_module(name: str) -> bool:
+    path = PACKAGE / Path(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def imports(path: Path) -> set[str]:
+    """The daliloader modules ``path`` imports ("" for the package root)."""
+    name = module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("daliloader").lstrip(".") for a in node.names
+                      if a.name == "daliloader" or a.name.startswith("daliloader.")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module == "daliloader" or (node.module or "").startswith("daliloader."):
+                target = node.module.removeprefix("daliloader").lstrip(".")
+            else:
+                continue
+            # `from . import stages` names modules; `from .x import f` names the module x
+            submodules = {f"{target}.{a.name}".lstrip(".") for a in node.names
+                          if is_module(f"{target}.{a.name}".lstrip("."))}
+            found |= submodules or {target}
+    return found - {name}
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py") if module_name(p)}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_go_downward(name):
+    own = layer(name)
+    for target in sorted(imports(MODULES[name])):
+        if target == "":
+            assert own >= ROOT_ALLOWED_FROM, f"daliloader.{name} imports the package root; import the module instead"
+            continue
+        assert layer(target) <= own, (f"daliloader.{name} (layer {own}: {LAYERS[own]}) imports daliloader.{target} "
+                                      f"(layer {layer(target)}: {LAYERS[layer(target)]}), a layer above it")
+
+
+def test_no_import_cycle():
+    graph = {name: {t for t in imports(path) if t in MODULES} for name, path in MODULES.items()}
+    done, active = set(), []
+
+    def visit(name):
+        if name in active:
+            cycle = active[active.index(name):] + [name]
+            raise AssertionError("import cycle: " + " -> ".join(f"daliloader.{n}" for n in cycle))
+        if name in done:
+            return
+        active.append(name)
+        for target in sorted(graph[name]):
+            visit(target)
+        active.pop()
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name)
+
+
+def test_the_checker_sees_imports():
+    """The parsing itself: relative, absolute and lazy imports are found."""
+    found = imports(MODULES["loaders"])
+    assert {"backends", "plan", "errors"} <= found
+    assert "backends.dali_tf" in found  # imported inside distribute()
+    assert "stages" in imports(MODULES["backends.dali_graph"])  # `from .. import stages`

@@ -1,0 +1,174 @@
+"""Every backend's implementation of each stage against the reference (daliloader.stages), with fixed
+draws and fixed inputs: the window, the padding, the flip, normalisation, encoding and the weights.
+
+The opencv backend *is* the reference (it calls daliloader.stages), so the implementations under test
+are the DALI graph's (its CPU ops here; its GPU ops where there is a GPU) and TensorFlow's (tfdata, and
+the TF finishing step of the DALI backends). End-to-end agreement is in test_backends.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import HAS_GPU
+from daliloader import stages
+from daliloader.classes import ClassMap
+from daliloader.spec import make_spec
+
+DEVICES = ["cpu", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU")])]
+
+SPECS = {
+    "center": make_spec((40, 56), crop="center"),
+    "random": make_spec((40, 56), crop="random", flip=0.5),
+    "random zoom": make_spec((40, 56), crop="random", scale=(0.5, 2.0), flip=0.3),
+    "random no flip": make_spec((33, 17), crop="random", scale=(0.8, 1.25), flip=0.0),
+}
+
+
+def draws(n: int = 200):
+    """Image sizes (smaller and larger than the windows) and four draws in [0, 1) each, edges included."""
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(5, 140, size=(n, 2))
+    u = rng.random((n, 4), dtype=np.float32)
+    u[:8] = [[0, 0, 0, 0], [0.99999994] * 4, [0.5] * 4, [0.25, 0.75, 0.5, 0.3], [0.5, 0, 0.99999994, 0.5],
+             [0.99999994, 0.5, 0, 0.2999999], [0, 0.5, 0.5, 0.5], [0.3, 0.3, 0.3, 0.3]]
+    return sizes, u
+
+
+def reference_windows(spec, sizes, u):
+    return [stages.window(spec, int(h), int(w), uu) for (h, w), uu in zip(sizes, u)]
+
+
+def as_tuple(win: stages.Window):
+    return win.top, win.left, win.height, win.width, win.flip
+
+
+# ---------------------------------------------------------------- DALI
+def run_dali(device: str, inputs: dict, define, batch: int):
+    """Run ``define(**nodes)`` in a DALI pipeline fed ``inputs`` (name -> list of per-sample arrays)."""
+    from nvidia.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=batch, num_threads=1, device_id=0 if device == "gpu" else None, prefetch_queue_depth=1)
+    def pipe():
+        nodes = {name: fn.external_source(source=[values], name=name, cycle=True, batch=True,
+                                          layout="HWC" if name in ("image", "labels") else None)
+                 for name, values in inputs.items()}
+        if device == "gpu":
+            nodes = {k: (v.gpu() if k in ("image", "labels") else v) for k, v in nodes.items()}
+        return define(**nodes)
+
+    p = pipe()
+    p.build()
+    out = p.run()
+    return [np.array(o.as_cpu().at(i) if hasattr(o, "as_cpu") else o.at(i)) for o in out for i in range(batch)]
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_dali_window_is_the_reference(name):
+    from nvidia.dali import fn, types
+
+    from daliloader.backends.dali_graph import DALI_MATH, crop_window
+
+    spec = SPECS[name]
+    sizes, u = draws()
+    n = len(sizes)
+
+    def define(size, u):
+        start, shape, flip = crop_window(fn.cast(size, dtype=types.INT32), spec, u)
+        flip = DALI_MATH.to_int(flip) if flip is not False else fn.cast(size[0] * 0, dtype=types.INT32)
+        return fn.cast(start, dtype=types.INT32), fn.cast(shape, dtype=types.INT32), flip
+
+    out = run_dali("cpu", {"size": [np.array([h, w, 3], np.int32) for h, w in sizes], "u": list(u)}, define, n)
+    starts, shapes, flips = out[:n], out[n:2 * n], out[2 * n:]
+    got = [(int(s[0]), int(s[1]), int(sh[0]), int(sh[1]), bool(f)) for s, sh, f in zip(starts, shapes, flips)]
+    assert got == [as_tuple(w) for w in reference_windows(spec, sizes, u)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dali_pad_flip_normalize_encode_weights_are_the_reference(device):
+    from daliloader.backends import dali_graph
+
+    classes = ClassMap.from_ids(5, ignore_index=300)  # uint16 labels, as wide labels travel
+    spec = make_spec((12, 10), crop="center", mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3), dtype="float32")
+    rng = np.random.default_rng(1)
+    image = rng.integers(0, 256, (9, 7, 3), np.uint8)
+    labels = rng.choice([0, 1, 2, 3, 4, 300], (9, 7)).astype(np.uint16)
+    wins = [stages.Window(-2, -1, 12, 10, False), stages.Window(3, 2, 12, 10, True)]
+    onehot = make_spec((12, 10), crop="center", label_mode="onehot")
+
+    def define(image, labels, offset, shape, flip, index):
+        img, lab = dali_graph.crop(image, labels, offset, shape, spec, classes.ignore_index)
+        img, lab = dali_graph.flip_and_normalize(img, lab, flip, spec)
+        return (img, dali_graph.encode(lab, spec, classes), dali_graph.encode(lab, onehot, classes),
+                dali_graph.weigh(lab, index, classes))
+
+    inputs = {"image": [image] * 2, "labels": [labels[..., None]] * 2,
+              "offset": [np.array([w.top, w.left], np.int32) for w in wins],
+              "shape": [np.array([w.height, w.width], np.int32) for w in wins],
+              "flip": [np.array(w.flip, np.int32) for w in wins], "index": [np.array(i, np.int64) for i in (4, -1)]}
+    out = run_dali(device, inputs, define, 2)
+    for k, (win, real) in enumerate(zip(wins, (True, False))):
+        image_fill, label_fill = stages.fills(classes.ignore_index)
+        ref_image = stages.normalize(stages.flip(stages.crop(image, win, image_fill), win), spec)
+        ref_labels = stages.flip(stages.crop(labels, win, label_fill), win)
+        np.testing.assert_allclose(out[k], ref_image, rtol=0, atol=1e-5)
+        np.testing.assert_array_equal(out[2 + k], stages.encode(ref_labels, spec, 5))
+        np.testing.assert_array_equal(out[4 + k], stages.encode(ref_labels, onehot, 5))
+        np.testing.assert_array_equal(out[6 + k], stages.weights(ref_labels, real, 5))
+
+
+# ---------------------------------------------------------------- TensorFlow
+@pytest.mark.parametrize("name", SPECS)
+def test_tf_window_is_the_reference(name):
+    tf = pytest.importorskip("tensorflow")
+    from daliloader.backends import tfdata
+
+    spec = SPECS[name]
+    sizes, u = draws()
+    got = []
+    for (h, w), uu in zip(sizes, u):
+        top, left, win_h, win_w, flip = tfdata.draw_window(spec, tf.constant(int(h)), tf.constant(int(w)),
+                                                           tf.constant(uu))
+        got.append((int(top), int(left), int(win_h), int(win_w), bool(flip)))
+    assert got == [as_tuple(w) for w in reference_windows(spec, sizes, u)]
+
+
+def test_tf_pad_normalize_encode_weights_are_the_reference():
+    tf = pytest.importorskip("tensorflow")
+    from daliloader.backends import tfdata, tfops
+
+    classes = ClassMap.from_ids(5, ignore_index=300)
+    rng = np.random.default_rng(2)
+    image = rng.integers(0, 256, (9, 7, 3), np.uint8)
+    labels = rng.choice([0, 1, 2, 3, 4, 300], (9, 7)).astype(np.uint16)
+    for win in (stages.Window(-2, -1, 12, 10, False), stages.Window(3, 2, 12, 10, False)):
+        for a, fill in ((image, stages.IMAGE_FILL), (labels[..., None], classes.ignore_index)):
+            got = tfdata.crop(tf.constant(a), win.top, win.left, win.height, win.width, fill).numpy()
+            np.testing.assert_array_equal(got, stages.crop(a, win, fill))
+    for spec in (make_spec((9, 7), crop="center", mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3)),
+                 make_spec((9, 7), crop="center", label_mode="int", dtype="float16")):
+        x, y, w = tfdata.finish(tf.constant(image[None]), tf.constant(labels[None]), spec, classes, with_weights=True)
+        np.testing.assert_allclose(x.numpy()[0], stages.normalize(image, spec), rtol=0, atol=1e-5)
+        np.testing.assert_array_equal(y.numpy()[0], stages.encode(labels, spec, 5))
+        np.testing.assert_array_equal(w.numpy()[0], stages.weights(labels, True, 5))
+    np.testing.assert_array_equal(tfops.one_hot(tf.constant(labels), 5).numpy(),
+                                  stages.encode(labels, make_spec((9, 7), crop="center"), 5))
+
+
+# ---------------------------------------------------------------- the reference itself
+def test_the_reference_window_follows_its_definition():
+    """Centre crops at tf.image.resize_with_crop_or_pad's offsets; random windows inside [0, slack] (or
+    [slack, 0] when overhanging), every offset reachable; zoomed windows of round(side / zoom)."""
+    spec = SPECS["center"]
+    assert as_tuple(stages.window(spec, 100, 100, [0] * 4)) == (30, 22, 40, 56, False)
+    assert as_tuple(stages.window(spec, 10, 11, [0] * 4)) == (-15, -22, 40, 56, False)
+    spec = SPECS["random"]
+    assert as_tuple(stages.window(spec, 43, 56, [0, 0, 0, 0.2])) == (0, 0, 40, 56, True)
+    tops = {stages.window(spec, 43, 56, [0, u, 0, 1]).top for u in np.linspace(0, 0.99999994, 97, dtype=np.float32)}
+    assert tops == {0, 1, 2, 3}
+    tops = {stages.window(spec, 37, 56, [0, u, 0, 1]).top for u in np.linspace(0, 0.99999994, 97, dtype=np.float32)}
+    assert tops == {0, -1, -2, -3}
+    zoom = make_spec((40, 56), crop="random", scale=(0.5, 2.0))
+    assert stages.window(zoom, 500, 500, [0, 0, 0, 0]).height == 80  # zoom 0.5: twice the source pixels
+    assert stages.window(zoom, 500, 500, [0.99999994, 0, 0, 0]).width == 28  # zoom ~2: half
