@@ -19,9 +19,12 @@ def read(path: str) -> np.ndarray:
         return np.frombuffer(fh.read(), dtype=np.uint8)
 
 
+# OpenCV's own warnings about corrupt data would only repeat, without the file's name, what callers report
+cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+
+
 def decode(encoded: np.ndarray, flags: int) -> np.ndarray | None:
     """``cv2.imdecode`` with EXIF ignored; None when the data is corrupt (the caller names the file)."""
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)  # failures are reported by the caller
     return cv2.imdecode(encoded, flags | cv2.IMREAD_IGNORE_ORIENTATION)
 
 

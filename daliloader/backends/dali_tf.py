@@ -6,8 +6,9 @@ DALI module that imports TensorFlow), as DALI's own TF plugin sits beside its pi
 want neither an endless epoch nor a pipeline rebuilt per epoch, so :class:`EpochDataset` reports the
 epoch length as its cardinality (Keras then needs no ``steps_per_epoch``) and hands out one
 persistent iterator over the endless DALI stream: each ``iter()`` starts the next epoch of the same
-pipeline. Epoch ``e`` is exactly the sampler's epoch ``e``, so no sample repeats within an epoch
-and the order is reshuffled between epochs.
+pipeline. Reading files, epoch ``e`` is exactly the sampler's epoch ``e``, so no sample repeats within
+an epoch and the order is reshuffled between epochs (reading packs: see
+:class:`~daliloader.sampler.ReaderEpochs`).
 """
 
 from __future__ import annotations

@@ -71,12 +71,15 @@ class OpenCVLoader:
     def encode(self, labels: np.ndarray) -> np.ndarray:
         return stages.encode(labels, self.plan.spec, self.plan.data.classes.num_classes)
 
-    def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Images, labels and per-pixel weights of the ``step``-th batch of the stream."""
+    def batch(self, step: int):
+        """Images and labels of the ``step``-th batch of the stream, and their per-pixel weights when the
+        plan's outputs include them."""
         indices = self.plan.sampler.batch(step)
         rng = np.random.default_rng([self.plan.sampler.seed, step, 1])
         images, labels = zip(*(self.sample(max(i, 0), rng) for i in indices))
         labels = np.stack(labels)
+        if "weight" not in self.plan.outputs:
+            return np.stack(images), self.encode(labels)
         num_classes = self.plan.data.classes.num_classes
         weights = np.stack([stages.weights(lab, i >= 0, num_classes) for lab, i in zip(labels, indices)])
         return np.stack(images), self.encode(labels), weights
@@ -93,7 +96,6 @@ class EpochBatches:
 
     def __init__(self, loader: OpenCVLoader):
         self.loader = loader
-        self.with_weights = "weight" in loader.plan.outputs
         self.epoch = 0
 
     def __len__(self) -> int:
@@ -102,8 +104,7 @@ class EpochBatches:
     def __getitem__(self, i: int):
         if not 0 <= i < len(self):
             raise IndexError(f"batch {i} out of range: {len(self)} batches per epoch")
-        x, y, w = self.loader.batch(self.epoch * len(self) + i)
-        return (x, y, w) if self.with_weights else (x, y)
+        return self.loader.batch(self.epoch * len(self) + i)
 
     def on_epoch_end(self) -> None:
         self.epoch += 1

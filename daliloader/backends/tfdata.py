@@ -74,8 +74,9 @@ def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed
 
 def finish(images, labels, spec: Preprocess, classes: ClassMap, with_weights: bool):
     """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch."""
-    mean, std = stages.mean_std_255(spec)
-    x = (tf.cast(images, tf.float32) - tf.constant(mean)) / tf.constant(std)
+    mean, std = (tf.constant(stages.per_channel(v), tf.float32) for v in stages.mean_std_255(spec))
+    x = tf.cast(images, tf.float32)
+    x = (x - mean if spec.mean != (0.0, 0.0, 0.0) else x) / std
     x = tf.cast(x, {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}[spec.dtype])
     y = tf.cast(labels, tf.int32) if spec.label_mode == "int" else one_hot(labels, classes.num_classes)
     if with_weights:  # every sample is real: the last batch is smaller instead of padded

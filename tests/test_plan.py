@@ -1,0 +1,64 @@
+"""The plan: one validated, frozen statement of a loader call, which every backend builds from."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import batch_indices, dali_numpy
+
+
+def test_a_plan_is_frozen_and_complete(index_data):
+    plan = dl.make_plan(index_data, batch_size=3, image_size=(24, 32), crop="center", drop_remainder=False)
+    assert (plan.batch_size, plan.steps, plan.outputs) == (3, 4, ("image", "labels", "weight"))
+    assert plan.spec.image_size == (24, 32) and plan.spec.crop == "center"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.device_id = 1
+
+
+@pytest.mark.parametrize("call", ["make_plan", "tf_dataset", "keras_sequence", "dali_pipeline"])
+def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, call):
+    with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie'.*"
+                                           r"Preprocessing options: scale, flip, mean, std, dtype"):
+        getattr(dl, call)(index_data, image_szie=(8, 8))
+
+
+def test_a_plan_fixes_its_arguments(index_data):
+    plan = dl.make_plan(index_data, batch_size=2, image_size=(24, 32))
+    with pytest.raises(dl.SpecError, match=r"dali_pipeline\(plan, batch_size=...\): the plan fixes these"):
+        dl.dali_pipeline(plan, batch_size=5, backend="dali-cpu")
+
+
+@pytest.mark.parametrize("value, name", [(0, "prefetch"), (-1, "device_id"), (0, "num_threads"), (True, "prefetch")])
+def test_loader_options_are_validated(index_data, value, name):
+    with pytest.raises(dl.SpecError, match=f"{name} must be an integer"):
+        dl.make_plan(index_data, image_size=(8, 8), **{name: value})
+
+
+def test_one_plan_gives_every_backend_the_same_samples(index_data):
+    """One plan, three backends: the same sample order, batch by batch (the shared sampler)."""
+    plan = dl.make_plan(index_data, batch_size=3, image_size=(24, 32), crop="center", label_mode="int", seed=4)
+    pipe, steps = dl.dali_pipeline(plan, backend="dali-cpu")
+    from_dali = [batch_indices(dali_numpy(pipe.run())[0]) for _ in range(steps)]
+    sequence = dl.keras_sequence(plan) if _has_keras() else None
+    if sequence is not None:
+        assert [batch_indices(sequence[i][0]) for i in range(len(sequence))] == from_dali
+    seen = np.concatenate(from_dali).tolist()
+    assert len(set(seen)) == 9 and seen != sorted(seen)  # an epoch of distinct samples, shuffled
+
+
+def _has_keras() -> bool:
+    from daliloader.backends import installed
+
+    return installed("keras")
+
+
+def test_the_registry_names_every_backend_once():
+    from daliloader import backends
+
+    assert list(backends.BACKENDS) == ["dali-gpu", "dali-cpu", "tfdata", "opencv"]
+    assert backends.names("tf.data") == ["auto", "dali-gpu", "dali-cpu", "tfdata"]
+    assert backends.names("keras") == ["opencv"]
+    with pytest.raises(dl.SpecError, match="backend='opencv' has no tf_dataset.*keras_sequence"):
+        backends.BACKENDS["opencv"].build("tf.data", None)
