@@ -23,8 +23,7 @@ import os
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import cv2
@@ -32,8 +31,12 @@ import numpy as np
 
 from .classes import ClassMap, as_classmap
 from .codecs import decode_file, mask_flags
-from .data import SegmentationData, find_layout, pair_files
+from .data import SegmentationData, infer_classes
+from .data import mask_depth as data_mask_depth
 from .errors import WHAT_TO_DO, LoadError
+from .layouts import find
+from .pairing import pair_files
+from .parallel import threaded_map
 
 #: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
 SUPPORTED_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
@@ -66,6 +69,29 @@ class Header:
     format: str
     width: int
     height: int
+    mode: str = ""  # Pillow's: "L" (8-bit), "I;16" (16-bit), "P" (palette), "RGB", ...
+    palette: tuple[int, ...] | None = None  # a palette image's palette, flat r, g, b, ...
+
+
+#: Pillow's modes of single-channel images, and of 16-bit ones among them.
+SINGLE_CHANNEL_MODES = ("L", "1", "I;16", "I;16B", "I;16L", "I;16N", "I")
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a loader needs of each pair beyond readable, complete files of one size: masks the class map
+    can read (single-channel of the dataset's depth for ids; the map's palette for palette indices),
+    and, for a backend, formats its decoders know (``decoders``: backend -> formats, for the message)."""
+
+    classes: ClassMap | None = None
+    mask_depth: int = 8
+    backend: str = ""
+    decoders: dict | None = None
+
+    @classmethod
+    def of(cls, data: SegmentationData, backend: str = "", decoders: dict | None = None) -> "Expect":
+        return cls(data.classes, data.mask_depth, backend, decoders)
 
 
 class FileProblem(Exception):
@@ -91,7 +117,8 @@ def peek(path: str) -> Header:
 
     try:
         with Image.open(path) as im:
-            fmt, (width, height) = im.format, im.size
+            fmt, (width, height), mode = im.format, im.size, im.mode
+            palette = tuple(im.getpalette() or ()) if mode == "P" else None
     except UnidentifiedImageError:
         with open(path, "rb") as fh:
             head = fh.read(12)
@@ -114,15 +141,15 @@ def peek(path: str) -> Header:
         if not complete and decode_file(path, cv2.IMREAD_UNCHANGED) is None:
             raise FileProblem("truncated", f"truncated {fmt} ({size} bytes, no end marker): an incomplete "
                                            "download or copy?")
-    return Header(fmt, width, height)
+    return Header(fmt, width, height, mode, palette)
 
 
-def quick_problems(image: str, mask: str) -> list[Problem]:
+def quick_problems(image: str, mask: str, expect: Expect | None = None) -> list[Problem]:
     """The cheap checks of one pair (see :func:`peek`), as problems."""
-    return _quick(image, mask)[0]
+    return _quick(image, mask, expect)[0]
 
 
-def _quick(image: str, mask: str) -> tuple[list[Problem], dict[str, Header]]:
+def _quick(image: str, mask: str, expect: Expect | None = None) -> tuple[list[Problem], dict[str, Header]]:
     """The quick checks' problems, and the headers of the files that passed them."""
     problems, headers = [], {}
     for path, partner in ((image, mask), (mask, image)):
@@ -135,12 +162,81 @@ def _quick(image: str, mask: str) -> tuple[list[Problem], dict[str, Header]]:
         if (im.width, im.height) != (mk.width, mk.height):
             problems.append(Problem("size_mismatch", mask, f"mask is {mk.width}x{mk.height} but its image is "
                                                            f"{im.width}x{im.height}", image))
+    if expect is not None:
+        if expect.decoders is not None:
+            problems += [_undecodable(path, partner, headers[path].format, expect)
+                         for path, partner in ((image, mask), (mask, image))
+                         if path in headers and headers[path].format not in expect.decoders[expect.backend]]
+        if mask in headers and expect.classes is not None:
+            problem = mask_problem(headers[mask], expect.classes, expect.mask_depth)
+            if problem:
+                problems.append(Problem(problem[0], mask, problem[1], image))
     return problems, headers
 
 
-def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SIDE) -> list[Problem]:
-    """Every check of one pair: the quick ones, then a full decode of both files and the mask's values."""
-    problems, headers = _quick(image, mask)
+def _undecodable(path: str, partner: str, fmt: str, expect: Expect) -> Problem:
+    able = [name for name, formats in expect.decoders.items() if fmt in formats]
+    return Problem("undecodable", path, f"{fmt} cannot be decoded by backend={expect.backend!r}; "
+                                        f"{', '.join(able) or 'no backend'} can, or convert the file", partner)
+
+
+def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[str, str] | None:
+    """Why the class map cannot read a mask with this header, as (kind, message); None when it can."""
+    if classes.palette_masks is not None:
+        if header.mode != "P":
+            return "mask_mode", (f"a {header.mode} image, but this class map ({classes.source}) reads the indices of "
+                                 "palette PNGs")
+        expected = tuple(int(v) for v in classes.palette_masks.reshape(-1))
+        if header.palette[:len(expected)] != expected[:len(header.palette)]:
+            return "mask_palette", ("its palette differs from the one of the class map "
+                                    f"({classes.source}): its indices cannot be read through its colours; convert "
+                                    "the masks to one palette, or to 8-bit ids")
+        return None
+    if classes.kind != "id":
+        return None
+    if header.mode == "P":
+        return "palette_mask", ("this mask is a palette PNG, which an id map cannot read: the decoders expand a "
+                                "palette into colours. If its indices are the labels, read them with "
+                                "ClassMap.from_palette_indices(palette, num_classes) (SegmentationData.from_folder "
+                                "does so for Pascal VOC)")
+    if header.mode not in SINGLE_CHANNEL_MODES:
+        return "mask_mode", (f"a {header.mode} image, but an id map ({classes.source}) needs single-channel masks; "
+                             "colour masks need a colour map (class_dict.csv: name,r,g,b)")
+    bits = 16 if header.mode in SIXTEEN_BIT_MODES else 8
+    if bits != depth:
+        return "mask_depth", (f"a {bits}-bit mask in a dataset of {depth}-bit masks (the depth of its first mask): "
+                              "every mask must have the same depth")
+    return None
+
+
+def palette_indices(path: str) -> str:
+    """The indices a palette PNG uses, for messages."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        indices = np.unique(np.asarray(im)).tolist()
+    runs = [[indices[0], indices[0]]]  # consecutive indices as first-last
+    for i in indices[1:]:
+        if i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SIDE, mask_depth: int | None = None
+               ) -> list[Problem]:
+    """Every check of one pair: the quick ones, then a full decode of both files and the mask's values.
+    ``mask_depth``: the dataset's (default: this mask's own)."""
+    if mask_depth is None:
+        mask_depth = data_mask_depth(mask)
+    problems, headers = _quick(image, mask, Expect(classes, mask_depth))
+    for k, p in enumerate(problems):
+        if p.path == mask and p.kind == "palette_mask":
+            problems[k] = replace(p, message=p.message.replace("palette PNG,", f"palette PNG (indices "
+                                                                             f"{palette_indices(mask)}),", 1))
+    if any(p.path == mask and p.kind in MASK_KINDS for p in problems):
+        headers.pop(mask, None)  # the map cannot read it: its values say nothing more
     if image in headers:
         img = decode_file(image, cv2.IMREAD_COLOR)
         if img is None:
@@ -156,13 +252,28 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
             if classes.kind == "rgb":
                 m = cv2.cvtColor(m, cv2.COLOR_BGR2RGB)
             unknown = classes.unknown_values(m)
-            if unknown:
+            if unknown and headers[mask].mode == "P" and classes.palette_masks is None:
+                problems.append(_palette_read_as_colours(mask, image, classes))
+            elif unknown:
                 problems.append(_unknown_problem(mask, image, unknown, m.shape[0] * m.shape[1], classes))
         fmt = headers[mask].format
         if fmt in LOSSY_MASK_FORMATS:
             problems.append(Problem("lossy_mask", mask, f"mask stored as {fmt}, a lossy format: its edges carry "
                                                         "values of no class; store masks as PNG", image))
     return problems
+
+
+#: Problems that mean the class map cannot read a mask at all.
+MASK_KINDS = ("mask_mode", "mask_palette", "palette_mask", "mask_depth")
+
+
+def _palette_read_as_colours(mask: str, image: str, classes: ClassMap) -> Problem:
+    """A palette PNG read as colours by a colour map whose colours it does not use: name its indices."""
+    return Problem("palette_mask", mask, f"this mask is a palette PNG; its indices are {palette_indices(mask)}, and "
+                                         "its colours are "
+                                         f"not those of the class map {classes.source}. If the indices are the "
+                                         "labels, read them with ClassMap.from_palette_indices(palette, num_classes) "
+                                         "(SegmentationData.from_folder does so for Pascal VOC)", image)
 
 
 def _unknown_problem(mask, image, unknown, total, classes: ClassMap) -> Problem:
@@ -221,7 +332,8 @@ class Report:
 def check(data: SegmentationData | str | Path | dict, *, split: str = "train", workers: int | None = None,
           min_side: int = MIN_SIDE, progress: bool = False) -> Report:
     """Check every pair of ``data``: a SegmentationData, a dataset folder in a known layout (see
-    :func:`~daliloader.data.find_layout`), or the ``from_dirs`` arguments as a dict.
+    :mod:`daliloader.layouts`), or the ``from_dirs`` arguments as a dict (``classes`` None: read the ids
+    in the masks).
 
     Folders are paired leniently: files without a partner are reported instead of raised.
     ``workers`` threads decode in parallel (default: every core).
@@ -229,33 +341,27 @@ def check(data: SegmentationData | str | Path | dict, *, split: str = "train", w
     unpaired: list[Problem] = []
     if isinstance(data, SegmentationData):
         pairs, classes, source = list(zip(data.images, data.masks)), data.classes, repr(data)
+        depth = data.mask_depth
     else:
-        layout = data if isinstance(data, dict) else find_layout(data, split)
-        pairing = pair_files(layout["images"], layout["masks"], layout.get("mask_suffix"),
-                             layout.get("image_suffix", ""))
-        pairs, classes = pairing.pairs, as_classmap(layout["classes"])
-        source = str(data) if not isinstance(data, dict) else f"{layout['images']} + {layout['masks']}"
+        if isinstance(data, dict):
+            pairing = pair_files(data["images"], data["masks"], data.get("mask_suffix"), data.get("image_suffix", ""))
+            classes, source = data.get("classes"), f"{data['images']} + {data['masks']}"
+        else:
+            found = find(data, split)
+            pairing, classes, source = found.pairing, found.classes, f"{data} ({found.layout})"
+        pairs = pairing.pairs
+        masks = [m for _, m in pairs]
+        classes = as_classmap(classes) if classes is not None else infer_classes(masks, progress)
+        depth = data_mask_depth(masks[0]) if masks else 8
         unpaired = ([Problem("unpaired_image", p, "image without a mask") for p in pairing.unpaired_images]
                     + [Problem("unpaired_mask", p, "mask without an image") for p in pairing.unpaired_masks])
     workers = workers or os.cpu_count() or 1
     start = time.perf_counter()
     problems = list(unpaired)
-    for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side), pairs, workers,
+    for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,
                               "checking pairs" if progress else None):
         problems.extend(found)
     return Report(source, len(pairs), problems, time.perf_counter() - start, workers)
-
-
-def threaded_map(fn, items, workers: int | None = None, description: str | None = None):
-    """``fn`` over ``items`` on ``workers`` threads (default: all cores; OpenCV releases the GIL), in
-    order, with a transient progress bar when a ``description`` is given."""
-    with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-        results = pool.map(fn, items)
-        if description:
-            from rich.progress import track
-
-            results = track(results, total=len(items), description=description, transient=True)
-        yield from results
 
 
 # ---------------------------------------------------------------- at load time
@@ -268,8 +374,12 @@ class PairGuard:
     exactly those pairs and name the culprit.
     """
 
-    def __init__(self, data: SegmentationData, remember: int = 64):
+    def __init__(self, data: SegmentationData, remember: int = 64, backend: str = "",
+                 decoders: dict | None = None):
+        """``backend`` and ``decoders`` (backend -> the formats it decodes): refuse files of formats that
+        backend cannot decode, naming those that can."""
         self.data = data
+        self.expect = Expect.of(data, backend, decoders)
         self._vetted = np.zeros(len(data), dtype=bool)
         self._recent: deque[int] = deque(maxlen=remember)
         self._lock = threading.Lock()
@@ -280,7 +390,7 @@ class PairGuard:
         if self._vetted[index]:
             return
         image, mask = self.data.images[index], self.data.masks[index]
-        problems = quick_problems(image, mask)
+        problems = quick_problems(image, mask, self.expect)
         if problems:
             raise LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
         self._vetted[index] = True
@@ -310,7 +420,8 @@ class PairGuard:
         with self._lock:
             recent = sorted(set(self._recent))
         problems = [p for i in recent
-                    for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0)
+                    for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0,
+                                        mask_depth=self.data.mask_depth)
                     if p.kind not in ("unknown_values", "lossy_mask")]
         if problems:
             return LoadError(_message(f"loading a batch failed ({first_line})", problems))

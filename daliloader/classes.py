@@ -1,10 +1,15 @@
 """ClassMap: how mask pixels become class indices.
 
-Two kinds of mask exist in the wild:
+Masks in the wild come as:
 
-* ``"rgb"``: colour masks, one colour per class (CamVid's ``class_dict.csv``, ADE20K renders).
-* ``"id"``:  single-channel masks holding an integer id per pixel, optionally remapped
-  (Cityscapes ``labelIds`` -> ``trainIds``, with ignore 255).
+* ``"rgb"``: colour masks, one colour per class (CamVid's ``class_dict.csv``).
+* ``"id"``:  single-channel masks holding an integer id per pixel, 8 or 16 bits, optionally remapped
+  (Cityscapes ``labelIds`` -> ``trainIds``, with ignore 255; ADE20K's 1-150 -> 0-149).
+* palette PNGs whose *indices* are the labels (Pascal VOC): a map built with
+  :meth:`ClassMap.from_palette_indices` reads them by index. Every decoder daliloader uses (DALI,
+  TensorFlow, OpenCV) expands a palette into its colours, so such a map is a colour map of the
+  palette's colours (kind ``"rgb"``), and every mask must carry that same palette, which the loaders
+  check (``palette_masks``).
 
 Every backend maps with the same tables, built here once. A pixel whose colour/id is not in the
 map becomes ``ignore_index``: never a wrong class. In one-hot mode ``ignore_index`` (which is
@@ -14,13 +19,14 @@ always ``>= num_classes``) gives an all-zero row.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from .catalog import ADE20K_CLASSES, CITYSCAPES, VOC_CLASSES, VOC_IGNORE, voc_colormap
 from .errors import DataError, SpecError
 
 #: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
@@ -48,15 +54,20 @@ class RGBTables:
 class ClassMap:
     """The classes of a dataset and how mask pixels map to them.
 
-    Build one with :meth:`from_csv`, :meth:`from_palette` or :meth:`from_ids`.
+    Build one with :meth:`from_csv`, :meth:`from_palette`, :meth:`from_palette_indices` or
+    :meth:`from_ids`, or take a known dataset's: :meth:`cityscapes`, :meth:`voc`, :meth:`ade20k`.
     """
 
     names: tuple[str, ...]
     kind: str  # "rgb" | "id"
-    colors: np.ndarray | None = field(default=None, repr=False)  # (C, 3) uint8, kind == "rgb"
+    colors: np.ndarray | None = field(default=None, repr=False)  # (C, 3) uint8: "rgb": class i's colour; "id": drawing only
     id_to_class: Mapping[int, int] | None = field(default=None, repr=False)  # kind == "id"
     ignore_index: int = 255
     source: str = ""
+    #: "rgb": colours that mean ignore_index on purpose (not unknown values), such as VOC's borders.
+    ignore_colors: np.ndarray | None = field(default=None, repr=False)
+    #: The palette (256, 3) every mask must carry: masks are palette PNGs read by index (VOC).
+    palette_masks: np.ndarray | None = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- constructors
     @classmethod
@@ -95,8 +106,9 @@ class ClassMap:
         names: Sequence[str] | None = None,
         ignore_index: int = 255,
         source: str = "palette",
+        ignore_colors: Sequence[Sequence[int]] | None = None,
     ) -> "ClassMap":
-        """Colour masks: class ``i`` is drawn in ``colors[i]`` (RGB)."""
+        """Colour masks: class ``i`` is drawn in ``colors[i]`` (RGB); ``ignore_colors`` mean ``ignore_index``."""
         arr = np.asarray(colors, dtype=np.int64)
         if arr.ndim != 2 or arr.shape[1] != 3 or len(arr) == 0:
             raise DataError(f"a palette is a list of (r, g, b) triples; got shape {arr.shape}")
@@ -110,9 +122,35 @@ class ClassMap:
         names = tuple(names) if names is not None else tuple(f"class_{i}" for i in range(len(arr)))
         if len(names) != len(arr):
             raise DataError(f"{len(names)} names for {len(arr)} colours")
-        cm = cls(names=names, kind="rgb", colors=arr.astype(np.uint8), ignore_index=ignore_index, source=source)
+        ignored = None if ignore_colors is None else np.asarray(ignore_colors, dtype=np.uint8).reshape(-1, 3)
+        if ignored is not None and np.isin(_pack(ignored), codes).any():
+            raise DataError(f"{source}: a colour is given both to a class and to ignore_colors")
+        cm = cls(names=names, kind="rgb", colors=arr.astype(np.uint8), ignore_index=ignore_index, source=source,
+                 ignore_colors=ignored)
         cm._check_ignore()
         return cm
+
+    @classmethod
+    def from_palette_indices(
+        cls,
+        palette: Sequence[Sequence[int]] | np.ndarray,
+        num_classes: int,
+        names: Sequence[str] | None = None,
+        ignore_index: int = 255,
+        source: str = "palette indices",
+    ) -> "ClassMap":
+        """Palette PNG masks read by index: index ``i < num_classes`` is class ``i``; the index
+        ``ignore_index`` (VOC's 255) and every other index mean ``ignore_index``. ``palette`` is the (up
+        to 256, 3) palette the masks carry; the decoders expand it into colours, which map back to
+        their indices, so every mask must carry this palette (the loaders check)."""
+        pal = np.asarray(palette, dtype=np.int64).reshape(-1, 3)
+        if not 0 < num_classes <= len(pal) or len(pal) > 256:
+            raise DataError(f"{source}: a palette of {len(pal)} colours cannot hold {num_classes} classes")
+        if len(np.unique(_pack(pal.astype(np.uint8)))) != len(pal):
+            raise DataError(f"{source}: the palette repeats a colour, so its indices cannot be told apart by colour")
+        cm = cls.from_palette(pal[:num_classes], names, ignore_index=ignore_index, source=source,
+                              ignore_colors=pal[num_classes:])
+        return replace(cm, palette_masks=pal.astype(np.uint8))
 
     @classmethod
     def from_ids(
@@ -132,6 +170,8 @@ class ClassMap:
             if id_to_class <= 0:
                 raise DataError(f"the number of classes must be positive, got {id_to_class}")
             table = {i: i for i in range(int(id_to_class))}
+            if id_to_class <= ignore_index < _LUT_KEYS:
+                table[ignore_index] = ignore_index  # masks may hold the ignore index itself: not an unknown id
         else:
             table = {int(k): int(v) for k, v in dict(id_to_class).items()}
         for k in table:
@@ -152,14 +192,26 @@ class ClassMap:
 
     @classmethod
     def cityscapes(cls) -> "ClassMap":
-        """Cityscapes ``*_gtFine_labelIds.png`` -> the 19 ``trainIds``; everything else -> 255."""
-        train = {7: 0, 8: 1, 11: 2, 12: 3, 13: 4, 17: 5, 19: 6, 20: 7, 21: 8, 22: 9, 23: 10,
-                 24: 11, 25: 12, 26: 13, 27: 14, 28: 15, 31: 16, 32: 17, 33: 18}
-        names = ("road", "sidewalk", "building", "wall", "fence", "pole", "traffic light",
-                 "traffic sign", "vegetation", "terrain", "sky", "person", "rider", "car", "truck",
-                 "bus", "train", "motorcycle", "bicycle")
-        void = {i: 255 for i in range(34) if i not in train}  # labelIds 0..33 that are not trained on
-        return cls.from_ids({**void, **train}, names, ignore_index=255, source="cityscapes")
+        """Cityscapes ``*_gtFine_labelIds.png`` -> the 19 ``trainIds`` of the official label table;
+        every other labelId -> 255 (see :data:`daliloader.catalog.CITYSCAPES`)."""
+        trained = sorted((train_id, name, color) for name, _, train_id, color in CITYSCAPES if train_id != 255)
+        cm = cls.from_ids({label_id: train_id for _, label_id, train_id, _ in CITYSCAPES}, [n for _, n, _ in trained],
+                          ignore_index=255, source="cityscapes")
+        return replace(cm, colors=np.array([c for _, _, c in trained], dtype=np.uint8))
+
+    @classmethod
+    def voc(cls) -> "ClassMap":
+        """Pascal VOC 2012 ``SegmentationClass`` masks: palette PNGs whose indices 0-20 are the classes
+        and whose index 255 (object borders) is ignored (see :data:`daliloader.catalog.VOC_CLASSES`)."""
+        return cls.from_palette_indices(voc_colormap(), len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE,
+                                        source="Pascal VOC 2012")
+
+    @classmethod
+    def ade20k(cls) -> "ClassMap":
+        """ADE20K (``ADEChallengeData2016``) masks: 8-bit values 1-150 are the classes 0-149, and 0
+        ("other objects") is ignored (see :data:`daliloader.catalog.ADE20K_CLASSES`)."""
+        table = {0: 255, **{k: k - 1 for k in range(1, len(ADE20K_CLASSES) + 1)}}
+        return cls.from_ids(table, ADE20K_CLASSES, ignore_index=255, source="ADE20K")
 
     def _check_ignore(self) -> None:
         if not self.num_classes <= self.ignore_index < _LUT_KEYS:
@@ -257,6 +309,8 @@ class ClassMap:
         codes = codes[self.lookup_table[codes] == self.ignore_index]
         if self.kind == "id" and codes.size:
             codes = codes[~np.isin(codes, list(self.id_to_class))]
+        if self.kind == "rgb" and self.ignore_colors is not None and codes.size:
+            codes = codes[~np.isin(codes, _pack(self.ignore_colors))]
         values, counts = np.unique(codes, return_counts=True)
         order = np.argsort(-counts, kind="stable")
         if self.kind == "rgb":

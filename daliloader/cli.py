@@ -51,27 +51,30 @@ def cmd_preview(args) -> int:
 
 
 def data_source(args):
-    """What DATA / --images --masks --classes name: a folder in a known layout, or the from_dirs arguments."""
-    explicit = [args.images, args.masks, args.classes]
-    if any(explicit):
-        if not all(explicit):
-            raise SpecError("--images, --masks and --classes go together (or give DATA, a dataset folder)")
+    """What DATA / --images --masks --classes name: a folder (any known layout, or a prepared copy), or
+    the from_dirs arguments."""
+    if args.images or args.masks:
+        if not (args.images and args.masks):
+            raise SpecError("--images and --masks go together (with --classes CSV|N, or without to read the ids in "
+                            "the masks), or give DATA, a dataset folder")
         if args.data is not None:
-            raise SpecError("give either DATA or --images/--masks/--classes, not both")
+            raise SpecError("give either DATA or --images/--masks, not both")
         return dict(images=args.images, masks=args.masks, classes=args.classes, mask_suffix=args.mask_suffix)
     return args.data
 
 
-def load_data(args):
+def load_data(args, default: bool = True):
     """The SegmentationData the command runs on; the embedded default when no DATA is given."""
     import daliloader as dl
 
     source = data_source(args)
     if source is None:
+        if not default:
+            raise SpecError(f"name the dataset to {args.command}: DATA (a dataset folder) or --images/--masks")
         return dl.synthetic.default_dataset(args.n)
     if isinstance(source, dict):
         return dl.SegmentationData.from_dirs(**source)
-    return dl.SegmentationData.from_folder(source, split=args.split)
+    return dl.SegmentationData.from_folder(source, split=args.split, classes=args.classes)
 
 
 def cmd_check(args) -> int:
@@ -79,7 +82,9 @@ def cmd_check(args) -> int:
 
     source = data_source(args)
     if source is None:
-        raise SpecError("name the dataset to check: DATA (a dataset folder) or --images/--masks/--classes")
+        raise SpecError("name the dataset to check: DATA (a dataset folder) or --images/--masks")
+    if args.classes is not None and not isinstance(source, dict):
+        source = load_data(args, default=False)  # DATA with its classes replaced
     report = check(source, split=args.split, workers=args.workers, progress=not args.quiet)
     print(report)
     if args.json:
@@ -91,7 +96,7 @@ def cmd_check(args) -> int:
 def cmd_prepare(args) -> int:
     from daliloader.prepare import prepare, summary
 
-    data = load_data(args)
+    data = load_data(args, default=False)
     source = {"data": str(args.data or ""), "split": args.split}
     manifest = prepare(data, args.out, jpeg_quality=args.jpeg_quality, pack_size=args.packs, workers=args.workers,
                        progress=not args.quiet, source=source)
@@ -137,16 +142,26 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def add_data_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
-    parser.add_argument("data", nargs=None if required else "?", type=Path, default=None, metavar="DATA",
-                        help="dataset folder: SPLIT/ + SPLIT_labels/ + class_dict.csv (CamVid), images/ + masks/ + "
-                             "class_dict.csv, or leftImg8bit/SPLIT + gtFine/SPLIT (Cityscapes)"
-                             + ("" if required else "; default: the embedded synthetic dataset"))
-    parser.add_argument("--split", default="train", help="split folder name in DATA (default: train)")
+def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
+    parser.add_argument("data", nargs="?", type=Path, default=None, metavar="DATA",
+                        help="a dataset folder as shipped: Cityscapes, Pascal VOC 2012 (VOC2012 or VOCdevkit), ADE20K "
+                             "(ADEChallengeData2016), CamVid (SPLIT/ + SPLIT_labels/ + class_dict.csv), images/ + "
+                             "masks/ (+ class_dict.csv), or a prepared copy"
+                             + ("; default: the embedded synthetic dataset" if default else ""))
+    parser.add_argument("--split", default="train", help="the split to read in DATA (default: train; ADE20K's "
+                                                         "training/validation and VOC's train/val/trainval too)")
     parser.add_argument("--images", type=Path, help="image folder (instead of DATA)")
     parser.add_argument("--masks", type=Path, help="mask folder (instead of DATA)")
-    parser.add_argument("--classes", type=Path, help="class_dict.csv (name,r,g,b) for --images/--masks")
+    parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N",
+                        help="the classes: a class_dict.csv (name,r,g,b) for colour masks, or N for id masks whose "
+                             "ids 0..N-1 are the classes (others ignored). With DATA it replaces the layout's own; "
+                             "with --images/--masks and no --classes, the ids in the masks are read")
     parser.add_argument("--mask-suffix", default=None, help="mask name suffix, e.g. _L (default: detected)")
+
+
+def _classes(text: str):
+    """--classes: a number of classes, or a class_dict.csv."""
+    return int(text) if text.strip().isdigit() else Path(text)
 
 
 def _choices(allowed):
@@ -171,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "files; nvJPEG alone with a GPU), and where time goes stage by stage. With "
                                        "no DATA it generates the embedded CamVid-like dataset (960x720 JPEG + PNG "
                                        "colour masks) once in $DALILOADER_CACHE or ~/.cache/daliloader.")
-    add_data_arguments(bench, required=False)
+    add_data_arguments(bench, default=True)
     bench.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
     bench.add_argument("--backends", type=_choices(BENCH_BACKENDS), default=None,
                        help=f"comma-separated, from {','.join(BENCH_BACKENDS)} (default: all this machine has)")
@@ -198,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     preview = sub.add_parser("preview", help="a picture of augmented samples beside their coloured masks",
                              description="Run the DALI CPU pipeline with random crops and write a grid: each "
                                          "augmented image beside its mask coloured with the class palette.")
-    add_data_arguments(preview, required=False)
+    add_data_arguments(preview, default=True)
     preview.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
     preview.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
     preview.add_argument("--batches", type=_positive_int, default=2)
@@ -215,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "mismatches, mask colours or ids not in the class map (with pixel "
                                        "counts), tiny images, lossy masks and unpaired files. Exit status 1 when "
                                        "anything is wrong, 0 when all is well.")
-    add_data_arguments(check, required=False)
+    add_data_arguments(check, default=False)
     check.add_argument("--workers", type=_positive_int, default=None, help="decoding threads (default: all cores)")
     check.add_argument("--json", type=Path, help="also write the report as JSON to this file")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -228,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "copied byte for byte, a manifest.json recording the class map and how it was "
                                       "made, and optionally packs (webdataset tars) with their DALI index files. Load it "
                                       "with SegmentationData.from_prepared(OUT).")
-    add_data_arguments(prep, required=True)
+    add_data_arguments(prep, default=False)
     prep.add_argument("out", type=Path, metavar="OUT", help="new (or empty) folder for the prepared copy")
     prep.add_argument("--jpeg-quality", type=_positive_int, default=None, metavar="Q",
                       help="re-encode non-JPEG photos as JPEG of quality Q (1-100), decodable by nvJPEG on the GPU; "
@@ -264,7 +279,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = parser._subparsers._group_actions[0].choices
+    if argv and argv[0] in commands:  # options may sit between DATA and OUT (prepare DATA --split val OUT)
+        args = commands[argv[0]].parse_intermixed_args(argv[1:])
+        args.command = argv[0]
+    else:
+        args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return args.func(args)

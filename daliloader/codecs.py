@@ -33,8 +33,9 @@ def decode_file(path: str, flags: int) -> np.ndarray | None:
 
 
 def mask_flags(classes: ClassMap) -> int:
-    """How a mask is read: its colours for colour maps, one channel for id maps; losslessly."""
-    return cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_GRAYSCALE
+    """How a mask is read, losslessly: its colours for colour maps (a palette expanded), its values as
+    stored (8 or 16 bits) for id maps."""
+    return cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_UNCHANGED
 
 
 def decode_image(encoded: np.ndarray, path: str) -> np.ndarray:
@@ -46,7 +47,7 @@ def decode_image(encoded: np.ndarray, path: str) -> np.ndarray:
 
 
 def decode_mask(encoded: np.ndarray, path: str, classes: ClassMap) -> np.ndarray:
-    """RGB uint8 for colour maps, (H, W) ids for id maps."""
+    """RGB uint8 for colour maps, (H, W) uint8 or uint16 ids for id maps."""
     mask = decode(encoded, mask_flags(classes))
     if mask is None:
         raise LoadError(f"cannot decode mask {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")

@@ -6,15 +6,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
+from . import layouts
 from .classes import ClassMap, as_classmap
 from .errors import DataError
 from .manifest import PACKS, index_samples, load_manifest, prepared_classes
+from .pairing import COMMON_MASK_SUFFIXES, IMAGE_EXTENSIONS, MASK_EXTENSIONS, Pairing, pair_files  # noqa: F401
+from .parallel import threaded_map
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-MASK_EXTENSIONS = (".png", ".bmp", ".tif", ".tiff")
-#: Mask-name suffixes tried, in this order, when ``mask_suffix`` is not given.
-COMMON_MASK_SUFFIXES = ("", "_L", "_mask", "_masks", "_label", "_labels", "_gt", "_seg",
-                        "_segmentation", "_labelIds", "_gtFine_labelIds", "-mask", "-label")
+#: Pillow's modes of 16-bit single-channel images.
+_MODES_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 
 
 @dataclass(frozen=True)
@@ -38,13 +40,15 @@ class SegmentationData:
 
     ``images[i]`` and ``masks[i]`` belong together; the order is sorted by the images' relative paths.
     ``packs``: the same pairs packed in webdataset tars, which the DALI backends then read instead of
-    the files (:meth:`from_prepared` with ``packs=True``).
+    the files (:meth:`from_prepared` with ``packs=True``). ``mask_depth``: 8 or 16 bits per mask value
+    (id masks above 255 need 16), found from the first mask; the loaders check every other one.
     """
 
     images: tuple[str, ...]
     masks: tuple[str, ...]
     classes: ClassMap
     packs: Packs | None = None
+    mask_depth: int = 8
 
     def __post_init__(self):
         if len(self.images) != len(self.masks):
@@ -62,15 +66,25 @@ class SegmentationData:
 
     def __repr__(self) -> str:
         packed = f", {len(self.packs.tars)} packs" if self.packs else ""
+        depth = ", 16-bit masks" if self.mask_depth == 16 else ""
         return (f"SegmentationData({len(self)} pairs, {self.classes.num_classes} classes, "
-                f"kind={self.classes.kind}{packed})")
+                f"kind={self.classes.kind}{depth}{packed})")
+
+    @classmethod
+    def _of(cls, pairs: Sequence[tuple[str, str]], classes, progress: bool = True) -> "SegmentationData":
+        """The dataset of ``pairs`` read with ``classes`` (None: inferred from the masks)."""
+        masks = tuple(str(m) for _, m in pairs)
+        if not masks:
+            raise DataError("the dataset is empty: no image/mask pairs")
+        classmap = infer_classes(masks, progress) if classes is None else as_classmap(classes)
+        return cls(tuple(str(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]))
 
     @classmethod
     def from_dirs(
         cls,
         images: str | Path,
         masks: str | Path,
-        classes: "ClassMap | str | Path | int | dict",
+        classes: "ClassMap | str | Path | int | dict | None",
         mask_suffix: str | None = None,
         image_suffix: str = "",
     ) -> "SegmentationData":
@@ -80,24 +94,14 @@ class SegmentationData:
         ``f001_L.png`` for ``f001.png``): pass ``mask_suffix``, or leave it ``None`` to detect one of
         :data:`COMMON_MASK_SUFFIXES`. ``image_suffix`` is stripped from image stems before matching
         (Cityscapes: ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``).
-        Any file left without a partner is an error that lists it.
+        Any file left without a partner is an error that lists it. ``classes``: see :func:`as_classmap`;
+        None reads the ids in the masks (:func:`infer_classes`).
         """
         pairing = pair_files(images, masks, mask_suffix, image_suffix)
-        classmap = as_classmap(classes)
-        if pairing.unpaired_images or pairing.unpaired_masks:
-            lines = [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
-            lines += [f"  mask without image: {p}" for p in pairing.unpaired_masks[:20]]
-            more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) - len(lines)
-            if more > 0:
-                lines.append(f"  ... and {more} more")
-            hint = (f"mask suffix {pairing.mask_suffix!r} was detected; pass mask_suffix= if that is wrong"
-                    if mask_suffix is None else f"mask_suffix={mask_suffix!r}")
-            raise DataError(
-                f"{len(pairing.unpaired_images)} image(s) and {len(pairing.unpaired_masks)} mask(s) have no "
-                f"partner ({hint}):\n" + "\n".join(lines)
-            )
-        pairs = pairing.pairs
-        return cls(tuple(i for i, _ in pairs), tuple(m for _, m in pairs), classmap)
+        hint = (f"mask suffix {pairing.mask_suffix!r} was detected; pass mask_suffix= if that is wrong"
+                if mask_suffix is None else f"mask_suffix={mask_suffix!r}")
+        _refuse_unpaired(pairing, hint)
+        return cls._of(pairing.pairs, classes)
 
     @classmethod
     def from_pairs(cls, pairs: Sequence[tuple[str, str]], classes) -> "SegmentationData":
@@ -106,12 +110,17 @@ class SegmentationData:
             for f in (img, mask):
                 if not Path(f).is_file():
                     raise DataError(f"file {f} does not exist")
-        return cls(tuple(str(i) for i, _ in pairs), tuple(str(m) for _, m in pairs), as_classmap(classes))
+        return cls._of(pairs, classes)
 
     @classmethod
-    def from_folder(cls, root: str | Path, split: str = "train") -> "SegmentationData":
-        """A dataset in one of the common layouts under ``root`` (see :func:`find_layout`)."""
-        return cls.from_dirs(**find_layout(root, split))
+    def from_folder(cls, root: str | Path, split: str = "train", classes=None) -> "SegmentationData":
+        """A dataset folder as shipped: Cityscapes, Pascal VOC 2012, ADE20K, CamVid, or images/ + masks/
+        (see :mod:`daliloader.layouts`), with the class map its layout publishes. ``classes`` replaces
+        that map, or gives one where the layout has none (images/ + masks/ without class_dict.csv: a
+        class count, or None to read the ids in the masks)."""
+        found = layouts.find(root, split)
+        _refuse_unpaired(found.pairing, f"{found.layout} layout in {found.root}")
+        return cls._of(found.pairing.pairs, classes if classes is not None else found.classes)
 
     @classmethod
     def from_prepared(cls, root: str | Path, packs: bool = False, *, shards: bool | None = None) -> "SegmentationData":
@@ -127,7 +136,7 @@ class SegmentationData:
         manifest = load_manifest(root)
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
-                              prepared_classes(manifest))
+                              prepared_classes(manifest))  # 8-bit class-index masks
         if not packs:
             return data
         p = manifest[PACKS]
@@ -147,103 +156,53 @@ class SegmentationData:
 
     def subset(self, indices: Sequence[int]) -> "SegmentationData":
         """The pairs at ``indices``, read from their files (packs hold the whole dataset)."""
-        return SegmentationData(tuple(self.images[i] for i in indices),
-                                tuple(self.masks[i] for i in indices), self.classes)
+        return SegmentationData(tuple(self.images[i] for i in indices), tuple(self.masks[i] for i in indices),
+                                self.classes, mask_depth=self.mask_depth)
 
 
-@dataclass(frozen=True)
-class Pairing:
-    """The outcome of matching the files of an image folder with those of a mask folder."""
-
-    pairs: list[tuple[str, str]]
-    unpaired_images: list[str]
-    unpaired_masks: list[str]
-    mask_suffix: str
-
-
-def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
-               image_suffix: str = "") -> Pairing:
-    """Match images and masks by relative folder and stem (see :meth:`SegmentationData.from_dirs`).
-
-    Files left without a partner are listed, not raised: ``daliloader check`` reports them.
-    """
-    image_dir, mask_dir = Path(images), Path(masks)
-    for what, d in (("images", image_dir), ("masks", mask_dir)):
-        if not d.is_dir():
-            raise DataError(f"{what} folder {d} does not exist or is not a folder")
-    image_files = _list(image_dir, IMAGE_EXTENSIONS)
-    mask_files = _list(mask_dir, MASK_EXTENSIONS)
-    if not image_files:
-        raise DataError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) found under {image_dir}")
-    if not mask_files:
-        raise DataError(f"no masks ({', '.join(MASK_EXTENSIONS)}) found under {mask_dir}")
-
-    image_keys = {_key(p, image_dir, image_suffix): p for p in image_files}
-    if len(image_keys) != len(image_files):
-        raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
-    suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
-    best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
-    mask_keys = {}
-    for p in mask_files:
-        k = _key(p, mask_dir, best)
-        if k is not None:
-            mask_keys.setdefault(k, []).append(p)
-
-    pairs, unpaired_images = [], []
-    for k, img in sorted(image_keys.items()):
-        found = mask_keys.pop(k, None)
-        if not found:
-            unpaired_images.append(str(img))
-        elif len(found) > 1:
-            raise DataError(f"image {img} has several masks: {', '.join(map(str, found))}")
-        else:
-            pairs.append((str(img), str(found[0])))
-    paired_masks = {m for _, m in pairs}
-    unpaired_masks = [str(p) for p in mask_files if str(p) not in paired_masks]
-    return Pairing(pairs, unpaired_images, unpaired_masks, best)
+def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
+    if not (pairing.unpaired_images or pairing.unpaired_masks):
+        return
+    lines = [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
+    lines += [f"  mask without image: {p}" for p in pairing.unpaired_masks[:20]]
+    more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) - len(lines)
+    if more > 0:
+        lines.append(f"  ... and {more} more")
+    raise DataError(f"{len(pairing.unpaired_images)} image(s) and {len(pairing.unpaired_masks)} mask(s) have no "
+                    f"partner ({hint}):\n" + "\n".join(lines))
 
 
-def find_layout(root: str | Path, split: str = "train") -> dict:
-    """The ``from_dirs`` arguments of a dataset folder in one of the layouts daliloader knows.
+def mask_depth(path: str | Path) -> int:
+    """Bits per value of a mask file: 16 for 16-bit single-channel images, else 8 (from its header)."""
+    from PIL import Image, UnidentifiedImageError
 
-    * CamVid:     ``root/{split}``, ``root/{split}_labels``, ``root/class_dict.csv`` (also what
-      ``daliloader synth`` writes)
-    * plain:      ``root/images``, ``root/masks``, ``root/class_dict.csv``
-    * Cityscapes: ``root/leftImg8bit/{split}``, ``root/gtFine/{split}`` (``*_gtFine_labelIds.png``)
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise DataError(f"dataset folder {root} does not exist or is not a folder")
-    csv_path = root / "class_dict.csv"
-    if (root / "leftImg8bit" / split).is_dir() and (root / "gtFine" / split).is_dir():
-        return dict(images=root / "leftImg8bit" / split, masks=root / "gtFine" / split,
-                    classes=ClassMap.cityscapes(), image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds")
-    for images, masks in ((split, f"{split}_labels"), ("images", "masks")):
-        if (root / images).is_dir() and (root / masks).is_dir():
-            if not csv_path.is_file():
-                raise DataError(f"{root}: found {images}/ and {masks}/ but no class_dict.csv "
-                                "(a header 'name,r,g,b' and one row per class)")
-            return dict(images=root / images, masks=root / masks, classes=csv_path)
-    raise DataError(
-        f"{root}: unknown dataset layout. Expected {split}/ + {split}_labels/ + class_dict.csv (CamVid), "
-        f"images/ + masks/ + class_dict.csv, or leftImg8bit/{split}/ + gtFine/{split}/ (Cityscapes); "
-        "or give the folders explicitly (--images, --masks, --classes)"
-    )
+    try:
+        with Image.open(path) as im:
+            return 16 if im.mode in _MODES_16 else 8
+    except (OSError, UnidentifiedImageError):
+        return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
 
-def _list(folder: Path, extensions: tuple[str, ...]) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in extensions)
+def infer_classes(masks: Sequence[str], progress: bool = True) -> ClassMap:
+    """``classes=None``: the id masks' values, read from every mask (on all cores), give the classes
+    0..N-1, N one more than the largest id. 255 in 8-bit masks is every known dataset's ignore value
+    and stays the ignore index. Colour and palette masks name a class map instead, so they are refused."""
+    from PIL import Image
 
+    def values(path: str) -> np.ndarray:
+        with Image.open(path) as im:
+            if im.mode not in ("L",) + _MODES_16:
+                what = "a palette PNG (read by index: ClassMap.from_palette_indices)" if im.mode == "P" else \
+                    f"a {im.mode} image (colour masks: classes='class_dict.csv', a name,r,g,b table)"
+                raise DataError(f"classes=None reads class ids from single-channel masks, but {path} is {what}; "
+                                "pass classes=")
+            return np.unique(np.asarray(im))
 
-def _key(path: Path, root: Path, suffix: str) -> str | None:
-    """Relative folder + stem with ``suffix`` removed; None when the stem lacks the suffix."""
-    stem = path.stem
-    if suffix:
-        if not stem.endswith(suffix):
-            return None
-        stem = stem[: -len(suffix)]
-    return str(path.parent.relative_to(root) / stem)
-
-
-def _count_pairs(masks: list[Path], root: Path, suffix: str, image_keys: dict) -> int:
-    return sum(1 for p in masks if _key(p, root, suffix) in image_keys)
+    found = np.unique(np.concatenate(list(threaded_map(values, masks, description="reading class ids" if progress
+                                                       else None))))
+    ids = found[found != 255] if found.max() <= 255 else found
+    if not len(ids):
+        raise DataError("classes=None: the masks hold no class id (only 255, the ignore value); pass classes=N")
+    count = int(ids.max()) + 1
+    ignore = 255 if count <= 255 else 65535
+    return ClassMap.from_ids(count, ignore_index=ignore, source=f"ids 0-{count - 1}, read from {len(masks)} masks")

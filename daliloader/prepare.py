@@ -34,13 +34,14 @@ import cv2
 import numpy as np
 
 from . import __version__
-from .checks import threaded_map
+from .checks import Expect, quick_problems
 from .classes import ClassMap
 from .codecs import decode_image, decode_mask, read
 from .data import SegmentationData
 from .errors import DataError, LoadError
 from .manifest import (FORMAT, MANIFEST, PACK_IMAGE_EXTS, PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION,
                        load_manifest, original_classes)
+from .parallel import threaded_map
 
 #: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
 #: class indices: without them the masks decode several times faster and are smaller (measured in the
@@ -164,6 +165,9 @@ def _check_output(out: Path) -> None:
 def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality: int | None) -> dict:
     """One pair: the mask mapped to 8-bit indices, the image copied (or re-encoded)."""
     image, mask = data.images[i], data.masks[i]
+    problems = quick_problems(image, mask, Expect.of(data))  # what the loaders would refuse
+    if problems:
+        return {"error": f"{image} + {mask}: {problems[0]}"}
     try:
         decoded = decode_mask(read(mask), mask, data.classes)
         labels = data.classes.map_mask(decoded)

@@ -13,9 +13,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
 LAYERS = [
-    ["environment", "errors"],
-    ["spec", "classes", "sampler", "stages"],
-    ["data", "manifest"],
+    ["environment", "errors", "parallel"],
+    ["spec", "catalog", "classes", "sampler", "stages"],
+    ["pairing", "manifest", "layouts", "data"],
     ["codecs"],
     ["checks"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend

@@ -40,6 +40,12 @@ PRODUCT_CALLS = {"tf.data": "tf_dataset", "stream": "distribute", "keras": "kera
 _MODULES = {"dali": "nvidia.dali", "tensorflow": "tensorflow", "keras": "keras", "dali-tf-plugin": "nvidia.dali_tf_plugin"}
 
 
+#: Image formats (Pillow's names) each family of decoders reads.
+DALI_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
+TF_FORMATS = ("JPEG", "PNG", "BMP", "WEBP")  # tf.io.decode_image has no TIFF
+OPENCV_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str
@@ -47,6 +53,7 @@ class Backend:
     needs: tuple[str, ...]  # "dali", "gpu"; TensorFlow and Keras come with the product
     builds: Mapping[str, str] = field(default_factory=dict)  # product -> "module:function"
     options: Mapping[str, object] = field(default_factory=dict)  # given to every builder (dali's device)
+    formats: tuple[str, ...] = OPENCV_FORMATS  # the image and mask formats its decoders read
 
     def requirements(self, product: str) -> tuple[str, ...]:
         plugin = ("dali-tf-plugin",) if "dali" in self.needs and product in ("tf.data", "stream") else ()
@@ -69,15 +76,24 @@ _DALI_PRODUCTS = {"tf.data": "daliloader.backends.dali_tf:dataset", "stream": "d
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("dali-gpu", "DALI on a CUDA GPU: nvJPEG decoding, every stage on the GPU, batches on the GPU",
             needs=("dali", "gpu"),
-            builds=_DALI_PRODUCTS, options={"device": "gpu"}),
+            builds=_DALI_PRODUCTS, options={"device": "gpu"}, formats=DALI_FORMATS),
     Backend("dali-cpu", "the same DALI graph on DALI's CPU backend", needs=("dali",),
-            builds=_DALI_PRODUCTS, options={"device": "cpu"}),
+            builds=_DALI_PRODUCTS, options={"device": "cpu"}, formats=DALI_FORMATS),
     Backend("tfdata", "plain tf.data + tf.image on the CPU", needs=(),
-            builds={"tf.data": "daliloader.backends.tfdata:dataset"}),
+            builds={"tf.data": "daliloader.backends.tfdata:dataset"}, formats=TF_FORMATS),
     Backend("opencv", "OpenCV kernels on the CPU, in Keras' PyDataset", needs=(),
             builds={"keras": "daliloader.backends.keras_sequence:sequence",
                     "batches": "daliloader.backends.opencv:batches"}),
 )}
+
+
+def pair_guard(data, backend: str, **options):
+    """The :class:`~daliloader.checks.PairGuard` a backend vets its pairs with: files of a format its
+    decoders cannot read are refused, naming the backends that can."""
+    from ..checks import PairGuard
+
+    decoders = {name: b.formats for name, b in BACKENDS.items()}
+    return PairGuard(data, backend=backend, decoders=decoders, **options)
 
 
 def names(product: str | None = None) -> list[str]:

@@ -49,6 +49,7 @@ from ..errors import SpecError
 from ..plan import Plan
 from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
+from . import pair_guard
 
 #: The window arithmetic of :mod:`daliloader.stages` on DALI nodes.
 DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max, minimum=dmath.min,
@@ -97,7 +98,7 @@ class SegmentationPipeline(Pipeline):
                  fed: bool = False, guard: PairGuard | None = None):
         self.plan, self.device, self.spec = plan, device, spec or plan.spec
         self.stage, self.fed = stage, fed
-        self.guard = guard if guard is not None else PairGuard(plan.data)
+        self.guard = guard if guard is not None else pair_guard(plan.data, f"dali-{device}")
         if self.spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
@@ -143,12 +144,17 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     inside_start, inside_shape = _inside(start, shape, size)
     # jpeg_fancy_upsampling: nvJPEG upsamples chroma like libjpeg-turbo on the CPU (OpenCV, TensorFlow,
     # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
+    # Masks: colours, or ids as stored (a 16-bit mask decoded as uint8 would lose its high byte; an
+    # 8-bit one decoded as uint16 would be scaled to 0-65535).
     decoder = "mixed" if device == "gpu" else "cpu"
     mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
+    mask_dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
     image, mask = (fn.decoders.image_slice(encoded, inside_start, inside_shape, axis_names="HW",
                                            normalized_anchor=False, normalized_shape=False, device=decoder,
-                                           output_type=kind, adjust_orientation=False, jpeg_fancy_upsampling=True)
-                   for encoded, kind in ((image_bytes, types.RGB), (mask_bytes, mask_type)))
+                                           output_type=kind, dtype=dtype, adjust_orientation=False,
+                                           jpeg_fancy_upsampling=True)
+                   for encoded, kind, dtype in ((image_bytes, types.RGB, types.UINT8),
+                                                (mask_bytes, mask_type, mask_dtype)))
     cuts["decode"] = (image, mask)
     labels = map_labels(mask, data.classes)
     cuts["labels"] = (image, labels)

@@ -29,6 +29,7 @@ from ..errors import SpecError
 from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
+from . import pair_guard
 from .dali_graph import PACK_INPUTS, SegmentationPipeline, graph_spec, outputs_on
 from .tfops import one_hot
 
@@ -134,7 +135,7 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard]:
                         "keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs to "
                         "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
     dali_spec = graph_spec(spec, on)
-    guard = PairGuard(plan.data, remember=2 * CHUNK + plan.batch_size * (plan.prefetch + 2))
+    guard = pair_guard(plan.data, f"dali-{device}", remember=2 * CHUNK + plan.batch_size * (plan.prefetch + 2))
     pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard)
     reader = ReaderEpochs(plan.sampler) if plan.data.packs is not None else None
     dtypes, shapes = output_signature(dali_spec, plan.data.classes, plan.batch_size, plan.outputs)

@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 
 from .. import codecs, stages
-from ..checks import PairGuard
 from ..plan import Plan
+from . import pair_guard
 
 #: The stages :meth:`OpenCVLoader.sample` reports to its clock, in order (encode is :meth:`~OpenCVLoader.encode`).
 SAMPLE_STAGES = ("read", "decode", "labels", "crop", "flip", "normalize")
@@ -41,7 +41,7 @@ class OpenCVLoader:
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.guard = PairGuard(plan.data)
+        self.guard = pair_guard(plan.data, "opencv")
 
     def sample(self, index: int, rng: np.random.Generator, clock=None) -> tuple[np.ndarray, np.ndarray]:
         """One sample's normalised image and class indices; ``clock(stage)``, when given (the bench), is

@@ -12,10 +12,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .. import stages
-from ..checks import PairGuard
 from ..classes import ClassMap
 from ..plan import Plan
 from ..spec import Preprocess
+from . import pair_guard
 from .tfops import TF_MATH, one_hot, weights
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -37,7 +37,7 @@ def dataset(plan: Plan) -> tf.data.Dataset:
     seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
     images, masks = tf.constant(data.images), tf.constant(data.masks)
 
-    guard = PairGuard(data)
+    guard = pair_guard(data, "tfdata")
 
     def vet(index):  # the PairGuard's checks, once per pair: a bad file fails with its name
         guard.verify(int(index))
@@ -45,7 +45,7 @@ def dataset(plan: Plan) -> tf.data.Dataset:
 
     def load(index, seed):
         index = tf.numpy_function(vet, [index], tf.int64, stateful=False)
-        return sample(images[index], masks[index], spec, classes, lut, tf.stack([seed, index]))
+        return sample(images[index], masks[index], spec, classes, lut, tf.stack([seed, index]), data.mask_depth)
 
     ds = tf.data.Dataset.zip(indices, seeds).map(load, num_parallel_calls=AUTOTUNE)
     ds = ds.batch(sampler.batch_size, drop_remainder=sampler.drop_remainder, num_parallel_calls=AUTOTUNE)
@@ -53,11 +53,11 @@ def dataset(plan: Plan) -> tf.data.Dataset:
     return ds.prefetch(AUTOTUNE)
 
 
-def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed):
+def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8):
     """read, decode, labels, crop, flip of one pair; returns uint8 RGB and class indices."""
     image_bytes, mask_bytes = tf.io.read_file(image_path), tf.io.read_file(mask_path)
     image, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, seed)
-    labels = map_labels(decode_mask(mask_bytes, classes), classes, lut)
+    labels = map_labels(decode_mask(mask_bytes, classes, depth), classes, lut)
     labels = crop(labels[..., None], top, left, win_h, win_w, stages.fills(classes.ignore_index)[1])
     h, w = spec.image_size
     if spec.resizes:
@@ -115,9 +115,11 @@ def decode_image_window(image_bytes, spec: Preprocess, seed):
     return tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
 
 
-def decode_mask(mask_bytes, classes: ClassMap):
+def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
+    """Colours (a palette expanded), or ids as stored: 8 or 16 bits (``depth``, the dataset's)."""
     channels = 3 if classes.kind == "rgb" else 1
-    return tf.io.decode_image(mask_bytes, channels=channels, expand_animations=False)
+    dtype = tf.uint16 if depth == 16 and classes.kind == "id" else tf.uint8
+    return tf.io.decode_image(mask_bytes, channels=channels, dtype=dtype, expand_animations=False)
 
 
 def map_labels(mask, classes: ClassMap, lut):

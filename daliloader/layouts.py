@@ -1,0 +1,150 @@
+"""Dataset folders as they are shipped: which layouts ``SegmentationData.from_folder`` recognises, how
+each pairs its images with its masks, and which class map its masks need.
+
+====================  ===========================================  ================================
+layout                detected by                                  masks, classes
+====================  ===========================================  ================================
+Cityscapes            ``leftImg8bit/`` and ``gtFine/``             ``*_gtFine_labelIds.png`` -> the
+                                                                   19 train ids (the other gtFine
+                                                                   files are not masks)
+Pascal VOC 2012       ``JPEGImages/``, ``SegmentationClass/``,     palette PNGs read by index: 21
+                      ``ImageSets/Segmentation/`` (in ``VOC2012``, classes, 255 ignored
+                      also below ``VOCdevkit``)                    (``SegmentationObject/`` unused)
+ADE20K                ``images/`` and ``annotations/`` (in         8-bit 1-150 -> 0-149, 0 ignored
+                      ``ADEChallengeData2016``, also below it)
+CamVid                ``{split}/``, ``{split}_labels/``,           colour masks, ``class_dict.csv``
+                      ``class_dict.csv``
+images + masks        ``images/`` and ``masks/``                   ``class_dict.csv`` if present,
+                                                                   else id masks (``classes=``)
+prepared copy         ``manifest.json`` (``daliloader prepare``)    8-bit class indices
+====================  ===========================================  ================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .classes import ClassMap
+from .errors import DataError
+from .manifest import MANIFEST, load_manifest, prepared_classes
+from .pairing import Pairing, pair_files
+
+#: ADE20K names its splits "training" and "validation"; these names are accepted too.
+_ADE_SPLITS = {"train": "training", "training": "training", "val": "validation", "validation": "validation"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A dataset folder as recognised: its layout, pairs, files without a partner, and class map (None
+    when the layout ships none: images + masks without ``class_dict.csv``)."""
+
+    layout: str
+    root: Path
+    pairing: Pairing
+    classes: ClassMap | str | Path | None
+    mask_suffix: str | None = None  # named in errors about unpaired files
+
+
+def find(root: str | Path, split: str = "train") -> Found:
+    """Recognise the dataset under ``root`` and pair its ``split``; a folder in no known layout is an
+    error that lists every layout."""
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"dataset folder {root} does not exist or is not a folder")
+    for detect in (_prepared, _cityscapes, _voc, _ade20k, _camvid, _images_masks):
+        found = detect(root, split)
+        if found is not None:
+            return found
+    raise DataError(
+        f"{root}: unknown dataset layout. daliloader recognises:\n"
+        f"  Cityscapes: leftImg8bit/{split}/ + gtFine/{split}/ (*_gtFine_labelIds.png)\n"
+        f"  Pascal VOC 2012: VOC2012/ (or VOCdevkit/VOC2012/) with JPEGImages/, SegmentationClass/ and "
+        f"ImageSets/Segmentation/{split}.txt\n"
+        f"  ADE20K: ADEChallengeData2016/ with images/{_ADE_SPLITS.get(split, split)}/ + "
+        f"annotations/{_ADE_SPLITS.get(split, split)}/\n"
+        f"  CamVid: {split}/ + {split}_labels/ + class_dict.csv\n"
+        f"  images/ + masks/ (+ class_dict.csv for colour masks)\n"
+        f"  a prepared copy: {MANIFEST} (daliloader prepare)\n"
+        "or give the folders explicitly (SegmentationData.from_dirs, or --images/--masks/--classes)")
+
+
+def _missing_split(root: Path, name: str, split: str, where: Path, available) -> DataError:
+    splits = ", ".join(sorted(available)) or "none"
+    return DataError(f"{root} is {name}, but has no split {split!r} ({where} is missing); its splits: {splits}")
+
+
+def _prepared(root: Path, split: str) -> Found | None:
+    if not (root / MANIFEST).is_file():
+        return None
+    manifest = load_manifest(root)
+    pairs = [(str(root / i), str(root / m)) for i, m in manifest["pairs"]]
+    return Found("prepared copy", root, Pairing(pairs, [], [], ""), prepared_classes(manifest))
+
+
+def _cityscapes(root: Path, split: str) -> Found | None:
+    images, masks = root / "leftImg8bit", root / "gtFine"
+    if not (images.is_dir() and masks.is_dir()):
+        return None
+    if not (images / split).is_dir() or not (masks / split).is_dir():
+        raise _missing_split(root, "Cityscapes", split, images / split,
+                             {p.name for p in images.iterdir() if p.is_dir() and (masks / p.name).is_dir()})
+    # gtFine also holds *_color.png, *_instanceIds.png, *_polygons.json: only *_labelIds.png are masks
+    pairing = pair_files(images / split, masks / split, "_gtFine_labelIds", "_leftImg8bit", only_suffixed=True)
+    return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), "_gtFine_labelIds")
+
+
+def _voc(root: Path, split: str) -> Found | None:
+    for base in (root, root / "VOC2012", root / "VOCdevkit" / "VOC2012"):
+        if (base / "JPEGImages").is_dir() and (base / "SegmentationClass").is_dir():
+            break
+    else:
+        return None
+    lists = base / "ImageSets" / "Segmentation"
+    listed = lists / f"{split}.txt"
+    if not listed.is_file():
+        raise _missing_split(root, "Pascal VOC", split, listed, {p.stem for p in lists.glob("*.txt")})
+    pairs, no_mask, no_image = [], [], []
+    for sample in (line.strip() for line in listed.read_text().splitlines()):
+        if not sample:
+            continue
+        image, mask = base / "JPEGImages" / f"{sample}.jpg", base / "SegmentationClass" / f"{sample}.png"
+        if not image.is_file():
+            no_image.append(str(mask))
+        elif not mask.is_file():
+            no_mask.append(str(image))
+        else:
+            pairs.append((str(image), str(mask)))
+    return Found("Pascal VOC 2012", base, Pairing(pairs, no_mask, no_image, ""), ClassMap.voc())
+
+
+def _ade20k(root: Path, split: str) -> Found | None:
+    for base in (root, root / "ADEChallengeData2016"):
+        if (base / "images").is_dir() and (base / "annotations").is_dir():
+            break
+    else:
+        return None
+    folder = _ADE_SPLITS.get(split, split)
+    if not (base / "images" / folder).is_dir():
+        raise _missing_split(root, "ADE20K", split, base / "images" / folder,
+                             {p.name for p in (base / "images").iterdir() if p.is_dir()})
+    pairing = pair_files(base / "images" / folder, base / "annotations" / folder, "")
+    return Found("ADE20K", base, pairing, ClassMap.ade20k(), "")
+
+
+def _camvid(root: Path, split: str) -> Found | None:
+    if not ((root / split).is_dir() and (root / f"{split}_labels").is_dir()):
+        return None
+    csv_path = root / "class_dict.csv"
+    if not csv_path.is_file():
+        raise DataError(f"{root}: found {split}/ and {split}_labels/ (CamVid) but no class_dict.csv (a header "
+                        "'name,r,g,b' and one row per class)")
+    return Found("CamVid", root, pair_files(root / split, root / f"{split}_labels"), csv_path)
+
+
+def _images_masks(root: Path, split: str) -> Found | None:
+    if not ((root / "images").is_dir() and (root / "masks").is_dir()):
+        return None
+    csv_path = root / "class_dict.csv"
+    return Found("images + masks", root, pair_files(root / "images", root / "masks"),
+                 csv_path if csv_path.is_file() else None)

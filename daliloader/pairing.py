@@ -1,0 +1,88 @@
+"""Pairing the files of an image folder with those of a mask folder, by relative folder and stem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DataError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+MASK_EXTENSIONS = (".png", ".bmp", ".tif", ".tiff")
+#: Mask-name suffixes tried, in this order, when ``mask_suffix`` is not given.
+COMMON_MASK_SUFFIXES = ("", "_L", "_mask", "_masks", "_label", "_labels", "_gt", "_seg",
+                        "_segmentation", "_labelIds", "_gtFine_labelIds", "-mask", "-label")
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The outcome of matching the files of an image folder with those of a mask folder."""
+
+    pairs: list[tuple[str, str]]
+    unpaired_images: list[str]
+    unpaired_masks: list[str]
+    mask_suffix: str
+
+
+def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
+               image_suffix: str = "", only_suffixed: bool = False) -> Pairing:
+    """Match images and masks by relative folder and stem (see :meth:`SegmentationData.from_dirs`).
+
+    Files left without a partner are listed, not raised: ``daliloader check`` reports them.
+    ``only_suffixed``: files of the mask folder without ``mask_suffix`` are not masks (Cityscapes'
+    ``gtFine`` also holds colour, instance and polygon files), so they are neither paired nor listed.
+    """
+    image_dir, mask_dir = Path(images), Path(masks)
+    for what, d in (("images", image_dir), ("masks", mask_dir)):
+        if not d.is_dir():
+            raise DataError(f"{what} folder {d} does not exist or is not a folder")
+    image_files = _list(image_dir, IMAGE_EXTENSIONS)
+    mask_files = _list(mask_dir, MASK_EXTENSIONS)
+    if only_suffixed:
+        mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
+    if not image_files:
+        raise DataError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) found under {image_dir}")
+    if not mask_files:
+        raise DataError(f"no masks ({', '.join(MASK_EXTENSIONS)}) found under {mask_dir}")
+
+    image_keys = {_key(p, image_dir, image_suffix): p for p in image_files}
+    if len(image_keys) != len(image_files):
+        raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
+    suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
+    best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
+    mask_keys = {}
+    for p in mask_files:
+        k = _key(p, mask_dir, best)
+        if k is not None:
+            mask_keys.setdefault(k, []).append(p)
+
+    pairs, unpaired_images = [], []
+    for k, img in sorted(image_keys.items()):
+        found = mask_keys.pop(k, None)
+        if not found:
+            unpaired_images.append(str(img))
+        elif len(found) > 1:
+            raise DataError(f"image {img} has several masks: {', '.join(map(str, found))}")
+        else:
+            pairs.append((str(img), str(found[0])))
+    paired_masks = {m for _, m in pairs}
+    unpaired_masks = [str(p) for p in mask_files if str(p) not in paired_masks]
+    return Pairing(pairs, unpaired_images, unpaired_masks, best)
+
+
+def _list(folder: Path, extensions: tuple[str, ...]) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in extensions)
+
+
+def _key(path: Path, root: Path, suffix: str) -> str | None:
+    """Relative folder + stem with ``suffix`` removed; None when the stem lacks the suffix."""
+    stem = path.stem
+    if suffix:
+        if not stem.endswith(suffix):
+            return None
+        stem = stem[: -len(suffix)]
+    return str(path.parent.relative_to(root) / stem)
+
+
+def _count_pairs(masks: list[Path], root: Path, suffix: str, image_keys: dict) -> int:
+    return sum(1 for p in masks if _key(p, root, suffix) in image_keys)

@@ -1,0 +1,315 @@
+"""Real datasets as they are shipped: Cityscapes, Pascal VOC 2012 and ADE20K, in small trees laid out like
+the downloads (file names, the files beside the masks, split lists). ``from_folder`` loads each split
+unmodified on every backend, with labels equal bit for bit to each dataset's convention, computed here
+independently of daliloader; ``check`` passes them; the CLI reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+import daliloader as dl
+from conftest import one_epoch
+from daliloader.cli import main as cli
+
+H, W = 24, 40
+#: Cityscapes' labelId -> trainId (cityscapesScripts helpers/labels.py); every other labelId is ignored.
+CITYSCAPES_TRAIN_IDS = {7: 0, 8: 1, 11: 2, 12: 3, 13: 4, 17: 5, 19: 6, 20: 7, 21: 8, 22: 9, 23: 10, 24: 11, 25: 12,
+                        26: 13, 27: 14, 28: 15, 31: 16, 32: 17, 33: 18}
+
+
+def blocks(rng, values, block: int = 4) -> np.ndarray:
+    small = rng.choice(values, size=(-(-H // block), -(-W // block)))
+    return np.kron(small, np.ones((block, block), dtype=small.dtype))[:H, :W]
+
+
+def photo(rng) -> np.ndarray:
+    return rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+
+
+def voc_palette() -> list[int]:
+    """The VOC devkit's colormap (VOClabelcolormap.m), written out here independently of daliloader."""
+    cmap = []
+    for i in range(256):
+        r = g = b = 0
+        c = i
+        for j in range(8):
+            r |= ((c >> 0) & 1) << (7 - j)
+            g |= ((c >> 1) & 1) << (7 - j)
+            b |= ((c >> 2) & 1) << (7 - j)
+            c >>= 3
+        cmap += [r, g, b]
+    return cmap
+
+
+@pytest.fixture(scope="module")
+def cityscapes(tmp_path_factory):
+    """cityscapes/{leftImg8bit,gtFine}/{train,val}/<city>/..., with gtFine's colour, instance and polygon
+    files beside each labelIds mask; returns (root, {split: {image: expected labels}})."""
+    root = tmp_path_factory.mktemp("cs") / "cityscapes"
+    rng = np.random.default_rng(1)
+    truth = {}
+    for split, cities in (("train", ("aachen", "bochum")), ("val", ("frankfurt",))):
+        truth[split] = {}
+        for city in cities:
+            for k in range(2):
+                stem = f"{city}_{k:06d}_000019"
+                img_dir, gt_dir = root / "leftImg8bit" / split / city, root / "gtFine" / split / city
+                img_dir.mkdir(parents=True, exist_ok=True)
+                gt_dir.mkdir(parents=True, exist_ok=True)
+                label_ids = blocks(rng, np.arange(34)).astype(np.uint8)
+                cv2.imwrite(str(img_dir / f"{stem}_leftImg8bit.png"), photo(rng))
+                cv2.imwrite(str(gt_dir / f"{stem}_gtFine_labelIds.png"), label_ids)
+                cv2.imwrite(str(gt_dir / f"{stem}_gtFine_color.png"), photo(rng))
+                cv2.imwrite(str(gt_dir / f"{stem}_gtFine_instanceIds.png"), (label_ids.astype(np.uint16) * 1000 + k))
+                (gt_dir / f"{stem}_gtFine_polygons.json").write_text(json.dumps({"objects": []}))
+                expected = np.vectorize(lambda i: CITYSCAPES_TRAIN_IDS.get(int(i), 255))(label_ids)
+                truth[split][str(img_dir / f"{stem}_leftImg8bit.png")] = expected
+    (root / "license.txt").write_text("test tree")
+    return root, truth
+
+
+@pytest.fixture(scope="module")
+def voc(tmp_path_factory):
+    """VOCdevkit/VOC2012 with more JPEGImages than SegmentationClass masks (palette PNGs: indices 0-20,
+    255 on borders), SegmentationObject, Annotations and the ImageSets/Segmentation split lists."""
+    base = tmp_path_factory.mktemp("voc") / "VOCdevkit" / "VOC2012"
+    rng = np.random.default_rng(2)
+    for d in ("JPEGImages", "SegmentationClass", "SegmentationObject", "Annotations", "ImageSets/Segmentation"):
+        (base / d).mkdir(parents=True)
+    names = [f"2007_{i:06d}" for i in range(6)]
+    truth = {}
+    for i, name in enumerate(names):
+        Image.fromarray(photo(rng)).save(base / "JPEGImages" / f"{name}.jpg", quality=95)
+        (base / "Annotations" / f"{name}.xml").write_text("<annotation/>")
+        if i >= 4:
+            continue  # only the segmented subset has masks
+        indices = blocks(rng, np.arange(21)).astype(np.uint8)
+        indices[::7, :] = 255  # object borders
+        for folder, values in (("SegmentationClass", indices), ("SegmentationObject", (indices % 3).astype(np.uint8))):
+            mask = Image.fromarray(values, mode="P")
+            mask.putpalette(voc_palette())
+            mask.save(base / folder / f"{name}.png")
+        truth[str(base / "JPEGImages" / f"{name}.jpg")] = indices
+    lists = base / "ImageSets" / "Segmentation"
+    (lists / "train.txt").write_text("\n".join(names[:3]) + "\n")
+    (lists / "val.txt").write_text(names[3] + "\n")
+    (lists / "trainval.txt").write_text("\n".join(names[:4]) + "\n")
+    splits = {"train": names[:3], "val": names[3:4], "trainval": names[:4]}
+    return base.parent, {split: {k: v for k, v in truth.items() if Path(k).stem in ids} for split, ids in splits.items()}
+
+
+@pytest.fixture(scope="module")
+def ade20k(tmp_path_factory):
+    """ADEChallengeData2016/{images,annotations}/{training,validation}, 8-bit masks 0-150, and the files
+    that ship beside them."""
+    root = tmp_path_factory.mktemp("ade") / "ADEChallengeData2016"
+    rng = np.random.default_rng(3)
+    truth = {}
+    for split, prefix, n in (("training", "ADE_train", 3), ("validation", "ADE_val", 2)):
+        truth[split] = {}
+        (root / "images" / split).mkdir(parents=True)
+        (root / "annotations" / split).mkdir(parents=True)
+        for i in range(1, n + 1):
+            values = blocks(rng, np.arange(151)).astype(np.uint8)
+            image = root / "images" / split / f"{prefix}_{i:08d}.jpg"
+            Image.fromarray(photo(rng)).save(image, quality=95)
+            cv2.imwrite(str(root / "annotations" / split / f"{prefix}_{i:08d}.png"), values)
+            truth[split][str(image)] = np.where(values == 0, 255, values.astype(np.int64) - 1)
+    (root / "objectInfo150.csv").write_text("Idx,Ratio,Train,Val,Name\n1,0.1,1,1,wall\n")
+    (root / "sceneCategories.txt").write_text("ADE_train_00000001 bathroom\n")
+    return root, truth
+
+
+DATASETS = {"cityscapes": ("train", "val"), "voc": ("train", "val", "trainval"), "ade20k": ("training", "validation")}
+CASES = [(name, split) for name, splits in DATASETS.items() for split in splits]
+
+
+@pytest.mark.parametrize("name, split", CASES)
+def test_from_folder_loads_each_split_as_shipped(request, name, split, backend):
+    root, truth = request.getfixturevalue(name)
+    data = dl.SegmentationData.from_folder(root, split=split)
+    assert sorted(data.images) == sorted(truth[split])
+    batches = one_epoch(backend, data, batch_size=1, image_size=(H, W), crop="center", shuffle=False,
+                        label_mode="int")
+    assert len(batches) == len(data)
+    for image, (_, labels) in zip(data.images, batches):
+        np.testing.assert_array_equal(labels[0], truth[split][image], err_msg=f"{backend}: {image}")
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_the_published_class_tables_come_with_the_layout(request, name):
+    root, _ = request.getfixturevalue(name)
+    classes = dl.SegmentationData.from_folder(root, split=DATASETS[name][0]).classes
+    expected = {"cityscapes": (19, "road", "bicycle"), "voc": (21, "background", "tvmonitor"),
+                "ade20k": (150, "wall", "flag")}[name]
+    assert (classes.num_classes, classes.names[0], classes.names[-1]) == expected
+    assert classes.ignore_index == 255 and classes.palette().shape == (classes.num_classes, 3)
+
+
+@pytest.mark.parametrize("name, split", CASES)
+def test_check_passes_each_layout_as_shipped(request, name, split, capsys):
+    root, _ = request.getfixturevalue(name)
+    assert cli(["check", str(root), "--split", split, "--quiet"]) == 0, capsys.readouterr().out
+
+
+def test_check_still_finds_broken_files_in_a_layout(voc, tmp_path):
+    """A truncated mask, a listed image without its mask, a mask with another palette."""
+    import shutil
+
+    root = tmp_path / "VOCdevkit"
+    shutil.copytree(voc[0], root)
+    base = root / "VOC2012"
+    masks = sorted((base / "SegmentationClass").glob("*.png"))
+    masks[0].write_bytes(masks[0].read_bytes()[:80])
+    other = Image.open(masks[1])
+    other.putpalette([255 - v for v in voc_palette()])
+    other.save(masks[1])
+    (base / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(p.stem for p in masks[:3]) + "\n2007_000005\n")
+    report = dl.check(root, split="train")
+    kinds = {(Path(p.path).name, p.kind) for p in report.problems}
+    assert {(masks[0].name, "corrupt"), (masks[1].name, "mask_palette")} <= kinds  # cut inside its palette
+    assert ("2007_000005.jpg", "unpaired_image") in kinds
+    with pytest.raises(dl.DataError, match="(?s)1 image\\(s\\) and 0 mask\\(s\\) have no partner.*2007_000005"):
+        dl.SegmentationData.from_folder(root)
+    data = dl.SegmentationData.from_pairs([(str(base / "JPEGImages" / f"{masks[1].stem}.jpg"), str(masks[1]))],
+                                          dl.ClassMap.voc())
+    with pytest.raises(dl.LoadError, match=f"{masks[1]}.*its palette differs"):
+        one_epoch("dali-cpu", data, batch_size=1, image_size=(H, W), crop="center")
+
+
+def test_an_unknown_layout_lists_every_layout(tmp_path):
+    (tmp_path / "stuff").mkdir()
+    with pytest.raises(dl.DataError, match="(?s)Cityscapes.*Pascal VOC 2012.*ADE20K.*CamVid.*images/ \\+ masks/.*"
+                                           "prepared copy"):
+        dl.SegmentationData.from_folder(tmp_path)
+    with pytest.raises(dl.DataError, match="is ADE20K, but has no split 'test'.*training, validation"):
+        dl.SegmentationData.from_folder(_ade_root(tmp_path), split="test")
+
+
+def _ade_root(tmp_path) -> Path:
+    root = tmp_path / "ADEChallengeData2016"
+    for split in ("training", "validation"):
+        (root / "images" / split).mkdir(parents=True)
+        (root / "annotations" / split).mkdir(parents=True)
+    return root
+
+
+def test_a_colour_read_palette_mask_is_reported_by_its_indices(voc):
+    """VOC masks read with an id map (classes=21): check says they are palette PNGs and names the indices,
+    and the loaders refuse them instead of training on colour luminance."""
+    root, truth = voc
+    pairs = [(image, image.replace("JPEGImages", "SegmentationClass").replace(".jpg", ".png")) for image in truth["train"]]
+    data = dl.SegmentationData.from_pairs(pairs, 21)
+    report = dl.check(data)
+    assert {p.kind for p in report.problems} == {"palette_mask"}
+    message = report.problems[0].message
+    assert "palette PNG (indices " in message and "255)" in message and "from_palette_indices" in message
+    with pytest.raises(dl.LoadError, match="palette PNG"):
+        one_epoch("dali-cpu", data, batch_size=1, image_size=(H, W), crop="center")
+
+
+# ---------------------------------------------------------------- plain id masks
+def id_tree(root: Path, values, depth: int = 8, n: int = 3, ext: str = "png") -> dict[str, np.ndarray]:
+    """images/ + masks/ without a class table; masks of ``depth`` bits holding ``values``."""
+    rng = np.random.default_rng(4)
+    (root / "images").mkdir(parents=True)
+    (root / "masks").mkdir()
+    truth = {}
+    for i in range(n):
+        ids = blocks(rng, np.asarray(values)).astype(np.uint16 if depth == 16 else np.uint8)
+        image = root / "images" / f"{i:03d}.{ext}"
+        cv2.imwrite(str(image), photo(rng))
+        cv2.imwrite(str(root / "masks" / f"{i:03d}.png"), ids)
+        truth[str(image)] = ids
+    return truth
+
+
+def test_16_bit_id_masks_keep_their_ids_on_every_backend(tmp_path, backend):
+    """Ids above 255 need 16-bit masks; every backend reads them as stored."""
+    truth = id_tree(tmp_path, [0, 7, 300, 1000, 65000], depth=16)
+    classes = dl.ClassMap.from_ids({0: 0, 300: 1, 1000: 2, 65000: 3})
+    data = dl.SegmentationData.from_folder(tmp_path, classes=classes)
+    assert data.mask_depth == 16
+    for image, (_, labels) in zip(data.images, one_epoch(backend, data, batch_size=1, image_size=(H, W),
+                                                         crop="center", shuffle=False, label_mode="int")):
+        want = np.vectorize({0: 0, 7: 255, 300: 1, 1000: 2, 65000: 3}.get)(truth[image])
+        np.testing.assert_array_equal(labels[0], want, err_msg=backend)
+
+
+def test_classes_none_reads_the_ids_in_the_masks(tmp_path):
+    id_tree(tmp_path, [0, 2, 5, 255])
+    data = dl.SegmentationData.from_folder(tmp_path)  # images/ + masks/, no class_dict.csv
+    assert data.classes.num_classes == 6 and data.classes.ignore_index == 255 and data.classes.kind == "id"
+    with pytest.raises(dl.DataError, match="classes=None reads class ids from single-channel masks.*colour masks"):
+        dl.SegmentationData.from_dirs(*_colour_tree(tmp_path / "colour"), classes=None)
+
+
+def _colour_tree(root: Path):
+    from conftest import write_pairs
+
+    data = write_pairs(root, [np.zeros((8, 8, 3), np.uint8)], [np.full((8, 8, 3), 64, np.uint8)])
+    return Path(data.images[0]).parent, Path(data.masks[0]).parent
+
+
+def test_a_mask_of_another_depth_is_refused_by_name(tmp_path):
+    truth = id_tree(tmp_path, [0, 1, 2], n=2)
+    odd = Path(sorted(truth)[1].replace("images", "masks"))
+    cv2.imwrite(str(odd), cv2.imread(str(odd), cv2.IMREAD_UNCHANGED).astype(np.uint16))
+    data = dl.SegmentationData.from_folder(tmp_path, classes=3)
+    with pytest.raises(dl.LoadError, match=f"{odd}.*16-bit mask in a dataset of 8-bit masks"):
+        one_epoch("dali-cpu", data, batch_size=1, image_size=(H, W), crop="center", shuffle=False)
+
+
+def test_a_format_a_backend_cannot_decode_is_refused_by_name(tmp_path):
+    """TIFF images: tf.image has no TIFF decoder; tfdata refuses them by name, before decoding, and names
+    the backends that read them (inside tf.data, TensorFlow wraps the message in its own error); those do."""
+    truth = id_tree(tmp_path, [0, 1], ext="tif")
+    data = dl.SegmentationData.from_folder(tmp_path, classes=2)
+    with pytest.raises(Exception, match=f"(?s){sorted(truth)[0]}: TIFF cannot be decoded by backend='tfdata'; "
+                                        "dali-gpu, dali-cpu, opencv can"):
+        one_epoch("tfdata", data, batch_size=1, image_size=(H, W), crop="center", shuffle=False)
+    assert len(one_epoch("dali-cpu", data, batch_size=1, image_size=(H, W), crop="center")) == 3
+
+
+# ---------------------------------------------------------------- the command line
+@pytest.fixture(scope="module")
+def sources(cityscapes, voc, ade20k, tmp_path_factory):
+    """Every way of naming a dataset on the command line: each layout, --images/--masks/--classes N, and
+    a prepared copy."""
+    plain = tmp_path_factory.mktemp("plain")
+    id_tree(plain, [0, 1, 2, 3])
+    prepared = tmp_path_factory.mktemp("prep") / "voc-prepared"
+    assert cli(["prepare", str(voc[0]), str(prepared), "--quiet"]) == 0
+    return {"cityscapes": [str(cityscapes[0])], "voc": [str(voc[0]), "--split", "trainval"],
+            "ade20k": [str(ade20k[0]), "--split", "validation"],
+            "ids": ["--images", str(plain / "images"), "--masks", str(plain / "masks"), "--classes", "4"],
+            "prepared": [str(prepared)]}
+
+
+@pytest.mark.parametrize("source", ["cityscapes", "voc", "ade20k", "ids", "prepared"])
+def test_the_commands_read_every_source(sources, source, tmp_path, capsys):
+    args = sources[source]
+    assert cli(["check", *args, "--quiet"]) == 0, capsys.readouterr().out
+    assert cli(["preview", *args, "-o", str(tmp_path / "p.png"), "--batches", "1", "--batch-size", "1",
+                "--image-size", "16"]) == 0
+    assert cli(["prepare", *args, str(tmp_path / "copy"), "--quiet", "--verify"]) == 0, capsys.readouterr()
+    pytest.importorskip("tensorflow")
+    assert cli(["bench", *args, "--backends", "dali-cpu", "--batch-size", "1", "--image-size", "16",
+                "--seconds", "0.05", "--repeats", "1", "--no-stages", "--json", str(tmp_path / "b.json")]) == 0
+    assert json.loads((tmp_path / "b.json").read_text())["results"][0]["median"] > 0
+
+
+def test_voc_prepared_keeps_its_labels(voc, sources):
+    """prepare reads the palette masks by index too: the copy's 8-bit masks equal the indices."""
+    root, truth = voc
+    data = dl.SegmentationData.from_folder(sources["prepared"][0])
+    by_name = {Path(image).stem: labels for image, labels in truth["trainval"].items()}
+    for mask in data.masks:
+        np.testing.assert_array_equal(cv2.imread(mask, cv2.IMREAD_UNCHANGED), by_name[Path(mask).stem.split("-", 1)[1]])
