@@ -125,6 +125,7 @@ def main() -> None:
               f"differing {100 * r['share_differing']:.1f}%")
     if args.json:
         write_json(report, args.json)
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

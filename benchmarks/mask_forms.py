@@ -128,6 +128,7 @@ def main() -> None:
                 del pipe
     if args.json:
         write_json(report, args.json)
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ from .plan import Plan, make_plan
 BASELINE = "tfdata-naive"
 #: Backends ``bench`` knows: the registry's, then the baseline.
 BENCH_BACKENDS = tuple(backends.BACKENDS) + (BASELINE,)
-#: Bench backends that cannot run at all without TensorFlow.
-TF_ONLY = ("tfdata", BASELINE)
+#: What the bench feeds from each backend, in order of preference: what Keras is fed (tf.data,
+#: PyDataset), else, where TensorFlow or Keras is missing, DALI's own pipeline or numpy batches.
+PRODUCTS = ("tf.data", "keras", "dali", "batches")
 #: Samples per pack in the bench's prepared copy.
 BENCH_PACK_SIZE = 256
 
@@ -45,24 +46,36 @@ def has_tensorflow() -> bool:
     return not backends.missing(("tensorflow", "keras", "dali-tf-plugin"))
 
 
-def product(name: str) -> str:
-    """What the bench builds of a backend: what Keras is fed (tf.data, PyDataset), or, without
-    TensorFlow, DALI's pipeline and OpenCV's batches."""
-    tf = has_tensorflow()
-    if name == BASELINE or name == "tfdata":
-        return "tf.data"
-    if name == "opencv":
-        return "keras" if tf else "batches"
-    return "tf.data" if tf else "dali"
+#: How the bench names what a backend lacks.
+NEEDS = {"tensorflow": "TensorFlow", "keras": "Keras", "dali-tf-plugin": "DALI's TF plugin", "dali": "DALI",
+         "gpu": "a CUDA GPU that DALI can see"}
+
+
+def product(name: str) -> str | None:
+    """What the bench builds of a backend (see :data:`PRODUCTS`); None when it cannot run here."""
+    if name == BASELINE:
+        return "tf.data" if has_tensorflow() else None
+    return backends.available(name, PRODUCTS)
+
+
+def lacks(name: str) -> str:
+    needs = ("tensorflow",) if name == BASELINE else backends.BACKENDS[name].requirements(
+        next(iter(backends.BACKENDS[name].builds)))
+    return " and ".join(NEEDS[n] for n in backends.missing(needs)) or "what it needs"
 
 
 #: How each product is read, in the JSON ("via").
-VIA = {"tf.data": "tf.data (DALIDataset)", "keras": "keras PyDataset", "batches": "OpenCV loader (no Keras)",
+VIA = {"tf.data": "tf.data", "keras": "keras PyDataset", "batches": "OpenCV loader (no Keras)",
        "dali": "DALI pipeline.run (no TensorFlow)"}
 
 
 def via(name: str) -> str:
-    return "tf.data" if name in TF_ONLY else VIA[product(name)]
+    return VIA[product(name)]
+
+
+def sequence_like(name: str) -> bool:
+    """Whether the bench reads a backend's product by index, as Keras reads a PyDataset."""
+    return product(name) in ("keras", "batches")
 
 
 @dataclass
@@ -139,7 +152,7 @@ def backend_stream(name: str, plan: Plan, workers: int):
     if product(name) == "dali":
         pipe, _ = source
         return (pipe.run() for _ in itertools.count())
-    return ordered_parallel(source, workers) if name == "opencv" else endless(source)
+    return ordered_parallel(source, workers) if sequence_like(name) else endless(source)
 
 
 def ordered_parallel(seq, workers: int):
@@ -239,9 +252,9 @@ def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[d
     As in ``tf_dataset``, a graph that hands its batches over on the CPU ends with int labels for
     one-hot batches, and the one-hot encoding by TensorFlow is timed on its own (the last row).
     """
-    from .backends.dali_graph import STAGES, SegmentationPipeline, graph_spec
+    from .backends.dali_graph import STAGES, SegmentationPipeline, graph_spec, outputs_on
 
-    dali_spec = graph_spec(plan.spec, device)
+    dali_spec = graph_spec(plan.spec, outputs_on(device, plan))
     encode_in_tf = dali_spec.label_mode != plan.spec.label_mode
     rows, previous = [], 0.0
     for stage in STAGES + ("encode",):
@@ -364,7 +377,7 @@ def train_bound(plan: Plan, names, steps: int, workers: int) -> dict:
     rows = {}
     for name in names:
         source = backend_source(name, plan, workers)
-        x, y = source[0] if name == "opencv" else next(iter(source))
+        x, y = source[0] if sequence_like(name) else next(iter(source))
         device = getattr(x, "device", None) or "/cpu:0"
         with tf.device(device):  # the cached batch lives where the backend delivers batches
             cached = tf.data.Dataset.from_tensors((tf.identity(x), tf.identity(y))).repeat()
@@ -395,14 +408,13 @@ class Settings:
 
 def choose_backends(settings: Settings) -> list[str]:
     """The backends to measure: those asked for, or every one this machine can run; refuses what it cannot."""
-    gpu, tf = backends.dali_gpu_count() > 0, has_tensorflow()
-    chosen = list(settings.backends or [b for b in BENCH_BACKENDS
-                                        if (gpu or b != "dali-gpu") and (tf or b not in TF_ONLY)])
-    if "dali-gpu" in chosen and not gpu:
-        raise SpecError("--backends: dali-gpu needs a CUDA GPU that DALI can see; none was found")
-    if not tf and (set(chosen) & set(TF_ONLY) or settings.train):
-        raise SpecError(f"{', '.join(sorted(set(chosen) & set(TF_ONLY))) or '--train'} needs TensorFlow, Keras and "
-                        "DALI's TF plugin (`make install`); without them bench measures dali-gpu, dali-cpu and opencv")
+    chosen = list(settings.backends or [b for b in BENCH_BACKENDS if product(b) is not None])
+    for name in chosen:
+        if product(name) is None:
+            raise SpecError(f"--backends: {name} needs {lacks(name)}, which this machine lacks (`make install` "
+                            "installs TensorFlow, Keras and DALI's TF plugin)")
+    if settings.train and not has_tensorflow():
+        raise SpecError("--train needs TensorFlow, Keras and DALI's TF plugin (`make install`)")
     return chosen
 
 
@@ -477,7 +489,8 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
     for which, source in datasets.items():
         suffix = "" if which == "original" else "_prepared"
         # packs are read by DALI's webdataset reader; opencv and tfdata read the prepared files
-        for name in (b for b in names if which != "shards" or b.startswith("dali")):
+        for name in (b for b in names if which != "shards" or backends.BACKENDS.get(b, None) and
+                     backends.BACKENDS[b].reads_packs):
             for mode in settings.label_modes:
                 plan = bench_plan(source, settings.batch_size, size, mode)
                 stream = backend_stream(name, plan, workers)
@@ -486,7 +499,7 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
                     warmup_batches=max(1, len(source) // plan.batch_size)))
                 m = {**Measurement(name, mode, rates).to_dict(), "data": which, "via": via(name)}
                 bound = ceilings[f"cpu_decode_pairs{suffix}"]["median"]
-                if name == "dali-gpu":
+                if name in backends.BACKENDS and backends.BACKENDS[name].gpu:  # nvJPEG or the masks, whichever binds
                     bound = min(ceilings["nvjpeg_images"]["median"], ceilings[f"cpu_decode_masks{suffix}"]["median"])
                 m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
                 report["results"].append(m)

@@ -17,7 +17,6 @@ Nothing here imports TensorFlow or DALI.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import threading
@@ -329,7 +328,7 @@ class Report:
         return head + f"{len(self.problems)} problem(s): {counts}\n" + "\n".join(f"  {p}" for p in self.problems)
 
 
-def check(data: SegmentationData | str | Path | dict, *, split: str = "train", workers: int | None = None,
+def check(data: SegmentationData | str | Path | dict, *, split: str | None = None, workers: int | None = None,
           min_side: int = MIN_SIDE, progress: bool = False) -> Report:
     """Check every pair of ``data``: a SegmentationData, a dataset folder in a known layout (see
     :mod:`daliloader.layouts`), or the ``from_dirs`` arguments as a dict (``classes`` None: read the ids
@@ -394,17 +393,6 @@ class PairGuard:
         if problems:
             raise LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
         self._vetted[index] = True
-
-    def explaining(self, run):
-        """``run`` (a DALI ``pipeline.run``) with its errors turned into :meth:`explain`'s LoadError."""
-        @functools.wraps(run)
-        def run_or_explain(*args, **kwargs):
-            try:
-                return run(*args, **kwargs)
-            except RuntimeError as e:
-                raise self.explain(e) from e
-
-        return run_or_explain
 
     def explain(self, error: BaseException) -> LoadError:
         """A LoadError naming the bad files among the pairs in flight when ``error`` happened."""

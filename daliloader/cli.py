@@ -35,6 +35,7 @@ def cmd_bench(args) -> int:
     report.print_report(console, result)
     if args.json:
         report.write_json(result, args.json)
+        console.print(f"wrote {args.json}")
     if args.plot:
         report.plot_report(result, args.plot)
         console.print(f"wrote {args.plot}")
@@ -42,7 +43,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_preview(args) -> int:
-    from daliloader.report import preview
+    from daliloader.preview import preview
 
     n = preview(load_data(args), args.output, batches=args.batches, batch_size=args.batch_size,
                 image_size=args.image_size, scale=args.scale, seed=args.seed)
@@ -148,8 +149,9 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
                              "(ADEChallengeData2016), CamVid (SPLIT/ + SPLIT_labels/ + class_dict.csv), images/ + "
                              "masks/ (+ class_dict.csv), or a prepared copy"
                              + ("; default: the embedded synthetic dataset" if default else ""))
-    parser.add_argument("--split", default="train", help="the split to read in DATA (default: train; ADE20K's "
-                                                         "training/validation and VOC's train/val/trainval too)")
+    parser.add_argument("--split", default=None, help="the split to read in DATA (default: train, or the whole "
+                                                      "folder where it has no split folders; ADE20K's training/"
+                                                      "validation and VOC's train/val/trainval too)")
     parser.add_argument("--images", type=Path, help="image folder (instead of DATA)")
     parser.add_argument("--masks", type=Path, help="mask folder (instead of DATA)")
     parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N",

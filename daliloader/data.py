@@ -12,7 +12,7 @@ from . import layouts
 from .classes import ClassMap, as_classmap
 from .errors import DataError
 from .manifest import PACKS, index_samples, load_manifest, prepared_classes
-from .pairing import COMMON_MASK_SUFFIXES, IMAGE_EXTENSIONS, MASK_EXTENSIONS, Pairing, pair_files  # noqa: F401
+from .pairing import Pairing, pair_files
 from .parallel import threaded_map
 
 #: Pillow's modes of 16-bit single-channel images.
@@ -67,7 +67,7 @@ class SegmentationData:
     def __repr__(self) -> str:
         packed = f", {len(self.packs.tars)} packs" if self.packs else ""
         depth = ", 16-bit masks" if self.mask_depth == 16 else ""
-        return (f"SegmentationData({len(self)} pairs, {self.classes.num_classes} classes, "
+        return (f"SegmentationData({len(self)} pair{'s' if len(self) != 1 else ''}, {self.classes.num_classes} classes, "
                 f"kind={self.classes.kind}{depth}{packed})")
 
     @classmethod
@@ -92,7 +92,7 @@ class SegmentationData:
 
         Files are matched by relative folder and stem. A mask may carry a suffix (CamVid's
         ``f001_L.png`` for ``f001.png``): pass ``mask_suffix``, or leave it ``None`` to detect one of
-        :data:`COMMON_MASK_SUFFIXES`. ``image_suffix`` is stripped from image stems before matching
+        :data:`daliloader.pairing.COMMON_MASK_SUFFIXES`. ``image_suffix`` is stripped from image stems before matching
         (Cityscapes: ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``).
         Any file left without a partner is an error that lists it. ``classes``: see :func:`as_classmap`;
         None reads the ids in the masks (:func:`infer_classes`).
@@ -113,11 +113,13 @@ class SegmentationData:
         return cls._of(pairs, classes)
 
     @classmethod
-    def from_folder(cls, root: str | Path, split: str = "train", classes=None) -> "SegmentationData":
+    def from_folder(cls, root: str | Path, split: str | None = None, classes=None) -> "SegmentationData":
         """A dataset folder as shipped: Cityscapes, Pascal VOC 2012, ADE20K, CamVid, or images/ + masks/
-        (see :mod:`daliloader.layouts`), with the class map its layout publishes. ``classes`` replaces
-        that map, or gives one where the layout has none (images/ + masks/ without class_dict.csv: a
-        class count, or None to read the ids in the masks)."""
+        (see :mod:`daliloader.layouts`), with the class map its layout publishes. ``split``: the
+        layout's split (None: its training split; a folder without splits, such as a prepared copy or
+        a flat images/ + masks/, is read whole, and an explicit split there is refused). ``classes``
+        replaces that map, or gives one where the layout has none (images/ + masks/ without
+        class_dict.csv: a class count, or None to read the ids in the masks)."""
         found = layouts.find(root, split)
         _refuse_unpaired(found.pairing, f"{found.layout} layout in {found.root}")
         return cls._of(found.pairing.pairs, classes if classes is not None else found.classes)

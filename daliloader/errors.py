@@ -17,6 +17,10 @@ class LoadError(DaliloaderError, RuntimeError):
     """Loading a batch failed; the message names the files involved."""
 
 
+class MissingDependency(DaliloaderError, ImportError):
+    """A backend needs a package that is not installed; the message says what to install."""
+
+
 #: What every message about a bad file advises.
 WHAT_TO_DO = ("Run `daliloader check` on the dataset (or `daliloader.check(data)`) to list every bad file, "
               "then fix or remove them.")

@@ -14,8 +14,8 @@ ADE20K                ``images/`` and ``annotations/`` (in         8-bit 1-150 -
                       ``ADEChallengeData2016``, also below it)
 CamVid                ``{split}/``, ``{split}_labels/``,           colour masks, ``class_dict.csv``
                       ``class_dict.csv``
-images + masks        ``images/`` and ``masks/``                   ``class_dict.csv`` if present,
-                                                                   else id masks (``classes=``)
+images + masks        ``images/`` and ``masks/`` (flat, or split   ``class_dict.csv`` if present,
+                      folders ``images/train/`` + ``masks/train/``) else id masks (``classes=``)
 prepared copy         ``manifest.json`` (``daliloader prepare``)    8-bit class indices
 ====================  ===========================================  ================================
 """
@@ -32,6 +32,8 @@ from .pairing import Pairing, pair_files
 
 #: ADE20K names its splits "training" and "validation"; these names are accepted too.
 _ADE_SPLITS = {"train": "training", "training": "training", "val": "validation", "validation": "validation"}
+#: Folder names read as splits inside images/ + masks/ (other subfolders are part of the data).
+_SPLIT_NAMES = {"train", "training", "val", "valid", "validation", "test", "testing", "trainval"}
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,10 @@ class Found:
     mask_suffix: str | None = None  # named in errors about unpaired files
 
 
-def find(root: str | Path, split: str = "train") -> Found:
-    """Recognise the dataset under ``root`` and pair its ``split``; a folder in no known layout is an
-    error that lists every layout."""
+def find(root: str | Path, split: str | None = None) -> Found:
+    """Recognise the dataset under ``root`` and pair its ``split`` (None: the layout's training split,
+    or the whole folder where it has no split folders); a folder in no known layout is an error that
+    lists every layout."""
     root = Path(root)
     if not root.is_dir():
         raise DataError(f"dataset folder {root} does not exist or is not a folder")
@@ -56,6 +59,7 @@ def find(root: str | Path, split: str = "train") -> Found:
         found = detect(root, split)
         if found is not None:
             return found
+    split = split or "train"
     raise DataError(
         f"{root}: unknown dataset layout. daliloader recognises:\n"
         f"  Cityscapes: leftImg8bit/{split}/ + gtFine/{split}/ (*_gtFine_labelIds.png)\n"
@@ -64,7 +68,7 @@ def find(root: str | Path, split: str = "train") -> Found:
         f"  ADE20K: ADEChallengeData2016/ with images/{_ADE_SPLITS.get(split, split)}/ + "
         f"annotations/{_ADE_SPLITS.get(split, split)}/\n"
         f"  CamVid: {split}/ + {split}_labels/ + class_dict.csv\n"
-        f"  images/ + masks/ (+ class_dict.csv for colour masks)\n"
+        f"  images/ + masks/ (+ class_dict.csv for colour masks), with or without split folders (images/{split}/)\n"
         f"  a prepared copy: {MANIFEST} (daliloader prepare)\n"
         "or give the folders explicitly (SegmentationData.from_dirs, or --images/--masks/--classes)")
 
@@ -74,18 +78,24 @@ def _missing_split(root: Path, name: str, split: str, where: Path, available) ->
     return DataError(f"{root} is {name}, but has no split {split!r} ({where} is missing); its splits: {splits}")
 
 
-def _prepared(root: Path, split: str) -> Found | None:
+def _prepared(root: Path, split: str | None) -> Found | None:
     if not (root / MANIFEST).is_file():
         return None
     manifest = load_manifest(root)
+    made_from = manifest.get("source", {}).get("split")
+    if split is not None and split != made_from:
+        of = f"split {made_from!r} of {manifest['source'].get('data') or 'its source'}" if made_from else "one split"
+        raise DataError(f"{root} is a prepared copy of {of}, and holds only that: drop split={split!r}, or prepare "
+                        f"split {split!r} into a folder of its own (daliloader prepare DATA OUT --split {split})")
     pairs = [(str(root / i), str(root / m)) for i, m in manifest["pairs"]]
     return Found("prepared copy", root, Pairing(pairs, [], [], ""), prepared_classes(manifest))
 
 
-def _cityscapes(root: Path, split: str) -> Found | None:
+def _cityscapes(root: Path, split: str | None) -> Found | None:
     images, masks = root / "leftImg8bit", root / "gtFine"
     if not (images.is_dir() and masks.is_dir()):
         return None
+    split = split or "train"
     if not (images / split).is_dir() or not (masks / split).is_dir():
         raise _missing_split(root, "Cityscapes", split, images / split,
                              {p.name for p in images.iterdir() if p.is_dir() and (masks / p.name).is_dir()})
@@ -94,12 +104,13 @@ def _cityscapes(root: Path, split: str) -> Found | None:
     return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), "_gtFine_labelIds")
 
 
-def _voc(root: Path, split: str) -> Found | None:
+def _voc(root: Path, split: str | None) -> Found | None:
     for base in (root, root / "VOC2012", root / "VOCdevkit" / "VOC2012"):
         if (base / "JPEGImages").is_dir() and (base / "SegmentationClass").is_dir():
             break
     else:
         return None
+    split = split or "train"
     lists = base / "ImageSets" / "Segmentation"
     listed = lists / f"{split}.txt"
     if not listed.is_file():
@@ -118,12 +129,13 @@ def _voc(root: Path, split: str) -> Found | None:
     return Found("Pascal VOC 2012", base, Pairing(pairs, no_mask, no_image, ""), ClassMap.voc())
 
 
-def _ade20k(root: Path, split: str) -> Found | None:
+def _ade20k(root: Path, split: str | None) -> Found | None:
     for base in (root, root / "ADEChallengeData2016"):
         if (base / "images").is_dir() and (base / "annotations").is_dir():
             break
     else:
         return None
+    split = split or "train"
     folder = _ADE_SPLITS.get(split, split)
     if not (base / "images" / folder).is_dir():
         raise _missing_split(root, "ADE20K", split, base / "images" / folder,
@@ -132,9 +144,14 @@ def _ade20k(root: Path, split: str) -> Found | None:
     return Found("ADE20K", base, pairing, ClassMap.ade20k(), "")
 
 
-def _camvid(root: Path, split: str) -> Found | None:
-    if not ((root / split).is_dir() and (root / f"{split}_labels").is_dir()):
+def _camvid(root: Path, split: str | None) -> Found | None:
+    splits = {p.name[:-len("_labels")] for p in root.glob("*_labels") if p.is_dir()}
+    splits = {name for name in splits if (root / name).is_dir()}
+    split = split or "train"
+    if not splits or (split not in splits and not (root / "class_dict.csv").is_file()):
         return None
+    if split not in splits:
+        raise _missing_split(root, "CamVid", split, root / split, splits)
     csv_path = root / "class_dict.csv"
     if not csv_path.is_file():
         raise DataError(f"{root}: found {split}/ and {split}_labels/ (CamVid) but no class_dict.csv (a header "
@@ -142,9 +159,21 @@ def _camvid(root: Path, split: str) -> Found | None:
     return Found("CamVid", root, pair_files(root / split, root / f"{split}_labels"), csv_path)
 
 
-def _images_masks(root: Path, split: str) -> Found | None:
-    if not ((root / "images").is_dir() and (root / "masks").is_dir()):
+def _images_masks(root: Path, split: str | None) -> Found | None:
+    """images/ + masks/, flat (one split: the whole folder) or with split folders inside
+    (images/train/ + masks/train/, ...)."""
+    images, masks = root / "images", root / "masks"
+    if not (images.is_dir() and masks.is_dir()):
         return None
     csv_path = root / "class_dict.csv"
-    return Found("images + masks", root, pair_files(root / "images", root / "masks"),
-                 csv_path if csv_path.is_file() else None)
+    classes = csv_path if csv_path.is_file() else None
+    splits = {p.name for p in images.iterdir() if p.is_dir() and p.name in _SPLIT_NAMES and (masks / p.name).is_dir()}
+    if not splits:
+        if split is not None:
+            raise DataError(f"{root} (images/ + masks/) has no split folders (images/{split}/ + masks/{split}/): it "
+                            f"is one split, read whole; drop split={split!r}")
+        return Found("images + masks", root, pair_files(images, masks), classes)
+    split = split or "train"
+    if split not in splits:
+        raise _missing_split(root, "images/ + masks/ with split folders", split, images / split, splits)
+    return Found("images + masks", root, pair_files(images / split, masks / split), classes)

@@ -16,10 +16,12 @@ from dataclasses import replace
 import numpy as np
 
 from . import backends
-from .backends import dali_gpu_count  # noqa: F401  (re-exported: the loaders' own question)
 from .errors import SpecError
-from .plan import OUTPUTS, plan_of
+from .plan import Plan, plan_of
 from .spec import check_batch_size
+
+#: Options only the DALI backends use, which keras_sequence (OpenCV) refuses rather than ignores.
+DALI_OPTIONS = ("num_threads", "prefetch", "device_id")
 
 
 def tf_dataset(data, batch_size: int = 8, image_size=(512, 512), crop: str = "random", label_mode: str = "onehot",
@@ -62,27 +64,35 @@ def keras_sequence(data, batch_size: int = 8, image_size=(512, 512), crop: str =
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SpecError(f"workers must be a positive integer, got {workers!r}")
+    dali_only = sorted(set(options) & set(DALI_OPTIONS))
+    if dali_only:
+        raise SpecError(f"keras_sequence() got {dali_only[0]}=, an option of the DALI backends; the OpenCV loader "
+                        "runs on Keras' workers (workers=, use_multiprocessing=)")
     plan = plan_of(data, "keras_sequence", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
-    return backends.BACKENDS["opencv"].build("keras", plan, workers=workers, use_multiprocessing=use_multiprocessing,
-                                             max_queue_size=max_queue_size)
+    return backends.resolve("auto", "keras").build("keras", plan, workers=workers,
+                                                   use_multiprocessing=use_multiprocessing,
+                                                   max_queue_size=max_queue_size)
 
 
 def dali_pipeline(data, batch_size: int = 8, image_size=(512, 512), crop: str = "random", label_mode: str = "onehot",
-                  shuffle: bool = True, seed: int | None = None, backend: str = "auto", *,
-                  outputs=("image", "labels"), **options):
+                  shuffle: bool = True, seed: int | None = None, backend: str = "auto", *, outputs=None,
+                  **options):
     """The same DALI pipeline without TensorFlow: returns ``(pipeline, steps_per_epoch)``.
 
     ``pipeline.run()`` returns one batch of ``outputs`` (any of ``image``, ``labels``, ``weight``,
-    ``index``); consecutive runs walk through the epochs exactly as ``tf_dataset`` does. A decoder
-    failure raises a :class:`~daliloader.errors.LoadError` that names the files in flight.
+    ``index``; default ``("image", "labels")``, or a plan's own outputs); consecutive runs walk through
+    the epochs exactly as ``tf_dataset`` does. A decoder failure raises a
+    :class:`~daliloader.errors.LoadError` that names the files in flight.
     """
-    outputs = tuple(outputs)
-    if not outputs or set(outputs) - set(OUTPUTS):
-        raise SpecError(f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
-    plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
-                   label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
-    return backends.resolve(backend, "dali").build("dali", replace(plan, outputs=outputs))
+    if isinstance(data, Plan):
+        plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
+                       label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs, **options)
+    else:
+        plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
+                       label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs or ("image", "labels"),
+                       **options)
+    return backends.resolve(backend, "dali").build("dali", plan)
 
 
 def distribute(strategy, data, global_batch_size: int, image_size=(512, 512), crop: str = "random",
@@ -109,7 +119,14 @@ def distribute(strategy, data, global_batch_size: int, image_size=(512, 512), cr
     """
     import tensorflow as tf
 
-    global_batch_size = check_batch_size(global_batch_size)
+    if isinstance(data, Plan):
+        raise SpecError("distribute(strategy, data, ...) takes a SegmentationData, not a plan: it plans one input "
+                        "pipeline per replica or worker itself")
+    fixed = sorted(set(options) & {"shard_id", "num_shards", "device_id", "outputs"})
+    if fixed:
+        raise SpecError(f"distribute() got {fixed[0]}=, which it sets itself for each replica or worker (shards from "
+                        "the strategy's input pipelines, devices from its replicas)")
+    global_batch_size = check_batch_size(global_batch_size, "global_batch_size")
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
         raise SpecError(f"global_batch_size={global_batch_size} must be a multiple of the {replicas} replicas "
@@ -118,8 +135,9 @@ def distribute(strategy, data, global_batch_size: int, image_size=(512, 512), cr
         seed = int(np.random.SeedSequence().entropy % (2**31))
     devices = list(strategy.extended.worker_devices)
     chosen = backends.resolve(backend, "tf.data")
-    # DALI backends build one pipeline per replica, on its device; otherwise TF reads one per worker
-    per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and "dali" in chosen.needs
+    # backends that can place a pipeline on each replica's device get one per replica; otherwise TF
+    # reads one per worker
+    per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and chosen.per_replica
     if not per_replica and len(devices) > 1:
         raise SpecError(f"{type(strategy).__name__} with {len(devices)} replicas on this worker and backend="
                         f"{chosen.name!r}: TensorFlow reads one input pipeline per worker and hands its batches to the "
@@ -136,7 +154,7 @@ def distribute(strategy, data, global_batch_size: int, image_size=(512, 512), cr
                        crop=crop, label_mode=label_mode, shuffle=shuffle, seed=seed,
                        shard_id=ctx.input_pipeline_id, num_shards=pipelines, **options)
         device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
-        if chosen.name == "dali-gpu":
+        if chosen.gpu:
             from .backends.dali_tf import cuda_ordinal
 
             # not TF's device index, which skips GPUs hidden from TensorFlow
@@ -147,7 +165,7 @@ def distribute(strategy, data, global_batch_size: int, image_size=(512, 512), cr
         # Per-worker input is read through a MultiDeviceIterator (CPU kernels only), which bypasses the
         # persistent iterator of tf_dataset's epochs: DALI hands it the endless stream, on the host.
         plan = replace(plan, host_outputs=True)
-        return chosen.build("stream" if "dali" in chosen.needs else "tf.data", plan)
+        return chosen.build("stream" if "stream" in chosen.builds else "tf.data", plan)
 
     if per_replica:
         input_options = tf.distribute.InputOptions(

@@ -22,7 +22,7 @@ from .spec import OPTIONS, Preprocess, check_batch_size, make_spec
 OUTPUTS = ("image", "labels", "weight", "index")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a plan holds arrays and a sampler
 class Plan:
     """Everything a backend needs to build a loader. Make one with :func:`make_plan`."""
 
@@ -55,8 +55,10 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
     ``options`` are the preprocessing options of :func:`daliloader.spec.make_spec` (``scale``, ``flip``,
     ``mean``, ``std``, ``dtype``). ``drop_remainder=True`` (training) gives full batches of
     ``(image, labels)``; ``False`` (evaluation) fills the last batch with weight-0 padding and adds
-    per-pixel weights. ``shard_id``/``num_shards`` choose a worker's part of the data. ``caller`` names
-    the public function in error messages.
+    per-pixel weights. ``shard_id``/``num_shards`` choose a worker's part of the data. ``outputs``
+    overrides what a batch holds (for ``dali_pipeline``; any of :data:`OUTPUTS`). ``num_threads``,
+    ``prefetch`` and ``device_id`` are the DALI backends'. ``caller`` names the public function in
+    error messages.
     """
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
@@ -85,12 +87,16 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
 
 _SIGNATURE = inspect.signature(make_plan)
 #: The keyword options of make_plan that are not preprocessing (for error messages).
-LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.KEYWORD_ONLY and n != "caller")
+LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()
+                       if p.kind is p.KEYWORD_ONLY and n not in ("caller", "outputs"))
 
 
 def plan_of(data, caller: str, **arguments) -> Plan:
     """``data`` if it is a Plan already (then ``arguments`` must be make_plan's defaults: the plan fixes
-    them), else the plan of ``data`` and ``arguments``."""
+    them), else the plan of ``data`` and ``arguments``. Only ``dali_pipeline`` chooses its outputs."""
+    if caller != "dali_pipeline" and "outputs" in arguments:
+        raise SpecError(f"{caller}() got an unexpected keyword argument 'outputs': only dali_pipeline chooses its "
+                        "outputs (a loader's batches are (image, labels), and weights with drop_remainder=False)")
     if not isinstance(data, Plan):
         return make_plan(data, caller=caller, **arguments)
     defaults = {n: p.default for n, p in _SIGNATURE.parameters.items()}

@@ -90,7 +90,7 @@ class Sampler:
 
 
 class ReaderEpochs:
-    """The stream of DALI's own reader, for data read from webdataset shards, fitted to a Sampler's epochs.
+    """The stream of DALI's own reader, for data read from packs (webdataset tars), fitted to a Sampler's epochs.
 
     With ``stick_to_shard=True`` the reader gives shard ``i`` of ``n`` the contiguous samples
     ``[i * N // n, (i + 1) * N // n)`` (``size`` of them), in passes: each pass holds every sample once,

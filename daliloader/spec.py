@@ -1,22 +1,9 @@
 """The preprocessing spec: what every backend does, declared once and validated in one place.
 
-Each per-sample stage is defined once, in numpy, in :mod:`daliloader.stages` (the reference that
-every backend implements and is tested against). Stages, in order, with the same names in every backend:
-
-1. ``read``      the encoded bytes of the image and the mask
-2. ``decode``    image -> RGB uint8 (EXIF orientation ignored, for image and mask alike);
-                 mask -> RGB (colour maps) or one channel (id maps)
-3. ``labels``    mask -> class indices with the ClassMap (unknown -> ``ignore_index``)
-4. ``crop``      one window per sample, shared by image and mask:
-                 ``"center"``: ``image_size`` window at ``((H-h)//2, (W-w)//2)``; a smaller image is
-                 padded evenly (as ``tf.image.resize_with_crop_or_pad``), image with 0, mask with
-                 ``ignore_index``; no resize.
-                 ``"random"``: a zoom ``s ~ U(scale)`` gives a window of ``round(h/s) x round(w/s)``
-                 source pixels, placed uniformly (padding where it overhangs), resized to
-                 ``image_size`` (image: bilinear with antialias; mask: nearest, no antialias).
-5. ``flip``      horizontal flip with probability ``flip``, the same coin for image and mask
-6. ``normalize`` image -> ``(x/255 - mean) / std`` in ``dtype`` (default: [0, 1] float32)
-7. ``encode``    labels -> one-hot float32 ``[H, W, C]`` or int32 ``[H, W]``
+The spec says *what* (crop mode, zoom range, flip rate, normalisation, label encoding, dtype); each
+per-sample stage's formula is defined once, in numpy, in :mod:`daliloader.stages`, the reference that
+every backend implements and is tested against. Stages, in order, with the same names in every backend:
+read, decode, labels, window (crop, zoom, flip), pad, resize, flip, normalize, encode, weights.
 """
 
 from __future__ import annotations
@@ -101,9 +88,9 @@ def make_spec(
     )
 
 
-def check_batch_size(batch_size) -> int:
+def check_batch_size(batch_size, name: str = "batch_size") -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise SpecError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise SpecError(f"{name} must be a positive integer, got {batch_size!r}")
     return batch_size
 
 

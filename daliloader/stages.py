@@ -134,7 +134,7 @@ def normalize(image: np.ndarray, spec: Preprocess) -> np.ndarray:
     A zero mean is not subtracted: the result is the same, one pass over the pixels cheaper."""
     mean, std = mean_std_255(spec)
     x = image.astype(np.float32)
-    if any(mean):
+    if any(spec.mean):
         x -= np.float32(per_channel(mean))
     x /= np.float32(per_channel(std))
     return x.astype(np.float16) if spec.dtype == "float16" else x

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from conftest import BACKENDS, PALETTE, block_labels, one_epoch, write_pairs
+from conftest import PALETTE, block_labels, one_epoch, write_pairs
 from daliloader.cli import main as cli
 
 H, W = 48, 64

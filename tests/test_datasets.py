@@ -193,6 +193,33 @@ def test_an_unknown_layout_lists_every_layout(tmp_path):
         dl.SegmentationData.from_folder(_ade_root(tmp_path), split="test")
 
 
+def test_splits_where_a_folder_has_them_and_none_where_it_has_not(tmp_path, sources):
+    """images/ + masks/ with split folders reads the split asked for (default train); a flat one is one
+    split, and so is a prepared copy: an explicit split there is refused rather than ignored; CamVid
+    names its splits."""
+    split_tree = tmp_path / "split"
+    for split, n in (("train", 3), ("val", 2)):
+        id_tree(split_tree, [0, 1], n=n, split=split)
+    assert len(dl.SegmentationData.from_folder(split_tree, classes=2)) == 3
+    assert len(dl.SegmentationData.from_folder(split_tree, split="val", classes=2)) == 2
+    with pytest.raises(dl.DataError, match="has no split 'test'.*its splits: train, val"):
+        dl.SegmentationData.from_folder(split_tree, split="test", classes=2)
+
+    id_tree(tmp_path / "flat", [0, 1])
+    assert len(dl.SegmentationData.from_folder(tmp_path / "flat", classes=2)) == 3
+    with pytest.raises(dl.DataError, match="has no split folders.*drop split='val'"):
+        dl.SegmentationData.from_folder(tmp_path / "flat", split="val", classes=2)
+
+    prepared = sources["prepared"][0]  # VOC's train split, prepared without --split
+    assert len(dl.SegmentationData.from_folder(prepared)) == 3
+    with pytest.raises(dl.DataError, match="prepared copy of one split.*drop split='val'.*--split val"):
+        dl.SegmentationData.from_folder(prepared, split="val")
+
+    dl.synthetic.make_dataset(tmp_path / "camvid", n=2)
+    with pytest.raises(dl.DataError, match="is CamVid, but has no split 'test'.*its splits: train"):
+        dl.SegmentationData.from_folder(tmp_path / "camvid", split="test")
+
+
 def _ade_root(tmp_path) -> Path:
     root = tmp_path / "ADEChallengeData2016"
     for split in ("training", "validation"):
@@ -216,17 +243,19 @@ def test_a_colour_read_palette_mask_is_reported_by_its_indices(voc):
 
 
 # ---------------------------------------------------------------- plain id masks
-def id_tree(root: Path, values, depth: int = 8, n: int = 3, ext: str = "png") -> dict[str, np.ndarray]:
-    """images/ + masks/ without a class table; masks of ``depth`` bits holding ``values``."""
+def id_tree(root: Path, values, depth: int = 8, n: int = 3, ext: str = "png", split: str = "") -> dict[str, np.ndarray]:
+    """images/ + masks/ (or images/SPLIT/ + masks/SPLIT/) without a class table; masks of ``depth`` bits
+    holding ``values``."""
     rng = np.random.default_rng(4)
-    (root / "images").mkdir(parents=True)
-    (root / "masks").mkdir()
+    images, masks = root / "images" / split, root / "masks" / split
+    images.mkdir(parents=True)
+    masks.mkdir(parents=True)
     truth = {}
     for i in range(n):
         ids = blocks(rng, np.asarray(values)).astype(np.uint16 if depth == 16 else np.uint8)
-        image = root / "images" / f"{i:03d}.{ext}"
+        image = images / f"{i:03d}.{ext}"
         cv2.imwrite(str(image), photo(rng))
-        cv2.imwrite(str(root / "masks" / f"{i:03d}.png"), ids)
+        cv2.imwrite(str(masks / f"{i:03d}.png"), ids)
         truth[str(image)] = ids
     return truth
 

@@ -45,6 +45,10 @@ SCRIPT = textwrap.dedent("""
                           label_mode="int", seed=1, backend="dali-cpu")
     history = model.fit(train, epochs=2, verbose=0)
     out["loss"] = history.history["loss"]
+    try:  # tf.data reads one pipeline per worker: two replicas would each get a whole global batch
+        dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), backend="tfdata")
+    except dl.SpecError as e:
+        out["tfdata"] = str(e)
     print("RESULT" + json.dumps(out))
 """)
 
@@ -72,6 +76,25 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
         orders.append(real)
     assert orders[0] != orders[1]  # reshuffled between epochs
     assert len(out["loss"]) == 2 and all(l == l for l in out["loss"])
+    assert "MirroredStrategy with 2 replicas on this worker and backend='tfdata'" in out["tfdata"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"shard_id": 1}, "distribute() got shard_id=, which it sets itself"),
+    ({"num_shards": 2}, "distribute() got num_shards=, which it sets itself"),
+    ({"device_id": 0}, "distribute() got device_id=, which it sets itself"),
+    ({"outputs": ("images",)}, "distribute() got outputs=, which it sets itself"),
+    ({"global_batch_size": 0}, "global_batch_size must be a positive integer, got 0"),
+])
+def test_distribute_refuses_what_it_sets_itself(index_data, kwargs, message):
+    import tensorflow as tf
+    import daliloader as dl
+
+    args = {"global_batch_size": 4, "image_size": (24, 32), "backend": "dali-cpu", **kwargs}
+    with pytest.raises(dl.SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        dl.distribute(tf.distribute.get_strategy(), index_data, **args)
+    with pytest.raises(dl.SpecError, match="takes a SegmentationData, not a plan"):
+        dl.distribute(tf.distribute.get_strategy(), dl.make_plan(index_data, batch_size=4), global_batch_size=4)
 
 
 MWMS = textwrap.dedent("""

@@ -21,7 +21,7 @@ LAYERS = [
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations
     ["loaders"],
-    ["bench", "report", "prepare", "synthetic"],
+    ["bench", "report", "preview", "prepare", "synthetic"],
     ["cli"],
 ]
 ROOT_ALLOWED_FROM = len(LAYERS) - 2  # the jobs and the CLI
@@ -61,10 +61,16 @@ def imports(path: Path) -> set[str]:
                 target = node.module.removeprefix("daliloader").lstrip(".")
             else:
                 continue
-            # `from . import stages` names modules; `from .x import f` names the module x
-            submodules = {f"{target}.{a.name}".lstrip(".") for a in node.names
-                          if is_module(f"{target}.{a.name}".lstrip("."))}
-            found |= submodules or {target}
+            # `from . import stages` names a module; `from .x import f` (or `from . import make_plan`) the module x
+            for alias in node.names:
+                module = f"{target}.{alias.name}".lstrip(".")
+                found.add(module if is_module(module) else target)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("daliloader.")
+              and ":" not in node.value):
+            # importlib.import_module("daliloader.x"). The registry's "daliloader.x:function" strings are not
+            # imports of the registry: it imports no backend, it names the builders that resolve() loads on
+            # request (test_every_registered_builder_is_a_backend_module checks where they point).
+            found.add(node.value.removeprefix("daliloader."))
     return found - {name}
 
 
@@ -102,9 +108,19 @@ def test_no_import_cycle():
         visit(name)
 
 
+def test_every_registered_builder_is_a_backend_module():
+    from daliloader.backends import BACKENDS
+
+    for backend in BACKENDS.values():
+        for product, target in backend.builds.items():
+            module = target.split(":")[0].removeprefix("daliloader.")
+            assert module in MODULES and layer(module) == layer("backends.x"), f"{backend.name} {product}: {target}"
+
+
 def test_the_checker_sees_imports():
     """The parsing itself: relative, absolute and lazy imports are found."""
     found = imports(MODULES["loaders"])
     assert {"backends", "plan", "errors"} <= found
     assert "backends.dali_tf" in found  # imported inside distribute()
     assert "stages" in imports(MODULES["backends.dali_graph"])  # `from .. import stages`
+    assert not any(t.startswith("backends.") for t in imports(MODULES["backends"]))  # names builders, imports none

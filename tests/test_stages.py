@@ -1,5 +1,6 @@
 """Every backend's implementation of each stage against the reference (daliloader.stages), with fixed
-draws and fixed inputs: the window, the padding, the flip, normalisation, encoding and the weights.
+draws and fixed inputs: label mapping, the window, the padding, the flip, normalisation, encoding and
+the weights.
 
 The opencv backend *is* the reference (it calls daliloader.stages), so the implementations under test
 are the DALI graph's (its CPU ops here; its GPU ops where there is a GPU) and TensorFlow's (tfdata, and
@@ -34,6 +35,26 @@ def draws(n: int = 200):
     u[:8] = [[0, 0, 0, 0], [0.99999994] * 4, [0.5] * 4, [0.25, 0.75, 0.5, 0.3], [0.5, 0, 0.99999994, 0.5],
              [0.99999994, 0.5, 0, 0.2999999], [0, 0.5, 0.5, 0.5], [0.3, 0.3, 0.3, 0.3]]
     return sizes, u
+
+
+def label_maps():
+    """Class maps with the masks that exercise them: colours (with ignore colours, unknown colours and
+    colours that share a known colour's red and green), 8-bit ids (Cityscapes: void ids and unknown ids)
+    and 16-bit ids with wide labels; the mask as decoded, (H, W, 3) or (H, W, 1)."""
+    rng = np.random.default_rng(3)
+    palette = [(128, 64, 128), (128, 64, 0), (0, 0, 0), (255, 255, 255), (70, 70, 70)]
+    colours = ClassMap.from_palette(palette, ignore_colors=[(0, 0, 192)])
+    unknown = [(128, 64, 129), (128, 65, 128)] + [(1, 2, b) for b in (3, 128, 0, 255, 70)]  # known blues too
+    seen = np.array(palette + [(0, 0, 192)] + unknown, np.uint8)
+    ids16 = ClassMap.from_ids({0: 0, 7: 1, 1000: 2, 65535: 3}, ignore_index=300)
+    return {
+        "colours": (colours, seen[rng.integers(0, len(seen), (9, 7))]),
+        "cityscapes ids": (ClassMap.cityscapes(), np.arange(63, dtype=np.uint8).reshape(9, 7, 1)),
+        "16-bit ids": (ids16, rng.choice([0, 7, 1000, 65535, 1, 999, 256], (9, 7, 1)).astype(np.uint16)),
+    }
+
+
+LABEL_MAPS = label_maps()
 
 
 def reference_windows(spec, sizes, u):
@@ -86,6 +107,17 @@ def test_dali_window_is_the_reference(name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", LABEL_MAPS)
+def test_dali_labels_are_the_reference(name, device):
+    from daliloader.backends import dali_graph
+
+    classes, mask = LABEL_MAPS[name]
+    out = run_dali(device, {"labels": [mask]}, lambda labels: dali_graph.map_labels(labels, classes), 1)
+    assert out[0].dtype == classes.label_dtype
+    np.testing.assert_array_equal(out[0][..., 0], classes.map_mask(mask))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_dali_pad_flip_normalize_encode_weights_are_the_reference(device):
     from daliloader.backends import dali_graph
 
@@ -134,7 +166,18 @@ def test_tf_window_is_the_reference(name):
     assert got == [as_tuple(w) for w in reference_windows(spec, sizes, u)]
 
 
-def test_tf_pad_normalize_encode_weights_are_the_reference():
+@pytest.mark.parametrize("name", LABEL_MAPS)
+def test_tf_labels_are_the_reference(name):
+    tf = pytest.importorskip("tensorflow")
+    from daliloader.backends import tfdata
+
+    classes, mask = LABEL_MAPS[name]
+    got = tfdata.map_labels(tf.constant(mask), classes, tf.constant(classes.lookup_table)).numpy()
+    assert got.dtype == classes.label_dtype
+    np.testing.assert_array_equal(got, classes.map_mask(mask))
+
+
+def test_tf_pad_flip_normalize_encode_weights_are_the_reference():
     tf = pytest.importorskip("tensorflow")
     from daliloader.backends import tfdata, tfops
 
@@ -146,6 +189,11 @@ def test_tf_pad_normalize_encode_weights_are_the_reference():
         for a, fill in ((image, stages.IMAGE_FILL), (labels[..., None], classes.ignore_index)):
             got = tfdata.crop(tf.constant(a), win.top, win.left, win.height, win.width, fill).numpy()
             np.testing.assert_array_equal(got, stages.crop(a, win, fill))
+    for flip in (False, True):
+        win = stages.Window(0, 0, 9, 7, flip)
+        got = tfdata.flip_pair(tf.constant(image), tf.constant(labels), tf.constant(flip))
+        np.testing.assert_array_equal(got[0].numpy(), stages.flip(image, win))
+        np.testing.assert_array_equal(got[1].numpy(), stages.flip(labels, win))
     for spec in (make_spec((9, 7), crop="center", mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3)),
                  make_spec((9, 7), crop="center", label_mode="int", dtype="float16")):
         x, y, w = tfdata.finish(tf.constant(image[None]), tf.constant(labels[None]), spec, classes, with_weights=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Mapping
 
-from ..errors import SpecError
+from ..errors import MissingDependency, SpecError
 
 #: What each product needs, beyond the backend's own needs.
 PRODUCT_NEEDS = {"tf.data": ("tensorflow",), "stream": ("tensorflow",), "keras": ("keras",), "dali": (),
@@ -54,18 +54,28 @@ class Backend:
     builds: Mapping[str, str] = field(default_factory=dict)  # product -> "module:function"
     options: Mapping[str, object] = field(default_factory=dict)  # given to every builder (dali's device)
     formats: tuple[str, ...] = OPENCV_FORMATS  # the image and mask formats its decoders read
+    per_replica: bool = False  # builds a pipeline on each replica's own device (plan.placement)
+    reads_packs: bool = False  # reads a prepared copy's packs itself (the others read its files)
+
+    @property
+    def gpu(self) -> bool:
+        return "gpu" in self.needs
 
     def requirements(self, product: str) -> tuple[str, ...]:
         plugin = ("dali-tf-plugin",) if "dali" in self.needs and product in ("tf.data", "stream") else ()
         return self.needs + PRODUCT_NEEDS[product] + plugin
 
-    def build(self, product: str, plan, **options):
-        """The ``product`` of this backend for ``plan``; refuses, saying what to do, what it cannot build or
-        what is not installed."""
+    def can_build(self, product: str) -> None:
+        """Refuses, saying which backends can, a product this backend does not build."""
         if product not in self.builds:
             able = [PRODUCT_CALLS[p] for p in self.builds]
             raise SpecError(f"backend={self.name!r} has no {PRODUCT_CALLS[product]}: it serves {', '.join(able)}. "
                             f"{PRODUCT_CALLS[product]} takes backend={' or '.join(map(repr, names(product)))}")
+
+    def build(self, product: str, plan, **options):
+        """The ``product`` of this backend for ``plan``; refuses, saying what to do, what it cannot build or
+        what is not installed."""
+        self.can_build(product)
         require(self.requirements(product), self.name)
         module, function = self.builds[product].split(":")
         return getattr(importlib.import_module(module), function)(plan, **self.options, **options)
@@ -75,10 +85,11 @@ _DALI_PRODUCTS = {"tf.data": "daliloader.backends.dali_tf:dataset", "stream": "d
                   "dali": "daliloader.backends.dali_graph:pipeline"}
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("dali-gpu", "DALI on a CUDA GPU: nvJPEG decoding, every stage on the GPU, batches on the GPU",
-            needs=("dali", "gpu"),
-            builds=_DALI_PRODUCTS, options={"device": "gpu"}, formats=DALI_FORMATS),
+            needs=("dali", "gpu"), builds=_DALI_PRODUCTS, options={"device": "gpu"}, formats=DALI_FORMATS,
+            per_replica=True, reads_packs=True),
     Backend("dali-cpu", "the same DALI graph on DALI's CPU backend", needs=("dali",),
-            builds=_DALI_PRODUCTS, options={"device": "cpu"}, formats=DALI_FORMATS),
+            builds=_DALI_PRODUCTS, options={"device": "cpu"}, formats=DALI_FORMATS, per_replica=True,
+            reads_packs=True),
     Backend("tfdata", "plain tf.data + tf.image on the CPU", needs=(),
             builds={"tf.data": "daliloader.backends.tfdata:dataset"}, formats=TF_FORMATS),
     Backend("opencv", "OpenCV kernels on the CPU, in Keras' PyDataset", needs=(),
@@ -103,8 +114,15 @@ def names(product: str | None = None) -> list[str]:
 
 
 def resolve(name: str, product: str) -> Backend:
-    """The backend called ``name``; ``"auto"`` is dali-gpu where DALI sees a CUDA GPU (and, for the TF
-    products, TensorFlow sees one to receive the batches), dali-cpu otherwise, and opencv for Keras."""
+    """The backend called ``name``, which must build ``product``; ``"auto"`` is dali-gpu where DALI sees
+    a CUDA GPU (and, for the TF products, TensorFlow sees one to receive the batches), dali-cpu
+    otherwise, and opencv for Keras."""
+    backend = _named(name, product)
+    backend.can_build(product)
+    return backend
+
+
+def _named(name: str, product: str) -> Backend:
     if name == "auto":
         if product in ("keras", "batches"):
             return BACKENDS["opencv"]
@@ -137,10 +155,16 @@ def require(needs, backend: str) -> None:
         raise SpecError(f"backend={backend!r} needs a CUDA GPU that DALI can see; none was found (use "
                         "backend='dali-cpu', or 'auto' to choose)")
     if "dali" in lacking:
-        raise ImportError("NVIDIA DALI is not installed. Install it with `pip install 'daliloader[cuda120]'` "
-                          "(or [cuda130] for a CUDA 13 driver)")
-    raise ImportError(f"backend={backend!r} needs {', '.join(lacking)}. Install TensorFlow, then "
-                      "`pip install --no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, or run `make install`")
+        raise MissingDependency("NVIDIA DALI is not installed. Install it with `pip install 'daliloader[cuda120]'` "
+                                "(or [cuda130] for a CUDA 13 driver)")
+    raise MissingDependency(f"backend={backend!r} needs {', '.join(lacking)}. Install TensorFlow, then `pip install "
+                            "--no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, or run `make install`")
+
+
+def available(name: str, products) -> str | None:
+    """The first of ``products`` that backend ``name`` builds and this machine can run, or None."""
+    backend = BACKENDS[name]
+    return next((p for p in products if p in backend.builds and not missing(backend.requirements(p))), None)
 
 
 def installed(module: str) -> bool:

@@ -67,16 +67,20 @@ def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed
     image = tf.ensure_shape(image, (h, w, 3))
     labels = tf.ensure_shape(labels[..., 0], (h, w))
     if spec.flip > 0:
-        image = tf.where(flip, tf.reverse(image, [1]), image)
-        labels = tf.where(flip, tf.reverse(labels, [1]), labels)
+        image, labels = flip_pair(image, labels, flip)
     return image, labels
+
+
+def flip_pair(image, labels, flip):
+    """flip (:func:`daliloader.stages.flip`): image and labels mirrored left-right together when ``flip``."""
+    return (tf.where(flip, tf.reverse(image, [1]), image), tf.where(flip, tf.reverse(labels, [1]), labels))
 
 
 def finish(images, labels, spec: Preprocess, classes: ClassMap, with_weights: bool):
     """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch."""
     mean, std = (tf.constant(stages.per_channel(v), tf.float32) for v in stages.mean_std_255(spec))
     x = tf.cast(images, tf.float32)
-    x = (x - mean if spec.mean != (0.0, 0.0, 0.0) else x) / std
+    x = (x - mean if any(spec.mean) else x) / std  # as the reference: a zero mean is not subtracted
     x = tf.cast(x, {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}[spec.dtype])
     y = tf.cast(labels, tf.int32) if spec.label_mode == "int" else one_hot(labels, classes.num_classes)
     if with_weights:  # every sample is real: the last batch is smaller instead of padded
