@@ -28,11 +28,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .classes import ClassMap, as_classmap
+from .classes import ClassMap
 from .codecs import decode_file, mask_flags
-from .data import SegmentationData, infer_classes
+from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
-from .errors import WHAT_TO_DO, LoadError
+from .errors import WHAT_TO_DO, DataError, LoadError
 from .layouts import find
 from .pairing import pair_files
 from .parallel import threaded_map
@@ -53,7 +53,8 @@ class Problem:
     """One thing wrong with one file."""
 
     kind: str  # missing | empty | unsupported | truncated | corrupt | size_mismatch | unknown_values
-    #            | tiny | lossy_mask | unpaired_image | unpaired_mask
+    #            | binary_mask | tiny | lossy_mask | unpaired_image | unpaired_mask | mask_mode
+    #            | mask_palette | palette_mask | mask_depth | undecodable
     path: str
     message: str
     partner: str | None = None  # the other file of the pair
@@ -70,11 +71,6 @@ class Header:
     height: int
     mode: str = ""  # Pillow's: "L" (8-bit), "I;16" (16-bit), "P" (palette), "RGB", ...
     palette: tuple[int, ...] | None = None  # a palette image's palette, flat r, g, b, ...
-
-
-#: Pillow's modes of single-channel images, and of 16-bit ones among them.
-SINGLE_CHANNEL_MODES = ("L", "1", "I;16", "I;16B", "I;16L", "I;16N", "I")
-SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 
 
 @dataclass(frozen=True)
@@ -195,9 +191,9 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[str, st
         return None
     if header.mode == "P":
         return "palette_mask", ("this mask is a palette PNG, which an id map cannot read: the decoders expand a "
-                                "palette into colours. If its indices are the labels, read them with "
-                                "ClassMap.from_palette_indices(palette, num_classes) (SegmentationData.from_folder "
-                                "does so for Pascal VOC)")
+                                "palette into colours. If its indices are the labels, pass the class count "
+                                "(classes=N, --classes N), which reads them through the palette, or "
+                                "ClassMap.from_palette_indices(palette, N)")
     if header.mode not in SINGLE_CHANNEL_MODES:
         return "mask_mode", (f"a {header.mode} image, but an id map ({classes.source}) needs single-channel masks; "
                              "colour masks need a colour map (class_dict.csv: name,r,g,b)")
@@ -230,10 +226,8 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
     if mask_depth is None:
         mask_depth = data_mask_depth(mask)
     problems, headers = _quick(image, mask, Expect(classes, mask_depth))
-    for k, p in enumerate(problems):
-        if p.path == mask and p.kind == "palette_mask":
-            problems[k] = replace(p, message=p.message.replace("palette PNG,", f"palette PNG (indices "
-                                                                             f"{palette_indices(mask)}),", 1))
+    problems = [replace(p, message=f"{p.message}. Its indices: {palette_indices(mask)}")
+                if p.path == mask and p.kind == "palette_mask" else p for p in problems]
     if any(p.path == mask and p.kind in MASK_KINDS for p in problems):
         headers.pop(mask, None)  # the map cannot read it: its values say nothing more
     if image in headers:
@@ -255,6 +249,13 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
                 problems.append(_palette_read_as_colours(mask, image, classes))
             elif unknown:
                 problems.append(_unknown_problem(mask, image, unknown, m.shape[0] * m.shape[1], classes))
+            if classes.palette_masks is not None:
+                problems += _stray_indices(mask, image, classes)
+            elif _looks_binary(m, classes):
+                problems.append(Problem("binary_mask", mask, f"holds only the ids 0 and {classes.ignore_index}, and "
+                                        f"{classes.ignore_index} is the ignore index: a binary mask with foreground "
+                                        f"{classes.ignore_index}? Its foreground would load as ignored; pass "
+                                        f"classes={{0: 0, {classes.ignore_index}: 1}}", image))
         fmt = headers[mask].format
         if fmt in LOSSY_MASK_FORMATS:
             problems.append(Problem("lossy_mask", mask, f"mask stored as {fmt}, a lossy format: its edges carry "
@@ -273,6 +274,34 @@ def _palette_read_as_colours(mask: str, image: str, classes: ClassMap) -> Proble
                                          f"not those of the class map {classes.source}. If the indices are the "
                                          "labels, read them with ClassMap.from_palette_indices(palette, num_classes) "
                                          "(SegmentationData.from_folder does so for Pascal VOC)", image)
+
+
+def _looks_binary(mask: np.ndarray, classes: ClassMap) -> bool:
+    """An id mask of at most two classes that holds only 0 and the ignore index (255): binary masks
+    store their foreground as 255."""
+    ignore = classes.ignore_index
+    return (classes.kind == "id" and classes.num_classes <= 2 and classes.id_to_class.get(ignore) == ignore
+            and set(np.unique(mask).tolist()) == {0, ignore})
+
+
+def _stray_indices(mask: str, image: str, classes: ClassMap) -> list[Problem]:
+    """Palette indices read by index that are neither a class nor the ignore index: they load as ignored,
+    or, where the palette gives them the colour of a class, as that class."""
+    from PIL import Image
+
+    with Image.open(mask) as im:
+        indices, counts = np.unique(np.asarray(im), return_counts=True)
+    n, pal = classes.num_classes, classes.palette_masks
+    stray = [(int(i), int(c)) for i, c in zip(indices, counts) if i >= n and i != classes.ignore_index]
+    if not stray:
+        return []
+    colours = {tuple(c): k for k, c in enumerate(classes.colors.tolist())}
+    shown = ", ".join(f"{i} x{c}" + (f" (the colour of class {colours[tuple(pal[i].tolist())]}: loads as that class)"
+                                     if i < len(pal) and tuple(pal[i].tolist()) in colours else "")
+                      for i, c in stray[:8])
+    return [Problem("unknown_values", mask, f"palette indices that are not classes (0-{n - 1}) nor the ignore index "
+                                            f"{classes.ignore_index}: {shown}; they load as ignore_index unless noted",
+                    image, {"values": [[i, c] for i, c in stray]})]
 
 
 def _unknown_problem(mask, image, unknown, total, classes: ClassMap) -> Problem:
@@ -328,31 +357,38 @@ class Report:
         return head + f"{len(self.problems)} problem(s): {counts}\n" + "\n".join(f"  {p}" for p in self.problems)
 
 
-def check(data: SegmentationData | str | Path | dict, *, split: str | None = None, workers: int | None = None,
-          min_side: int = MIN_SIDE, progress: bool = False) -> Report:
+def check(data: SegmentationData | str | Path | dict, *, split: str | None = None, classes=None,
+          workers: int | None = None, min_side: int = MIN_SIDE, progress: bool = False) -> Report:
     """Check every pair of ``data``: a SegmentationData, a dataset folder in a known layout (see
-    :mod:`daliloader.layouts`), or the ``from_dirs`` arguments as a dict (``classes`` None: read the ids
-    in the masks).
+    :mod:`daliloader.layouts`), or the ``from_dirs`` arguments as a dict. ``classes`` replaces the
+    class map, as in ``from_folder`` (:func:`~daliloader.data.choose_classes`; None: the layout's,
+    or the ids in the masks).
 
     Folders are paired leniently: files without a partner are reported instead of raised.
     ``workers`` threads decode in parallel (default: every core).
     """
     unpaired: list[Problem] = []
     if isinstance(data, SegmentationData):
-        pairs, classes, source = list(zip(data.images, data.masks)), data.classes, repr(data)
-        depth = data.mask_depth
+        pairs, source, depth = list(zip(data.images, data.masks)), repr(data), data.mask_depth
+        classes = data.classes if classes is None else choose_classes(classes, data.masks, progress=progress)
     else:
         if isinstance(data, dict):
-            pairing = pair_files(data["images"], data["masks"], data.get("mask_suffix"), data.get("image_suffix", ""))
-            classes, source = data.get("classes"), f"{data['images']} + {data['masks']}"
+            suffix = data.get("mask_suffix")
+            pairing = pair_files(data["images"], data["masks"], suffix, data.get("image_suffix", ""),
+                                 only_suffixed=suffix is not None)
+            published, layout, source = None, "", f"{data['images']} + {data['masks']}"
+            classes = data.get("classes") if classes is None else classes
         else:
             found = find(data, split)
-            pairing, classes, source = found.pairing, found.classes, f"{data} ({found.layout})"
+            if classes is None and found.needs_classes:
+                raise DataError(found.needs_classes)
+            pairing, published, layout, source = found.pairing, found.classes, found.layout, f"{data} ({found.layout})"
         pairs = pairing.pairs
         masks = [m for _, m in pairs]
-        classes = as_classmap(classes) if classes is not None else infer_classes(masks, progress)
+        classes = choose_classes(classes, masks, published, layout, progress) if pairs else None
         depth = data_mask_depth(masks[0]) if masks else 8
-        unpaired = ([Problem("unpaired_image", p, "image without a mask") for p in pairing.unpaired_images]
+        unpaired = ([Problem("missing", p, f"listed in {where}, but missing") for p, where in pairing.missing]
+                    + [Problem("unpaired_image", p, "image without a mask") for p in pairing.unpaired_images]
                     + [Problem("unpaired_mask", p, "mask without an image") for p in pairing.unpaired_masks])
     workers = workers or os.cpu_count() or 1
     start = time.perf_counter()

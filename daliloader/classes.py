@@ -142,14 +142,25 @@ class ClassMap:
         """Palette PNG masks read by index: index ``i < num_classes`` is class ``i``; the index
         ``ignore_index`` (VOC's 255) and every other index mean ``ignore_index``. ``palette`` is the (up
         to 256, 3) palette the masks carry; the decoders expand it into colours, which map back to
-        their indices, so every mask must carry this palette (the loaders check)."""
+        their indices, so every mask must carry this palette (the loaders check), and the classes and
+        the ignore index need colours of their own. Other indices may share a colour (exported
+        palettes are often padded with black): ``daliloader check`` reports pixels that use them."""
         pal = np.asarray(palette, dtype=np.int64).reshape(-1, 3)
         if not 0 < num_classes <= len(pal) or len(pal) > 256:
             raise DataError(f"{source}: a palette of {len(pal)} colours cannot hold {num_classes} classes")
-        if len(np.unique(_pack(pal.astype(np.uint8)))) != len(pal):
-            raise DataError(f"{source}: the palette repeats a colour, so its indices cannot be told apart by colour")
+        codes = _pack(pal.astype(np.uint8))
+        told = list(range(num_classes)) + ([ignore_index] if ignore_index < len(pal) else [])
+        for k, i in enumerate(told):
+            same = [j for j in told[:k] if codes[j] == codes[i]]
+            if same:
+                what = "the ignore index" if i == ignore_index else "class"
+                raise DataError(f"{source}: palette index {i} ({what}) has the colour {pal[i].tolist()} of index "
+                                f"{same[0]}, so the decoders, which expand indices into colours, cannot tell them "
+                                "apart; give the masks a palette with distinct colours, or convert them to 8-bit ids")
+        taken = set(codes[:num_classes].tolist())
+        others = [c for i, c in enumerate(pal) if i >= num_classes and codes[i] not in taken]
         cm = cls.from_palette(pal[:num_classes], names, ignore_index=ignore_index, source=source,
-                              ignore_colors=pal[num_classes:])
+                              ignore_colors=np.unique(np.asarray(others, np.int64).reshape(-1, 3), axis=0))
         return replace(cm, palette_masks=pal.astype(np.uint8))
 
     @classmethod
@@ -157,31 +168,38 @@ class ClassMap:
         cls,
         id_to_class: Mapping[int, int] | int,
         names: Sequence[str] | None = None,
-        ignore_index: int = 255,
+        ignore_index: int | None = None,
         source: str = "ids",
     ) -> "ClassMap":
         """Integer-id masks.
 
         ``id_to_class`` is either the number of classes ``C`` (ids ``0..C-1`` are the classes) or a
         remap table ``{raw_id: class}`` such as Cityscapes' labelIds -> trainIds. Ids mapped to
-        ``ignore_index`` or absent from the table become ``ignore_index``.
+        ``ignore_index`` or absent from the table become ``ignore_index``. ``ignore_index`` defaults
+        to 255, or 65535 when there are more than 255 classes. With a class count, masks may hold the
+        ignore index itself (the common convention: VOC, Cityscapes trainIds); it is not an unknown id.
         """
-        if isinstance(id_to_class, (int, np.integer)):
-            if id_to_class <= 0:
-                raise DataError(f"the number of classes must be positive, got {id_to_class}")
+        if isinstance(id_to_class, (int, np.integer)) and not isinstance(id_to_class, bool):
+            if not 0 < id_to_class < _LUT_KEYS:
+                raise DataError(f"the number of classes must be in 1..65535, got {id_to_class}")
+            if ignore_index is None:
+                ignore_index = 255 if id_to_class <= 255 else _LUT_KEYS - 1
             table = {i: i for i in range(int(id_to_class))}
             if id_to_class <= ignore_index < _LUT_KEYS:
-                table[ignore_index] = ignore_index  # masks may hold the ignore index itself: not an unknown id
+                table[ignore_index] = ignore_index
         else:
             table = {int(k): int(v) for k, v in dict(id_to_class).items()}
+            if ignore_index is None:
+                ignore_index = 255 if max(table.values(), default=0) < 255 else _LUT_KEYS - 1
         for k in table:
             if not 0 <= k < _LUT_KEYS:
                 raise DataError(f"mask id {k} is outside 0-65535")
         classes = sorted({v for v in table.values() if v != ignore_index})
         if not classes or classes != list(range(len(classes))):
-            raise DataError(
-                f"class indices must be 0..C-1 without gaps (ignore_index={ignore_index} aside); got {classes}"
-            )
+            gaps = sorted(set(range(max(classes, default=0) + 1)) - set(classes))[:10]
+            raise DataError(f"class indices must be 0..C-1 without gaps (ignore_index={ignore_index} aside); got "
+                            f"{len(classes)} classes from {classes[0] if classes else None} to "
+                            f"{classes[-1] if classes else None}" + (f", missing {gaps}" if gaps else ""))
         n = len(classes)
         names = tuple(names) if names is not None else tuple(f"class_{i}" for i in range(n))
         if len(names) != n:

@@ -60,7 +60,14 @@ def data_source(args):
                             "the masks), or give DATA, a dataset folder")
         if args.data is not None:
             raise SpecError("give either DATA or --images/--masks, not both")
-        return dict(images=args.images, masks=args.masks, classes=args.classes, mask_suffix=args.mask_suffix)
+        if args.split is not None:
+            raise SpecError("--split picks a split of DATA, a dataset folder; with --images/--masks, name the "
+                            "split's folders")
+        return dict(images=args.images, masks=args.masks, classes=args.classes, mask_suffix=args.mask_suffix,
+                    image_suffix=args.image_suffix)
+    if args.mask_suffix is not None or args.image_suffix:
+        raise SpecError("--mask-suffix and --image-suffix pair --images with --masks; a dataset folder (DATA) pairs "
+                        "its files as its layout says")
     return args.data
 
 
@@ -84,9 +91,8 @@ def cmd_check(args) -> int:
     source = data_source(args)
     if source is None:
         raise SpecError("name the dataset to check: DATA (a dataset folder) or --images/--masks")
-    if args.classes is not None and not isinstance(source, dict):
-        source = load_data(args, default=False)  # DATA with its classes replaced
-    report = check(source, split=args.split, workers=args.workers, progress=not args.quiet)
+    report = check(source, split=args.split, classes=None if isinstance(source, dict) else args.classes,
+                   workers=args.workers, progress=not args.quiet)
     print(report)
     if args.json:
         Path(args.json).write_text(report.to_json())
@@ -97,8 +103,12 @@ def cmd_check(args) -> int:
 def cmd_prepare(args) -> int:
     from daliloader.prepare import prepare, summary
 
+    from daliloader.layouts import find
+
     data = load_data(args, default=False)
-    source = {"data": str(args.data or ""), "split": args.split}
+    # the split actually read (a layout's default, or none for a folder of one split)
+    split = find(args.data, args.split).split if args.data is not None else None
+    source = {"data": str(args.data or ""), "split": split}
     manifest = prepare(data, args.out, jpeg_quality=args.jpeg_quality, pack_size=args.packs, workers=args.workers,
                        progress=not args.quiet, source=source)
     print(summary(manifest, args.out))
@@ -158,7 +168,11 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
                         help="the classes: a class_dict.csv (name,r,g,b) for colour masks, or N for id masks whose "
                              "ids 0..N-1 are the classes (others ignored). With DATA it replaces the layout's own; "
                              "with --images/--masks and no --classes, the ids in the masks are read")
-    parser.add_argument("--mask-suffix", default=None, help="mask name suffix, e.g. _L (default: detected)")
+    parser.add_argument("--mask-suffix", default=None, help="with --images/--masks: the masks' name suffix, e.g. _L "
+                                                            "(default: detected); with it, files without it are not "
+                                                            "masks")
+    parser.add_argument("--image-suffix", default="", help="with --images/--masks: a suffix stripped from image "
+                                                           "names before pairing (Cityscapes: _leftImg8bit)")
 
 
 def _classes(text: str):

@@ -15,8 +15,10 @@ from .manifest import PACKS, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files
 from .parallel import threaded_map
 
-#: Pillow's modes of 16-bit single-channel images.
-_MODES_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+#: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
+#: read by every decoder as 0 and 255.
+SINGLE_CHANNEL_MODES = ("L", "1", "I;16", "I;16B", "I;16L", "I;16N", "I")
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class SegmentationData:
         masks = tuple(str(m) for _, m in pairs)
         if not masks:
             raise DataError("the dataset is empty: no image/mask pairs")
-        classmap = infer_classes(masks, progress) if classes is None else as_classmap(classes)
+        classmap = classes if isinstance(classes, ClassMap) else choose_classes(classes, masks, progress=progress)
         return cls(tuple(str(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]))
 
     @classmethod
@@ -93,11 +95,12 @@ class SegmentationData:
         Files are matched by relative folder and stem. A mask may carry a suffix (CamVid's
         ``f001_L.png`` for ``f001.png``): pass ``mask_suffix``, or leave it ``None`` to detect one of
         :data:`daliloader.pairing.COMMON_MASK_SUFFIXES`. ``image_suffix`` is stripped from image stems before matching
-        (Cityscapes: ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``).
-        Any file left without a partner is an error that lists it. ``classes``: see :func:`as_classmap`;
-        None reads the ids in the masks (:func:`infer_classes`).
+        (Cityscapes: ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``). With an explicit
+        ``mask_suffix``, files of the mask folder without it are not masks (Cityscapes' gtFine holds
+        colour, instance and polygon files beside the labelIds). Any file left without a partner is an
+        error that lists it. ``classes``: see :func:`choose_classes`; None reads the ids in the masks.
         """
-        pairing = pair_files(images, masks, mask_suffix, image_suffix)
+        pairing = pair_files(images, masks, mask_suffix, image_suffix, only_suffixed=mask_suffix is not None)
         hint = (f"mask suffix {pairing.mask_suffix!r} was detected; pass mask_suffix= if that is wrong"
                 if mask_suffix is None else f"mask_suffix={mask_suffix!r}")
         _refuse_unpaired(pairing, hint)
@@ -122,7 +125,10 @@ class SegmentationData:
         class_dict.csv: a class count, or None to read the ids in the masks)."""
         found = layouts.find(root, split)
         _refuse_unpaired(found.pairing, f"{found.layout} layout in {found.root}")
-        return cls._of(found.pairing.pairs, classes if classes is not None else found.classes)
+        if classes is None and found.needs_classes:
+            raise DataError(found.needs_classes)
+        masks = [m for _, m in found.pairing.pairs]
+        return cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout))
 
     @classmethod
     def from_prepared(cls, root: str | Path, packs: bool = False, *, shards: bool | None = None) -> "SegmentationData":
@@ -163,15 +169,18 @@ class SegmentationData:
 
 
 def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
-    if not (pairing.unpaired_images or pairing.unpaired_masks):
+    if not (pairing.unpaired_images or pairing.unpaired_masks or pairing.missing):
         return
-    lines = [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
+    lines = [f"  listed in {where} but missing: {p}" for p, where in pairing.missing[:20]]
+    lines += [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
     lines += [f"  mask without image: {p}" for p in pairing.unpaired_masks[:20]]
-    more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) - len(lines)
+    more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) + len(pairing.missing) - len(lines)
     if more > 0:
         lines.append(f"  ... and {more} more")
-    raise DataError(f"{len(pairing.unpaired_images)} image(s) and {len(pairing.unpaired_masks)} mask(s) have no "
-                    f"partner ({hint}):\n" + "\n".join(lines))
+    what = f"{len(pairing.unpaired_images)} image(s) and {len(pairing.unpaired_masks)} mask(s) have no partner"
+    if pairing.missing:
+        what = f"{len(pairing.missing)} listed file(s) are missing, " + what
+    raise DataError(f"{what} ({hint}):\n" + "\n".join(lines))
 
 
 def mask_depth(path: str | Path) -> int:
@@ -180,31 +189,85 @@ def mask_depth(path: str | Path) -> int:
 
     try:
         with Image.open(path) as im:
-            return 16 if im.mode in _MODES_16 else 8
+            return 16 if im.mode in SIXTEEN_BIT_MODES else 8
     except (OSError, UnidentifiedImageError):
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
 
+def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
+                   layout: str = "", progress: bool = True) -> ClassMap:
+    """The class map that reads ``masks``: what the user gave, else the layout's ``published`` map,
+    else the ids in the masks (:func:`infer_classes`).
+
+    A class count ``N`` means ids 0..N-1. On palette PNGs those ids are the palette indices (read
+    through the masks' palette). On a layout whose published table remaps its ids (Cityscapes
+    labelIds, ADE20K), ``N`` must be that table's class count: reading the raw ids as classes would
+    give wrong labels without an error. Anything else goes to :func:`as_classmap`.
+    """
+    if given is None:
+        return infer_classes(masks, progress) if published is None else as_classmap(published)
+    if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
+        return as_classmap(given)
+    if isinstance(published, ClassMap) and published.palette_masks is None:
+        if given != published.num_classes:
+            raise DataError(f"classes={given} on {layout or published.source}: its masks hold ids that its published "
+                            f"table ({published.source}) maps to {published.num_classes} classes, and classes={given} "
+                            "would read the raw ids as classes instead, which gives wrong labels. Drop classes= "
+                            "(or pass a ClassMap, e.g. ClassMap.from_ids({raw_id: class}), to map the ids yourself)")
+        return published
+    palette = published.palette_masks if isinstance(published, ClassMap) else _palette(masks[0]) if masks else None
+    if palette is not None:
+        return ClassMap.from_palette_indices(palette, int(given), source=f"{given} palette indices")
+    return ClassMap.from_ids(int(given))
+
+
+def _palette(path: str) -> np.ndarray | None:
+    """A palette PNG's palette as (n, 3) uint8; None for other masks (or an unreadable one, reported later)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.getpalette(), np.uint8).reshape(-1, 3) if im.mode == "P" else None
+    except (OSError, UnidentifiedImageError):
+        return None
+
+
+def mask_values(path: str) -> np.ndarray:
+    """A single-channel mask's values as the decoders read them (a 1-bit mask as 0 and 255)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im.convert("L") if im.mode == "1" else im)
+
+
 def infer_classes(masks: Sequence[str], progress: bool = True) -> ClassMap:
     """``classes=None``: the id masks' values, read from every mask (on all cores), give the classes
-    0..N-1, N one more than the largest id. 255 in 8-bit masks is every known dataset's ignore value
-    and stays the ignore index. Colour and palette masks name a class map instead, so they are refused."""
+    0..N-1, N one more than the largest id. The ignore value of the masks' depth (255 in 8-bit masks,
+    65535 in 16-bit ones) stays the ignore index, as in every known dataset; masks holding only 0 and
+    255 are refused as ambiguous (binary masks, or background and ignore?). Colour and palette masks
+    name a class map instead, so they are refused."""
     from PIL import Image
 
     def values(path: str) -> np.ndarray:
         with Image.open(path) as im:
-            if im.mode not in ("L",) + _MODES_16:
-                what = "a palette PNG (read by index: ClassMap.from_palette_indices)" if im.mode == "P" else \
-                    f"a {im.mode} image (colour masks: classes='class_dict.csv', a name,r,g,b table)"
-                raise DataError(f"classes=None reads class ids from single-channel masks, but {path} is {what}; "
-                                "pass classes=")
-            return np.unique(np.asarray(im))
+            mode = im.mode
+        if mode not in SINGLE_CHANNEL_MODES:
+            what = "a palette PNG (its indices are read with classes=N, N classes)" if mode == "P" else \
+                f"a {mode} image (colour masks: classes='class_dict.csv', a name,r,g,b table)"
+            raise DataError(f"classes=None reads class ids from single-channel masks, but {path} is {what}; "
+                            "pass classes= (--classes on the command line)")
+        return np.unique(mask_values(path))
 
+    if not masks:
+        raise DataError("classes=None reads class ids from the masks, but there are no image/mask pairs")
     found = np.unique(np.concatenate(list(threaded_map(values, masks, description="reading class ids" if progress
                                                        else None))))
-    ids = found[found != 255] if found.max() <= 255 else found
+    ignore = 65535 if mask_depth(masks[0]) == 16 else 255
+    ids = found[found != ignore]
+    if set(found.tolist()) == {0, 255} and ignore == 255:
+        raise DataError("classes=None: the masks hold only the values 0 and 255. Binary masks (foreground 255)? "
+                        "Pass classes={0: 0, 255: 1}. Background and the ignore value? Pass classes=1")
     if not len(ids):
-        raise DataError("classes=None: the masks hold no class id (only 255, the ignore value); pass classes=N")
+        raise DataError(f"classes=None: the masks hold no class id (only {ignore}, the ignore value); pass classes=N")
     count = int(ids.max()) + 1
-    ignore = 255 if count <= 255 else 65535
     return ClassMap.from_ids(count, ignore_index=ignore, source=f"ids 0-{count - 1}, read from {len(masks)} masks")

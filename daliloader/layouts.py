@@ -22,6 +22,7 @@ prepared copy         ``manifest.json`` (``daliloader prepare``)    8-bit class 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,14 +39,16 @@ _SPLIT_NAMES = {"train", "training", "val", "valid", "validation", "test", "test
 
 @dataclass(frozen=True)
 class Found:
-    """A dataset folder as recognised: its layout, pairs, files without a partner, and class map (None
-    when the layout ships none: images + masks without ``class_dict.csv``)."""
+    """A dataset folder as recognised: its layout, pairs, files without a partner, class map (None when
+    the layout ships none: images + masks without ``class_dict.csv``) and the split read (None: the
+    folder holds one). ``needs_classes``: why the folder cannot be read without ``classes=``."""
 
     layout: str
     root: Path
     pairing: Pairing
     classes: ClassMap | str | Path | None
-    mask_suffix: str | None = None  # named in errors about unpaired files
+    split: str | None = None
+    needs_classes: str | None = None
 
 
 def find(root: str | Path, split: str | None = None) -> Found:
@@ -88,7 +91,7 @@ def _prepared(root: Path, split: str | None) -> Found | None:
         raise DataError(f"{root} is a prepared copy of {of}, and holds only that: drop split={split!r}, or prepare "
                         f"split {split!r} into a folder of its own (daliloader prepare DATA OUT --split {split})")
     pairs = [(str(root / i), str(root / m)) for i, m in manifest["pairs"]]
-    return Found("prepared copy", root, Pairing(pairs, [], [], ""), prepared_classes(manifest))
+    return Found("prepared copy", root, Pairing(pairs, [], [], ""), prepared_classes(manifest), made_from)
 
 
 def _cityscapes(root: Path, split: str | None) -> Found | None:
@@ -99,9 +102,12 @@ def _cityscapes(root: Path, split: str | None) -> Found | None:
     if not (images / split).is_dir() or not (masks / split).is_dir():
         raise _missing_split(root, "Cityscapes", split, images / split,
                              {p.name for p in images.iterdir() if p.is_dir() and (masks / p.name).is_dir()})
+    if split == "test":
+        warnings.warn("Cityscapes' test labels are not public: the gtFine/test masks hold no classes, so every pixel "
+                      "loads as the ignore index", stacklevel=4)
     # gtFine also holds *_color.png, *_instanceIds.png, *_polygons.json: only *_labelIds.png are masks
     pairing = pair_files(images / split, masks / split, "_gtFine_labelIds", "_leftImg8bit", only_suffixed=True)
-    return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), "_gtFine_labelIds")
+    return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), split)
 
 
 def _voc(root: Path, split: str | None) -> Found | None:
@@ -115,23 +121,25 @@ def _voc(root: Path, split: str | None) -> Found | None:
     listed = lists / f"{split}.txt"
     if not listed.is_file():
         raise _missing_split(root, "Pascal VOC", split, listed, {p.stem for p in lists.glob("*.txt")})
-    pairs, no_mask, no_image = [], [], []
+    pairs, missing = [], []
     for sample in (line.strip() for line in listed.read_text().splitlines()):
         if not sample:
             continue
         image, mask = base / "JPEGImages" / f"{sample}.jpg", base / "SegmentationClass" / f"{sample}.png"
-        if not image.is_file():
-            no_image.append(str(mask))
-        elif not mask.is_file():
-            no_mask.append(str(image))
+        lacking = [(str(f), str(listed)) for f in (image, mask) if not f.is_file()]
+        if lacking:
+            missing += lacking
         else:
             pairs.append((str(image), str(mask)))
-    return Found("Pascal VOC 2012", base, Pairing(pairs, no_mask, no_image, ""), ClassMap.voc())
+    return Found("Pascal VOC 2012", base, Pairing(pairs, [], [], "", missing), ClassMap.voc(), split)
 
 
 def _ade20k(root: Path, split: str | None) -> Found | None:
+    # images/ + annotations/ alone is common (Oxford Pets, ...): ADE20K also names its split folders
     for base in (root, root / "ADEChallengeData2016"):
-        if (base / "images").is_dir() and (base / "annotations").is_dir():
+        if (base / "images").is_dir() and (base / "annotations").is_dir() and (
+                base.name == "ADEChallengeData2016" or (base / "objectInfo150.csv").is_file()
+                or any((base / "images" / s).is_dir() for s in ("training", "validation"))):
             break
     else:
         return None
@@ -141,7 +149,7 @@ def _ade20k(root: Path, split: str | None) -> Found | None:
         raise _missing_split(root, "ADE20K", split, base / "images" / folder,
                              {p.name for p in (base / "images").iterdir() if p.is_dir()})
     pairing = pair_files(base / "images" / folder, base / "annotations" / folder, "")
-    return Found("ADE20K", base, pairing, ClassMap.ade20k(), "")
+    return Found("ADE20K", base, pairing, ClassMap.ade20k(), folder)
 
 
 def _camvid(root: Path, split: str | None) -> Found | None:
@@ -153,10 +161,12 @@ def _camvid(root: Path, split: str | None) -> Found | None:
     if split not in splits:
         raise _missing_split(root, "CamVid", split, root / split, splits)
     csv_path = root / "class_dict.csv"
-    if not csv_path.is_file():
-        raise DataError(f"{root}: found {split}/ and {split}_labels/ (CamVid) but no class_dict.csv (a header "
-                        "'name,r,g,b' and one row per class)")
-    return Found("CamVid", root, pair_files(root / split, root / f"{split}_labels"), csv_path)
+    pairing = pair_files(root / split, root / f"{split}_labels")
+    if csv_path.is_file():
+        return Found("CamVid", root, pairing, csv_path, split)
+    return Found("CamVid", root, pairing, None, split, needs_classes=(
+        f"{root}: found {split}/ and {split}_labels/ (CamVid) but no class_dict.csv (a header 'name,r,g,b' and one "
+        "row per class): add it, or pass classes= (--classes)"))
 
 
 def _images_masks(root: Path, split: str | None) -> Found | None:
@@ -176,4 +186,4 @@ def _images_masks(root: Path, split: str | None) -> Found | None:
     split = split or "train"
     if split not in splits:
         raise _missing_split(root, "images/ + masks/ with split folders", split, images / split, splits)
-    return Found("images + masks", root, pair_files(images / split, masks / split), classes)
+    return Found("images + masks", root, pair_files(images / split, masks / split), classes, split)

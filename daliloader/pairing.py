@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import DataError
@@ -22,6 +22,8 @@ class Pairing:
     unpaired_images: list[str]
     unpaired_masks: list[str]
     mask_suffix: str
+    #: files a split list names that do not exist: (file, the list), for Pascal VOC
+    missing: list[tuple[str, str]] = field(default_factory=list)
 
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,

@@ -57,7 +57,7 @@ def test_ids_from_count():
 @pytest.mark.parametrize("bad, match", [
     ({0: 0, 1: 2}, "without gaps"),
     ({70000: 0}, "outside 0-65535"),
-    (0, "must be positive"),
+    (0, "must be in 1..65535, got 0"),
 ])
 def test_bad_id_maps(bad, match):
     with pytest.raises(DataError, match=match):

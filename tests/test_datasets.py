@@ -7,6 +7,7 @@ independently of daliloader; ``check`` passes them; the CLI reads them.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import cv2
@@ -175,8 +176,9 @@ def test_check_still_finds_broken_files_in_a_layout(voc, tmp_path):
     report = dl.check(root, split="train")
     kinds = {(Path(p.path).name, p.kind) for p in report.problems}
     assert {(masks[0].name, "corrupt"), (masks[1].name, "mask_palette")} <= kinds  # cut inside its palette
-    assert ("2007_000005.jpg", "unpaired_image") in kinds
-    with pytest.raises(dl.DataError, match="(?s)1 image\\(s\\) and 0 mask\\(s\\) have no partner.*2007_000005"):
+    assert ("2007_000005.png", "missing") in kinds  # listed, with its image but without its mask
+    with pytest.raises(dl.DataError, match="(?s)1 listed file\\(s\\) are missing.*listed in .*train.txt but missing: "
+                                           ".*SegmentationClass/2007_000005.png"):
         dl.SegmentationData.from_folder(root)
     data = dl.SegmentationData.from_pairs([(str(base / "JPEGImages" / f"{masks[1].stem}.jpg"), str(masks[1]))],
                                           dl.ClassMap.voc())
@@ -212,7 +214,8 @@ def test_splits_where_a_folder_has_them_and_none_where_it_has_not(tmp_path, sour
 
     prepared = sources["prepared"][0]  # VOC's train split, prepared without --split
     assert len(dl.SegmentationData.from_folder(prepared)) == 3
-    with pytest.raises(dl.DataError, match="prepared copy of one split.*drop split='val'.*--split val"):
+    assert len(dl.SegmentationData.from_folder(prepared, split="train")) == 3  # the split it records
+    with pytest.raises(dl.DataError, match="prepared copy of split 'train' of .*VOCdevkit.*drop split='val'.*--split val"):
         dl.SegmentationData.from_folder(prepared, split="val")
 
     dl.synthetic.make_dataset(tmp_path / "camvid", n=2)
@@ -228,16 +231,28 @@ def _ade_root(tmp_path) -> Path:
     return root
 
 
-def test_a_colour_read_palette_mask_is_reported_by_its_indices(voc):
-    """VOC masks read with an id map (classes=21): check says they are palette PNGs and names the indices,
-    and the loaders refuse them instead of training on colour luminance."""
+def test_palette_masks_with_a_class_count_are_read_by_index(voc, backend):
+    """classes=21 on palette masks reads their indices (through their palette), as from_folder does for
+    VOC. An id map cannot read them (next test): check says they are palette PNGs and names the
+    indices, and the loaders refuse them instead of training on colour luminance."""
     root, truth = voc
     pairs = [(image, image.replace("JPEGImages", "SegmentationClass").replace(".jpg", ".png")) for image in truth["train"]]
     data = dl.SegmentationData.from_pairs(pairs, 21)
+    assert dl.check(data).ok
+    for image, (_, labels) in zip(data.images, one_epoch(backend, data, batch_size=1, image_size=(H, W),
+                                                         crop="center", shuffle=False, label_mode="int")):
+        np.testing.assert_array_equal(labels[0], truth["train"][image], err_msg=backend)
+
+
+def test_an_id_map_refuses_palette_masks_and_names_their_indices(voc):
+    root, truth = voc
+    pairs = [(image, image.replace("JPEGImages", "SegmentationClass").replace(".jpg", ".png")) for image in truth["train"]]
+    data = dl.SegmentationData.from_pairs(pairs, dl.ClassMap.from_ids(21))
     report = dl.check(data)
     assert {p.kind for p in report.problems} == {"palette_mask"}
     message = report.problems[0].message
-    assert "palette PNG (indices " in message and "255)" in message and "from_palette_indices" in message
+    assert "palette PNG" in message and "classes=N" in message
+    assert re.search(r"Its indices: 0-[0-9, -]*, 255$", message), message
     with pytest.raises(dl.LoadError, match="palette PNG"):
         one_epoch("dali-cpu", data, batch_size=1, image_size=(H, W), crop="center")
 
@@ -278,6 +293,144 @@ def test_classes_none_reads_the_ids_in_the_masks(tmp_path):
     assert data.classes.num_classes == 6 and data.classes.ignore_index == 255 and data.classes.kind == "id"
     with pytest.raises(dl.DataError, match="classes=None reads class ids from single-channel masks.*colour masks"):
         dl.SegmentationData.from_dirs(*_colour_tree(tmp_path / "colour"), classes=None)
+
+
+def test_a_class_count_on_a_layout_keeps_its_published_table(cityscapes, ade20k, voc):
+    """classes=N where the layout publishes a table: the table when N is its class count (Cityscapes 19,
+    ADE20K 150); another N would read the raw ids as classes, which is refused; VOC reads N palette indices."""
+    assert dl.SegmentationData.from_folder(cityscapes[0], classes=19).classes.id_to_class == \
+        dl.ClassMap.cityscapes().id_to_class
+    assert dl.SegmentationData.from_folder(ade20k[0], classes=150).classes.id_to_class == dl.ClassMap.ade20k().id_to_class
+    with pytest.raises(dl.DataError, match="classes=34 on Cityscapes.*maps to 19 classes.*wrong labels"):
+        dl.SegmentationData.from_folder(cityscapes[0], classes=34)
+    with pytest.raises(dl.DataError, match="classes=151 on ADE20K"):
+        dl.check(ade20k[0], split="training", classes=151)
+    five = dl.SegmentationData.from_folder(voc[0], classes=5).classes
+    assert five.num_classes == 5 and five.palette_masks is not None and five.ignore_index == 255
+
+
+def test_binary_masks_are_not_read_as_ignored_silently(tmp_path):
+    """Masks of 0 and 255 (8-bit or 1-bit): classes=None refuses to guess; check flags classes=2, which
+    would read 255 as the ignore index; classes={0: 0, 255: 1} reads the foreground."""
+    for kind in ("8-bit", "1-bit"):
+        root = tmp_path / kind
+        truth = id_tree(root, [0, 255], n=2)
+        if kind == "1-bit":
+            for image in truth:
+                mask = Path(image.replace("images", "masks"))
+                Image.fromarray(truth[image] > 0).save(mask)
+                assert Image.open(mask).mode == "1"
+        with pytest.raises(dl.DataError, match="only the values 0 and 255.*classes=\\{0: 0, 255: 1\\}"):
+            dl.SegmentationData.from_folder(root)
+        report = dl.check(root, classes=2)
+        assert {p.kind for p in report.problems} == {"binary_mask"}, report
+        assert "pass classes={0: 0, 255: 1}" in report.problems[0].message
+        data = dl.SegmentationData.from_folder(root, classes={0: 0, 255: 1})
+        assert dl.check(data).ok
+        for image, (_, labels) in zip(data.images, one_epoch("dali-cpu", data, batch_size=1, image_size=(H, W),
+                                                             crop="center", shuffle=False, label_mode="int")):
+            np.testing.assert_array_equal(labels[0], truth[image] // 255, err_msg=kind)
+
+
+def test_more_than_255_classes(tmp_path):
+    """A class count above 255 moves the ignore index to 65535; classes=None on 16-bit masks treats
+    65535 as the ignore value, as 255 in 8-bit masks."""
+    classes = dl.ClassMap.from_ids(1001)
+    assert classes.ignore_index == 65535 and classes.num_classes == 1001
+    id_tree(tmp_path, [0, 3, 1000, 65535], depth=16)
+    inferred = dl.SegmentationData.from_folder(tmp_path).classes
+    assert inferred.num_classes == 1001 and inferred.ignore_index == 65535
+    assert dl.check(tmp_path, classes=1001).ok
+    with pytest.raises(dl.DataError, match="without gaps.*got 2 classes from 0 to 5, missing \\[1, 2, 3, 4\\]"):
+        dl.ClassMap.from_ids({0: 0, 9: 5})
+
+
+def test_cityscapes_from_dirs_and_the_cli_with_suffixes(cityscapes, tmp_path, capsys):
+    """The explicit recipe: with mask_suffix given, gtFine's other files are not masks."""
+    root, truth = cityscapes
+    data = dl.SegmentationData.from_dirs(root / "leftImg8bit" / "val", root / "gtFine" / "val", dl.ClassMap.cityscapes(),
+                                         mask_suffix="_gtFine_labelIds", image_suffix="_leftImg8bit")
+    assert len(data) == 2
+    args = ["--images", str(root / "leftImg8bit" / "val"), "--masks", str(root / "gtFine" / "val"),
+            "--mask-suffix", "_gtFine_labelIds", "--image-suffix", "_leftImg8bit", "--classes", "34", "--quiet"]
+    assert cli(["check", *args]) == 0, capsys.readouterr().out
+    assert cli(["check", str(root), "--mask-suffix", "_x"]) == 2
+    assert "--mask-suffix and --image-suffix pair --images with --masks" in capsys.readouterr().err
+    assert cli(["check", *args, "--split", "val"]) == 2
+    assert "--split picks a split of DATA" in capsys.readouterr().err
+    with pytest.warns(UserWarning, match="test labels are not public"):
+        shutil_tree = tmp_path / "cs"
+        (shutil_tree / "leftImg8bit" / "test").mkdir(parents=True)
+        (shutil_tree / "gtFine" / "test").mkdir(parents=True)
+        with pytest.raises(dl.DataError, match="no images"):
+            dl.SegmentationData.from_folder(shutil_tree, split="test")
+
+
+def test_check_reports_what_a_loader_would_refuse(cityscapes, tmp_path, capsys):
+    """check DATA --classes N still reports unpaired files (exit 1); nothing paired is a report, not a crash."""
+    import shutil
+
+    root = tmp_path / "cityscapes"
+    shutil.copytree(cityscapes[0], root)
+    next((root / "gtFine" / "train").rglob("*_labelIds.png")).unlink()
+    assert cli(["check", str(root), "--classes", "19", "--quiet"]) == 1
+    assert "unpaired_image" in capsys.readouterr().out
+    (tmp_path / "a" / "images").mkdir(parents=True)
+    (tmp_path / "a" / "masks").mkdir()
+    cv2.imwrite(str(tmp_path / "a" / "images" / "x.png"), np.zeros((4, 4, 3), np.uint8))
+    cv2.imwrite(str(tmp_path / "a" / "masks" / "y.png"), np.zeros((4, 4), np.uint8))
+    report = dl.check({"images": tmp_path / "a" / "images", "masks": tmp_path / "a" / "masks"})
+    assert report.pairs == 0 and {p.kind for p in report.problems} == {"unpaired_image", "unpaired_mask"}
+
+
+def test_palette_masks_of_any_dataset(tmp_path, capsys):
+    """Palette PNGs padded with black (as exported): --classes N reads their indices; an index outside the
+    classes is reported by check, also one whose colour is a class's; an ignore index coloured like a
+    class is refused."""
+    rng = np.random.default_rng(5)
+    (tmp_path / "images").mkdir()
+    (tmp_path / "masks").mkdir()
+    palette = [0, 0, 0, 200, 30, 30, 30, 200, 30] + [0, 0, 0] * 252 + [255, 255, 255]  # padded with black
+    truth = {}
+    for i in range(2):
+        ids = blocks(rng, np.array([0, 1, 2, 255])).astype(np.uint8)
+        mask = Image.fromarray(ids, mode="P")
+        mask.putpalette(palette)
+        mask.save(tmp_path / "masks" / f"{i}.png")
+        cv2.imwrite(str(tmp_path / "images" / f"{i}.png"), photo(rng))
+        truth[str(tmp_path / "images" / f"{i}.png")] = ids
+    args = [str(tmp_path), "--classes", "3", "--quiet"]
+    assert cli(["check", *args]) == 0, capsys.readouterr().out
+    data = dl.SegmentationData.from_folder(tmp_path, classes=3)
+    for image, (_, labels) in zip(data.images, one_epoch("opencv", data, batch_size=1, image_size=(H, W),
+                                                         crop="center", shuffle=False, label_mode="int")):
+        np.testing.assert_array_equal(labels[0], truth[image])
+    stray = np.asarray(Image.open(tmp_path / "masks" / "0.png")).copy()
+    stray[:4, :4], stray[-4:, -4:] = 7, 9
+    mask = Image.fromarray(stray, mode="P")
+    mask.putpalette(palette[:27] + [1, 2, 3] + palette[30:])  # index 9 gets a colour of its own
+    mask.save(tmp_path / "masks" / "0.png")
+    assert cli(["check", *args]) == 1
+    out = capsys.readouterr().out
+    assert "palette indices that are not classes (0-2) nor the ignore index 255: 7 x16 (the colour of class 0: " \
+           "loads as that class), 9 x16" in out, out
+    with pytest.raises(dl.DataError, match="palette index 255 \\(the ignore index\\) has the colour \\[0, 0, 0\\] of index 0"):
+        dl.ClassMap.from_palette_indices(np.asarray(palette[:-3] + [0, 0, 0]).reshape(-1, 3), 3)
+
+
+def test_camvid_without_its_table_takes_classes(tmp_path):
+    dl.synthetic.make_dataset(tmp_path, n=2)
+    (tmp_path / "class_dict.csv").rename(tmp_path / "elsewhere.csv")
+    with pytest.raises(dl.DataError, match="no class_dict.csv.*or pass classes="):
+        dl.SegmentationData.from_folder(tmp_path)
+    assert len(dl.SegmentationData.from_folder(tmp_path, classes=tmp_path / "elsewhere.csv")) == 2
+
+
+def test_images_and_annotations_alone_are_not_ade20k(tmp_path):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "annotations").mkdir()
+    with pytest.raises(dl.DataError, match="unknown dataset layout"):
+        dl.SegmentationData.from_folder(tmp_path)
 
 
 def _colour_tree(root: Path):
