@@ -9,6 +9,7 @@ one plan, every backend built from it, so that all are measured on the same sett
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from dataclasses import dataclass
 
@@ -53,9 +54,10 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
     """Validate a loader's arguments and plan the loader.
 
     ``options`` are the preprocessing options of :func:`daliloader.spec.make_spec` (``scale``, ``flip``,
-    ``mean``, ``std``, ``dtype``). ``drop_remainder=True`` (training) gives full batches of
-    ``(image, labels)``; ``False`` (evaluation) fills the last batch with weight-0 padding and adds
-    per-pixel weights. ``shard_id``/``num_shards`` choose a worker's part of the data. ``outputs``
+    ``rotate``, ``brightness``, ``contrast``, ``saturation``, ``hue``, ``mean``, ``std``, ``dtype``,
+    ``class_weights``). ``drop_remainder=True`` (training) gives full batches of ``(image, labels)``;
+    ``False`` (evaluation) fills the last batch with weight-0 padding and adds per-pixel weights, as
+    ``class_weights`` do in training too. ``shard_id``/``num_shards`` choose a worker's part of the data. ``outputs``
     overrides what a batch holds (for ``dali_pipeline``; any of :data:`OUTPUTS`). ``num_threads``,
     ``prefetch`` and ``device_id`` are the DALI backends'. ``caller`` names the public function in
     error messages.
@@ -64,9 +66,15 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}. Preprocessing options: "
-                        f"{', '.join(OPTIONS)}; loader options: {', '.join(LOADER_OPTIONS)}")
+        close = difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1)
+        raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}"
+                        + (f" (did you mean {close[0]!r}?)" if close else "")
+                        + f". Preprocessing options: {', '.join(OPTIONS)}; loader options: {', '.join(LOADER_OPTIONS)}")
     spec = make_spec(image_size, crop=crop, label_mode=label_mode, **options)
+    classes = data.classes.num_classes
+    if spec.class_weights is not None and len(spec.class_weights) != classes:
+        raise SpecError(f"class_weights has {len(spec.class_weights)} weights for the {classes} classes of "
+                        f"{data.classes.source or 'the class map'}: give one per class")
     batch_size = check_batch_size(batch_size)
     for name, value, least in (("seed", seed, 0), ("num_threads", num_threads, 1), ("prefetch", prefetch, 1),
                                ("device_id", device_id, 0)):
@@ -75,8 +83,9 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise SpecError(f"{name} must be an integer >= {least}{' or None' if name in ('seed', 'num_threads') else ''}, "
                             f"got {value!r}")
-    if outputs is None:
-        outputs = ("image", "labels") if drop_remainder else ("image", "labels", "weight")
+    if outputs is None:  # weights for evaluation (padding) and for class weights
+        weighted = not drop_remainder or spec.class_weights is not None
+        outputs = ("image", "labels", "weight") if weighted else ("image", "labels")
     outputs = tuple(outputs)
     if not outputs or set(outputs) - set(OUTPUTS):
         raise SpecError(f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")

@@ -1,9 +1,15 @@
 """The preprocessing spec: what every backend does, declared once and validated in one place.
 
-The spec says *what* (crop mode, zoom range, flip rate, normalisation, label encoding, dtype); each
-per-sample stage's formula is defined once, in numpy, in :mod:`daliloader.stages`, the reference that
-every backend implements and is tested against. Stages, in order, with the same names in every backend:
-read, decode, labels, window (crop, zoom, flip), pad, resize, flip, normalize, encode, weights.
+The spec says *what* (crop mode, zoom range, rotation, flip rate, photometric jitter, normalisation,
+label encoding, class weights, dtype); each per-sample stage's formula is defined once, in numpy, in
+:mod:`daliloader.stages`, the reference that every backend implements and is tested against. Stages,
+in order, with the same names in every backend: read, decode, labels, window (crop, zoom, flip),
+colour, pad, resize, rotate, flip, normalize, encode, weights.
+
+Option names and ranges follow torchvision: ``brightness``/``contrast``/``saturation`` as
+``ColorJitter`` (a number ``v`` draws a factor from ``U(max(0, 1 - v), 1 + v)``, a pair is the range),
+``rotate`` as ``RandomRotation``'s ``degrees``; ``hue`` is in degrees (``v``: a shift from ``U(-v, v)``),
+as DALI's ``hue`` and albumentations' ``hue_shift_limit``, not torchvision's fraction of a turn.
 """
 
 from __future__ import annotations
@@ -13,30 +19,52 @@ from typing import Sequence
 
 from .errors import SpecError
 
-CROPS = ("random", "center")
+#: random: a window placed at random (zoomed with ``scale``); center: the centre window; resize: the
+#: whole image stretched to ``image_size``; fit: the whole image scaled to fit inside ``image_size``
+#: (aspect ratio kept), centred and padded.
+CROPS = ("random", "center", "resize", "fit")
 LABEL_MODES = ("onehot", "int")
 DTYPES = ("float32", "float16", "bfloat16")
 #: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode.
-OPTIONS = ("scale", "flip", "mean", "std", "dtype")
+OPTIONS = ("scale", "flip", "rotate", "brightness", "contrast", "saturation", "hue", "mean", "std", "dtype",
+           "class_weights")
+#: The colour options, which change the image only.
+COLOUR = ("brightness", "contrast", "saturation", "hue")
 
 
 @dataclass(frozen=True)
 class Preprocess:
-    """What to do to each (image, mask) pair. Build it with :func:`make_spec`, which validates."""
+    """What to do to each (image, mask) pair. Build it with :func:`make_spec`, which validates. Ranges
+    are ``(low, high)`` of uniform draws; the identity range means the stage is off."""
 
     image_size: tuple[int, int]
     crop: str = "random"
     scale: tuple[float, float] = (1.0, 1.0)
     flip: float = 0.5
+    rotate: tuple[float, float] = (0.0, 0.0)  # degrees, counter-clockwise
+    brightness: tuple[float, float] = (1.0, 1.0)  # factors
+    contrast: tuple[float, float] = (1.0, 1.0)
+    saturation: tuple[float, float] = (1.0, 1.0)
+    hue: tuple[float, float] = (0.0, 0.0)  # degrees
     label_mode: str = "onehot"
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     dtype: str = "float32"
+    class_weights: tuple[float, ...] | None = None  # per class; checked against the classes by the plan
 
     @property
     def resizes(self) -> bool:
-        """Whether the crop window is resized (only random crops with scale jitter are)."""
-        return self.crop == "random" and self.scale != (1.0, 1.0)
+        """Whether the window is resized: random crops with scale jitter, and the whole-image modes."""
+        return self.crop in ("resize", "fit") or (self.crop == "random" and self.scale != (1.0, 1.0))
+
+    @property
+    def rotates(self) -> bool:
+        return self.rotate != (0.0, 0.0)
+
+    @property
+    def colours(self) -> bool:
+        """Whether any colour option is on."""
+        return any(getattr(self, name) != getattr(Preprocess, name) for name in COLOUR)
 
 
 def make_spec(
@@ -48,11 +76,22 @@ def make_spec(
     mean: Sequence[float] | float | None = None,
     std: Sequence[float] | float | None = None,
     dtype: str = "float32",
+    *,
+    rotate=None,
+    brightness=None,
+    contrast=None,
+    saturation=None,
+    hue=None,
+    class_weights=None,
 ) -> Preprocess:
     """Validate user arguments and build the :class:`Preprocess` spec.
 
-    ``flip`` defaults to 0.5 for random crops and 0 for centre crops; ``scale`` to (1, 1), i.e. no
-    zoom. ``mean``/``std`` are in [0, 1] units, one value or one per RGB channel.
+    ``flip`` defaults to 0.5 for random crops and 0 otherwise; ``scale`` to (1, 1), i.e. no zoom.
+    ``rotate``: degrees ``d`` (an angle from ``U(-d, d)``) or a ``(min, max)`` pair. ``brightness``,
+    ``contrast``, ``saturation``: ``v`` (a factor from ``U(max(0, 1 - v), 1 + v)``) or a ``(min, max)``
+    pair of factors; ``hue``: degrees ``d`` (``U(-d, d)``) or a pair, within [-180, 180].
+    ``mean``/``std`` are in [0, 1] units, one value or one per RGB channel. ``class_weights``: one weight
+    per class (a sequence, or a dict ``{class: weight}`` naming every class).
     """
     size = _image_size(image_size)
     if crop not in CROPS:
@@ -62,30 +101,76 @@ def make_spec(
     if dtype not in DTYPES:
         raise SpecError(f"dtype={dtype!r} is not supported; use one of {', '.join(map(repr, DTYPES))}")
 
-    if scale is None:
-        scale = (1.0, 1.0)
-    elif isinstance(scale, (int, float)):
-        scale = (float(scale), float(scale))
-    try:
-        lo, hi = (float(s) for s in scale)
-    except (TypeError, ValueError):
-        raise SpecError(f"scale must be a (min, max) pair of zoom factors, got {scale!r}") from None
-    if not 0 < lo <= hi <= 10:
-        raise SpecError(f"scale=({lo}, {hi}) must satisfy 0 < min <= max <= 10")
-    if crop == "center" and (lo, hi) != (1.0, 1.0):
-        raise SpecError("scale jitter needs crop='random'; crop='center' never resizes")
+    lo, hi = _range("scale", (1.0, 1.0) if scale is None else scale, symmetric=None, low=0.0, high=10.0,
+                    what="zoom factors", open_low=True)
+    if crop != "random" and (lo, hi) != (1.0, 1.0):
+        raise SpecError(f"scale jitter needs crop='random'; crop={crop!r} does not zoom")
 
     if flip is None:
         flip = 0.5 if crop == "random" else 0.0
     if not isinstance(flip, (int, float)) or isinstance(flip, bool) or not 0.0 <= flip <= 1.0:
         raise SpecError(f"flip is a probability in [0, 1], got {flip!r}")
 
+    factors = {name: _range(name, 0.0 if value is None else value, symmetric="factor", low=0.0, high=100.0,
+                            what="factors")
+               for name, value in (("brightness", brightness), ("contrast", contrast), ("saturation", saturation))}
     return Preprocess(
         image_size=size, crop=crop, scale=(lo, hi), flip=float(flip), label_mode=label_mode,
-        mean=_triple("mean", 0.0 if mean is None else mean),
-        std=_triple("std", 1.0 if std is None else std, positive=True),
-        dtype=dtype,
+        rotate=_range("rotate", 0.0 if rotate is None else rotate, symmetric="angle", low=-360.0, high=360.0,
+                      what="degrees"),
+        hue=_range("hue", 0.0 if hue is None else hue, symmetric="angle", low=-180.0, high=180.0, what="degrees"),
+        **factors,
+        mean=_units("mean", _triple("mean", 0.0 if mean is None else mean)),
+        std=_units("std", _triple("std", 1.0 if std is None else std, positive=True)),
+        dtype=dtype, class_weights=_class_weights(class_weights),
     )
+
+
+def _range(name: str, value, symmetric: str | None, low: float, high: float, what: str,
+           open_low: bool = False) -> tuple[float, float]:
+    """A ``(min, max)`` range from a pair, or from one number: ``symmetric="factor"``: ``(max(0, 1 - v),
+    1 + v)``; ``"angle"``: ``(-v, v)``; None: ``(v, v)``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        v = float(value)
+        if symmetric is not None and v < 0:
+            raise SpecError(f"{name}={value!r} must be >= 0 (or a (min, max) pair of {what})")
+        value = {"factor": (max(0.0, 1.0 - v), 1.0 + v), "angle": (-v, v), None: (v, v)}[symmetric]
+    try:
+        lo, hi = (float(x) for x in value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{name} must be a number or a (min, max) pair of {what}, got {value!r}") from None
+    if not (low < lo if open_low else low <= lo) or not lo <= hi <= high:
+        raise SpecError(f"{name}=({lo:g}, {hi:g}) must satisfy {low:g} {'<' if open_low else '<='} min <= max <= "
+                        f"{high:g} ({what})")
+    return lo, hi
+
+
+def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float, float]:
+    """mean/std are in [0, 1] units; values in 0-255 units are refused with their conversion."""
+    if max(values) > 1.0 or min(values) < 0.0:
+        converted = tuple(round(v / 255.0, 4) for v in values)
+        hint = f" Did you mean {name}={converted} (the values / 255)?" if max(values) > 1.0 and min(values) >= 0 else ""
+        raise SpecError(f"{name}={values} is outside [0, 1]: daliloader takes {name} in [0, 1] units, as "
+                        f"torchvision's Normalize on tensors in [0, 1].{hint}")
+    return values
+
+
+def _class_weights(weights) -> tuple[float, ...] | None:
+    if weights is None:
+        return None
+    if isinstance(weights, dict):
+        keys = sorted(weights)
+        if keys != list(range(len(keys))):
+            missing = sorted(set(range(max(keys, default=-1) + 1)) - set(keys))
+            raise SpecError(f"class_weights={{...}} must name every class 0..C-1; missing {missing[:10]}")
+        weights = [weights[k] for k in keys]
+    try:
+        out = tuple(float(w) for w in weights)
+    except (TypeError, ValueError):
+        raise SpecError(f"class_weights must be one number per class (a sequence or a dict), got {weights!r}") from None
+    if not out or min(out) < 0:
+        raise SpecError(f"class_weights must be non-negative, one per class; got {weights!r}")
+    return out
 
 
 def check_batch_size(batch_size, name: str = "batch_size") -> int:

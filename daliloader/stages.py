@@ -5,30 +5,40 @@ separate kernels (as torchvision's ``make_params`` and albumentations' ``apply``
 Each backend implements the stages in its own framework and cites the function here; the tests check
 every backend against these functions with fixed draws.
 
-The arithmetic of the crop window is written once, with Python operators and the few functions of a
-``Math`` namespace (floor, abs, maximum, minimum, casts). Numpy's is the reference (:data:`NUMPY`);
-the tf.data backend passes TensorFlow's and the DALI graph DALI's, so that all three compute the
-window with this very code, on their own tensors.
+The arithmetic of the draws and of the crop window is written once, with Python operators and the few
+functions of a ``Math`` namespace (floor, abs, maximum, minimum, casts). Numpy's is the reference
+(:data:`NUMPY`); the tf.data backend passes TensorFlow's and the DALI graph DALI's, so that all three
+compute the window with this very code, on their own tensors.
 
-Stages (names as in :mod:`daliloader.spec`):
+Each sample gets :data:`DRAWS` uniform draws ``u`` in [0, 1), in this order: zoom, top, left, flip,
+angle, brightness, contrast, saturation, hue. A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
 
-* window     ``draw_window``: a ``Window`` (top, left, height, width in source pixels, and the flip)
-             from the image size and four uniform draws ``u`` in [0, 1): zoom, top, left, flip.
+Stages (names as in :mod:`daliloader.spec`), in order:
+
+* window     ``draw_window``: a ``Window`` (top, left, height, width in source pixels, and the flip).
              ``crop="center"``: the ``image_size`` window at ``((H-h)//2, (W-w)//2)``, padded evenly
              when the image is smaller (as ``tf.image.resize_with_crop_or_pad``). ``crop="random"``:
-             zoom ``s = lo + u0 (hi - lo)`` gives a window of ``floor(h/s + 0.5)`` x
-             ``floor(w/s + 0.5)`` source pixels, placed uniformly, flipped when ``u3 < flip``.
+             zoom ``s`` gives a window of ``floor(h/s + 0.5)`` x ``floor(w/s + 0.5)`` source pixels,
+             placed uniformly. ``crop="resize"`` and ``"fit"``: the whole image. Flipped when
+             ``u[3] < flip``.
+* colour     ``colour``: brightness, contrast, saturation and hue in one affine map per pixel (DALI's
+             ``color_twist``, :func:`colour_matrix`), on the image's pixels (not the padding), rounded
+             to uint8.
 * pad        ``crop``: the window of an array; what lies outside the image is the fill
              (:func:`fills`: 0 for the image, ``ignore_index`` for labels).
-* resize     the window is resized to ``image_size`` when it differs (random crops with zoom):
-             the image bilinear with antialias, labels nearest-neighbour without (no label invented).
-             Only the geometry is shared; each framework has its own resampling kernel.
+* resize     the window is resized to :func:`resize_to` when it differs (random crops with zoom, and
+             the whole-image modes): the image bilinear with antialias, labels nearest-neighbour without
+             (no label invented). ``crop="fit"`` then pads the result to ``image_size``, centred
+             (:func:`fit_window`). Only the geometry is shared; each framework has its own kernel.
+* rotate     ``rotate``: about the centre, keeping the size (:func:`rotation_matrix`); the image
+             bilinear, labels nearest-neighbour; the corners are filled as padding.
 * flip       ``flip``: horizontal, the same draw for image and labels.
 * normalize  ``normalize``: ``(x - 255 mean) / (255 std)`` in ``dtype`` (``mean``/``std`` in [0, 1] units).
 * encode     ``encode``: labels -> int32, or float32 one-hot rows of ``one_hot_table`` (the ignore
              index, and every value >= the number of classes, gives an all-zero row).
 * weights    ``weights``: per pixel, ``weight_table[label]`` times 0 for a padding sample (evaluation
-             batches filled up to a full batch) and 1 for a real one.
+             batches filled up to a full batch) and 1 for a real one. With ``class_weights`` the table
+             holds them and gives the ignore index 0.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+import cv2
 import numpy as np
 
 from .spec import Preprocess
@@ -44,6 +55,10 @@ from .spec import Preprocess
 #: float32, as in TensorFlow and DALI, so that the same draws give the same window everywhere.
 NUMPY = SimpleNamespace(floor=np.floor, abs=np.abs, maximum=np.maximum, minimum=np.minimum,
                         to_int=lambda x: np.asarray(x).astype(np.int64), to_float=lambda x: np.asarray(x, np.float32))
+
+#: Uniform draws per sample, and where each one is used.
+DRAWS = 9
+ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(DRAWS)
 
 
 @dataclass(frozen=True)
@@ -57,27 +72,72 @@ class Window:
     flip: bool
 
 
-# ---------------------------------------------------------------- window (drawn once per sample)
+# ---------------------------------------------------------------- draws (once per sample)
+def sample_draws(seed: int, positions) -> np.ndarray:
+    """The :data:`DRAWS` uniform draws of the samples at these stream ``positions``, float32 (n, DRAWS): a
+    pure function of (seed, position), so a pipeline built again, or run alone instead of under
+    TensorFlow, draws the same for the same position (the DALI backends feed these to the graph)."""
+    return np.stack([np.random.default_rng([seed, int(p)]).random(DRAWS, dtype=np.float32) for p in positions]) \
+        if len(positions) else np.zeros((0, DRAWS), np.float32)
+
+
+def draw(bounds: tuple[float, float], u):
+    """``lo + u (hi - lo)``: a value drawn uniformly from the range ``bounds`` with the draw ``u``."""
+    lo, hi = bounds
+    return lo + u * (hi - lo)
+
+
 def draw_window(spec: Preprocess, height, width, u, m=NUMPY):
-    """The window of an image of ``height`` x ``width`` from the uniform draws ``u = (zoom, top, left,
-    flip)``, with math ``m``; returns ``(top, left, window_height, window_width, flip)``."""
+    """The window of an image of ``height`` x ``width`` from the draws ``u`` (see :data:`DRAWS`), with
+    math ``m``; returns ``(top, left, window_height, window_width, flip)``."""
     h, w = spec.image_size
+    flip = (u[FLIP] < spec.flip) if spec.flip > 0 else False
     if spec.crop == "center":
-        return center_offset(height, h, m), center_offset(width, w, m), h, w, False
+        return center_offset(height, h, m), center_offset(width, w, m), h, w, flip
+    if spec.crop in ("resize", "fit"):
+        return 0 * height, 0 * width, height, width, flip  # (0 * x: a zero of the framework's own type)
     win_h, win_w = h, w
-    if spec.resizes:
-        lo, hi = spec.scale
-        zoom = lo + u[0] * (hi - lo)
+    if spec.scale != (1.0, 1.0):
+        zoom = draw(spec.scale, u[ZOOM])
         win_h, win_w = (m.to_int(m.floor(side / zoom + 0.5)) for side in (h, w))
-    top = uniform_offset(height - win_h, u[1], m)
-    left = uniform_offset(width - win_w, u[2], m)
-    return top, left, win_h, win_w, (u[3] < spec.flip) if spec.flip > 0 else False
+    top = uniform_offset(height - win_h, u[TOP], m)
+    left = uniform_offset(width - win_w, u[LEFT], m)
+    return top, left, win_h, win_w, flip
 
 
 def window(spec: Preprocess, height: int, width: int, u) -> Window:
-    """:func:`draw_window` in numpy (``u``: four float32 draws in [0, 1)), as a :class:`Window`."""
+    """:func:`draw_window` in numpy (``u``: the float32 draws), as a :class:`Window`."""
     top, left, win_h, win_w, flip = draw_window(spec, height, width, np.asarray(u, np.float32))
     return Window(int(top), int(left), int(win_h), int(win_w), bool(flip))
+
+
+def resize_to(spec: Preprocess, win_h, win_w, m=NUMPY):
+    """The size the window is resized to: ``image_size``, or for ``crop="fit"`` the largest size of the
+    window's aspect ratio inside it, ``floor(side * min(h / H, w / W) + 0.5)`` (at least 1 pixel)."""
+    h, w = spec.image_size
+    if spec.crop != "fit":
+        return h, w
+    s = m.minimum(m.to_float(h) / m.to_float(win_h), m.to_float(w) / m.to_float(win_w))
+    return tuple(m.minimum(m.maximum(m.to_int(m.floor(m.to_float(side) * s + 0.5)), 1), size)
+                 for side, size in ((win_h, h), (win_w, w)))
+
+
+def fit_window(spec: Preprocess, height, width, m=NUMPY):
+    """``crop="fit"``: the ``image_size`` window, centred, around a resized image of ``height`` x ``width``
+    (offsets ``<= 0``: padding)."""
+    h, w = spec.image_size
+    return center_offset(height, h, m), center_offset(width, w, m)
+
+
+def draw_angle(spec: Preprocess, u):
+    """rotate: the angle in degrees, counter-clockwise."""
+    return draw(spec.rotate, u[ANGLE])
+
+
+def draw_colour(spec: Preprocess, u):
+    """colour: ``(brightness, contrast, saturation, hue)`` (factors, and degrees for hue)."""
+    return tuple(draw(getattr(spec, name), u[k]) for name, k in (("brightness", BRIGHTNESS), ("contrast", CONTRAST),
+                                                                  ("saturation", SATURATION), ("hue", HUE)))
 
 
 def center_offset(extent, size: int, m=NUMPY):
@@ -102,14 +162,58 @@ def fills(ignore_index: int) -> tuple[int, int]:
     return IMAGE_FILL, ignore_index
 
 
-def crop(a: np.ndarray, win: Window, fill) -> np.ndarray:
-    """pad: the window of ``a`` (H, W, ...); what lies outside ``a`` is ``fill``."""
+def crop(a: np.ndarray, win: Window, fill, inside=None) -> np.ndarray:
+    """pad: the window of ``a`` (H, W, ...); what lies outside ``a`` is ``fill``. ``inside``, when given,
+    is applied to the part of the window inside ``a`` before padding (the colour stage)."""
     out = np.full((win.height, win.width) + a.shape[2:], fill, dtype=a.dtype)
     y0, x0 = max(win.top, 0), max(win.left, 0)
     y1, x1 = min(win.top + win.height, a.shape[0]), min(win.left + win.width, a.shape[1])
     if y1 > y0 and x1 > x0:
-        out[y0 - win.top:y1 - win.top, x0 - win.left:x1 - win.left] = a[y0:y1, x0:x1]
+        part = a[y0:y1, x0:x1]
+        out[y0 - win.top:y1 - win.top, x0 - win.left:x1 - win.left] = part if inside is None else inside(part)
     return out
+
+
+def resize(a: np.ndarray, size, labels: bool) -> np.ndarray:
+    """resize: the image bilinear with antialiasing (OpenCV's area averaging when shrinking), labels
+    nearest-neighbour without."""
+    h, w = (int(v) for v in size)
+    if a.shape[:2] == (h, w):
+        return a
+    if labels:
+        return cv2.resize(a, (w, h), interpolation=cv2.INTER_NEAREST_EXACT)
+    shrinking = h * w < a.shape[0] * a.shape[1]
+    return cv2.resize(a, (w, h), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
+
+
+def rotation_coefficients(angle, height, width, cos, sin):
+    """rotate: the affine map from output pixel ``(x, y)`` to source pixel (pixel centres at integer
+    coordinates), ``x' = a0 x + a1 y + a2``, ``y' = b0 x + b1 y + b2``, as ``(a0, a1, a2, b0, b1, b2)``:
+    a rotation by ``angle`` degrees counter-clockwise about the centre ``((W - 1) / 2, (H - 1) / 2)``,
+    with the framework's ``cos``/``sin``. It is OpenCV's ``getRotationMatrix2D`` inverted: the map
+    ``cv2.warpAffine`` applies with ``WARP_INVERSE_MAP``, TensorFlow's ``ImageProjectiveTransformV3``
+    takes, and DALI's ``fn.rotate(keep_size=True)`` computes (the tests check all three)."""
+    t = angle * (np.pi / 180.0)
+    c, s = cos(t), sin(t)
+    cx, cy = (width - 1) / 2.0, (height - 1) / 2.0
+    return c, -s, cx - c * cx + s * cy, s, c, cy - s * cx - c * cy
+
+
+def rotation_matrix(angle, height: int, width: int) -> np.ndarray:
+    """:func:`rotation_coefficients` in numpy, as the 2x3 matrix of ``cv2.warpAffine``."""
+    return np.array(rotation_coefficients(np.float64(angle), height, width, np.cos, np.sin)).reshape(2, 3)
+
+
+def rotate(a: np.ndarray, angle, fill, labels: bool) -> np.ndarray:
+    """rotate: ``a`` rotated by ``angle`` degrees about its centre, same size; the image bilinear,
+    labels nearest-neighbour; what comes from outside is ``fill``."""
+    if angle == 0:
+        return a
+    h, w = a.shape[:2]
+    flags = (cv2.INTER_NEAREST if labels else cv2.INTER_LINEAR) | cv2.WARP_INVERSE_MAP
+    out = cv2.warpAffine(a, rotation_matrix(angle, h, w), (w, h), flags=flags, borderMode=cv2.BORDER_CONSTANT,
+                         borderValue=float(fill))
+    return out.reshape(a.shape)
 
 
 def flip(a: np.ndarray, win: Window) -> np.ndarray:
@@ -118,6 +222,41 @@ def flip(a: np.ndarray, win: Window) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- image
+#: RGB -> YIQ, as DALI's color_twist has it; YIQ -> RGB is its exact inverse (as DALI 2.4 computes it).
+RGB_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]])
+YIQ_TO_RGB = np.linalg.inv(RGB_TO_YIQ)
+#: The colour map is a sum of three fixed matrices: luma, chroma scaled by ``cos(hue)`` and chroma
+#: turned by ``sin(hue)`` (a hue shift is a rotation of the YIQ chroma plane, saturation scales it).
+LUMA = YIQ_TO_RGB @ np.diag([1.0, 0.0, 0.0]) @ RGB_TO_YIQ
+CHROMA = YIQ_TO_RGB @ np.diag([0.0, 1.0, 1.0]) @ RGB_TO_YIQ
+CHROMA_TURN = YIQ_TO_RGB @ np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]) @ RGB_TO_YIQ
+#: Contrast scales about mid-grey (DALI's ``color_twist``: half of the uint8 range).
+MID_GREY = 128.0
+
+
+def colour_coefficients(brightness, contrast, saturation, hue, cos, sin):
+    """The colour map's weights ``(luma, chroma, chroma_turn, offset)`` for one draw, with the
+    framework's ``cos``/``sin`` (radians): ``out = luma LUMA x + chroma CHROMA x + chroma_turn
+    CHROMA_TURN x + offset``."""
+    bc = brightness * contrast
+    t = hue * (np.pi / 180.0)
+    return bc, bc * saturation * cos(t), bc * saturation * sin(t), brightness * MID_GREY * (1.0 - contrast)
+
+
+def colour_matrix(brightness, contrast, saturation, hue) -> tuple[np.ndarray, float]:
+    """colour: the 3x3 matrix and offset of ``out = M @ rgb + offset``: saturation scales and hue turns
+    the YIQ chroma, contrast scales about :data:`MID_GREY`, brightness multiplies (DALI's color_twist)."""
+    a0, a1, a2, offset = colour_coefficients(brightness, contrast, saturation, hue, np.cos, np.sin)
+    return a0 * LUMA + a1 * CHROMA + a2 * CHROMA_TURN, float(offset)
+
+
+def colour(image: np.ndarray, factors) -> np.ndarray:
+    """colour: uint8 RGB -> uint8 RGB through :func:`colour_matrix`, rounded and clipped."""
+    matrix, offset = colour_matrix(*factors)
+    x = image.astype(np.float32) @ matrix.T.astype(np.float32) + np.float32(offset)
+    return np.clip(np.rint(x), 0, 255).astype(np.uint8)
+
+
 def mean_std_255(spec: Preprocess) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The normalisation constants in pixel units (0-255)."""
     return tuple(255.0 * v for v in spec.mean), tuple(255.0 * v for v in spec.std)
@@ -153,12 +292,14 @@ def encode(labels: np.ndarray, spec: Preprocess, num_classes: int) -> np.ndarray
     return one_hot_table(num_classes)[np.minimum(labels, num_classes)]
 
 
-def weight_table(num_classes: int) -> np.ndarray:
+def weight_table(num_classes: int, class_weights=None) -> np.ndarray:
     """Row ``k`` is the weight of a pixel of class ``k``, row ``num_classes`` that of every other value
-    (the ignore index): 1 for all, today."""
-    return np.ones(num_classes + 1, np.float32)
+    (the ignore index): 1 for all without ``class_weights``; with them, theirs and 0 for the ignore index."""
+    if class_weights is None:
+        return np.ones(num_classes + 1, np.float32)
+    return np.asarray(list(class_weights) + [0.0], np.float32)
 
 
-def weights(labels: np.ndarray, real: bool, num_classes: int) -> np.ndarray:
+def weights(labels: np.ndarray, real: bool, num_classes: int, class_weights=None) -> np.ndarray:
     """Per-pixel float32 weights of one sample: its labels' weights, times 0 for padding."""
-    return weight_table(num_classes)[np.minimum(labels, num_classes)] * np.float32(real)
+    return weight_table(num_classes, class_weights)[np.minimum(labels, num_classes)] * np.float32(real)

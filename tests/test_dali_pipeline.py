@@ -136,7 +136,7 @@ def test_epochs_have_no_repeats_and_reshuffle(index_data, dali_backend, batch_si
 
 
 def test_normalisation_and_float16(index_data, dali_backend):
-    mean, std = (0.5, 0.25, 0.0), (0.5, 0.5, 2.0)
+    mean, std = (0.5, 0.25, 0.0), (0.5, 0.5, 0.8)
     pipe, _ = dl.dali_pipeline(index_data, batch_size=10, image_size=(24, 32), crop="center", shuffle=False,
                                mean=mean, std=std, dtype="float16", backend=dali_backend)
     images, _ = run(pipe)

@@ -19,8 +19,9 @@ def test_a_plan_is_frozen_and_complete(index_data):
 
 @pytest.mark.parametrize("call", ["make_plan", "tf_dataset", "keras_sequence", "dali_pipeline"])
 def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, call):
-    with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie'.*"
-                                           r"Preprocessing options: scale, flip, mean, std, dtype"):
+    with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie' \(did you "
+                                           r"mean 'image_size'\?\).*Preprocessing options: scale, flip, rotate, "
+                                           r"brightness, contrast, saturation, hue, mean, std, dtype, class_weights"):
         getattr(dl, call)(index_data, image_szie=(8, 8))
 
 

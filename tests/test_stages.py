@@ -9,6 +9,7 @@ the TF finishing step of the DALI backends). End-to-end agreement is in test_bac
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -24,7 +25,25 @@ SPECS = {
     "random": make_spec((40, 56), crop="random", flip=0.5),
     "random zoom": make_spec((40, 56), crop="random", scale=(0.5, 2.0), flip=0.3),
     "random no flip": make_spec((33, 17), crop="random", scale=(0.8, 1.25), flip=0.0),
+    "center flip": make_spec((40, 56), crop="center", flip=0.5),
+    "resize": make_spec((40, 56), crop="resize", flip=0.5),
+    "fit": make_spec((40, 56), crop="fit"),
 }
+#: Colour and rotation with draws inside their ranges, and the draws (see stages.DRAWS) that pick them.
+COLOUR = make_spec((20, 28), crop="center", brightness=(0.5, 1.5), contrast=(0.4, 1.6), saturation=(0.0, 2.0),
+                   hue=(-180, 180), rotate=(-90, 90))
+COLOUR_DRAWS = [[0.1, 0.9, 0.3, 0.7, 0.2], [0.9, 0.1, 0.8, 0.05, 0.93], [0.5, 0.5, 0.5, 0.5, 0.5],
+                [0.0, 0.99, 0.0, 0.99, 0.61]]  # angle, brightness, contrast, saturation, hue
+
+
+def colour_cases():
+    """An image and labels (uint8 and uint16), and full draws for each case of COLOUR_DRAWS."""
+    rng = np.random.default_rng(7)
+    image = rng.integers(0, 256, (20, 28, 3), np.uint8)
+    labels = np.kron(rng.integers(0, 5, (5, 7)), np.ones((4, 4), np.int64))
+    u = np.zeros((len(COLOUR_DRAWS), stages.DRAWS), np.float32)
+    u[:, stages.ANGLE:] = COLOUR_DRAWS
+    return image, labels, u
 
 
 def draws(n: int = 200):
@@ -150,6 +169,65 @@ def test_dali_pad_flip_normalize_encode_weights_are_the_reference(device):
         np.testing.assert_array_equal(out[6 + k], stages.weights(ref_labels, real, 5))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("wide", [False, True])
+def test_dali_colour_and_rotate_are_the_reference(device, wide):
+    """color_twist is the reference's colour map exactly; the rotation's geometry is the reference's:
+    labels equal, the image within one level (bilinear weights rounded differently)."""
+    from daliloader.backends import dali_graph
+
+    image, labels, u = colour_cases()
+    classes = ClassMap.from_ids(5, ignore_index=300 if wide else 255)
+    labels = labels.astype(classes.label_dtype)[..., None]
+
+    def define(image, labels, u):
+        coloured = dali_graph.colour(image, COLOUR, u)
+        turned = dali_graph.rotate(image, labels, stages.draw_angle(COLOUR, u), classes)
+        return (coloured,) + turned
+
+    n = len(u)
+    out = run_dali(device, {"image": [image] * n, "labels": [labels] * n, "u": list(u)}, define, n)
+    for k, uu in enumerate(u):
+        np.testing.assert_array_equal(out[k], stages.colour(image, stages.draw_colour(COLOUR, uu)))
+        angle = stages.draw_angle(COLOUR, uu)
+        turned = stages.rotate(image, angle, stages.IMAGE_FILL, labels=False)
+        assert np.abs(out[n + k].astype(int) - turned).max() <= 1, angle
+        np.testing.assert_array_equal(out[2 * n + k], stages.rotate(labels, angle, classes.ignore_index, labels=True))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dali_fit_and_resize_are_the_reference(device):
+    """Whole-image modes: the reference's geometry (resized size, centred padding); the labels of a
+    nearest-neighbour resize equal the reference's on at least 97% of pixels (kernels differ at ties)."""
+    from nvidia.dali import fn, types
+
+    from daliloader.backends import dali_graph
+
+    rng = np.random.default_rng(3)
+    sizes = [(30, 90), (90, 30), (40, 56), (17, 23), (200, 101)]
+    for name in ("fit", "resize"):
+        spec = SPECS[name]
+        images = [rng.integers(0, 256, (h, w, 3), np.uint8) for h, w in sizes]
+        labels = [np.ascontiguousarray(np.kron(rng.integers(0, 5, (-(-h // 4), -(-w // 4))),
+                                               np.ones((4, 4), np.int64))[:h, :w, None].astype(np.uint8))
+                  for h, w in sizes]
+
+        def define(image, labels):
+            shape = labels.shape(dtype=types.INT32)[0:2]
+            return dali_graph.crop(image, labels, np.zeros(2, np.int32), shape, spec, 255)
+
+        out = run_dali(device, {"image": images, "labels": labels}, define, len(sizes))
+        for k, (h, w) in enumerate(sizes):
+            rh, rw = stages.resize_to(spec, h, w)
+            ref = stages.resize(labels[k][..., 0], (rh, rw), labels=True)
+            if name == "fit":
+                ref = stages.crop(ref, stages.Window(*stages.fit_window(spec, rh, rw), *spec.image_size, False), 255)
+            got = out[len(sizes) + k][..., 0]
+            assert got.shape == spec.image_size and out[k].shape == spec.image_size + (3,)
+            np.testing.assert_array_equal(got == 255, ref == 255, err_msg=f"{name} {h}x{w}: the padding")
+            assert (got == ref).mean() > 0.97, (name, h, w, (got == ref).mean())
+
+
 # ---------------------------------------------------------------- TensorFlow
 @pytest.mark.parametrize("name", SPECS)
 def test_tf_window_is_the_reference(name):
@@ -204,7 +282,72 @@ def test_tf_pad_flip_normalize_encode_weights_are_the_reference():
                                   stages.encode(labels, make_spec((9, 7), crop="center"), 5))
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_tf_colour_and_rotate_are_the_reference(wide):
+    tf = pytest.importorskip("tensorflow")
+    from daliloader.backends import tfops
+
+    image, labels, u = colour_cases()
+    classes = ClassMap.from_ids(5, ignore_index=300 if wide else 255)
+    labels = labels.astype(classes.label_dtype)[..., None]
+    for uu in u:
+        factors = stages.draw_colour(COLOUR, uu)
+        got = tfops.colour(tf.constant(image), stages.draw_colour(COLOUR, tf.constant(uu))).numpy()
+        assert np.abs(got.astype(int) - stages.colour(image, factors)).max() <= 1  # float sums in another order
+        angle = stages.draw_angle(COLOUR, uu)
+        img, lab = tfops.rotate(tf.constant(image), tf.constant(labels), tf.constant(angle, tf.float32),
+                                classes.ignore_index)
+        assert np.abs(img.numpy().astype(int) - stages.rotate(image, angle, 0, labels=False)).max() <= 1, angle
+        np.testing.assert_array_equal(lab.numpy(), stages.rotate(labels, angle, classes.ignore_index, labels=True))
+
+
+def test_tf_fit_and_resize_are_the_reference():
+    tf = pytest.importorskip("tensorflow")
+    from daliloader.backends import tfdata
+
+    rng = np.random.default_rng(4)
+    for name in ("fit", "resize"):
+        spec = make_spec((40, 56), crop=name)  # no flip
+        for h, w in [(30, 90), (90, 30), (40, 56), (17, 23)]:
+            labels = np.kron(rng.integers(0, 5, (-(-h // 4), -(-w // 4))), np.ones((4, 4), np.int64))[:h, :w]
+            labels = labels.astype(np.uint8)
+            _, png = cv2.imencode(".png", labels)
+            image = tf.io.encode_png(tf.constant(rng.integers(0, 256, (h, w, 3), np.uint8)))
+            classes = ClassMap.from_ids(5)
+            img, lab = tfdata.sample_from_bytes(image, tf.constant(png.tobytes()), spec, classes,
+                                                tf.constant(classes.lookup_table), tf.constant([1, 2], tf.int64))
+            rh, rw = stages.resize_to(spec, h, w)
+            ref = stages.resize(labels, (rh, rw), labels=True)
+            if name == "fit":
+                ref = stages.crop(ref, stages.Window(*stages.fit_window(spec, rh, rw), *spec.image_size, False), 255)
+            got = lab.numpy()
+            assert got.shape == spec.image_size and img.shape == spec.image_size + (3,)
+            np.testing.assert_array_equal(got == 255, ref == 255, err_msg=f"{name} {h}x{w}: the padding")
+            assert (got == ref).mean() > 0.97, (name, h, w)
+
+
 # ---------------------------------------------------------------- the reference itself
+def test_the_reference_colour_and_rotation_follow_their_definitions():
+    """Neutral factors leave the image alone; saturation 0 is the luma grey; a hue turn of 360 degrees is
+    none; brightness multiplies; contrast scales about mid-grey. The rotation is OpenCV's
+    getRotationMatrix2D inverted; fit keeps the aspect ratio."""
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (9, 11, 3), np.uint8)
+    np.testing.assert_array_equal(stages.colour(image, (1.0, 1.0, 1.0, 0.0)), image)
+    np.testing.assert_array_equal(stages.colour(image, (1.0, 1.0, 1.0, 360.0)), image)
+    grey = stages.colour(image, (1.0, 1.0, 0.0, 0.0)).astype(int)
+    assert (grey.max(axis=2) - grey.min(axis=2)).max() <= 1
+    np.testing.assert_allclose(grey[..., 0], image @ [0.299, 0.587, 0.114], atol=1)
+    np.testing.assert_array_equal(stages.colour(image, (0.5, 1.0, 1.0, 0.0)), np.rint(image * 0.5).astype(np.uint8))
+    flat = np.full((2, 2, 3), 200, np.uint8)
+    assert stages.colour(flat, (1.0, 0.5, 1.0, 0.0))[0, 0, 0] == 164  # 128 + 0.5 * (200 - 128)
+    forward = cv2.getRotationMatrix2D((10.0, 4.5), 30.0, 1.0)
+    np.testing.assert_allclose(stages.rotation_matrix(30.0, 10, 21), cv2.invertAffineTransform(forward), atol=1e-12)
+    fit = SPECS["fit"]  # 40 x 56
+    assert stages.resize_to(fit, 400, 1000) == (22, 56) and stages.resize_to(fit, 1000, 400) == (40, 16)
+    assert stages.fit_window(fit, 22, 56) == (-9, 0)
+
+
 def test_the_reference_window_follows_its_definition():
     """Centre crops at tf.image.resize_with_crop_or_pad's offsets; random windows inside [0, slack] (or
     [slack, 0] when overhanging), every offset reachable; zoomed windows of round(side / zoom)."""

@@ -1,4 +1,5 @@
-"""The DALI graph: read -> decode (the crop window only) -> labels -> crop -> flip -> normalize -> encode.
+"""The DALI graph: read -> decode (the crop window only) -> colour -> labels -> crop (pad, resize) -> rotate
+-> flip -> normalize -> encode.
 
 This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset``
 (:mod:`daliloader.backends.dali_tf`) and with DALI alone (``dali_pipeline``: GPU checks, benchmarks,
@@ -56,13 +57,22 @@ DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max,
                             to_int=lambda x: fn.cast(x, dtype=types.INT32),
                             to_float=lambda x: fn.cast(x, dtype=types.FLOAT))
 #: Names of the per-sample inputs when reading files: two paths as uint8 arrays, and the sample index
-#: (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding.
+#: (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. The random draws are
+#: an input too (DRAWS, :func:`daliloader.stages.sample_draws`), a function of the stream position, so
+#: that the pipeline alone and under TensorFlow draw alike, and a pipeline built again (a chained
+#: tf.data transformation read again) draws afresh for the next epoch's positions.
 INPUTS = ("image_path", "mask_path", "index")
 PACK_INPUTS = ("real",)
+DRAWS = "draws"
 #: Name of the webdataset reader (for ``pipeline.reader_meta``).
 READER = "packs"
 #: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
 STAGES = ("read", "decode", "labels", "crop", "normalize")
+
+
+def needs_draws(spec: Preprocess) -> bool:
+    """Whether the spec draws anything at random (see :data:`daliloader.stages.DRAWS`)."""
+    return spec.crop == "random" or spec.flip > 0 or spec.rotates or spec.colours
 
 
 def outputs_on(device: str, plan: Plan) -> str:
@@ -136,11 +146,15 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     """
     image_bytes, mask_bytes, index = read(data, sampler, guard, fed)
     cuts = {"read": (image_bytes, mask_bytes)}
+    u = None
+    if needs_draws(spec):
+        u = fn.external_source(source=None if fed else _DrawSource(sampler.seed), name=DRAWS, batch=False,
+                               dtype=types.FLOAT, ndim=1)
 
     # decode the crop window: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is
     # decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
     size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
-    start, shape, flip = crop_window(size, spec)
+    start, shape, flip = crop_window(size, spec, u)
     inside_start, inside_shape = _inside(start, shape, size)
     # jpeg_fancy_upsampling: nvJPEG upsamples chroma like libjpeg-turbo on the CPU (OpenCV, TensorFlow,
     # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
@@ -156,14 +170,18 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
                    for encoded, kind, dtype in ((image_bytes, types.RGB, types.UINT8),
                                                 (mask_bytes, mask_type, mask_dtype)))
     cuts["decode"] = (image, mask)
+    if spec.colours:
+        image = colour(image, spec, u)
     labels = map_labels(mask, data.classes)
     cuts["labels"] = (image, labels)
     image, labels = crop(image, labels, start - inside_start, shape, spec, data.classes.ignore_index)
+    if spec.rotates:
+        image, labels = rotate(image, labels, stages.draw_angle(spec, u), data.classes)
     cuts["crop"] = (image, labels)
     image, labels = flip_and_normalize(image, labels, flip, spec)
     cuts["normalize"] = (image, labels)
     return {"image": image, "labels": encode(labels, spec, data.classes),
-            "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
+            "weight": weigh(labels, index, data.classes, spec.class_weights), "index": index, "stages": cuts}
 
 
 def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool):
@@ -216,9 +234,7 @@ def map_labels(mask, classes: ClassMap):
 def crop_window(size, spec: Preprocess, u=None):
     """window (:func:`daliloader.stages.draw_window`, evaluated on DALI nodes): ``(start, shape)`` in source
     pixels, ``[y, x]`` int32, and the flip; the window may overhang the image, which is then padded.
-    ``u``: the four draws (default: drawn here, for random crops)."""
-    if u is None and spec.crop == "random":
-        u = fn.random.uniform(range=(0.0, 1.0), shape=[4])
+    ``u``: the sample's draws (None when the spec draws nothing)."""
     top, left, win_h, win_w, flip = stages.draw_window(spec, size[0], size[1], u, DALI_MATH)
     shape = fn.stack(win_h, win_w) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
     return fn.stack(top, left), shape, flip
@@ -231,20 +247,48 @@ def _inside(start, shape, size):
     return lo, dmath.clamp(start + shape, 0, extent) - lo
 
 
+def colour(image, spec: Preprocess, u):
+    """colour (:func:`daliloader.stages.colour`): DALI's color_twist is the reference's formula, on the
+    decoded pixels of the window (before padding), uint8 in and out."""
+    brightness, contrast, saturation, hue = (fn.cast(v, dtype=types.FLOAT) for v in stages.draw_colour(spec, u))
+    return fn.color_twist(image, brightness=brightness, contrast=contrast, saturation=saturation, hue=hue)
+
+
 def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
     """pad (:func:`daliloader.stages.crop`): the decoded window part (at ``offset`` in the window,
-    ``<= 0``) padded to the window ``shape``; then resize to ``image_size`` when it differs (random crops
-    with zoom): the image bilinear with antialias, labels nearest-neighbour without."""
+    ``<= 0``) padded to the window ``shape``; then resize (:func:`daliloader.stages.resize_to`) when it
+    differs: the image bilinear with antialias, labels nearest-neighbour without; ``crop="fit"`` pads the
+    result to ``image_size`` (:func:`daliloader.stages.fit_window`)."""
     image_fill, label_fill = stages.fills(ignore_index)
-    image = fn.slice(image, start=offset, shape=shape, axis_names="HW", out_of_bounds_policy="pad",
-                     fill_values=image_fill)
-    labels = fn.slice(labels, start=offset, shape=shape, axis_names="HW", out_of_bounds_policy="pad",
-                      fill_values=label_fill)
-    if spec.resizes:
-        h, w = spec.image_size
-        image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
-        labels = fn.resize(labels, resize_y=h, resize_x=w, interp_type=types.INTERP_NN, antialias=False)
+    image, labels = (fn.slice(a, start=offset, shape=shape, axis_names="HW", out_of_bounds_policy="pad",
+                              fill_values=fill) for a, fill in ((image, image_fill), (labels, label_fill)))
+    if not spec.resizes:
+        return image, labels
+    h, w = stages.resize_to(spec, shape[0], shape[1], DALI_MATH)
+    if spec.crop == "fit":
+        h, w = (fn.cast(v, dtype=types.FLOAT) for v in (h, w))
+    image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
+    labels = fn.resize(labels, resize_y=h, resize_x=w, interp_type=types.INTERP_NN, antialias=False)
+    if spec.crop == "fit":
+        resized = labels.shape(dtype=types.INT32)
+        top, left = stages.fit_window(spec, resized[0], resized[1], DALI_MATH)
+        start = fn.stack(top, left)
+        image, labels = (fn.slice(a, start=start, shape=np.array(spec.image_size, np.int32), axis_names="HW",
+                                  out_of_bounds_policy="pad", fill_values=fill)
+                         for a, fill in ((image, image_fill), (labels, label_fill)))
     return image, labels
+
+
+def rotate(image, labels, angle, classes: ClassMap):
+    """rotate (:func:`daliloader.stages.rotate`): about the centre, keeping the size, corners filled as
+    padding; DALI's rotation has no uint16, so wide labels turn as int32."""
+    angle = fn.cast(angle, dtype=types.FLOAT)
+    image = fn.rotate(image, angle=angle, keep_size=True, fill_value=stages.IMAGE_FILL,
+                      interp_type=types.INTERP_LINEAR)
+    wide = classes.label_dtype == np.uint16
+    turned = fn.rotate(fn.cast(labels, dtype=types.INT32) if wide else labels, angle=angle, keep_size=True,
+                       fill_value=classes.ignore_index, interp_type=types.INTERP_NN)
+    return image, (fn.cast(turned, dtype=types.UINT16) if wide else turned)
 
 
 def flip_and_normalize(image, labels, flip, spec: Preprocess):
@@ -270,12 +314,12 @@ def encode(labels, spec: Preprocess, classes: ClassMap):
     return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)
 
 
-def weigh(labels, index, classes: ClassMap):
+def weigh(labels, index, classes: ClassMap, class_weights=None):
     """weights (:func:`daliloader.stages.weights`): per pixel, [H, W] float32, computed where the labels
     are (on the GPU for a GPU graph): the labels' weights (:func:`daliloader.stages.weight_table`), times
     0 for a padding sample (``index`` -1). Per pixel, because Keras cannot broadcast [B] sample weights
     against per-pixel losses."""
-    table = stages.weight_table(classes.num_classes)
+    table = stages.weight_table(classes.num_classes, class_weights)
     per_label = fn.lookup_table(labels[:, :, 0], keys=list(range(classes.num_classes)),
                                 values=[float(v) for v in table[:-1]], default_value=float(table[-1]),
                                 dtype=types.FLOAT)
@@ -310,6 +354,16 @@ class _IndexSource:
 
     def __call__(self, info):
         return np.array(self.sampler.index_at(info.idx_in_epoch), dtype=np.int64)
+
+
+class _DrawSource:
+    """The random draws of the sample at ``info.idx_in_epoch`` (:func:`daliloader.stages.sample_draws`)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def __call__(self, info):
+        return stages.sample_draws(self.seed, [info.idx_in_epoch])[0]
 
 
 class _RealSource:

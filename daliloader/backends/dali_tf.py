@@ -30,7 +30,9 @@ from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
-from .dali_graph import PACK_INPUTS, SegmentationPipeline, graph_spec, outputs_on
+from ..stages import DRAWS as DRAW_COUNT
+from ..stages import sample_draws
+from .dali_graph import DRAWS, PACK_INPUTS, SegmentationPipeline, graph_spec, needs_draws, outputs_on
 from .tfops import one_hot
 
 
@@ -74,19 +76,40 @@ class _EpochIterator(iterator_ops.OwnedIterator):
 class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
     """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs.
 
-    ``len()``/``cardinality()`` give ``steps``, from Python: TF's cardinality op has no GPU kernel, and
-    neither has ``assert_cardinality``, so a stream on the GPU is wrapped as it is. A stream on the host
-    also carries ``assert_cardinality(steps)``, so that tf.data chained onto it knows the epoch length.
+    Iterated itself (``for batch in ds``, ``model.fit(ds)``), it hands out one persistent iterator:
+    each ``iter()`` starts the next epoch of the same pipeline. ``len()``/``cardinality()`` give
+    ``steps``, from Python (TF's cardinality op has no GPU kernel).
+
+    A tf.data transformation chained onto it (``ds.map(f)``, ``ds.repeat()``, ``ds.cache()``...) reads
+    the dataset's graph instead, which is one epoch: each time the chained dataset is read, the
+    pipeline is built anew and reads the next epoch (``passes`` counts them; the sampler's order and
+    the draws follow the stream position, so every pass is a fresh epoch), and
+    ``assert_cardinality(steps)`` tells the chain the epoch length. Two limits remain, and say so: a
+    stream handed over on the GPU takes no CPU-only transformation (see :class:`GPUEpochDataset`),
+    and a pack reader would replay its first pass, so a second chained pass is refused.
     """
 
-    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
+                 passes: tf.Variable | None = None, packs: bool = False):
         self._stream = stream
         self._steps = steps
         self._guard = guard
         self._iterator: _EpochIterator | None = None
-        on_gpu = tf.DeviceSpec.from_string(stream._variant_tensor.device).device_type == "GPU"
-        sized = stream if on_gpu else stream.apply(tf.data.experimental.assert_cardinality(steps))
-        super().__init__(stream, sized._variant_tensor)
+        super().__init__(stream, self._one_epoch(stream, steps, passes, packs)._variant_tensor)
+
+    @staticmethod
+    def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, packs: bool) -> tf.data.Dataset:
+        def start(_):
+            done = passes.assign_add(1)
+            if packs:
+                with tf.control_dependencies([tf.debugging.assert_less(done, tf.constant(1, tf.int64),
+                                                                       message=PACKS_REPLAY)]):
+                    done = tf.identity(done)
+            return done
+
+        with tf.device("/cpu:0"):
+            epoch = tf.data.Dataset.range(1).map(start).flat_map(lambda _: stream.take(steps))
+            return epoch.apply(tf.data.experimental.assert_cardinality(steps))
 
     def cardinality(self):
         return tf.constant(self._steps, dtype=tf.int64)
@@ -105,10 +128,53 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
         return self._iterator._start_epoch()
 
 
+#: What a second chained pass over a pack reader says.
+PACKS_REPLAY = ("daliloader: this dataset reads packs (webdataset tars), and a chained tf.data transformation builds "
+                "DALI's reader anew for every pass, which would replay the first pass's order and crops. Iterate the "
+                "dataset itself (model.fit(ds) keeps one pipeline for all epochs), or load the prepared copy with "
+                "packs=False to chain transformations")
+
+#: tf.data transformations without GPU kernels, refused on a GPU stream (prefetch and with_options have them).
+CPU_ONLY = ("map", "filter", "batch", "unbatch", "padded_batch", "rebatch", "cache", "take", "skip", "repeat",
+            "shuffle", "flat_map", "interleave", "enumerate", "concatenate", "window", "scan", "unique",
+            "take_while", "shard", "ignore_errors", "bucket_by_sequence_length", "group_by_window")
+
+
+class GPUEpochDataset(EpochDataset):
+    """An :class:`EpochDataset` whose batches arrive on the GPU. tf.data's transformations have CPU
+    kernels only, so chaining one would fail later with a placement error that names neither
+    daliloader nor a way out; here it fails at once, and says what to do."""
+
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
+        self._stream = stream
+        self._steps = steps
+        self._guard = guard
+        self._iterator = None
+        dataset_ops.UnaryUnchangedStructureDataset.__init__(self, stream, stream._variant_tensor)
+
+
+def _refuse_on_gpu(name: str):
+    def refuse(self, *args, **kwargs):
+        raise SpecError(f"daliloader: ds.{name}() on a backend='dali-gpu' dataset: its batches are on the GPU, where "
+                        "tf.data has no kernels for map, batch, cache, repeat and the like. Do that work in the model "
+                        "(Keras layers run on the GPU), or in the loader's options; or use backend='dali-cpu' to "
+                        "chain tf.data transformations. model.fit(ds) needs no repeat() or take(): the dataset "
+                        "knows its epoch length")
+    refuse.__name__ = name
+    return refuse
+
+
+for _name in CPU_ONLY:
+    setattr(GPUEpochDataset, _name, _refuse_on_gpu(_name))
+
+
 def dataset(plan: Plan, device: str) -> EpochDataset:
     """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
-    endless, guard = _stream(plan, device)
-    return EpochDataset(endless, plan.steps, guard)
+    endless, guard, passes = _stream(plan, device)
+    on_gpu = tf.DeviceSpec.from_string(endless._variant_tensor.device).device_type == "GPU"
+    if on_gpu:
+        return GPUEpochDataset(endless, plan.steps, guard)
+    return EpochDataset(endless, plan.steps, guard, passes, packs=plan.data.packs is not None)
 
 
 def stream(plan: Plan, device: str) -> tf.data.Dataset:
@@ -116,7 +182,7 @@ def stream(plan: Plan, device: str) -> tf.data.Dataset:
     return _stream(plan, device)[0]
 
 
-def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard]:
+def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Variable]:
     """Wrap the DALI graph in ``DALIDatasetWithInputs``, placed where DALI hands its batches over: the
     GPU that is CUDA device ``plan.device_id``, or the host (``plan.placement``, a TensorFlow device
     name, overrides it: a replica's device under ``distribute``).
@@ -142,52 +208,74 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard]:
     if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
         leave_gpu_memory_for_dali()
     where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
+    with tf.device("/cpu:0"):  # the epoch a pipeline starts at, counted by chained passes (EpochDataset)
+        passes = tf.Variable(-1, dtype=tf.int64, trainable=False, name="daliloader_passes")
     with tf.device(where):
         endless = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=plan.batch_size, device_id=pipe.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=plan.prefetch,
-            input_datasets=_inputs(plan, reader, guard, where), output_dtypes=dtypes, output_shapes=shapes)
+            input_datasets=_inputs(plan, reader, guard, where, passes), output_dtypes=dtypes, output_shapes=shapes)
         if dali_spec != spec:  # on the host: what DALI does not output (see graph_spec)
             num_classes = plan.data.classes.num_classes if dali_spec.label_mode != spec.label_mode else None
             endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, num_classes),
                                   num_parallel_calls=tf.data.AUTOTUNE)
-    return endless, guard
+    return endless, guard, passes
 
 
 #: Stream positions per Python call in the TF input streams (see :func:`_inputs`).
 CHUNK = 128
 
 
-def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str) -> dict:
-    """The graph's placeholder inputs (``INPUTS`` or ``PACK_INPUTS`` in :mod:`.dali_graph`) as native
-    tf.data streams (the index, or the padding marks when reading packs, only when an output uses them:
-    DALI drops unused nodes).
+def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, passes: tf.Variable) -> dict:
+    """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS`` and ``DRAWS`` in :mod:`.dali_graph`)
+    as native tf.data streams (the index, or the padding marks when reading packs, only when an output
+    uses them: DALI drops unused nodes).
 
     Python runs once per :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
-    it has not seen); the per-sample work is ``tf.gather`` on constant path tables (a Python call per
-    sample or per batch, as ``from_generator`` makes, was measured slower: README). Streams live on the
-    CPU and are copied to the dataset's device when that is a GPU, as the plugin asks.
+    it has not seen, and the draws: :func:`daliloader.stages.sample_draws`); the per-sample work is
+    ``tf.gather`` on constant path tables (a Python call per sample or per batch, as ``from_generator``
+    makes, was measured slower: README). Reading files, the streams start at the epoch ``passes``
+    holds when the pipeline starts (see :class:`EpochDataset`); the pack reader always starts at its
+    first pass. Streams live on the CPU and are copied to the dataset's device when that is a GPU, as
+    the plugin asks.
     """
     data, sampler = plan.data, plan.sampler
+    endless = np.iinfo(np.int64).max // (2 * CHUNK)
+
+    def chunks(from_passes: bool):
+        """The first position of each chunk of CHUNK positions, from the start of the stream."""
+        first = tf.data.Dataset.range(1)
+        if from_passes:
+            first = first.map(lambda _: tf.maximum(passes.read_value(), 0) * sampler.per_epoch)
+        return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * CHUNK))
 
     def indices(vet: bool):
-        def chunk(k):
-            found = sampler.indices(int(k) * CHUNK, (int(k) + 1) * CHUNK)
+        def chunk(start):
+            found = sampler.indices(int(start), int(start) + CHUNK)
             if vet:
                 for i in found:
                     guard.verify(max(int(i), 0))  # padding (-1) reads sample 0
             return found
 
-        def call(k):
-            found = tf.numpy_function(chunk, [k], tf.int64, stateful=True)
+        def call(start):
+            found = tf.numpy_function(chunk, [start], tf.int64, stateful=True)
             found.set_shape([CHUNK])
             return found
 
-        return tf.data.Dataset.range(np.iinfo(np.int64).max).map(call).unbatch()
+        return chunks(from_passes=True).map(call).unbatch()
 
     def paths(files, vet: bool):
         table = tf.constant([os.fsencode(f) for f in files])
         return indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
+
+    def draws(from_passes: bool):
+        def call(start):
+            found = tf.numpy_function(lambda s: sample_draws(sampler.seed, range(int(s), int(s) + CHUNK)), [start],
+                                      tf.float32, stateful=False)
+            found.set_shape([CHUNK, DRAW_COUNT])
+            return found
+
+        return chunks(from_passes).map(call).unbatch()
 
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
@@ -198,6 +286,8 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
             streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(data.masks, vet=False)}
             if positional:
                 streams["index"] = indices(vet=False)
+        if needs_draws(plan.spec):
+            streams[DRAWS] = draws(from_passes=data.packs is None)
     if tf.DeviceSpec.from_string(device).device_type == "GPU":
         streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
     return {name: Input(stream, batch=False) for name, stream in streams.items()}

@@ -8,7 +8,6 @@ the DALI graph does.
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 
 from .. import codecs, stages
@@ -16,24 +15,7 @@ from ..plan import Plan
 from . import pair_guard
 
 #: The stages :meth:`OpenCVLoader.sample` reports to its clock, in order (encode is :meth:`~OpenCVLoader.encode`).
-SAMPLE_STAGES = ("read", "decode", "labels", "crop", "flip", "normalize")
-
-
-def resize_image(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """resize of the image: area averaging when shrinking (OpenCV's antialiasing), bilinear when growing."""
-    h, w = size
-    if img.shape[:2] == (h, w):
-        return img
-    shrinking = h * w < img.shape[0] * img.shape[1]
-    return cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
-
-
-def resize_labels(labels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """resize of the labels: nearest neighbour, so that no label is invented."""
-    h, w = size
-    if labels.shape[:2] == (h, w):
-        return labels
-    return cv2.resize(labels, (w, h), interpolation=cv2.INTER_NEAREST_EXACT)
+SAMPLE_STAGES = ("read", "decode", "labels", "crop", "rotate", "flip", "normalize")
 
 
 class OpenCVLoader:
@@ -57,11 +39,23 @@ class OpenCVLoader:
         tick("decode")
         labels = classes.map_mask(mask)
         tick("labels")
-        win = stages.window(spec, *image.shape[:2], rng.random(4, dtype=np.float32))
+        u = rng.random(stages.DRAWS, dtype=np.float32)
+        win = stages.window(spec, *image.shape[:2], u)
         image_fill, label_fill = stages.fills(classes.ignore_index)
-        image = resize_image(stages.crop(image, win, image_fill), spec.image_size)
-        labels = resize_labels(stages.crop(labels, win, label_fill), spec.image_size)
+        inside = (lambda part: stages.colour(part, stages.draw_colour(spec, u))) if spec.colours else None
+        image, labels = stages.crop(image, win, image_fill, inside), stages.crop(labels, win, label_fill)
+        if spec.resizes:
+            size = stages.resize_to(spec, win.height, win.width)
+            image, labels = stages.resize(image, size, labels=False), stages.resize(labels, size, labels=True)
+            if spec.crop == "fit":
+                fit = stages.Window(*stages.fit_window(spec, *image.shape[:2]), *spec.image_size, False)
+                image, labels = stages.crop(image, fit, image_fill), stages.crop(labels, fit, label_fill)
         tick("crop")
+        if spec.rotates:
+            angle = stages.draw_angle(spec, u)
+            image = stages.rotate(image, angle, image_fill, labels=False)
+            labels = stages.rotate(labels, angle, label_fill, labels=True)
+        tick("rotate")
         image, labels = stages.flip(image, win), stages.flip(labels, win)
         tick("flip")
         image = stages.normalize(image, spec)
@@ -80,8 +74,8 @@ class OpenCVLoader:
         labels = np.stack(labels)
         if "weight" not in self.plan.outputs:
             return np.stack(images), self.encode(labels)
-        num_classes = self.plan.data.classes.num_classes
-        weights = np.stack([stages.weights(lab, i >= 0, num_classes) for lab, i in zip(labels, indices)])
+        num_classes, class_weights = self.plan.data.classes.num_classes, self.plan.spec.class_weights
+        weights = np.stack([stages.weights(lab, i >= 0, num_classes, class_weights) for lab, i in zip(labels, indices)])
         return np.stack(images), self.encode(labels), weights
 
 

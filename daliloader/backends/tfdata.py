@@ -16,7 +16,7 @@ from ..classes import ClassMap
 from ..plan import Plan
 from ..spec import Preprocess
 from . import pair_guard
-from .tfops import TF_MATH, one_hot, weights
+from .tfops import TF_MATH, colour, one_hot, rotate, weights
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -54,18 +54,34 @@ def dataset(plan: Plan) -> tf.data.Dataset:
 
 
 def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8):
-    """read, decode, labels, crop, flip of one pair; returns uint8 RGB and class indices."""
-    image_bytes, mask_bytes = tf.io.read_file(image_path), tf.io.read_file(mask_path)
-    image, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, seed)
+    """read, then :func:`sample_from_bytes`."""
+    return sample_from_bytes(tf.io.read_file(image_path), tf.io.read_file(mask_path), spec, classes, lut, seed, depth)
+
+
+def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8):
+    """decode, colour, labels, crop (pad, resize), rotate, flip of one pair; returns uint8 RGB and class
+    indices. The sample's draws (:data:`daliloader.stages.DRAWS`) are stateless, from ``seed``."""
+    u = tf.random.stateless_uniform([stages.DRAWS], seed=seed)
+    inside = (lambda part: colour(part, stages.draw_colour(spec, u))) if spec.colours else None
+    image, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, u, inside)
+    image_fill, label_fill = stages.fills(classes.ignore_index)
     labels = map_labels(decode_mask(mask_bytes, classes, depth), classes, lut)
-    labels = crop(labels[..., None], top, left, win_h, win_w, stages.fills(classes.ignore_index)[1])
+    labels = crop(labels[..., None], top, left, win_h, win_w, label_fill)
     h, w = spec.image_size
     if spec.resizes:
-        image = tf.image.resize(image, (h, w), method="bilinear", antialias=True)
+        size = tf.stack(stages.resize_to(spec, win_h, win_w, TF_MATH))
+        image = tf.image.resize(image, size, method="bilinear", antialias=True)
         image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
-        labels = tf.image.resize(labels, (h, w), method="nearest")
+        labels = tf.image.resize(labels, size, method="nearest")
+        if spec.crop == "fit":
+            top, left = stages.fit_window(spec, size[0], size[1], TF_MATH)
+            image = crop(image, top, left, h, w, image_fill)
+            labels = crop(labels, top, left, h, w, label_fill)
     image = tf.ensure_shape(image, (h, w, 3))
-    labels = tf.ensure_shape(labels[..., 0], (h, w))
+    labels = tf.ensure_shape(labels, (h, w, 1))
+    if spec.rotates:
+        image, labels = rotate(image, labels, stages.draw_angle(spec, u), classes.ignore_index)
+    labels = labels[..., 0]
     if spec.flip > 0:
         image, labels = flip_pair(image, labels, flip)
     return image, labels
@@ -84,37 +100,37 @@ def finish(images, labels, spec: Preprocess, classes: ClassMap, with_weights: bo
     x = tf.cast(x, {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}[spec.dtype])
     y = tf.cast(labels, tf.int32) if spec.label_mode == "int" else one_hot(labels, classes.num_classes)
     if with_weights:  # every sample is real: the last batch is smaller instead of padded
-        return x, y, weights(labels, classes.num_classes)
+        return x, y, weights(labels, classes.num_classes, spec.class_weights)
     return x, y
 
 
-def decode_image_window(image_bytes, spec: Preprocess, seed):
-    """decode + crop: each format decoded once, the window drawn from the image's shape and four
-    stateless draws from ``seed``.
+def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
+    """decode + crop: each format decoded once, the window drawn from the image's shape and the draws
+    ``u``; ``inside`` (the colour stage) applies to the decoded pixels of the window, before padding.
 
     JPEG: the shape comes from the header, and a window inside the image is decoded alone with
     ``decode_and_crop_jpeg``; other formats are decoded whole and cropped.
     """
     image_fill = stages.IMAGE_FILL
-    u = tf.random.stateless_uniform([4], seed=seed)
+    inside = inside or (lambda part: part)
 
     def jpeg():
         shape = tf.io.extract_jpeg_shape(image_bytes)
         top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
-        inside = (top >= 0) & (left >= 0) & (top + win_h <= shape[0]) & (left + win_w <= shape[1])
+        within = (top >= 0) & (left >= 0) & (top + win_h <= shape[0]) & (left + win_w <= shape[1])
         image = tf.cond(
-            inside,
-            lambda: tf.io.decode_and_crop_jpeg(image_bytes, tf.stack([top, left, win_h, win_w]), channels=3,
-                                               dct_method="INTEGER_ACCURATE"),
+            within,
+            lambda: inside(tf.io.decode_and_crop_jpeg(image_bytes, tf.stack([top, left, win_h, win_w]), channels=3,
+                                                      dct_method="INTEGER_ACCURATE")),
             lambda: crop(tf.io.decode_jpeg(image_bytes, channels=3, dct_method="INTEGER_ACCURATE"),
-                         top, left, win_h, win_w, image_fill))
+                         top, left, win_h, win_w, image_fill, inside))
         return image, top, left, win_h, win_w, flip
 
     def other():
         image = tf.io.decode_image(image_bytes, channels=3, dtype=tf.uint8, expand_animations=False)
         shape = tf.shape(image)
         top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
-        return crop(image, top, left, win_h, win_w, image_fill), top, left, win_h, win_w, flip
+        return crop(image, top, left, win_h, win_w, image_fill, inside), top, left, win_h, win_w, flip
 
     return tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
 
@@ -134,17 +150,20 @@ def map_labels(mask, classes: ClassMap, lut):
 
 
 def draw_window(spec: Preprocess, height, width, u):
-    """window (:func:`daliloader.stages.draw_window`, evaluated on tensors) from the four draws ``u``:
+    """window (:func:`daliloader.stages.draw_window`, evaluated on tensors) from the draws ``u``:
     ``(top, left, window height, window width, flip)``, int32 and bool tensors."""
     top, left, win_h, win_w, flip = stages.draw_window(spec, height, width, u, TF_MATH)
     return top, left, tf.cast(win_h, tf.int32), tf.cast(win_w, tf.int32), tf.convert_to_tensor(flip)
 
 
-def crop(a, top, left, win_h, win_w, fill):
-    """pad (:func:`daliloader.stages.crop`): the window of an (H, W, C) tensor; outside the image is ``fill``."""
+def crop(a, top, left, win_h, win_w, fill, inside=None):
+    """pad (:func:`daliloader.stages.crop`): the window of an (H, W, C) tensor; outside the image is
+    ``fill``; ``inside`` applies to the part within the image before padding."""
     shape = tf.shape(a)
     y0, x0 = tf.maximum(top, 0), tf.maximum(left, 0)
     y1, x1 = tf.minimum(top + win_h, shape[0]), tf.minimum(left + win_w, shape[1])
     inner = a[y0:tf.maximum(y1, y0), x0:tf.maximum(x1, x0)]
+    if inside is not None:
+        inner = inside(inner)
     pads = [[y0 - top, top + win_h - tf.maximum(y1, y0)], [x0 - left, left + win_w - tf.maximum(x1, x0)], [0, 0]]
     return tf.pad(inner, pads, constant_values=tf.cast(fill, a.dtype))

@@ -9,9 +9,47 @@ import tensorflow as tf
 
 from .. import stages
 
-#: The window arithmetic of :mod:`daliloader.stages` on TensorFlow tensors.
-TF_MATH = SimpleNamespace(floor=tf.floor, abs=tf.abs, maximum=tf.maximum, minimum=tf.minimum,
-                          to_int=lambda x: tf.cast(x, tf.int32), to_float=lambda x: tf.cast(x, tf.float32))
+def _to_int(x):
+    return tf.cast(x, tf.int32)
+
+
+def _to_float(x):
+    return tf.cast(x, tf.float32)
+
+
+#: The window arithmetic of :mod:`daliloader.stages` on TensorFlow tensors (named functions, which
+#: autograph can read, unlike two lambdas on one line).
+TF_MATH = SimpleNamespace(floor=tf.floor, abs=tf.abs, maximum=tf.maximum, minimum=tf.minimum, to_int=_to_int,
+                          to_float=_to_float)
+
+
+def colour(image, factors):
+    """colour (:func:`daliloader.stages.colour`): uint8 RGB -> uint8 RGB through the reference's colour
+    map, for one draw ``factors`` (brightness, contrast, saturation, hue)."""
+    a0, a1, a2, offset = stages.colour_coefficients(*factors, cos=tf.cos, sin=tf.sin)
+    matrix = (a0 * tf.constant(stages.LUMA, tf.float32) + a1 * tf.constant(stages.CHROMA, tf.float32)
+              + a2 * tf.constant(stages.CHROMA_TURN, tf.float32))
+    x = tf.tensordot(tf.cast(image, tf.float32), tf.transpose(matrix), axes=1) + offset
+    return tf.cast(tf.clip_by_value(tf.round(x), 0.0, 255.0), tf.uint8)
+
+
+def rotate(image, labels, angle, ignore_index: int):
+    """rotate (:func:`daliloader.stages.rotate`): image (H, W, 3) uint8 bilinear and labels (H, W, 1)
+    nearest-neighbour, by ``angle`` degrees about the centre, corners filled as padding."""
+    shape = tf.shape(image)
+    height, width = tf.cast(shape[0], tf.float32), tf.cast(shape[1], tf.float32)
+    transform = tf.stack(list(stages.rotation_coefficients(angle, height, width, tf.cos, tf.sin)) + [0.0, 0.0])
+    transform = tf.cast(transform, tf.float32)[None]
+
+    def turn(a, fill, method):
+        out = tf.raw_ops.ImageProjectiveTransformV3(images=a[None], transforms=transform, output_shape=shape[:2],
+                                                     fill_value=fill, interpolation=method, fill_mode="CONSTANT")
+        return out[0]
+
+    image = turn(tf.cast(image, tf.float32), float(stages.IMAGE_FILL), "BILINEAR")
+    image = tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8)
+    turned = turn(tf.cast(labels, tf.int32), float(ignore_index), "NEAREST")  # no uint16 kernel
+    return image, tf.cast(turned, labels.dtype)
 
 
 def one_hot(labels, num_classes: int):
@@ -22,7 +60,7 @@ def one_hot(labels, num_classes: int):
     return tf.gather(tf.constant(stages.one_hot_table(num_classes)), tf.minimum(tf.cast(labels, tf.int32), num_classes))
 
 
-def weights(labels, num_classes: int):
+def weights(labels, num_classes: int, class_weights=None):
     """weights (:func:`daliloader.stages.weights`) of real samples: per pixel, the labels' weights."""
-    table = tf.constant(stages.weight_table(num_classes))
+    table = tf.constant(stages.weight_table(num_classes, class_weights))
     return tf.gather(table, tf.minimum(tf.cast(labels, tf.int32), num_classes))
