@@ -14,8 +14,8 @@ from .spec import Preprocess, make_spec
 
 __version__ = "0.1.0"
 __all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "Plan", "make_plan", "tf_dataset",
-           "keras_sequence", "dali_pipeline", "distribute", "check", "synthetic", "prepare", "backends",
-           "DaliloaderError", "DataError", "SpecError", "LoadError"]
+           "keras_sequence", "dali_pipeline", "distribute", "check", "class_frequencies", "class_weights",
+           "synthetic", "prepare", "backends", "DaliloaderError", "DataError", "SpecError", "LoadError"]
 
 
 _LAZY = {"synthetic": ("daliloader.synthetic", None),
@@ -24,6 +24,8 @@ _LAZY = {"synthetic": ("daliloader.synthetic", None),
          "keras_sequence": ("daliloader.loaders", "keras_sequence"),
          "distribute": ("daliloader.loaders", "distribute"),
          "check": ("daliloader.checks", "check"),
+         "class_frequencies": ("daliloader.balance", "class_frequencies"),
+         "class_weights": ("daliloader.balance", "class_weights"),
          "backends": ("daliloader.backends", None),  # the registry: dl.backends.BACKENDS
          "prepare": ("daliloader.prepare", None)}  # the module: dl.prepare.prepare(data, out), .verify(out)
 

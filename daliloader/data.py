@@ -167,6 +167,21 @@ class SegmentationData:
         return SegmentationData(tuple(self.images[i] for i in indices), tuple(self.masks[i] for i in indices),
                                 self.classes, mask_depth=self.mask_depth)
 
+    def split(self, fraction: float, seed: int = 0) -> tuple["SegmentationData", "SegmentationData"]:
+        """``(train, val)``: ``val`` holds ``round(fraction * len(self))`` pairs drawn with ``seed``, ``train``
+        the rest; disjoint, together every pair, the same for the same seed (each keeps the dataset's
+        order). Both read the files (packs hold the whole dataset)."""
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+            raise DataError(f"fraction is the validation share, in (0, 1); got {fraction!r}")
+        n_val = round(fraction * len(self))
+        if not 0 < n_val < len(self):
+            empty = "validation" if n_val == 0 else "training"
+            raise DataError(f"fraction={fraction} of {len(self)} pairs leaves no {empty} pair; pass a fraction between "
+                            f"{1 / len(self):.3g} and {1 - 1 / len(self):.3g}")
+        val = np.sort(np.random.default_rng(seed).permutation(len(self))[:n_val])
+        train = np.setdiff1d(np.arange(len(self)), val)
+        return self.subset(train.tolist()), self.subset(val.tolist())
+
 
 def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
     if not (pairing.unpaired_images or pairing.unpaired_masks or pairing.missing):

@@ -81,17 +81,13 @@ def dali_pipeline(data, batch_size: int = 8, image_size=(512, 512), crop: str = 
     """The same DALI pipeline without TensorFlow: returns ``(pipeline, steps_per_epoch)``.
 
     ``pipeline.run()`` returns one batch of ``outputs`` (any of ``image``, ``labels``, ``weight``,
-    ``index``; default ``("image", "labels")``, or a plan's own outputs); consecutive runs walk through
-    the epochs exactly as ``tf_dataset`` does. A decoder failure raises a
-    :class:`~daliloader.errors.LoadError` that names the files in flight.
+    ``index``; by default what ``tf_dataset``'s batches hold: ``(image, labels)``, and ``weight`` for
+    evaluation or with ``class_weights``); consecutive runs walk through the epochs exactly as
+    ``tf_dataset`` does. A decoder failure raises a :class:`~daliloader.errors.LoadError` that names the
+    files in flight.
     """
-    if isinstance(data, Plan):
-        plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
-                       label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs, **options)
-    else:
-        plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
-                       label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs or ("image", "labels"),
-                       **options)
+    plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
+                   label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs, **options)
     return backends.resolve(backend, "dali").build("dali", plan)
 
 

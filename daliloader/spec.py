@@ -159,6 +159,9 @@ def _class_weights(weights) -> tuple[float, ...] | None:
     if weights is None:
         return None
     if isinstance(weights, dict):
+        if not all(isinstance(k, int) and not isinstance(k, bool) for k in weights):
+            raise SpecError(f"class_weights={{...}} maps class indices (integers) to weights; got keys "
+                            f"{sorted(map(repr, weights))[:5]}")
         keys = sorted(weights)
         if keys != list(range(len(keys))):
             missing = sorted(set(range(max(keys, default=-1) + 1)) - set(keys))

@@ -61,8 +61,7 @@ def one_epoch(backend: str, data, tf: bool = False, **kwargs) -> list[tuple[np.n
         require_tf()
         ds = dl.tf_dataset(data, backend=backend, **kwargs)
         return [tuple(t.numpy() for t in batch) for batch in ds]
-    outputs = ("image", "labels") if kwargs.get("drop_remainder", True) else ("image", "labels", "weight")
-    pipe, steps = dl.dali_pipeline(data, backend=backend, outputs=outputs, **kwargs)
+    pipe, steps = dl.dali_pipeline(data, backend=backend, **kwargs)
     return [tuple(dali_numpy(pipe.run())) for _ in range(steps)]
 
 

@@ -55,7 +55,20 @@ CASES = {
     "eval onehot center": dict(label_mode="onehot", crop="center", drop_remainder=False),
     "eval int random zoom float16": dict(label_mode="int", crop="random", scale=(0.75, 1.25), dtype="float16",
                                          drop_remainder=False),
+    "train onehot full augmentation, class weights": dict(
+        label_mode="onehot", crop="random", scale=(0.5, 2.0), rotate=20, brightness=0.3, contrast=0.3,
+        saturation=0.3, hue=10, class_weights={"colour masks": 32, "id masks": 19, "shards": 32}),
+    "eval int fit": dict(label_mode="int", crop="fit", drop_remainder=False),
+    "train int resize rotate": dict(label_mode="int", crop="resize", rotate=(-90, 90), flip=0.5),
 }
+
+
+def case_options(case: str, which: str) -> dict:
+    """The loader options of a case; class weights, one per class of the data."""
+    options = dict(CASES[case])
+    if "class_weights" in options:
+        options["class_weights"] = [1.0 + k / 10 for k in range(options["class_weights"][which])]
+    return options
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -66,7 +79,7 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     after the GPU-placed DALIDataset only ops with GPU kernels."""
     build = pretend_gpu(monkeypatch)
     built = build(lambda: dl.tf_dataset(datasets[which], batch_size=3, image_size=(32, 48), backend="dali-gpu",
-                                        seed=0, **CASES[case]))
+                                        seed=0, **case_options(case, which)))
     assert len(built.pipelines) == 1
     assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
     assert_none(tf_problems(built))
@@ -84,6 +97,17 @@ def test_dali_cpu_is_checked_the_same_way(monkeypatch, synth_data, case):
     assert dali_problems(built.pipelines[0], outputs_on="gpu")
     assert_none(tf_problems(built))
     assert [placed(op) for op in built.dali_ops()] == ["CPU:0"]
+
+
+def test_tf_data_chained_onto_a_gpu_dataset_is_refused_by_name(monkeypatch, synth_data):
+    """tf.data's transformations have no GPU kernels: chaining one onto a dali-gpu dataset fails at once,
+    naming daliloader and the ways out (prefetch and with_options, which have GPU kernels, stay)."""
+    build = pretend_gpu(monkeypatch)
+    ds = build(lambda: dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 48), backend="dali-gpu")).result
+    for chain in (lambda d: d.map(lambda x, y: x), lambda d: d.repeat(), lambda d: d.unbatch(), lambda d: d.cache()):
+        with pytest.raises(dl.SpecError, match="daliloader: ds\\.\\w+\\(\\) on a backend='dali-gpu' dataset.*Keras "
+                                               "layers.*backend='dali-cpu'"):
+            chain(ds)
 
 
 def test_bfloat16_is_refused_on_the_gpu(monkeypatch, synth_data):
@@ -167,12 +191,14 @@ def test_several_replicas_on_one_worker_are_refused(monkeypatch, synth_data):
 
 
 def test_labels_wider_than_8_bits_on_the_gpu(monkeypatch, mirror_data):
-    """ignore_index=300: uint16 labels through the GPU graph (lookup, pad, zoom, flip, one-hot, weights)."""
+    """ignore_index=300: uint16 labels through the GPU graph (lookup, pad, zoom, rotation, flip, one-hot,
+    weights)."""
     from dataclasses import replace
 
     data = replace(mirror_data, classes=dl.ClassMap.from_csv(mirror_data.classes.source, ignore_index=300))
     build = pretend_gpu(monkeypatch)
-    for kw in CASES.values():
+    for case in CASES:
+        kw = case_options(case, "colour masks")
         built = build(lambda: dl.tf_dataset(data, batch_size=3, image_size=(32, 48), backend="dali-gpu", **kw))
         assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
         assert_none(tf_problems(built))

@@ -17,7 +17,7 @@ LAYERS = [
     ["spec", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "layouts", "data"],
     ["codecs"],
-    ["checks"],
+    ["checks", "balance"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations
     ["loaders"],

@@ -199,7 +199,7 @@ def test_dali_colour_and_rotate_are_the_reference(device, wide):
 def test_dali_fit_and_resize_are_the_reference(device):
     """Whole-image modes: the reference's geometry (resized size, centred padding); the labels of a
     nearest-neighbour resize equal the reference's on at least 97% of pixels (kernels differ at ties)."""
-    from nvidia.dali import fn, types
+    from nvidia.dali import types
 
     from daliloader.backends import dali_graph
 

@@ -167,3 +167,55 @@ def test_gpu_memory_growth_is_set_or_its_absence_explained(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dali_tf.leave_gpu_memory_for_dali()  # a memory limit already leaves room (and TF refuses growth then)
+
+
+# ---------------------------------------------------------------- tf.data chained onto a dataset
+def _indices_of_pass(dataset) -> list[int]:
+    """The sample indices of one pass over an evaluation dataset (padding dropped by its weight)."""
+    seen = []
+    for x, _, w in dataset:
+        seen += [i for i, real in zip(batch_indices(x.numpy()), w.numpy()[:, 0, 0]) if real == 1.0]
+    return seen
+
+
+def test_chained_transformations_read_a_fresh_epoch_every_pass(index_data):
+    """map, cache, unbatch/batch, take, repeat, prefetch chained onto a DALI dataset work for as many passes
+    as they are read; every pass of a chain is a whole epoch (each sample once), reshuffled."""
+    ds = dl.tf_dataset(index_data, batch_size=3, image_size=(24, 32), crop="center", label_mode="int", seed=4,
+                       drop_remainder=False, backend="dali-cpu")
+    mapped = ds.map(lambda x, y, w: (x * 1.0, y, w))
+    assert int(mapped.cardinality()) == len(ds) == 4
+    passes = [_indices_of_pass(mapped) for _ in range(3)]
+    for seen in passes:
+        assert sorted(seen) == list(range(10))
+    assert len({tuple(p) for p in passes}) == 3, passes
+    cached = ds.cache()
+    assert _indices_of_pass(cached) == _indices_of_pass(cached)
+    rebatched = ds.unbatch().batch(5)
+    assert [[int(b[0].shape[0]) for b in rebatched] for _ in range(2)] == [[5, 5, 2]] * 2
+    assert sum(1 for _ in ds.repeat(3)) == 12 and sum(1 for _ in ds.repeat().take(9)) == 9
+    assert sum(1 for _ in ds.take(2).prefetch(1)) == 2
+
+
+def test_model_fit_on_chained_datasets(index_data):
+    ds = dl.tf_dataset(index_data, batch_size=2, image_size=(24, 32), crop="random", rotate=10, label_mode="int",
+                       seed=9, backend="dali-cpu")
+    model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255))
+    assert len(model.fit(ds.repeat(), steps_per_epoch=3, epochs=2, verbose=0).history["loss"]) == 2
+    assert len(model.fit(ds.map(lambda x, y: (x, y)), epochs=2, verbose=0).history["loss"]) == 2
+
+
+def test_a_second_chained_pass_over_packs_is_refused(index_data, tmp_path):
+    """DALI's pack reader restarts with its seed when a chain builds it again: the second pass would
+    replay the first, so it fails with daliloader's message."""
+    from daliloader.prepare import prepare
+
+    prepare(index_data, tmp_path / "p", pack_size=4, progress=False)
+    data = dl.SegmentationData.from_prepared(tmp_path / "p", packs=True)
+    ds = dl.tf_dataset(data, batch_size=2, image_size=(24, 32), crop="center", backend="dali-cpu", seed=1)
+    mapped = ds.map(lambda x, y: x)
+    assert sum(1 for _ in mapped) == len(ds)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="daliloader: this dataset reads packs"):
+        list(mapped)
+    assert sum(1 for _ in ds) == len(ds)  # the dataset itself keeps its one pipeline

@@ -1,0 +1,99 @@
+"""The training recipe around the loaders: class weights, class balance, a validation split, and
+model.fit with validation data and class weights on every backend."""
+
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import PALETTE, block_labels, one_epoch, write_pairs
+
+
+@pytest.fixture(scope="module")
+def blocks(tmp_path_factory):
+    """Six 32x40 pairs of block labels (classes 0-5 of the CamVid palette), images their own masks, and
+    one unknown colour (loads as ignored)."""
+    rng = np.random.default_rng(11)
+    labels = [block_labels(rng, 32, 40) % 6 for _ in range(6)]
+    masks = [PALETTE[lab] for lab in labels]
+    masks[0][:8, :8] = (1, 2, 3)  # a colour of no class
+    return write_pairs(tmp_path_factory.mktemp("blocks"), masks, masks), labels
+
+
+def test_class_weights_weigh_every_pixel(blocks, backend):
+    """Training batches become (x, y, w): w = class_weights[label], 0 on ignored pixels; in evaluation
+    batches also 0 on padding samples."""
+    data, _ = blocks
+    weights = [0.5 + k for k in range(data.classes.num_classes)]
+    table = np.array(weights + [0.0], np.float32)
+    kw = dict(batch_size=4, image_size=(32, 40), label_mode="int", crop="center", shuffle=False,
+              class_weights=weights)
+    for x, y, w in one_epoch(backend, data, **kw):
+        np.testing.assert_array_equal(w, table[np.minimum(y, data.classes.num_classes)])
+    batches = one_epoch(backend, data, drop_remainder=False, **kw)
+    last_x, last_y, last_w = batches[-1]
+    if backend != "tfdata":  # tf.data's last evaluation batch is smaller instead of padded
+        assert last_y.shape[0] == 4 and (last_w[2:] == 0).all()
+    assert (batches[0][2][0][:8, :8] == 0).all()  # the unknown colour: ignored, weight 0
+
+
+def test_class_weights_are_validated(blocks):
+    data, _ = blocks
+    with pytest.raises(dl.SpecError, match="class_weights has 3 weights for the 32 classes"):
+        dl.make_plan(data, batch_size=2, class_weights=[1, 2, 3])
+    with pytest.raises(dl.SpecError, match="must name every class 0..C-1; missing \\[1\\]"):
+        dl.make_plan(data, batch_size=2, class_weights={0: 1.0, 2: 1.0})
+    with pytest.raises(dl.SpecError, match="non-negative"):
+        dl.make_plan(data, batch_size=2, class_weights=[-1.0] * 32)
+    plan = dl.make_plan(data, batch_size=2, class_weights={k: 1.0 for k in range(32)})
+    assert plan.outputs == ("image", "labels", "weight")
+
+
+def test_class_frequencies_and_balancing_weights(blocks):
+    data, labels = blocks
+    first = labels[0].copy()
+    first[:8, :8] = 255  # the unknown colour counts for no class
+    counts = np.bincount(np.concatenate([first[first < 32]] + [lab.ravel() for lab in labels[1:]]), minlength=32)
+    f = dl.class_frequencies(data, progress=False)
+    np.testing.assert_allclose(f, counts / counts.sum())
+    w = np.array(dl.class_weights(f))
+    present = f > 0
+    np.testing.assert_allclose(w[present] * f[present], np.median(f[present]))  # median frequency balancing
+    assert (w[~present] == 1).all()
+    inverse = np.array(dl.class_weights(f, method="inverse"))
+    np.testing.assert_allclose(np.sum(inverse * f), 1.0)
+    with pytest.raises(dl.SpecError, match="method='sqrt'"):
+        dl.class_weights(f, method="sqrt")
+
+
+def test_split_is_disjoint_complete_and_deterministic(blocks):
+    data, _ = blocks
+    train, val = data.split(0.34, seed=3)
+    assert len(val) == 2 and len(train) == 4
+    assert set(train.images).isdisjoint(val.images) and set(train.images) | set(val.images) == set(data.images)
+    assert data.split(0.34, seed=3) == (train, val)
+    for image, mask in zip(val.images, val.masks):
+        assert data.masks[data.images.index(image)] == mask  # pairs stay pairs
+    for bad in (0, 1, 1.5, 0.01):
+        with pytest.raises(dl.DataError, match="fraction"):
+            data.split(bad)
+
+
+def test_fit_with_validation_data_and_class_weights(blocks, backend):
+    """Two epochs of model.fit(train, validation_data=val) with class weights, on every backend; the
+    validation batches are exact (padding weighted 0)."""
+    keras = pytest.importorskip("keras")
+    data, _ = blocks
+    train, val = data.split(0.34, seed=0)
+    weights = list(dl.class_weights(dl.class_frequencies(train, progress=False)))
+    kw = dict(batch_size=2, image_size=(32, 40), label_mode="int", class_weights=weights, seed=1)
+    if backend == "opencv":
+        train_ds = dl.keras_sequence(train, crop="random", rotate=10, brightness=0.2, **kw)
+        val_ds = dl.keras_sequence(val, crop="center", drop_remainder=False, **kw)
+    else:
+        train_ds = dl.tf_dataset(train, crop="random", rotate=10, brightness=0.2, backend=backend, **kw)
+        val_ds = dl.tf_dataset(val, crop="center", drop_remainder=False, backend=backend, **kw)
+    model = keras.Sequential([keras.Input((32, 40, 3)), keras.layers.Conv2D(32, 1)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255),
+                  weighted_metrics=["accuracy"])
+    history = model.fit(train_ds, validation_data=val_ds, epochs=2, verbose=0)
+    assert len(history.history["val_loss"]) == 2 and all(np.isfinite(history.history["loss"]))
