@@ -35,9 +35,11 @@ step "JPEG decoders: nvJPEG against libjpeg-turbo" \
   "$py" benchmarks/jpeg_decoders.py --json "$out-jpeg-decoders.json"
 step "mask forms, CPU and GPU" \
   "$py" benchmarks/mask_forms.py --json "$out-mask-forms.json"
-step "throughput: dali-gpu against dali-cpu and opencv, original and prepared data" \
+step "augmentation kernels: DALI GPU and CPU, OpenCV, TensorFlow" \
+  "$py" benchmarks/augment_ops.py --json "$out-augment-ops.json"
+step "throughput: dali-gpu against dali-cpu and opencv, original and prepared data, with and without augmentation" \
   "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,opencv --label-mode onehot,int --prepared \
-  --json "$out.json" --plot "$out.png"
+  --augment --json "$out.json" --plot "$out.png"
 
 echo
 echo "== what to commit"
@@ -45,7 +47,8 @@ ls -l "$out"*.json 2>/dev/null
 cat <<EOT
 - Commit the JSON files above that the README quotes (not the .png), under benchmarks/results/.
 - README "Benchmarks": add a GPU section from $out.json (machine, dali-gpu against its
-  binding ceiling: the smaller of nvJPEG images and CPU mask decodes; prepared and shards columns).
+  binding ceiling: the smaller of nvJPEG images and CPU mask decodes; prepared and shards columns;
+  the share of throughput full augmentation keeps on dali-gpu) and $out-augment-ops.json.
 - tests/test_backends.py NVJPEG_MAX_DIFF: set it from the dali-mixed row of $out-jpeg-decoders.json,
   and the README's dali-gpu image tolerance with it.
 EOT

@@ -11,7 +11,7 @@ PNG decodes on the CPU in DALI even with device="mixed". Lossless JPEG (nvJPEG) 
 OpenCV nor DALI writes it. The masks come from the embedded synthetic dataset, mapped once.
 
 Framework-free (DALI, OpenCV, numpy): runs where TensorFlow is not installed.
-  usage: python benchmarks/mask_forms.py [--n 64] [--size 960 720] [--seconds 2] [--json OUT]
+  usage: python benchmarks/mask_forms.py [--n 64] [--image-size 720 960] [--seconds 2] [--json OUT]
 """
 
 from __future__ import annotations
@@ -94,22 +94,22 @@ def lossless(form: str, files: list[str], labels: list[np.ndarray], device: str)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=64)
-    parser.add_argument("--size", type=int, nargs=2, default=(960, 720), metavar=("WIDTH", "HEIGHT"))
+    parser.add_argument("--image-size", type=int, nargs=2, default=(720, 960), metavar=("HEIGHT", "WIDTH"))
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    data = default_dataset(args.n, size=tuple(args.size))
+    data = default_dataset(args.n, image_size=tuple(args.image_size))
     labels = [data.classes.map_mask(decode_mask(read(m), m, data.classes)) for m in data.masks]
     devices = ["cpu"] + (["gpu"] if dali_gpu_count() > 0 else [])
-    report = {"machine": machine_info(), "masks": len(labels), "size": list(args.size), "batch_size": args.batch_size,
+    report = {"machine": machine_info(), "masks": len(labels), "size": [args.image_size[1], args.image_size[0]], "batch_size": args.batch_size,
               "method": "DALI pipeline reading (and decoding) the masks only, page cache warm; median of repeats "
                         "after one epoch of warm-up; masks/s", "results": []}
     with tempfile.TemporaryDirectory() as tmp:
         files = write_forms(data, labels, Path(tmp))
-        print(f"{len(labels)} masks of {args.size[0]}x{args.size[1]}; {os.cpu_count()} CPU threads; "
+        print(f"{len(labels)} masks of {args.image_size[1]}x{args.image_size[0]}; {os.cpu_count()} CPU threads; "
               f"devices: {', '.join(devices)}")
         print(f"{'form':15} {'device':6} {'KB/mask':>8} {'masks/s':>9} {'min-max':>15}  exact")
         for form, paths in files.items():

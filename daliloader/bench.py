@@ -1,8 +1,10 @@
 """Throughput benchmarks: every backend on the same files, next to the decode ceilings that bound it.
 
 Method (see README): each figure is the median of ``repeats`` timed windows of ``seconds`` each,
-after a warm-up of one epoch; batches are forced to exist (one element read back) before the clock
-counts them. Ceilings are all CPU cores decoding the same files and doing nothing else (and, with a
+after a warm-up of one epoch and then until the rate is steady (two windows within 10%); batches are
+forced to exist (one element read back) before the clock counts them. A report warns when windows
+held too few batches for the figures they give, when a warm-up never settled, and when a stage cost
+comes out negative (noise). Ceilings are all CPU cores decoding the same files and doing nothing else (and, with a
 GPU, nvJPEG decoding the images alone). Stage breakdowns time the DALI graph cut after each stage,
 and the OpenCV stages one by one. Every backend is built from one plan (:func:`daliloader.plan.make_plan`)
 through the backend registry, so all of them run the same settings.
@@ -38,6 +40,12 @@ BENCH_BACKENDS = tuple(backends.BACKENDS) + (BASELINE,)
 PRODUCTS = ("tf.data", "keras", "dali", "batches")
 #: Samples per pack in the bench's prepared copy.
 BENCH_PACK_SIZE = 256
+#: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
+AUGMENT = dict(scale=(0.5, 2.0), rotate=15, brightness=0.3, contrast=0.3, saturation=0.3, hue=10)
+#: A timed window should hold at least this many batches for its rate to mean much.
+MIN_BATCHES = 5
+#: Warm-up goes on until two consecutive windows agree within this share, for at most STEADY_WINDOWS.
+STEADY, STEADY_WINDOWS = 0.10, 8
 
 
 def has_tensorflow() -> bool:
@@ -95,21 +103,52 @@ class Measurement:
                 "max": round(max(self.rates), 2)}
 
 
-def measure(next_batch, batch_size: int, seconds: float, repeats: int, warmup_batches: int) -> list[float]:
-    """Items/s of ``repeats`` windows of about ``seconds`` each, after ``warmup_batches`` batches."""
+class Rates(list):
+    """Items/s of the timed windows, with how they were taken: batches per window, and whether the
+    warm-up reached a steady rate."""
+
+    def __init__(self, rates=(), batches=(), steady: bool = True):
+        super().__init__(rates)
+        self.batches, self.steady = list(batches), steady
+
+
+def _window(next_batch, batch_size: int, seconds: float) -> tuple[float, int]:
+    """Items/s and batches of one window of at least ``seconds``."""
+    n, start = 0, time.perf_counter()
+    while True:
+        next_batch()
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n * batch_size / elapsed, n
+
+
+def measure(next_batch, batch_size: int, seconds: float, repeats: int, warmup_batches: int) -> Rates:
+    """Items/s of ``repeats`` windows of about ``seconds`` each, after ``warmup_batches`` batches and
+    then short windows until two in a row agree within :data:`STEADY` (at most STEADY_WINDOWS)."""
     for _ in range(warmup_batches):
         next_batch()
-    rates = []
-    for _ in range(repeats):
-        n, start = 0, time.perf_counter()
-        while True:
-            next_batch()
-            n += batch_size
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-        rates.append(n / elapsed)
-    return rates
+    previous, steady = None, False
+    for _ in range(STEADY_WINDOWS):
+        rate, _ = _window(next_batch, batch_size, max(seconds / 4, 0.05))
+        if previous is not None and abs(rate - previous) <= STEADY * max(rate, previous):
+            steady = True
+            break
+        previous = rate
+    windows = [_window(next_batch, batch_size, seconds) for _ in range(repeats)]
+    return Rates([r for r, _ in windows], [n for _, n in windows], steady)
+
+
+def timing_warnings(name: str, rates: Rates) -> list[str]:
+    """What makes a measurement's figure doubtful, said plainly."""
+    found = []
+    if rates.batches and min(rates.batches) < MIN_BATCHES:
+        found.append(f"{name}: a timed window held {min(rates.batches)} batches (fewer than {MIN_BATCHES}): the "
+                     "figure is noisy; raise --seconds")
+    if not rates.steady:
+        found.append(f"{name}: the warm-up did not reach a steady rate (two windows within {STEADY:.0%}): the "
+                     "machine is busy or the loader still warming; raise --seconds or --repeats")
+    return found
 
 
 def touch(batch) -> None:
@@ -404,6 +443,15 @@ class Settings:
     train: bool = False
     train_steps: int = 8
     prepared: str | None = None  # a folder for the prepared copy, "cache" for one in the cache, or None
+    augment: bool = False  # also measure each backend with AUGMENT on
+
+
+def augment_kept(results: list[dict]) -> dict:
+    """Per backend and labels: the share of its throughput that full augmentation keeps (same run)."""
+    medians = {(r["name"], r["label_mode"], r.get("augment", "none")): r["median"] for r in results
+               if r.get("data", "original") == "original"}
+    return {f"{name} {mode}": round(medians[(name, mode, "full")] / medians[(name, mode, "none")], 3)
+            for (name, mode, augment) in medians if augment == "full" and (name, mode, "none") in medians}
 
 
 def choose_backends(settings: Settings) -> list[str]:
@@ -458,12 +506,15 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
               "settings": {"batch_size": settings.batch_size, "image_size": list(size), "crop": "random",
                            "label_modes": list(settings.label_modes), "seconds": settings.seconds,
                            "repeats": settings.repeats, "workers": workers, "backends": names},
-              "method": "median of repeats after a one-epoch warm-up; images/s", "ceilings": {}, "results": [],
-              "stages": {}}
-    ceilings = report["ceilings"]
+              "method": "median of repeats after a one-epoch warm-up and until steady; images/s", "ceilings": {},
+              "results": [], "stages": {}, "warnings": []}
+    if settings.augment:
+        report["settings"]["augment"] = AUGMENT
+    ceilings, warned = report["ceilings"], report["warnings"]
 
     def ceiling(key: str, unit: str, fn):
         rates = status(f"ceiling: {key.replace('_', ' ')}", fn)
+        warned.extend(timing_warnings(f"ceiling {key}", rates))
         ceilings[key] = Measurement(key.replace("_", "-"), None, rates, unit).to_dict()
 
     for what in ("pairs", "images", "masks"):
@@ -491,19 +542,24 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
         # packs are read by DALI's webdataset reader; opencv and tfdata read the prepared files
         for name in (b for b in names if which != "shards" or backends.BACKENDS.get(b, None) and
                      backends.BACKENDS[b].reads_packs):
-            for mode in settings.label_modes:
-                plan = bench_plan(source, settings.batch_size, size, mode)
+            augments = ("none", "full") if settings.augment and which == "original" and name != BASELINE else ("none",)
+            for mode, augment in itertools.product(settings.label_modes, augments):
+                plan = bench_plan(source, settings.batch_size, size, mode, **(AUGMENT if augment == "full" else {}))
                 stream = backend_stream(name, plan, workers)
-                rates = status(f"{name} / {mode} / {which}", lambda: measure(
+                what = f"{name} / {mode} / {which}" + (" / augmented" if augment == "full" else "")
+                rates = status(what, lambda: measure(
                     lambda: touch(next(stream)), plan.batch_size, settings.seconds, settings.repeats,
                     warmup_batches=max(1, len(source) // plan.batch_size)))
-                m = {**Measurement(name, mode, rates).to_dict(), "data": which, "via": via(name)}
+                warned.extend(timing_warnings(what, rates))
+                m = {**Measurement(name, mode, rates).to_dict(), "data": which, "via": via(name), "augment": augment}
                 bound = ceilings[f"cpu_decode_pairs{suffix}"]["median"]
                 if name in backends.BACKENDS and backends.BACKENDS[name].gpu:  # nvJPEG or the masks, whichever binds
                     bound = min(ceilings["nvjpeg_images"]["median"], ceilings[f"cpu_decode_masks{suffix}"]["median"])
                 m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
                 report["results"].append(m)
                 stream.close()  # a generator: stops its workers (opencv) and drops its pipeline
+    if settings.augment:
+        report["augment_kept"] = augment_kept(report["results"])
 
     if settings.stages:
         plan = bench_plan(data, settings.batch_size, size, settings.label_modes[0])
@@ -511,6 +567,11 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
             report["stages"][f"dali-{device}"] = status(f"dali-{device} stages", lambda: dali_stages(
                 plan, device, settings.seconds / 2, settings.repeats))
         report["stages"]["opencv (1 thread)"] = status("opencv stages", lambda: opencv_stages(plan))
+        for name, rows in report["stages"].items():
+            negative = [row["stage"] for row in rows if row["ms_per_img"] < 0]
+            if negative:
+                warned.append(f"stages of {name}: {', '.join(negative)} came out below zero, which is noise between "
+                              "the cuts' windows; raise --seconds for a breakdown to read")
 
     if settings.train:
         plan = bench_plan(data, settings.batch_size, size, settings.label_modes[0])

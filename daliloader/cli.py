@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import tempfile
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from daliloader.bench import BENCH_BACKENDS
@@ -25,7 +28,8 @@ def cmd_bench(args) -> int:
     settings = bench.Settings(backends=tuple(args.backends) if args.backends else None, batch_size=args.batch_size,
                               image_size=args.image_size, label_modes=tuple(args.label_mode), seconds=args.seconds,
                               repeats=args.repeats, workers=args.workers, stages=not args.no_stages,
-                              train=args.train, train_steps=args.train_steps, prepared=args.prepared)
+                              train=args.train, train_steps=args.train_steps,
+                              prepared=prepared_where(args), augment=args.augment)
 
     def status(what: str, fn):
         with console.status(f"measuring {what} ..."):
@@ -42,11 +46,21 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def prepared_where(args) -> str | None:
+    """--prepared [--prepared-dir DIR]: where the bench's prepared copy lives ("cache", a folder, or None)."""
+    if args.prepared_dir is not None and not args.prepared:
+        raise SpecError("--prepared-dir names the folder of --prepared's copy: add --prepared")
+    return (str(args.prepared_dir) if args.prepared_dir is not None else "cache") if args.prepared else None
+
+
 def cmd_preview(args) -> int:
     from daliloader.preview import preview
 
+    from daliloader.bench import AUGMENT
+
+    options = {k: v for k, v in AUGMENT.items() if k != "scale"} if args.augment else {}
     n = preview(load_data(args), args.output, batches=args.batches, batch_size=args.batch_size,
-                image_size=args.image_size, scale=args.scale, seed=args.seed)
+                image_size=args.image_size, scale=args.scale, seed=args.seed, **options)
     print(f"wrote {args.output}: {n} augmented samples from {args.batches} batches")
     return 0
 
@@ -126,9 +140,11 @@ def cmd_verify(args) -> int:
 def cmd_synth(args) -> int:
     import daliloader as dl
 
-    w, h = args.size
-    data = dl.synthetic.make_dataset(args.out, n=args.n, image_format=args.format, size=(w, h), seed=args.seed,
-                                     progress=True)
+    if args.size is not None:
+        raise SpecError("--size WIDTH HEIGHT is gone: pass --image-size HEIGHT WIDTH, in the order of image_size "
+                        f"(here: --image-size {args.size[1]} {args.size[0]})")
+    data = dl.synthetic.make_dataset(args.out, n=args.n, image_format=args.format, image_size=tuple(args.image_size),
+                                     seed=args.seed, progress=True)
     print(f"wrote {data} to {args.out}")
     return 0
 
@@ -191,11 +207,32 @@ def _choices(allowed):
     return parse
 
 
+def version() -> str:
+    """daliloader's version and those of the libraries it runs on (as installed; none is imported)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    import daliloader
+
+    found = []
+    for name in ("nvidia-dali-cuda120", "nvidia-dali-tf-plugin-cuda120", "tensorflow", "keras", "opencv-python-headless"):
+        try:
+            found.append(f"{name} {installed(name)}")
+        except PackageNotFoundError:
+            pass
+    return f"daliloader {daliloader.__version__} ({', '.join(found) or 'no backend library installed'})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.")
+    parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("--verbose", action="store_true",
+                         help="show what TensorFlow, XLA and CUDA print as they start (hidden by default)")
 
-    bench = sub.add_parser("bench", help="throughput of every loader, CPU vs GPU, next to the decode ceilings",
+    bench = sub.add_parser("bench", parents=[verbose],
+                           help="throughput of every loader, CPU vs GPU, next to the decode ceilings",
                            description="Measure each backend's steady-state throughput on the same data and "
                                        "settings (one warm-up epoch, then the median and spread of timed repeats), "
                                        "the decode-only ceilings of this machine (all CPU cores decoding the same "
@@ -217,16 +254,23 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-stages", action="store_true", help="skip the per-stage breakdown")
     bench.add_argument("--train", action="store_true",
                        help="also train a small U-Net fed by each backend and by one cached batch: input-bound analysis")
-    bench.add_argument("--prepared", nargs="?", const="cache", default=None, metavar="DIR",
+    bench.add_argument("--prepared", action="store_true",
                        help="also measure every backend on a prepared copy (8-bit class-index masks, see "
-                            "`daliloader prepare`), and the DALI backends reading its packs: DIR "
-                            "(made there, with packs, if absent); alone: made once in the cache")
+                            "`daliloader prepare`), and the DALI backends reading its packs; the copy is made "
+                            "once in the cache, or in --prepared-dir")
+    bench.add_argument("--prepared-dir", type=Path, default=None, metavar="DIR",
+                       help="with --prepared: the prepared copy's folder (made there, with packs, if absent)")
+    bench.add_argument("--augment", action="store_true",
+                       help="also measure each backend with every photometric option, rotation and zoom on "
+                            "(scale 0.5-2, rotate 15, brightness/contrast/saturation 0.3, hue 10), and say how much "
+                            "of its throughput that keeps")
     bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
     bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
     bench.set_defaults(func=cmd_bench)
 
-    preview = sub.add_parser("preview", help="a picture of augmented samples beside their coloured masks",
+    preview = sub.add_parser("preview", parents=[verbose],
+                           help="a picture of augmented samples beside their coloured masks",
                              description="Run the DALI CPU pipeline with random crops and write a grid: each "
                                          "augmented image beside its mask coloured with the class palette.")
     add_data_arguments(preview, default=True)
@@ -238,9 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--scale", type=_positive_float, nargs=2, default=(0.5, 2.0), metavar=("MIN", "MAX"),
                          help="zoom range (default 0.5 2.0)")
     preview.add_argument("--seed", type=int, default=0)
+    preview.add_argument("--augment", action="store_true",
+                         help="also rotation and colour jitter, as bench --augment (rotate 15, brightness/contrast/"
+                              "saturation 0.3, hue 10)")
     preview.set_defaults(func=cmd_preview)
 
-    check = sub.add_parser("check", help="find bad files before training",
+    check = sub.add_parser("check", parents=[verbose],
+                           help="find bad files before training",
                            description="Decode every image/mask pair in parallel and report, per file: missing, "
                                        "empty, unsupported, truncated or corrupt files, image/mask size "
                                        "mismatches, mask colours or ids not in the class map (with pixel "
@@ -252,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(func=cmd_check)
 
-    prep = sub.add_parser("prepare", help="one-time conversion: 8-bit class-index masks, webdataset packs",
+    prep = sub.add_parser("prepare", parents=[verbose],
+                           help="one-time conversion: 8-bit class-index masks, webdataset packs",
                           description="Write a prepared copy of DATA into OUT that every loader reads faster, "
                                       "without changing a label: masks re-encoded as single-channel 8-bit class-index "
                                       "PNGs (the colour/id mapping done once; unknown values -> ignore index), images "
@@ -274,7 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--quiet", action="store_true", help="no progress bar")
     prep.set_defaults(func=cmd_prepare)
 
-    ver = sub.add_parser("verify", help="check a prepared copy against its originals",
+    ver = sub.add_parser("verify", parents=[verbose],
+                           help="check a prepared copy against its originals",
                          description="Decode every mask of the prepared copy OUT and compare it with the mapping "
                                      "of its original, bit for bit; compare copied images and shard members "
                                      "byte for byte. Exit status 1 on any difference.")
@@ -283,19 +333,57 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--quiet", action="store_true", help="no progress bar")
     ver.set_defaults(func=cmd_verify)
 
-    synth = sub.add_parser("synth", help="write the synthetic dataset", description="Write the synthetic "
+    synth = sub.add_parser("synth", parents=[verbose],
+                           help="write the synthetic dataset", description="Write the synthetic "
                            "CamVid-layout dataset: OUT/train, OUT/train_labels, OUT/class_dict.csv.")
     synth.add_argument("out", type=Path)
     synth.add_argument("--n", type=_positive_int, default=64)
     synth.add_argument("--format", choices=("jpg", "png"), default="jpg")
-    synth.add_argument("--size", type=_positive_int, nargs=2, default=(960, 720), metavar=("WIDTH", "HEIGHT"))
+    synth.add_argument("--image-size", type=_positive_int, nargs=2, default=(720, 960), metavar=("HEIGHT", "WIDTH"),
+                       help="image height and width, in the order of image_size (default 720 960)")
+    synth.add_argument("--size", type=_positive_int, nargs=2, default=None, help=argparse.SUPPRESS)
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=cmd_synth)
     return parser
 
 
+#: Lines that TensorFlow, XLA and CUDA's stubs write to the process's stderr as they start, whatever
+#: TF_CPP_MIN_LOG_LEVEL says (absl logs before it is initialised): informational on every machine.
+NATIVE_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\) is called|[IW]\d{4} |"
+                          r"E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|cuda_executor)|"
+                          r"E\d{4} .*oneDNN supports|To enable the following instructions|"
+                          r"This TensorFlow binary is optimized)")
+
+
+@contextmanager
+def native_noise_filtered():
+    """Run with the native libraries' stderr (file descriptor 2) collected, and replay what is not
+    :data:`NATIVE_NOISE` afterwards; Python's own stderr (warnings, errors) is written as it comes."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    python_stderr = sys.stderr
+    with tempfile.TemporaryFile() as native:
+        os.dup2(native.fileno(), 2)
+        sys.stderr = open(os.dup(terminal), "w", buffering=1, encoding="utf-8", errors="replace")
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            sys.stderr.close()
+            sys.stderr = python_stderr
+            os.dup2(terminal, 2)
+            os.close(terminal)
+            native.seek(0)
+            kept = [line for line in native.read().decode(errors="replace").splitlines() if not NATIVE_NOISE.match(line)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr)
+
+
 def main(argv=None) -> int:
+    """The command line; ``argv`` None reads sys.argv and, unless --verbose, hides the start-up noise
+    native libraries write to stderr."""
     parser = build_parser()
+    from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = parser._subparsers._group_actions[0].choices
     if argv and argv[0] in commands:  # options may sit between DATA and OUT (prepare DATA --split val OUT)
@@ -304,8 +392,10 @@ def main(argv=None) -> int:
     else:
         args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet = native_noise_filtered() if from_shell and not args.verbose else nullcontext()
     try:
-        return args.func(args)
+        with quiet:
+            return args.func(args)
     except (DaliloaderError, ImportError) as e:
         print(f"daliloader {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -150,7 +150,12 @@ def summary(manifest: dict, out: str | Path) -> str:
         lines.append("  images copied byte for byte")
     packs = m[PACKS]
     if packs:
-        lines.append(f"  {len(packs['tars'])} pack(s) (webdataset tars) of up to {packs['samples_per_shard']} samples")
+        root = Path(out)
+        size = sum((root / t).stat().st_size for t in packs["tars"]) / 2**20
+        files = sum((root / f).stat().st_size for pair in m["pairs"] for f in pair) / 2**20
+        lines.append(f"  {len(packs['tars'])} pack(s) (webdataset tars) of up to {packs['samples_per_shard']} samples: "
+                     f"{size:.1f} MB beside the {files:.1f} MB of prepared files, which they hold again (the DALI "
+                     "backends read the packs; opencv, tfdata and `daliloader verify` read the files)")
     lines.append(f"  load it with dl.SegmentationData.from_prepared({str(out)!r}{', packs=True' if packs else ''})")
     return "\n".join(lines)
 

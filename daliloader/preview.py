@@ -8,10 +8,23 @@ from pathlib import Path
 import numpy as np
 
 
+def legend(fig, classes, shown) -> None:
+    """A legend of the classes in ``shown`` (label values) with their colours, and ignore in black."""
+    from matplotlib.patches import Patch
+
+    palette = classes.palette()
+    handles = [Patch(facecolor=palette[k] / 255.0, edgecolor="grey", label=classes.names[k])
+               for k in shown if k < classes.num_classes]
+    if any(k >= classes.num_classes for k in shown):
+        handles.append(Patch(facecolor="black", label=f"ignore ({classes.ignore_index})"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
+
+
 def preview(data, out: Path, batches: int = 2, batch_size: int = 3, image_size: int = 256, scale=(0.5, 2.0),
-            seed: int = 0) -> int:
-    """Write a grid of augmented samples (the DALI CPU pipeline, random crops with zoom) beside their
-    masks coloured with the class palette (ignore = black); returns the number of samples."""
+            seed: int = 0, **options) -> int:
+    """Write a grid of augmented samples (the DALI CPU pipeline, random crops with zoom, and any other
+    preprocessing ``options``) beside their masks coloured with the class palette, with a legend;
+    returns the number of samples."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,7 +34,7 @@ def preview(data, out: Path, batches: int = 2, batch_size: int = 3, image_size: 
     from .loaders import dali_pipeline
 
     pipe, _ = dali_pipeline(data, batch_size=batch_size, image_size=(image_size, image_size), crop="random",
-                            scale=tuple(scale), label_mode="int", backend="dali-cpu", seed=seed)
+                            scale=tuple(scale), label_mode="int", backend="dali-cpu", seed=seed, **options)
     rows = []
     for _ in range(batches):
         images, labels = to_numpy(pipe.run())
@@ -33,8 +46,9 @@ def preview(data, out: Path, batches: int = 2, batch_size: int = 3, image_size: 
         a.axis("off")
         b.axis("off")
     axes[0][0].set_title("image", fontsize=9)
-    axes[0][1].set_title("mask (class palette; ignore = black)", fontsize=9)
-    fig.tight_layout()
+    axes[0][1].set_title("mask (class palette)", fontsize=9)
+    legend(fig, data.classes, np.unique(np.concatenate([labels.ravel() for _, labels in rows])))
+    fig.tight_layout(rect=(0, 0.12 if len(rows) < 4 else 0.06, 1, 1))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)

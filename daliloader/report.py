@@ -26,16 +26,20 @@ def print_report(console, report: dict) -> None:
              f"{m['cpu_count']} CPU cores ({m['cpu']}){'; GPU ' + m['gpu'][0] if m['gpu'] else ''}")
     table = Table(title=title)
     prepared = any(r.get("data", "original") != "original" for r in report["results"])
-    for col in ("loader", "labels") + (("data",) if prepared else ()) + ("median", "min-max", "of ceiling"):
-        table.add_column(col, justify="left" if col in ("loader", "labels", "data") else "right")
+    augmented = any(r.get("augment", "none") != "none" for r in report["results"])
+    for col in (("loader", "labels") + (("data",) if prepared else ()) + (("augment",) if augmented else ())
+                + ("median", "min-max", "of ceiling")):
+        table.add_column(col, justify="left" if col in ("loader", "labels", "data", "augment") else "right")
     data_cell = (lambda value: (value,)) if prepared else (lambda value: ())
+    augment_cell = (lambda value: (value,)) if augmented else (lambda value: ())
     for key, c in report["ceilings"].items():
         which = "prepared" if key.endswith("_prepared") else "original"
         table.add_row(f"[dim]ceiling: {key.removesuffix('_prepared').replace('_', ' ')}[/dim]", "", *data_cell(which),
-                      f"{c['median']:.1f}", f"{c['min']:.1f}-{c['max']:.1f}", "")
+                      *augment_cell(""), f"{c['median']:.1f}", f"{c['min']:.1f}-{c['max']:.1f}", "")
     for r in report["results"]:
-        table.add_row(r["name"], r["label_mode"], *data_cell(DATA_NAMES[r.get("data", "original")]), f"{r['median']:.1f}",
-                      f"{r['min']:.1f}-{r['max']:.1f}", f"{100 * r['fraction_of_ceiling']:.0f}%")
+        table.add_row(r["name"], r["label_mode"], *data_cell(DATA_NAMES[r.get("data", "original")]),
+                      *augment_cell(r.get("augment", "none")), f"{r['median']:.1f}", f"{r['min']:.1f}-{r['max']:.1f}",
+                      f"{100 * r['fraction_of_ceiling']:.0f}%")
     for name, rows in report.get("stages", {}).items():
         stages = Table(title=f"where time goes: {name}, ms per image")
         stages.add_column("stage")
@@ -52,6 +56,10 @@ def print_report(console, report: dict) -> None:
             train.add_row(name, f"{row['step_ms']:.1f}", f"{row['cached_batch_floor_ms']:.1f}",
                           f"{100 * row['waiting_share']:.0f}%")
         console.print(train)
+    for key, kept in report.get("augment_kept", {}).items():
+        console.print(f"full augmentation keeps {100 * kept:.0f}% of {key}'s throughput (same run)")
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {warning}")
 
 
 def plot_report(report: dict, out: Path) -> None:

@@ -73,14 +73,6 @@ class Window:
 
 
 # ---------------------------------------------------------------- draws (once per sample)
-def sample_draws(seed: int, positions) -> np.ndarray:
-    """The :data:`DRAWS` uniform draws of the samples at these stream ``positions``, float32 (n, DRAWS): a
-    pure function of (seed, position), so a pipeline built again, or run alone instead of under
-    TensorFlow, draws the same for the same position (the DALI backends feed these to the graph)."""
-    return np.stack([np.random.default_rng([seed, int(p)]).random(DRAWS, dtype=np.float32) for p in positions]) \
-        if len(positions) else np.zeros((0, DRAWS), np.float32)
-
-
 def draw(bounds: tuple[float, float], u):
     """``lo + u (hi - lo)``: a value drawn uniformly from the range ``bounds`` with the draw ``u``."""
     lo, hi = bounds

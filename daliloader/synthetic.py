@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import warnings
 from pathlib import Path
 
 import cv2
@@ -41,19 +42,25 @@ def camvid_classmap() -> ClassMap:
 
 
 def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
-                 size: tuple[int, int] = (960, 720), seed: int = 0, quality: int = 90,
-                 split: str = "train", progress: bool = False) -> SegmentationData:
+                 image_size: tuple[int, int] = (720, 960), seed: int = 0, quality: int = 90,
+                 split: str = "train", progress: bool = False, *, size: tuple[int, int] | None = None
+                 ) -> SegmentationData:
     """Write ``n`` synthetic pairs in CamVid layout and return them as :class:`SegmentationData`.
 
     Layout: ``out_dir/{split}/NNNNN.{jpg|png}``, ``out_dir/{split}_labels/NNNNN_L.png`` (RGB colour
-    masks) and ``out_dir/class_dict.csv``. ``size`` is (width, height), as CamVid states it.
-    Existing files with the same names are overwritten; generation is deterministic in ``seed``.
+    masks) and ``out_dir/class_dict.csv``. ``image_size`` is (height, width), as everywhere in
+    daliloader (``size=(width, height)`` is its former, deprecated form). Existing files with the same
+    names are overwritten; generation is deterministic in ``seed``.
     """
     if image_format not in ("jpg", "png"):
         raise SpecError(f"image_format must be 'jpg' or 'png', got {image_format!r}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpecError(f"n must be a positive integer, got {n!r}")
-    width, height = size
+    if size is not None:
+        warnings.warn("make_dataset(size=(width, height)) is deprecated: pass image_size=(height, width)",
+                      DeprecationWarning, stacklevel=2)
+        image_size = (size[1], size[0])
+    height, width = image_size
     out = Path(out_dir)
     img_dir, mask_dir = out / split, out / f"{split}_labels"
     img_dir.mkdir(parents=True, exist_ok=True)
@@ -80,14 +87,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DALILOADER_CACHE", Path.home() / ".cache" / "daliloader"))
 
 
-def default_dataset(n: int = 64, image_format: str = "jpg", size=(960, 720)) -> SegmentationData:
+def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960)) -> SegmentationData:
     """The embedded dataset (what the CLI and the benchmarks run on without DATA), generated once into
     :func:`cache_dir`."""
-    root = cache_dir() / f"synthetic-{image_format}-{size[0]}x{size[1]}-n{n}"
+    height, width = image_size
+    root = cache_dir() / f"synthetic-{image_format}-{width}x{height}-n{n}"
     done = root / ".complete"
     if done.exists():
         return SegmentationData.from_dirs(root / "train", root / "train_labels", root / "class_dict.csv")
-    data = make_dataset(root, n=n, image_format=image_format, size=size, progress=True)
+    data = make_dataset(root, n=n, image_format=image_format, image_size=image_size, progress=True)
     done.touch()
     return data
 

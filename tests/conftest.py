@@ -116,7 +116,7 @@ def index_data(tmp_path_factory) -> dl.SegmentationData:
 @pytest.fixture(scope="session")
 def synth_data(tmp_path_factory) -> dl.SegmentationData:
     """The embedded synthetic dataset, small: 8 JPEG pairs at 160x120."""
-    return dl.synthetic.make_dataset(tmp_path_factory.mktemp("synth"), n=8, size=(160, 120))
+    return dl.synthetic.make_dataset(tmp_path_factory.mktemp("synth"), n=8, image_size=(120, 160))
 
 
 def batch_indices(images: np.ndarray) -> list[int]:

@@ -262,3 +262,54 @@ def test_labels_wider_than_8_bits_survive_zoom(mirror_data, backend, label_mode)
             interior = (lab != 300) & (cv2.erode(lab8, k) == cv2.dilate(lab8, k))
             assert (from_image[interior] == lab[interior]).mean() > 0.98
     assert padded, "some crops overhang the small images: their padding must be the ignore index"
+
+
+def _estimate(option: str, plain: np.ndarray, jittered: np.ndarray) -> float:
+    """The factor (or hue angle) that maps ``plain`` to ``jittered`` under the reference's colour map,
+    by least squares over the pixels no channel of which saturates."""
+    from daliloader import stages
+
+    x, y = plain.reshape(-1, 3).astype(np.float64), jittered.reshape(-1, 3).astype(np.float64)
+    ok = ((y > 2) & (y < 253)).all(axis=1)
+    x, y = x[ok], y[ok]
+    if option == "contrast":  # y = c (x - 128) + 128
+        return float(np.sum((x - 128) * (y - 128)) / np.sum((x - 128) ** 2))
+    luma, chroma, turn = (x @ m.T for m in (stages.LUMA, stages.CHROMA, stages.CHROMA_TURN))
+    if option == "saturation":  # y = LUMA x + t CHROMA x
+        return float(np.sum(chroma * (y - luma)) / np.sum(chroma * chroma))
+    a = np.stack([chroma.ravel(), turn.ravel()], 1)  # hue: y = LUMA x + cos(g) CHROMA x + sin(g) TURN x
+    cos, sin = np.linalg.lstsq(a, (y - luma).ravel(), rcond=None)[0]
+    return float(np.degrees(np.arctan2(sin, cos)))
+
+
+@pytest.mark.parametrize("option, value, bounds", [("contrast", 0.5, (0.5, 1.5)), ("saturation", 0.8, (0.2, 1.8)),
+                                                   ("hue", 30, (-30, 30))])
+def test_colour_options_draw_within_their_ranges(synth_data, backend, option, value, bounds):
+    """Each colour option alone, drawn at random: the value recovered from every sample lies in its
+    range, and the values differ between samples."""
+    kw = dict(batch_size=4, image_size=(64, 64), label_mode="int", **DETERMINISTIC)
+    found = []
+    for (x0, _), (x1, _) in zip(one_epoch(backend, synth_data, **kw),
+                                one_epoch(backend, synth_data, seed=3, **{option: value}, **kw)):
+        found += [_estimate(option, np.rint(p * 255), np.rint(j * 255)) for p, j in zip(x0, x1)]
+    slack = 2.0 if option == "hue" else 0.03
+    assert bounds[0] - slack <= min(found) and max(found) <= bounds[1] + slack, found
+    assert np.std(found) > (5 if option == "hue" else 0.05), found
+
+
+def test_rotation_draws_within_its_range(tmp_path, backend):
+    """rotate=(15, 35): the boundary between a left and a right half turns by an angle in that range,
+    counter-clockwise, a different one for each sample."""
+    lab = np.zeros((96, 96), np.int64)
+    lab[:, 48:] = 5
+    data = write_pairs(tmp_path, [PALETTE[lab]] * 8, [PALETTE[lab]] * 8)
+    angles = []
+    for _, y in one_epoch(backend, data, batch_size=4, image_size=(96, 96), rotate=(15, 35), label_mode="int",
+                          seed=4, **DETERMINISTIC):
+        for labels in y:
+            rows = [(r, np.argmax(labels[r] == 5)) for r in range(30, 66) if (labels[r] == 5).any()]
+            r, c = np.array(rows, float).T
+            slope = np.polyfit(r, c, 1)[0]  # columns per row: the boundary leans right going down when turned CCW
+            angles.append(np.degrees(np.arctan(slope)))
+    assert 15 - 2 <= min(angles) and max(angles) <= 35 + 2, angles
+    assert np.std(angles) > 2, angles

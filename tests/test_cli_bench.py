@@ -4,6 +4,9 @@ These runs use tiny settings to check what the commands produce, not how fast an
 """
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,7 +63,7 @@ def test_preview_writes_a_grid(root, tmp_path):
 
 
 def test_synth_writes_a_dataset(tmp_path):
-    assert cli(["synth", str(tmp_path / "s"), "--n", "3", "--size", "64", "48", "--format", "png"]) == 0
+    assert cli(["synth", str(tmp_path / "s"), "--n", "3", "--image-size", "48", "64", "--format", "png"]) == 0
     assert len(list((tmp_path / "s" / "train").glob("*.png"))) == 3
 
 
@@ -93,7 +96,7 @@ def test_bench_prepared_column(root, tmp_path):
     out = tmp_path / "prepared.json"
     assert cli(["bench", root, "--backends", "dali-cpu,opencv", "--label-mode", "int", "--batch-size", "2",
                 "--image-size", "32", "--seconds", "0.2", "--repeats", "1", "--no-stages",
-                "--prepared", str(tmp_path / "p"), "--json", str(out)]) == 0
+                "--prepared", "--prepared-dir", str(tmp_path / "p"), "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert {(r["name"], r["data"]) for r in report["results"]} == {
         (b, d) for b in ("dali-cpu", "opencv") for d in ("original", "prepared")} | {("dali-cpu", "shards")}
@@ -118,7 +121,8 @@ def test_bench_without_tensorflow(root, tmp_path):
 
     out = tmp_path / "bench.json"
     args = [root, "--batch-size", "2", "--image-size", "48", "--seconds", "0.2", "--repeats", "1", "--no-stages"]
-    proc = subprocess.run([sys.executable, "-c", NO_TF, "bench", *args, "--prepared", str(tmp_path / "prepared"),
+    proc = subprocess.run([sys.executable, "-c", NO_TF, "bench", *args, "--prepared", "--prepared-dir",
+                           str(tmp_path / "prepared"),
                            "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "TensorFlow is not installed" in proc.stdout
@@ -134,3 +138,18 @@ def test_bench_without_tensorflow(root, tmp_path):
     refused = subprocess.run([sys.executable, "-c", NO_TF, "bench", *args, "--backends", "dali-cpu,tfdata"],
                              capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "tfdata needs TensorFlow" in refused.stderr
+
+
+def test_the_command_line_hides_native_start_up_noise(root, tmp_path):
+    """TensorFlow's and CUDA's start-up lines (written by native code, whatever TF_CPP_MIN_LOG_LEVEL says)
+    are hidden from a command run from the shell, shown with --verbose; --version names the libraries."""
+    pytest.importorskip("tensorflow")
+    args = [sys.executable, "-m", "daliloader.cli", "bench", root, "--backends", "tfdata", "--batch-size", "2",
+            "--image-size", "32", "--seconds", "0.05", "--repeats", "1", "--no-stages"]
+    quiet = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "absl::InitializeLog" not in quiet.stderr and not re.search(r"^I\d{4} ", quiet.stderr, re.M), quiet.stderr
+    loud = subprocess.run(args + ["--verbose"], capture_output=True, text=True, timeout=300)
+    assert loud.returncode == 0 and re.search(r"^[IWE]\d{4} |absl", loud.stderr, re.M), loud.stderr[-2000:]
+    version = subprocess.run([sys.executable, "-m", "daliloader.cli", "--version"], capture_output=True, text=True)
+    assert version.stdout.startswith("daliloader 0.") and "tensorflow" in version.stdout

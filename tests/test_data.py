@@ -76,7 +76,7 @@ def test_import_is_cheap():
 
 def test_synthetic_images_compress_like_photos(tmp_path):
     """960x720 JPEG q90 must be 100-300 KB (realistic), masks are exact CamVid colours."""
-    d = dl.synthetic.make_dataset(tmp_path, n=2, size=(960, 720))
+    d = dl.synthetic.make_dataset(tmp_path, n=2, image_size=(720, 960))
     for img, mask in zip(d.images, d.masks):
         kb = (tmp_path / img).stat().st_size / 1024
         assert 100 <= kb <= 300, f"{img}: {kb:.0f} KB"

@@ -32,6 +32,7 @@ SPECS = {
 #: Colour and rotation with draws inside their ranges, and the draws (see stages.DRAWS) that pick them.
 COLOUR = make_spec((20, 28), crop="center", brightness=(0.5, 1.5), contrast=(0.4, 1.6), saturation=(0.0, 2.0),
                    hue=(-180, 180), rotate=(-90, 90))
+BRIGHTNESS_CONTRAST = make_spec((20, 28), crop="center", brightness=(0.5, 1.5), contrast=(0.4, 1.6))
 COLOUR_DRAWS = [[0.1, 0.9, 0.3, 0.7, 0.2], [0.9, 0.1, 0.8, 0.05, 0.93], [0.5, 0.5, 0.5, 0.5, 0.5],
                 [0.0, 0.99, 0.0, 0.99, 0.61]]  # angle, brightness, contrast, saturation, hue
 
@@ -183,12 +184,14 @@ def test_dali_colour_and_rotate_are_the_reference(device, wide):
     def define(image, labels, u):
         coloured = dali_graph.colour(image, COLOUR, u)
         turned = dali_graph.rotate(image, labels, stages.draw_angle(COLOUR, u), classes)
-        return (coloured,) + turned
+        return (coloured,) + turned + (dali_graph.colour(image, BRIGHTNESS_CONTRAST, u),)
 
     n = len(u)
     out = run_dali(device, {"image": [image] * n, "labels": [labels] * n, "u": list(u)}, define, n)
     for k, uu in enumerate(u):
         np.testing.assert_array_equal(out[k], stages.colour(image, stages.draw_colour(COLOUR, uu)))
+        # brightness and contrast alone: DALI's brightness_contrast, the same map
+        np.testing.assert_array_equal(out[3 * n + k], stages.colour(image, stages.draw_colour(BRIGHTNESS_CONTRAST, uu)))
         angle = stages.draw_angle(COLOUR, uu)
         turned = stages.rotate(image, angle, stages.IMAGE_FILL, labels=False)
         assert np.abs(out[n + k].astype(int) - turned).max() <= 1, angle

@@ -23,12 +23,15 @@ plan, implementing each stage of :mod:`daliloader.stages`.
 from __future__ import annotations
 
 import importlib
+import logging
 import warnings
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Mapping
 
 from ..errors import MissingDependency, SpecError
+
+log = logging.getLogger("daliloader")
 
 #: What each product needs, beyond the backend's own needs.
 PRODUCT_NEEDS = {"tf.data": ("tensorflow",), "stream": ("tensorflow",), "keras": ("keras",), "dali": (),
@@ -78,7 +81,13 @@ class Backend:
         self.can_build(product)
         require(self.requirements(product), self.name)
         module, function = self.builds[product].split(":")
-        return getattr(importlib.import_module(module), function)(plan, **self.options, **options)
+        built = getattr(importlib.import_module(module), function)(plan, **self.options, **options)
+        named = built[0] if isinstance(built, tuple) else built  # dali: (pipeline, steps)
+        try:
+            named.backend = self.name  # ds.backend: which backend "auto" chose
+        except AttributeError:
+            pass
+        return built
 
 
 _DALI_PRODUCTS = {"tf.data": "daliloader.backends.dali_tf:dataset", "stream": "daliloader.backends.dali_tf:stream",
@@ -119,6 +128,8 @@ def resolve(name: str, product: str) -> Backend:
     otherwise, and opencv for Keras."""
     backend = _named(name, product)
     backend.can_build(product)
+    if name == "auto":
+        log.info("backend='auto' chose %s for %s: %s", backend.name, PRODUCT_CALLS[product], backend.about)
     return backend
 
 

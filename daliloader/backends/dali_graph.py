@@ -57,10 +57,10 @@ DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max,
                             to_int=lambda x: fn.cast(x, dtype=types.INT32),
                             to_float=lambda x: fn.cast(x, dtype=types.FLOAT))
 #: Names of the per-sample inputs when reading files: two paths as uint8 arrays, and the sample index
-#: (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. The random draws are
-#: an input too (DRAWS, :func:`daliloader.stages.sample_draws`), a function of the stream position, so
-#: that the pipeline alone and under TensorFlow draw alike, and a pipeline built again (a chained
-#: tf.data transformation read again) draws afresh for the next epoch's positions.
+#: (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. Fed by TensorFlow,
+#: the random draws are an input too (DRAWS): stateless functions of the seed and the stream position,
+#: drawn natively by tf.data, so that a pipeline built again (a chained transformation read again)
+#: draws afresh for the next epoch's positions instead of replaying its generator.
 INPUTS = ("image_path", "mask_path", "index")
 PACK_INPUTS = ("real",)
 DRAWS = "draws"
@@ -147,9 +147,9 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     image_bytes, mask_bytes, index = read(data, sampler, guard, fed)
     cuts = {"read": (image_bytes, mask_bytes)}
     u = None
-    if needs_draws(spec):
-        u = fn.external_source(source=None if fed else _DrawSource(sampler.seed), name=DRAWS, batch=False,
-                               dtype=types.FLOAT, ndim=1)
+    if needs_draws(spec):  # fed: TensorFlow's stateless draws; alone: DALI's generator, seeded by the pipeline
+        u = (fn.external_source(name=DRAWS, batch=False, dtype=types.FLOAT, ndim=1) if fed else
+             fn.random.uniform(range=(0.0, 1.0), shape=[stages.DRAWS]))
 
     # decode the crop window: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is
     # decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
@@ -249,8 +249,13 @@ def _inside(start, shape, size):
 
 def colour(image, spec: Preprocess, u):
     """colour (:func:`daliloader.stages.colour`): DALI's color_twist is the reference's formula, on the
-    decoded pixels of the window (before padding), uint8 in and out."""
+    decoded pixels of the window (before padding), uint8 in and out. Without saturation and hue the map
+    is per channel, ``b (c x + 128 (1 - c))``, which brightness_contrast computes as well, about 18 times
+    faster on the CPU (benchmarks/augment_ops.py: color_twist mixes channels through a 3x3 matrix)."""
     brightness, contrast, saturation, hue = (fn.cast(v, dtype=types.FLOAT) for v in stages.draw_colour(spec, u))
+    if spec.saturation == (1.0, 1.0) and spec.hue == (0.0, 0.0):
+        return fn.brightness_contrast(image, brightness=brightness, contrast=contrast,
+                                      contrast_center=stages.MID_GREY)
     return fn.color_twist(image, brightness=brightness, contrast=contrast, saturation=saturation, hue=hue)
 
 
@@ -354,16 +359,6 @@ class _IndexSource:
 
     def __call__(self, info):
         return np.array(self.sampler.index_at(info.idx_in_epoch), dtype=np.int64)
-
-
-class _DrawSource:
-    """The random draws of the sample at ``info.idx_in_epoch`` (:func:`daliloader.stages.sample_draws`)."""
-
-    def __init__(self, seed: int):
-        self.seed = seed
-
-    def __call__(self, info):
-        return stages.sample_draws(self.seed, [info.idx_in_epoch])[0]
 
 
 class _RealSource:

@@ -31,7 +31,6 @@ from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
 from ..stages import DRAWS as DRAW_COUNT
-from ..stages import sample_draws
 from .dali_graph import DRAWS, PACK_INPUTS, SegmentationPipeline, graph_spec, needs_draws, outputs_on
 from .tfops import one_hot
 
@@ -232,9 +231,9 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     uses them: DALI drops unused nodes).
 
     Python runs once per :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
-    it has not seen, and the draws: :func:`daliloader.stages.sample_draws`); the per-sample work is
-    ``tf.gather`` on constant path tables (a Python call per sample or per batch, as ``from_generator``
-    makes, was measured slower: README). Reading files, the streams start at the epoch ``passes``
+    it has not seen); the per-sample work is ``tf.gather`` on constant path tables (a Python call per
+    sample or per batch, as ``from_generator`` makes, was measured slower: README). The draws are
+    TensorFlow's stateless uniforms of (seed, position), in blocks of CHUNK. Reading files, the streams start at the epoch ``passes``
     holds when the pipeline starts (see :class:`EpochDataset`); the pack reader always starts at its
     first pass. Streams live on the CPU and are copied to the dataset's device when that is a GPU, as
     the plugin asks.
@@ -268,14 +267,10 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
         table = tf.constant([os.fsencode(f) for f in files])
         return indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
-    def draws(from_passes: bool):
-        def call(start):
-            found = tf.numpy_function(lambda s: sample_draws(sampler.seed, range(int(s), int(s) + CHUNK)), [start],
-                                      tf.float32, stateful=False)
-            found.set_shape([CHUNK, DRAW_COUNT])
-            return found
-
-        return chunks(from_passes).map(call).unbatch()
+    def draws(from_passes: bool):  # native: no Python per sample or per chunk
+        seed = tf.constant(sampler.seed % 2**63, tf.int64)
+        return chunks(from_passes).map(lambda start: tf.random.stateless_uniform(
+            [CHUNK, DRAW_COUNT], seed=tf.stack([seed, start]))).unbatch()
 
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
