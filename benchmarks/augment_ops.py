@@ -7,8 +7,10 @@ operator with ``num_threads`` = cores; OpenCV: a thread per core; TensorFlow: it
 median of ``--repeats`` windows of ``--seconds`` after a warm-up, reported in ms per sample (wall
 time, all cores together), as the loaders would spend it:
   colour     DALI fn.color_twist (uint8), cv2.transform with the 3x4 colour map, tf tensordot + round
-  rotate     DALI fn.rotate (linear, constant fill) + labels (nearest), cv2.warpAffine, TF
-             ImageProjectiveTransformV3; DALI also without a fill (clamped border), which is faster
+  rotate     DALI as the graph turns image and labels (dali_graph.rotate: the image framed by one pixel
+             of fill and turned with a clamped border, labels nearest with a fill value), and the image
+             alone with fn.rotate's fill_value and without one; cv2.warpAffine; TF
+             ImageProjectiveTransformV3
   zoom       DALI fn.resize 724->512 (antialias) + labels (nearest), cv2.resize (INTER_AREA)
   reference  DALI fn.brightness_contrast (per-channel, no channel mixing) and a copy, for scale
 
@@ -28,7 +30,8 @@ import numpy as np
 from nvidia.dali import fn, pipeline_def, types
 
 from daliloader import stages
-from daliloader.backends import dali_gpu_count
+from daliloader.backends import dali_gpu_count, dali_graph
+from daliloader.classes import ClassMap
 from daliloader.bench import machine_info
 from daliloader.report import write_json
 
@@ -95,9 +98,10 @@ def main() -> None:
                                                                                                   contrast=c)))
         row("colour", f"DALI {device} color_twist", d(lambda x: fn.color_twist(x, brightness=b, contrast=c,
                                                                                saturation=s, hue=h)))
-        row("rotate", f"DALI {device} rotate image+labels", d(lambda x, y: (
-            fn.rotate(x, angle=ANGLE, keep_size=True, fill_value=0),
-            fn.rotate(y, angle=ANGLE, keep_size=True, fill_value=255, interp_type=types.INTERP_NN)), image, labels))
+        row("rotate", f"DALI {device} rotate image+labels", d(lambda x, y: dali_graph.rotate(
+            x, y, types.Constant(ANGLE), ClassMap.from_ids(32)), image, labels))
+        row("rotate", f"DALI {device} rotate image, fill_value", d(lambda x: fn.rotate(x, angle=ANGLE, keep_size=True,
+                                                                                      fill_value=0)))
         row("rotate", f"DALI {device} rotate image, no fill", d(lambda x: fn.rotate(x, angle=ANGLE, keep_size=True)))
         row("zoom", f"DALI {device} resize image+labels", d(lambda x, y: (
             fn.resize(x, resize_x=SIZE, resize_y=SIZE, antialias=True),

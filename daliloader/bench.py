@@ -434,7 +434,7 @@ class Settings:
 
     backends: tuple[str, ...] | None = None  # None: every backend this machine can run
     batch_size: int = 8
-    image_size: int = 512
+    image_size: int | tuple[int, int] = 512  # a side (square crops) or (height, width)
     label_modes: tuple[str, ...] = ("onehot",)
     seconds: float = 3.0
     repeats: int = 3
@@ -499,7 +499,7 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
         say("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv without Keras")
     gpu = backends.dali_gpu_count() > 0
     workers = settings.workers or os.cpu_count() or 1
-    size = (settings.image_size, settings.image_size)
+    size = (settings.image_size,) * 2 if isinstance(settings.image_size, int) else tuple(settings.image_size)
     images_dir = str(Path(data.images[0]).parent)
     report = {"machine": machine_info(),
               "dataset": {"images": images_dir, "pairs": len(data), "classes": data.classes.num_classes},

@@ -335,9 +335,18 @@ class ClassMap:
             return [((int(v) >> 16, (int(v) >> 8) & 255, int(v) & 255), int(c)) for v, c in zip(values[order], counts[order])]
         return [(int(v), int(c)) for v, c in zip(values[order], counts[order])]
 
+    def ignore_colour(self) -> np.ndarray:
+        """The colour ignored pixels are drawn in: black, or where a class is black (CamVid's Void) the
+        first of white, magenta, cyan and grey that no class has."""
+        taken = {tuple(c) for c in self.palette().tolist()}
+        for c in ((0, 0, 0), (255, 255, 255), (255, 0, 255), (0, 255, 255), (128, 128, 128)):
+            if c not in taken:
+                return np.array(c, np.uint8)
+        return np.zeros(3, np.uint8)
+
     def colorize(self, labels: np.ndarray) -> np.ndarray:
-        """Class indices (H, W) -> RGB image; the ignore index is drawn black."""
-        pal = np.concatenate([self.palette(), np.zeros((1, 3), np.uint8)])
+        """Class indices (H, W) -> RGB image; the ignore index in :meth:`ignore_colour`."""
+        pal = np.concatenate([self.palette(), self.ignore_colour()[None]])
         idx = np.where(labels < self.num_classes, labels, self.num_classes)
         return pal[idx]
 

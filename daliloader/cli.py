@@ -141,9 +141,9 @@ def cmd_synth(args) -> int:
     import daliloader as dl
 
     if args.size is not None:
-        raise SpecError("--size WIDTH HEIGHT is gone: pass --image-size HEIGHT WIDTH, in the order of image_size "
-                        f"(here: --image-size {args.size[1]} {args.size[0]})")
-    data = dl.synthetic.make_dataset(args.out, n=args.n, image_format=args.format, image_size=tuple(args.image_size),
+        raise SpecError("--size WIDTH HEIGHT is gone: pass --image-size HEIGHT,WIDTH, in the order of image_size "
+                        f"(here: --image-size {args.size[1]},{args.size[0]})")
+    data = dl.synthetic.make_dataset(args.out, n=args.n, image_format=args.format, image_size=args.image_size,
                                      seed=args.seed, progress=True)
     print(f"wrote {data} to {args.out}")
     return 0
@@ -157,6 +157,21 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def add_image_size(parser: argparse.ArgumentParser, default: tuple[int, int], what: str) -> None:
+    """--image-size SIZE or HEIGHT,WIDTH: the loaders' image_size (one value: square). One token, so
+    that DATA may follow it."""
+    parser.add_argument("--image-size", type=_image_size, default=default, metavar="SIZE|HEIGHT,WIDTH",
+                        help=f"{what}: one side (square) or HEIGHT,WIDTH, in the order of image_size "
+                             f"(default {default[0]},{default[1]})")
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    sides = [_positive_int(t) for t in text.replace(" ", "").split(",")]
+    if len(sides) > 2:
+        raise argparse.ArgumentTypeError(f"expected SIZE or HEIGHT,WIDTH, got {text!r}")
+    return tuple(sides) * (3 - len(sides))
 
 
 def _positive_float(text: str) -> float:
@@ -223,8 +238,18 @@ def version() -> str:
     return f"daliloader {daliloader.__version__} ({', '.join(found) or 'no backend library installed'})"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a hint where a stray argument most likely comes from an option's older form."""
+
+    def error(self, message):
+        if "unrecognized arguments" in message and self.prog.endswith(" bench"):
+            message += ("; bench reads one DATA folder (--prepared takes no value: name the prepared copy's folder "
+                        "with --prepared-dir DIR)")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.")
+    parser = _Parser(prog="daliloader", description="GPU data loading for Keras segmentation.")
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
     verbose = argparse.ArgumentParser(add_help=False)
@@ -244,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--backends", type=_choices(BENCH_BACKENDS), default=None,
                        help=f"comma-separated, from {','.join(BENCH_BACKENDS)} (default: all this machine has)")
     bench.add_argument("--batch-size", type=_positive_int, default=8)
-    bench.add_argument("--image-size", type=_positive_int, default=512, help="square crop side (default 512)")
+    add_image_size(bench, (512, 512), "the crops' size")
     bench.add_argument("--label-mode", type=_choices(("onehot", "int")), default=["onehot"],
                        help="onehot, int or onehot,int (default onehot)")
     bench.add_argument("--seconds", type=_positive_float, default=3.0, help="length of one timed repeat (default 3)")
@@ -278,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
     preview.add_argument("--batches", type=_positive_int, default=2)
     preview.add_argument("--batch-size", type=_positive_int, default=3)
-    preview.add_argument("--image-size", type=_positive_int, default=256)
+    add_image_size(preview, (256, 256), "the crops' size")
     preview.add_argument("--scale", type=_positive_float, nargs=2, default=(0.5, 2.0), metavar=("MIN", "MAX"),
                          help="zoom range (default 0.5 2.0)")
     preview.add_argument("--seed", type=int, default=0)
@@ -339,8 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("out", type=Path)
     synth.add_argument("--n", type=_positive_int, default=64)
     synth.add_argument("--format", choices=("jpg", "png"), default="jpg")
-    synth.add_argument("--image-size", type=_positive_int, nargs=2, default=(720, 960), metavar=("HEIGHT", "WIDTH"),
-                       help="image height and width, in the order of image_size (default 720 960)")
+    add_image_size(synth, (720, 960), "the images' size")
     synth.add_argument("--size", type=_positive_int, nargs=2, default=None, help=argparse.SUPPRESS)
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=cmd_synth)

@@ -175,9 +175,12 @@ class SegmentationData:
             raise DataError(f"fraction is the validation share, in (0, 1); got {fraction!r}")
         n_val = round(fraction * len(self))
         if not 0 < n_val < len(self):
-            empty = "validation" if n_val == 0 else "training"
-            raise DataError(f"fraction={fraction} of {len(self)} pairs leaves no {empty} pair; pass a fraction between "
-                            f"{1 / len(self):.3g} and {1 - 1 / len(self):.3g}")
+            n = len(self)
+            empty, fix = (("validation", f"{1 / n:.3g} gives 1") if n_val == 0 else
+                          ("training", f"{1 - 1 / n:.3g} gives {n - 1}"))
+            raise DataError(f"fraction={fraction} of {n} pairs gives round({fraction * n:g}) = {n_val} validation "
+                            f"pairs, which leaves no {empty} pair; {fix}" if n > 1 else
+                            f"a dataset of {n} pair cannot be split")
         val = np.sort(np.random.default_rng(seed).permutation(len(self))[:n_val])
         train = np.setdiff1d(np.arange(len(self)), val)
         return self.subset(train.tolist()), self.subset(val.tolist())

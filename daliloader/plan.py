@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .data import SegmentationData
 from .errors import DataError, SpecError
 from .sampler import Sampler
-from .spec import OPTIONS, Preprocess, check_batch_size, make_spec
+from .spec import OPTIONS, Preprocess, check_batch_size, class_keys, make_spec
 
 #: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
 #: the last evaluation batch), sample indices (-1: padding; DALI pipelines run alone only).
@@ -66,10 +66,14 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1)
+        close = ([FOREIGN_NAMES[unknown[0]]] if unknown[0] in FOREIGN_NAMES else
+                 difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
         raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}"
                         + (f" (did you mean {close[0]!r}?)" if close else "")
-                        + f". Preprocessing options: {', '.join(OPTIONS)}; loader options: {', '.join(LOADER_OPTIONS)}")
+                        + f". Arguments: {', '.join(ARGUMENTS)}; preprocessing options: {', '.join(OPTIONS)}; "
+                          f"loader options: {', '.join(LOADER_OPTIONS)}")
+    if isinstance(options.get("class_weights"), dict):
+        options["class_weights"] = _weights_of_classes(options["class_weights"], data.classes)
     spec = make_spec(image_size, crop=crop, label_mode=label_mode, **options)
     classes = data.classes.num_classes
     if spec.class_weights is not None and len(spec.class_weights) != classes:
@@ -94,10 +98,31 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
 
 
+def _weights_of_classes(weights: dict, classes) -> list:
+    """A ``{class: weight}`` dict as one weight per class, as Keras' ``class_weight``: classes it does not
+    name weigh 1. The ignore index may be named with weight 0 (it always weighs 0)."""
+    keys = dict(zip(class_keys(weights), weights.values()))
+    if classes.ignore_index in keys:
+        if keys.pop(classes.ignore_index) != 0:
+            raise SpecError(f"class_weights names the ignore index {classes.ignore_index} with a weight: ignored pixels "
+                            "always weigh 0; leave it out")
+    strays = sorted(k for k in keys if not 0 <= k < classes.num_classes)
+    if strays:
+        raise SpecError(f"class_weights names {strays[:5]}, not classes of {classes.source or 'the class map'} "
+                        f"(0..{classes.num_classes - 1})")
+    return [keys.get(k, 1.0) for k in range(classes.num_classes)]
+
+
 _SIGNATURE = inspect.signature(make_plan)
 #: The keyword options of make_plan that are not preprocessing (for error messages).
 LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()
                        if p.kind is p.KEYWORD_ONLY and n not in ("caller", "outputs"))
+#: The arguments every loader names, after ``data``.
+ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD and n != "data")
+#: What torchvision and albumentations call some options, for "did you mean" (the meaning may differ:
+#: the message points at the option, whose docs give its units).
+FOREIGN_NAMES = {"degrees": "rotate", "limit": "rotate", "angle": "rotate", "hue_shift_limit": "hue",
+                 "size": "image_size", "hflip": "flip", "horizontal_flip": "flip", "class_weight": "class_weights"}
 
 
 def plan_of(data, caller: str, **arguments) -> Plan:

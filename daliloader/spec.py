@@ -14,6 +14,9 @@ as DALI's ``hue`` and albumentations' ``hue_shift_limit``, not torchvision's fra
 
 from __future__ import annotations
 
+import math
+import numbers
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -91,7 +94,9 @@ def make_spec(
     ``contrast``, ``saturation``: ``v`` (a factor from ``U(max(0, 1 - v), 1 + v)``) or a ``(min, max)``
     pair of factors; ``hue``: degrees ``d`` (``U(-d, d)``) or a pair, within [-180, 180].
     ``mean``/``std`` are in [0, 1] units, one value or one per RGB channel. ``class_weights``: one weight
-    per class (a sequence, or a dict ``{class: weight}`` naming every class).
+    per class (a sequence, or a dict ``{class: weight}`` naming classes 0..C-1; the loaders also take a dict
+    that leaves classes out, which then weigh 1, as Keras' ``class_weight``). ``hue`` up to 0.5 degrees
+    warns: it looks like torchvision's fraction of a turn.
     """
     size = _image_size(image_size)
     if crop not in CROPS:
@@ -118,7 +123,7 @@ def make_spec(
         image_size=size, crop=crop, scale=(lo, hi), flip=float(flip), label_mode=label_mode,
         rotate=_range("rotate", 0.0 if rotate is None else rotate, symmetric="angle", low=-360.0, high=360.0,
                       what="degrees"),
-        hue=_range("hue", 0.0 if hue is None else hue, symmetric="angle", low=-180.0, high=180.0, what="degrees"),
+        hue=_hue(hue),
         **factors,
         mean=_units("mean", _triple("mean", 0.0 if mean is None else mean)),
         std=_units("std", _triple("std", 1.0 if std is None else std, positive=True)),
@@ -145,6 +150,20 @@ def _range(name: str, value, symmetric: str | None, low: float, high: float, wha
     return lo, hi
 
 
+def _hue(hue) -> tuple[float, float]:
+    """hue in degrees; a range within half a degree is most likely torchvision's fraction of a turn."""
+    lo, hi = _range("hue", 0.0 if hue is None else hue, symmetric="angle", low=-180.0, high=180.0, what="degrees")
+    if 0 < max(abs(lo), abs(hi)) <= 0.5:
+        warnings.warn(f"hue={hue!r} is in degrees here and shifts hues by at most {max(abs(lo), abs(hi)):g} degree; "
+                      f"torchvision's hue={hue!r} (a fraction of a turn) is hue={_turns_to_degrees(hue)!r}",
+                      UserWarning, stacklevel=4)
+    return lo, hi
+
+
+def _turns_to_degrees(hue):
+    return round(hue * 360, 3) if isinstance(hue, (int, float)) else tuple(round(v * 360, 3) for v in hue)
+
+
 def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float, float]:
     """mean/std are in [0, 1] units; values in 0-255 units are refused with their conversion."""
     if max(values) > 1.0 or min(values) < 0.0:
@@ -156,13 +175,12 @@ def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float,
 
 
 def _class_weights(weights) -> tuple[float, ...] | None:
+    """One finite, non-negative weight per class, from a sequence or a dict naming classes 0..C-1 (the
+    plan fills a dict's missing classes and checks it against the dataset's classes first)."""
     if weights is None:
         return None
     if isinstance(weights, dict):
-        if not all(isinstance(k, int) and not isinstance(k, bool) for k in weights):
-            raise SpecError(f"class_weights={{...}} maps class indices (integers) to weights; got keys "
-                            f"{sorted(map(repr, weights))[:5]}")
-        keys = sorted(weights)
+        keys = sorted(class_keys(weights))
         if keys != list(range(len(keys))):
             missing = sorted(set(range(max(keys, default=-1) + 1)) - set(keys))
             raise SpecError(f"class_weights={{...}} must name every class 0..C-1; missing {missing[:10]}")
@@ -171,9 +189,17 @@ def _class_weights(weights) -> tuple[float, ...] | None:
         out = tuple(float(w) for w in weights)
     except (TypeError, ValueError):
         raise SpecError(f"class_weights must be one number per class (a sequence or a dict), got {weights!r}") from None
-    if not out or min(out) < 0:
-        raise SpecError(f"class_weights must be non-negative, one per class; got {weights!r}")
+    if not out or not all(math.isfinite(w) and w >= 0 for w in out):
+        raise SpecError(f"class_weights must be finite and non-negative, one per class; got {weights!r}")
     return out
+
+
+def class_keys(weights: dict) -> list[int]:
+    """The keys of a class_weights dict as ints (numpy integers included, as ``np.unique`` gives them)."""
+    if not all(isinstance(k, numbers.Integral) and not isinstance(k, bool) for k in weights):
+        raise SpecError(f"class_weights={{...}} maps class indices (integers) to weights; got keys "
+                        f"{sorted(map(repr, weights))[:5]}")
+    return [int(k) for k in weights]
 
 
 def check_batch_size(batch_size, name: str = "batch_size") -> int:

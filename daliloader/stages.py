@@ -37,8 +37,8 @@ Stages (names as in :mod:`daliloader.spec`), in order:
 * encode     ``encode``: labels -> int32, or float32 one-hot rows of ``one_hot_table`` (the ignore
              index, and every value >= the number of classes, gives an all-zero row).
 * weights    ``weights``: per pixel, ``weight_table[label]`` times 0 for a padding sample (evaluation
-             batches filled up to a full batch) and 1 for a real one. With ``class_weights`` the table
-             holds them and gives the ignore index 0.
+             batches filled up to a full batch) and 1 for a real one. The table gives each class 1, or
+             its ``class_weights``, and the ignore index 0.
 """
 
 from __future__ import annotations
@@ -285,11 +285,12 @@ def encode(labels: np.ndarray, spec: Preprocess, num_classes: int) -> np.ndarray
 
 
 def weight_table(num_classes: int, class_weights=None) -> np.ndarray:
-    """Row ``k`` is the weight of a pixel of class ``k``, row ``num_classes`` that of every other value
-    (the ignore index): 1 for all without ``class_weights``; with them, theirs and 0 for the ignore index."""
-    if class_weights is None:
-        return np.ones(num_classes + 1, np.float32)
-    return np.asarray(list(class_weights) + [0.0], np.float32)
+    """Row ``k`` is the weight of a pixel of class ``k``: ``class_weights[k]``, or 1 without them; row
+    ``num_classes``, that of every other value (the ignore index), is 0, so that neither a weighted
+    loss nor ``weighted_metrics`` count ignored pixels."""
+    table = np.ones(num_classes + 1, np.float32) if class_weights is None else np.asarray(list(class_weights) + [0.0])
+    table[num_classes] = 0.0
+    return table.astype(np.float32)
 
 
 def weights(labels: np.ndarray, real: bool, num_classes: int, class_weights=None) -> np.ndarray:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from daliloader.cli import main as cli
 
@@ -63,8 +64,27 @@ def test_preview_writes_a_grid(root, tmp_path):
 
 
 def test_synth_writes_a_dataset(tmp_path):
-    assert cli(["synth", str(tmp_path / "s"), "--n", "3", "--image-size", "48", "64", "--format", "png"]) == 0
-    assert len(list((tmp_path / "s" / "train").glob("*.png"))) == 3
+    assert cli(["synth", "--image-size", "48,64", str(tmp_path / "s"), "--n", "3", "--format", "png"]) == 0
+    files = list((tmp_path / "s" / "train").glob("*.png"))
+    assert len(files) == 3 and Image.open(files[0]).size == (64, 48)  # HEIGHT,WIDTH as image_size; PIL: (w, h)
+    assert cli(["synth", str(tmp_path / "q"), "--n", "1", "--image-size", "40", "--format", "png"]) == 0
+    assert Image.open(next((tmp_path / "q" / "train").glob("*.png"))).size == (40, 40)
+
+
+def test_image_size_is_size_or_height_width_everywhere():
+    from daliloader.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for command, rest in (("bench", ["DATA"]), ("preview", ["DATA", "-o", "x.png"]), ("synth", ["OUT"])):
+        args = commands[command].parse_intermixed_args(["--image-size", "24,32"] + rest)  # DATA may follow
+        assert args.image_size == (24, 32) and Path(rest[0]) in (getattr(args, "data", None), getattr(args, "out", None))
+        assert commands[command].parse_intermixed_args(["--image-size", "24"] + rest).image_size == (24, 24)
+
+
+def test_the_former_prepared_dir_form_gets_a_hint(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(["bench", "--prepared", "copy", "camvid"])
+    assert e.value.code == 2 and "name the prepared copy's folder with --prepared-dir DIR" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [
@@ -72,6 +92,8 @@ def test_synth_writes_a_dataset(tmp_path):
     ["bench", "--label-mode", "probabilities"],
     ["bench", "--batch-size", "0"],
     ["preview"],  # -o is required
+    ["bench", "--image-size", "1,2,3"],
+    ["bench", "--image-size", "0"],
 ])
 def test_bad_arguments_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:

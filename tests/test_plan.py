@@ -20,9 +20,20 @@ def test_a_plan_is_frozen_and_complete(index_data):
 @pytest.mark.parametrize("call", ["make_plan", "tf_dataset", "keras_sequence", "dali_pipeline"])
 def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, call):
     with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie' \(did you "
-                                           r"mean 'image_size'\?\).*Preprocessing options: scale, flip, rotate, "
+                                           r"mean 'image_size'\?\). Arguments: batch_size, image_size, crop, "
+                                           r"label_mode, shuffle, seed; preprocessing options: scale, flip, rotate, "
                                            r"brightness, contrast, saturation, hue, mean, std, dtype, class_weights"):
         getattr(dl, call)(index_data, image_szie=(8, 8))
+    # torchvision's and albumentations' names for an option point at ours
+    for theirs, ours in (("degrees", "rotate"), ("hue_shift_limit", "hue")):
+        with pytest.raises(dl.SpecError, match=rf"'{theirs}' \(did you mean '{ours}'\?\)"):
+            getattr(dl, call)(index_data, **{theirs: 10})
+
+
+def test_hue_in_turns_warns(index_data):
+    """hue is in degrees; a value within half a degree looks like torchvision's fraction of a turn."""
+    with pytest.warns(UserWarning, match=r"hue=0.1 is in degrees .* torchvision's hue=0.1 .* is hue=36"):
+        dl.make_plan(index_data, hue=0.1)
 
 
 def test_a_plan_fixes_its_arguments(index_data):

@@ -36,16 +36,42 @@ def test_class_weights_weigh_every_pixel(blocks, backend):
     assert (batches[0][2][0][:8, :8] == 0).all()  # the unknown colour: ignored, weight 0
 
 
+def test_evaluation_weights_leave_out_ignored_pixels(blocks, backend):
+    """Without class weights, evaluation weights are 1 on labelled pixels and 0 on ignored ones (the
+    unknown colour, and the padding of crop="fit"), so weighted metrics count labelled pixels only."""
+    data, _ = blocks
+    n = data.classes.num_classes
+    batches = one_epoch(backend, data, batch_size=4, image_size=(40, 40), crop="fit", label_mode="int",
+                        shuffle=False, drop_remainder=False)
+    real = 0
+    for x, y, w in batches:
+        for yy, ww in zip(y, w):
+            if ww.any():  # padding samples weigh 0 everywhere
+                np.testing.assert_array_equal(ww, (yy < n).astype(np.float32))
+                assert (yy >= n).any()  # fit pads 32x40 to 40x40 with the ignore index
+                real += 1
+    assert real == len(data)
+
+
 def test_class_weights_are_validated(blocks):
     data, _ = blocks
     with pytest.raises(dl.SpecError, match="class_weights has 3 weights for the 32 classes"):
         dl.make_plan(data, batch_size=2, class_weights=[1, 2, 3])
-    with pytest.raises(dl.SpecError, match="must name every class 0..C-1; missing \\[1\\]"):
-        dl.make_plan(data, batch_size=2, class_weights={0: 1.0, 2: 1.0})
-    with pytest.raises(dl.SpecError, match="non-negative"):
-        dl.make_plan(data, batch_size=2, class_weights=[-1.0] * 32)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(dl.SpecError, match="finite and non-negative"):
+            dl.make_plan(data, batch_size=2, class_weights=[bad] * 32)
     plan = dl.make_plan(data, batch_size=2, class_weights={k: 1.0 for k in range(32)})
     assert plan.outputs == ("image", "labels", "weight")
+    # a dict as Keras' class_weight: classes it leaves out weigh 1; numpy keys (np.unique's) work;
+    # the ignore index may be named with 0, not with another weight; other keys are not classes
+    plan = dl.make_plan(data, batch_size=2, class_weights={np.int64(2): 3.0, 255: 0})
+    assert plan.spec.class_weights == (1.0, 1.0, 3.0) + (1.0,) * 29
+    with pytest.raises(dl.SpecError, match="ignore index 255 with a weight: ignored pixels always weigh 0"):
+        dl.make_plan(data, batch_size=2, class_weights={255: 1.0})
+    with pytest.raises(dl.SpecError, match=r"class_weights names \[32, 40\], not classes of .*\(0..31\)"):
+        dl.make_plan(data, batch_size=2, class_weights={40: 1.0, 32: 1.0})
+    with pytest.raises(dl.SpecError, match="maps class indices"):
+        dl.make_plan(data, batch_size=2, class_weights={"road": 1.0})
 
 
 def test_class_frequencies_and_balancing_weights(blocks):
