@@ -9,7 +9,8 @@ colour, pad, resize, rotate, flip, normalize, encode, weights.
 Option names and ranges follow torchvision: ``brightness``/``contrast``/``saturation`` as
 ``ColorJitter`` (a number ``v`` draws a factor from ``U(max(0, 1 - v), 1 + v)``, a pair is the range),
 ``rotate`` as ``RandomRotation``'s ``degrees``; ``hue`` is in degrees (``v``: a shift from ``U(-v, v)``),
-as DALI's ``hue`` and albumentations' ``hue_shift_limit``, not torchvision's fraction of a turn.
+as DALI's ``hue``: not torchvision's fraction of a turn, nor albumentations' ``hue_shift_limit``, which
+on uint8 images counts OpenCV's two-degree hue steps.
 """
 
 from __future__ import annotations
