@@ -33,9 +33,10 @@ def tf_dataset(data, batch_size: int = 8, image_size=(512, 512), crop: str = "ra
     ``(x - mean) / std``; ``dtype`` float16/bfloat16); labels: float32 one-hot ``[B, H, W, C]`` or int32
     ``[B, H, W]`` with ``ignore_index`` for unknown/padded pixels. With ``drop_remainder=False`` batches
     are ``(images, labels, weights)`` with float32 weights ``[B, H, W]`` (per pixel, the shape Keras'
-    per-pixel losses and metrics accept); padding samples in the last batch have weight 0, so
-    ``model.evaluate`` sees every sample once and its ``weighted_metrics`` are exact (Keras' reported
-    loss still divides by the batch size).
+    per-pixel losses and metrics accept); padding samples in the last batch and ignored pixels have
+    weight 0, so ``model.evaluate`` sees every sample once and its ``weighted_metrics`` count every
+    labelled pixel once (Keras' reported loss still divides by the batch size). ``class_weights=``
+    weighs each pixel by its class, in training too.
 
     The dataset's cardinality is the number of batches per epoch, so ``model.fit(ds, epochs=N)`` needs
     no ``steps_per_epoch``; each epoch is reshuffled and the DALI pipeline is built once.
