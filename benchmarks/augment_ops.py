@@ -6,7 +6,9 @@ Each row runs one kernel over batches of 8 identical inputs on all cores (DALI: 
 operator with ``num_threads`` = cores; OpenCV: a thread per core; TensorFlow: its own thread pools),
 median of ``--repeats`` windows of ``--seconds`` after a warm-up, reported in ms per sample (wall
 time, all cores together), as the loaders would spend it:
-  colour     DALI fn.color_twist (uint8), cv2.transform with the 3x4 colour map, tf tensordot + round
+  colour     DALI fn.color_twist (uint8), fn.coord_transform with the same 3x3 map and offset (uint8 out:
+             rounded and clamped, bit-exact), fn.hsv (saturation and hue only: part of the map);
+             cv2.transform with the 3x4 colour map, tf tensordot + round
   rotate     DALI as the graph turns image and labels (dali_graph.rotate: the image framed by one pixel
              of fill and turned with a clamped border, labels nearest with a fill value), and the image
              alone with fn.rotate's fill_value and without one; cv2.warpAffine; TF
@@ -98,8 +100,11 @@ def main() -> None:
                                                                                                   contrast=c)))
         row("colour", f"DALI {device} color_twist", d(lambda x: fn.color_twist(x, brightness=b, contrast=c,
                                                                                saturation=s, hue=h)))
+        row("colour", f"DALI {device} coord_transform, the same map", d(lambda x: fn.coord_transform(
+            x, M=matrix.astype(np.float32).ravel().tolist(), T=[offset] * 3, dtype=types.UINT8)))
+        row("colour", f"DALI {device} hsv, saturation and hue only", d(lambda x: fn.hsv(x, saturation=s, hue=h)))
         row("rotate", f"DALI {device} rotate image+labels", d(lambda x, y: dali_graph.rotate(
-            x, y, types.Constant(ANGLE), ClassMap.from_ids(32)), image, labels))
+            x, y, types.Constant(ANGLE), ClassMap.from_ids(32), framed=device == "cpu"), image, labels))
         row("rotate", f"DALI {device} rotate image, fill_value", d(lambda x: fn.rotate(x, angle=ANGLE, keep_size=True,
                                                                                       fill_value=0)))
         row("rotate", f"DALI {device} rotate image, no fill", d(lambda x: fn.rotate(x, angle=ANGLE, keep_size=True)))

@@ -242,9 +242,14 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with a hint where a stray argument most likely comes from an option's older form."""
 
     def error(self, message):
-        if "unrecognized arguments" in message and self.prog.endswith(" bench"):
-            message += ("; bench reads one DATA folder (--prepared takes no value: name the prepared copy's folder "
-                        "with --prepared-dir DIR)")
+        if "unrecognized arguments" in message:
+            hints = []
+            if any(a.dest == "image_size" for a in self._actions):
+                hints.append("--image-size takes SIZE or HEIGHT,WIDTH as one argument")
+            if self.prog.endswith(" bench"):
+                hints.append("bench reads one DATA folder, and --prepared takes no value: name the prepared copy's "
+                             "folder with --prepared-dir DIR")
+            message += "".join(f"; {h}" for h in hints)
         super().error(message)
 
 

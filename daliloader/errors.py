@@ -1,5 +1,8 @@
 """Exceptions that daliloader raises on purpose: each message names the file or argument at fault."""
 
+import os
+import sys
+
 
 class DaliloaderError(Exception):
     """Base class of daliloader's own errors."""
@@ -19,6 +22,16 @@ class LoadError(DaliloaderError, RuntimeError):
 
 class MissingDependency(DaliloaderError, ImportError):
     """A backend needs a package that is not installed; the message says what to install."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of a ``warnings.warn`` call inside daliloader that points at the first frame
+    outside the package: the user's line, however deep the call came through the package."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 #: What every message about a bad file advises.

@@ -48,7 +48,7 @@ def tf_dataset(data, batch_size: int = 8, image_size=(512, 512), crop: str = "ra
     and let Keras' policy ``mixed_bfloat16`` cast in the first layer, or use float16. ``"tfdata"`` runs
     the same spec in plain ``tf.data`` + ``tf.image`` on the CPU; its epochs are tf.data's own
     (reshuffled at every ``iter()``) and its last batch with ``drop_remainder=False`` is simply smaller
-    (weights all 1).
+    (no padding samples; ignored pixels weigh 0).
     """
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)

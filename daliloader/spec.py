@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
-from .errors import SpecError
+from .errors import SpecError, user_stacklevel
 
 #: random: a window placed at random (zoomed with ``scale``); center: the centre window; resize: the
 #: whole image stretched to ``image_size``; fit: the whole image scaled to fit inside ``image_size``
@@ -155,14 +155,12 @@ def _hue(hue) -> tuple[float, float]:
     """hue in degrees; a range within half a degree is most likely torchvision's fraction of a turn."""
     lo, hi = _range("hue", 0.0 if hue is None else hue, symmetric="angle", low=-180.0, high=180.0, what="degrees")
     if 0 < max(abs(lo), abs(hi)) <= 0.5:
-        warnings.warn(f"hue={hue!r} is in degrees here and shifts hues by at most {max(abs(lo), abs(hi)):g} degree; "
-                      f"torchvision's hue={hue!r} (a fraction of a turn) is hue={_turns_to_degrees(hue)!r}",
-                      UserWarning, stacklevel=4)
+        given = f"{hi:g}" if lo == -hi else f"({lo:g}, {hi:g})"
+        turned = f"{hi * 360:g}" if lo == -hi else f"({lo * 360:g}, {hi * 360:g})"
+        warnings.warn(f"hue={given} is in degrees here and shifts hues by at most {max(abs(lo), abs(hi)):g} degree; "
+                      f"torchvision's hue={given} (a fraction of a turn) is hue={turned}", UserWarning,
+                      stacklevel=user_stacklevel())
     return lo, hi
-
-
-def _turns_to_degrees(hue):
-    return round(hue * 360, 3) if isinstance(hue, (int, float)) else tuple(round(v * 360, 3) for v in hue)
 
 
 def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float, float]:

@@ -86,3 +86,12 @@ def test_rgb_tables_are_exact_for_every_colour():
     reference = cm.map_mask(probe[None].astype(np.uint8))[0]
     np.testing.assert_array_equal(via_tables, reference)
     assert (reference[: len(palette)] == np.arange(len(palette))).all()
+
+
+def test_ignored_pixels_are_drawn_in_a_colour_no_class_has():
+    """Black, unless a class is black (CamVid's Void): then the first free of white, magenta, ..."""
+    labels = np.array([[0, 1, 255]])
+    assert dl.ClassMap.from_palette([(10, 10, 10), (20, 20, 20)]).colorize(labels)[0, 2].tolist() == [0, 0, 0]
+    taken = dl.ClassMap.from_palette([(0, 0, 0), (255, 255, 255)])
+    assert taken.ignore_colour().tolist() == [255, 0, 255]
+    assert taken.colorize(labels)[0].tolist() == [[0, 0, 0], [255, 255, 255], [255, 0, 255]]

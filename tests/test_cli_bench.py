@@ -81,10 +81,14 @@ def test_image_size_is_size_or_height_width_everywhere():
         assert commands[command].parse_intermixed_args(["--image-size", "24"] + rest).image_size == (24, 24)
 
 
-def test_the_former_prepared_dir_form_gets_a_hint(capsys):
+@pytest.mark.parametrize("argv, hint", [
+    (["bench", "--prepared", "copy", "camvid"], "name the prepared copy's folder with --prepared-dir DIR"),
+    (["synth", "out", "--image-size", "720", "960"], "--image-size takes SIZE or HEIGHT,WIDTH as one argument"),
+])
+def test_former_forms_get_a_hint(argv, hint, capsys):
     with pytest.raises(SystemExit) as e:
-        cli(["bench", "--prepared", "copy", "camvid"])
-    assert e.value.code == 2 and "name the prepared copy's folder with --prepared-dir DIR" in capsys.readouterr().err
+        cli(argv)
+    assert e.value.code == 2 and hint in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [

@@ -176,7 +176,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     cuts["labels"] = (image, labels)
     image, labels = crop(image, labels, start - inside_start, shape, spec, data.classes.ignore_index)
     if spec.rotates:
-        image, labels = rotate(image, labels, stages.draw_angle(spec, u), data.classes)
+        image, labels = rotate(image, labels, stages.draw_angle(spec, u), data.classes, framed=device == "cpu")
     cuts["crop"] = (image, labels)
     image, labels = flip_and_normalize(image, labels, flip, spec)
     cuts["normalize"] = (image, labels)
@@ -284,19 +284,25 @@ def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
     return image, labels
 
 
-def rotate(image, labels, angle, classes: ClassMap):
+def rotate(image, labels, angle, classes: ClassMap, framed: bool = False):
     """rotate (:func:`daliloader.stages.rotate`): about the centre, keeping the size, corners filled as
     padding; DALI's rotation has no uint16, so wide labels turn as int32.
 
-    The image turns inside a one-pixel frame of fill, with DALI's clamped border instead of its constant
-    fill: the bilinear taps that fall outside read the frame, so the result is the same, and DALI's CPU
-    kernel is about twice as fast without a fill value (benchmarks/augment_ops.py). ``size`` keeps the
-    unframed size: DALI centres the output on the input's centre, which is the frame's."""
+    ``framed`` (the CPU graph): the image turns inside a one-pixel frame of fill with DALI's clamped
+    border instead of ``fill_value``. The bilinear taps that fall outside read the frame, so the pixels
+    are the same (within one level of rounding), and DALI's CPU kernel is about 1.7 times faster without
+    a fill value (benchmarks/augment_ops.py). ``size`` keeps the unframed size: DALI centres the output
+    on the input's centre, which is the frame's. The GPU graph keeps ``fill_value``: there the frame
+    would be one more copy, for a gain nobody has measured."""
     angle = fn.cast(angle, dtype=types.FLOAT)
-    size = image.shape(dtype=types.INT32)[0:2]
-    framed = fn.slice(image, start=np.array([-1, -1], np.int32), shape=size + 2, axis_names="HW",
-                      out_of_bounds_policy="pad", fill_values=stages.IMAGE_FILL)
-    image = fn.rotate(framed, angle=angle, size=fn.cast(size, dtype=types.FLOAT), interp_type=types.INTERP_LINEAR)
+    if framed:
+        size = image.shape(dtype=types.INT32)[0:2]
+        image = fn.slice(image, start=np.array([-1, -1], np.int32), shape=size + 2, axis_names="HW",
+                         out_of_bounds_policy="pad", fill_values=stages.IMAGE_FILL)
+        image = fn.rotate(image, angle=angle, size=fn.cast(size, dtype=types.FLOAT), interp_type=types.INTERP_LINEAR)
+    else:
+        image = fn.rotate(image, angle=angle, keep_size=True, fill_value=stages.IMAGE_FILL,
+                          interp_type=types.INTERP_LINEAR)
     wide = classes.label_dtype == np.uint16
     turned = fn.rotate(fn.cast(labels, dtype=types.INT32) if wide else labels, angle=angle, keep_size=True,
                        fill_value=classes.ignore_index, interp_type=types.INTERP_NN)

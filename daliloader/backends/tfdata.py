@@ -23,7 +23,8 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 def dataset(plan: Plan) -> tf.data.Dataset:
     """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order at every ``iter()``),
-    sharded like DALI; with ``drop_remainder=False`` the last batch is simply smaller (weights all 1)."""
+    sharded like DALI; with ``drop_remainder=False`` the last batch is simply smaller (no padding
+    samples; ignored pixels weigh 0)."""
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     with_weights = "weight" in plan.outputs
     classes = data.classes
