@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .classes import ClassMap
-from .errors import DataError
+from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files
 
@@ -104,7 +104,7 @@ def _cityscapes(root: Path, split: str | None) -> Found | None:
                              {p.name for p in images.iterdir() if p.is_dir() and (masks / p.name).is_dir()})
     if split == "test":
         warnings.warn("Cityscapes' test labels are not public: the gtFine/test masks hold no classes, so every pixel "
-                      "loads as the ignore index", stacklevel=4)
+                      "loads as the ignore index", stacklevel=user_stacklevel())
     # gtFine also holds *_color.png, *_instanceIds.png, *_polygons.json: only *_labelIds.png are masks
     pairing = pair_files(images / split, masks / split, "_gtFine_labelIds", "_leftImg8bit", only_suffixed=True)
     return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), split)

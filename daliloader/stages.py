@@ -288,9 +288,8 @@ def weight_table(num_classes: int, class_weights=None) -> np.ndarray:
     """Row ``k`` is the weight of a pixel of class ``k``: ``class_weights[k]``, or 1 without them; row
     ``num_classes``, that of every other value (the ignore index), is 0, so that neither a weighted
     loss nor ``weighted_metrics`` count ignored pixels."""
-    table = np.ones(num_classes + 1, np.float32) if class_weights is None else np.asarray(list(class_weights) + [0.0])
-    table[num_classes] = 0.0
-    return table.astype(np.float32)
+    per_class = np.ones(num_classes) if class_weights is None else np.asarray(class_weights, np.float64)
+    return np.append(per_class, 0.0).astype(np.float32)
 
 
 def weights(labels: np.ndarray, real: bool, num_classes: int, class_weights=None) -> np.ndarray:

@@ -32,8 +32,10 @@ def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, cal
 
 def test_hue_in_turns_warns(index_data):
     """hue is in degrees; a value within half a degree looks like torchvision's fraction of a turn."""
-    with pytest.warns(UserWarning, match=r"hue=0.1 is in degrees .* torchvision's hue=0.1 .* is hue=36"):
-        dl.make_plan(index_data, hue=0.1)
+    for call in (dl.make_plan, dl.keras_sequence):  # through any depth of daliloader calls
+        with pytest.warns(UserWarning, match=r"hue=0.1 is in degrees .* torchvision's hue=0.1 .* is hue=36") as seen:
+            call(index_data, hue=0.1)
+        assert seen[0].filename == __file__  # attributed to the caller's line, not to daliloader's
 
 
 def test_a_plan_fixes_its_arguments(index_data):

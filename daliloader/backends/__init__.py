@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Mapping
 
-from ..errors import MissingDependency, SpecError
+from ..errors import MissingDependency, SpecError, user_stacklevel
 
 log = logging.getLogger("daliloader")
 
@@ -142,7 +142,7 @@ def _named(name: str, product: str) -> Backend:
         if product in ("tf.data", "stream") and not _tensorflow_gpus():
             warnings.warn("backend='auto': DALI sees a GPU but TensorFlow does not (a TensorFlow without CUDA: "
                           "pip install 'tensorflow[and-cuda]'), so batches cannot arrive on the GPU; using dali-cpu",
-                          stacklevel=4)
+                          stacklevel=user_stacklevel())
             return BACKENDS["dali-cpu"]
         return BACKENDS["dali-gpu"]
     if name not in BACKENDS:

@@ -25,7 +25,7 @@ from tensorflow.python.framework import ops
 from ..checks import PairGuard
 from ..classes import ClassMap
 from ..environment import GROWTH_DEFAULT_TOO_LATE
-from ..errors import SpecError
+from ..errors import SpecError, user_stacklevel
 from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
@@ -333,7 +333,7 @@ def leave_gpu_memory_for_dali() -> None:
                 f"TensorFlow already holds {gpu.name.replace('/physical_device:', '')} without memory growth and "
                 "may have reserved nearly all of its memory, leaving DALI too little. Call "
                 "tf.config.experimental.set_memory_growth(gpu, True) for every GPU before anything runs on it "
-                "(or import daliloader first, which sets TF_FORCE_GPU_ALLOW_GROWTH=true).", stacklevel=3)
+                "(or import daliloader first, which sets TF_FORCE_GPU_ALLOW_GROWTH=true).", stacklevel=user_stacklevel())
 
 
 # ---------------------------------------------------------------- device numbering

@@ -16,7 +16,7 @@ from ..classes import ClassMap
 from ..plan import Plan
 from ..spec import Preprocess
 from . import pair_guard
-from .tfops import TF_MATH, colour, one_hot, rotate, weights
+from .tfops import TF_MATH, colour, one_hot, rotate, to_uint8, weights
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -71,8 +71,7 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     h, w = spec.image_size
     if spec.resizes:
         size = tf.stack(stages.resize_to(spec, win_h, win_w, TF_MATH))
-        image = tf.image.resize(image, size, method="bilinear", antialias=True)
-        image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
+        image = to_uint8(tf.image.resize(image, size, method="bilinear", antialias=True))
         labels = tf.image.resize(labels, size, method="nearest")
         if spec.crop == "fit":
             top, left = stages.fit_window(spec, size[0], size[1], TF_MATH)

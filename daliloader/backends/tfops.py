@@ -23,14 +23,18 @@ TF_MATH = SimpleNamespace(floor=tf.floor, abs=tf.abs, maximum=tf.maximum, minimu
                           to_float=_to_float)
 
 
+def to_uint8(x):
+    """Float pixel values -> uint8, rounded to nearest and clipped to 0-255, as the reference's kernels."""
+    return tf.cast(tf.clip_by_value(tf.round(x), 0.0, 255.0), tf.uint8)
+
+
 def colour(image, factors):
     """colour (:func:`daliloader.stages.colour`): uint8 RGB -> uint8 RGB through the reference's colour
     map, for one draw ``factors`` (brightness, contrast, saturation, hue)."""
     a0, a1, a2, offset = stages.colour_coefficients(*factors, cos=tf.cos, sin=tf.sin)
     matrix = (a0 * tf.constant(stages.LUMA, tf.float32) + a1 * tf.constant(stages.CHROMA, tf.float32)
               + a2 * tf.constant(stages.CHROMA_TURN, tf.float32))
-    x = tf.tensordot(tf.cast(image, tf.float32), tf.transpose(matrix), axes=1) + offset
-    return tf.cast(tf.clip_by_value(tf.round(x), 0.0, 255.0), tf.uint8)
+    return to_uint8(tf.tensordot(tf.cast(image, tf.float32), tf.transpose(matrix), axes=1) + offset)
 
 
 def rotate(image, labels, angle, ignore_index: int):
@@ -46,8 +50,7 @@ def rotate(image, labels, angle, ignore_index: int):
                                                      fill_value=fill, interpolation=method, fill_mode="CONSTANT")
         return out[0]
 
-    image = turn(tf.cast(image, tf.float32), float(stages.IMAGE_FILL), "BILINEAR")
-    image = tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8)
+    image = to_uint8(turn(tf.cast(image, tf.float32), float(stages.IMAGE_FILL), "BILINEAR"))
     turned = turn(tf.cast(labels, tf.int32), float(ignore_index), "NEAREST")  # no uint16 kernel
     return image, tf.cast(turned, labels.dtype)
 
