@@ -12,7 +12,7 @@ The checks compare what was built with the sources of truth:
   one of its backends; each input sits on the device the schema asks for and argument inputs on the
   CPU, which DALI 2.4 itself already enforces while tracing, so these two only guard against a DALI
   that stops doing so), every pipeline output on the device the TF dataset expects, and the GPU
-  decoders' arguments that decide parity with the CPU decoders.
+  decoders' arguments that decide parity with the CPU decoders and whether nvJPEG decodes at all.
 * :func:`tf_problems`: every TensorFlow op that consumes a GPU-placed DALI dataset against TF's kernel
   registry (a dataset op with no GPU kernel cannot follow it), the dataset's inputs on its device
   (the plugin's rule), and the ``device_id`` DALI is given.
@@ -30,6 +30,9 @@ from tensorflow.python.framework import kernels
 DALI_OP = "DALIDataset"
 #: Mixed decoder arguments that decide whether nvJPEG decodes like libjpeg-turbo on the CPU.
 PARITY_ARGS = {"jpeg_fancy_upsampling": True}
+#: Decoders that decode a region: with PARITY_ARGS, nvJPEG < 13.2 (DALI's CUDA 12 build) refuses them on the
+#: GPU and falls back to a slower decoder with a warning per picture (see dali_graph.decode_window).
+ROI_DECODERS = {"decoders__ImageSlice", "decoders__ImageCrop", "decoders__ImageRandomCrop"}
 
 
 @dataclass
@@ -111,6 +114,9 @@ def dali_problems(pipe, outputs_on: str) -> list[str]:
         if schema.Name().startswith("decoders__"):
             if gpu_pipeline and device != "mixed":
                 problems.append(f"{name}: a GPU pipeline decodes on the CPU")
+            if device == "mixed" and schema.Name() in ROI_DECODERS:
+                problems.append(f"{name}: a region decode on the GPU, which nvJPEG < 13.2 refuses with "
+                                "jpeg_fancy_upsampling (it falls back to a slower decoder and warns per picture)")
             if device == "mixed":
                 args = {**op._op._init_args, **op._op._call_args}
                 for arg, value in PARITY_ARGS.items():

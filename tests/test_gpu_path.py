@@ -15,6 +15,8 @@ import daliloader as dl
 tf = pytest.importorskip("tensorflow")
 from gpu_path import dali_problems, multi_device_iterator, placed, pretend_gpu, tf_problems  # noqa: E402
 
+from daliloader.backends.dali_graph import SAMPLES_PER_THREAD, host_batch_size, threads  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def id_data(tmp_path_factory) -> dl.SegmentationData:
@@ -173,6 +175,34 @@ def test_multi_worker_strategy_hands_the_batches_over_on_the_host(monkeypatch, s
     assert pipe.device_id == 1
     assert_none(dali_problems(pipe, outputs_on="cpu"))
     assert any(o._op.device == "mixed" for o in pipe._ops), "the DALI graph still decodes on the GPU"
+    # handed over on the host, DALI runs several batches at once and tf.data splits them
+    assert op.get_attr("batch_size") == host_batch_size(pipe.plan, "gpu") >= SAMPLES_PER_THREAD * threads(pipe.plan)
+
+
+def test_a_region_decode_on_the_gpu_is_flagged():
+    """The check behind "nvJPEG decodes the GPU graph's photos": a region decoder on the GPU (which the CUDA 12
+    build's nvJPEG refuses with jpeg_fancy_upsampling, falling back to a slower decoder) is a problem;
+    the whole-picture decoder followed by a GPU slice, as dali_graph.decode_window builds it, is not."""
+    from nvidia.dali import fn, types
+    from nvidia.dali.pipeline import Pipeline
+
+    def traced(region: bool):
+        pipe = Pipeline(batch_size=1, num_threads=1, device_id=0)
+        with pipe:
+            encoded = fn.external_source(name="encoded", dtype=types.UINT8, ndim=1, batch=False)
+            start, shape = np.array([0, 0], np.int32), np.array([8, 8], np.int32)
+            if region:
+                out = fn.decoders.image_slice(encoded, start, shape, axis_names="HW", device="mixed",
+                                              jpeg_fancy_upsampling=True)
+            else:
+                out = fn.slice(fn.decoders.image(encoded, device="mixed", jpeg_fancy_upsampling=True), start, shape,
+                               axis_names="HW")
+            pipe.set_outputs(out)
+        pipe._build_graph()
+        return dali_problems(pipe, outputs_on="gpu")
+
+    assert any("region decode on the GPU" in p for p in traced(region=True))
+    assert_none(traced(region=False))
 
 
 def test_several_replicas_on_one_worker_are_refused(monkeypatch, synth_data):

@@ -220,3 +220,48 @@ def test_a_second_chained_pass_over_packs_is_refused(index_data, tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match="daliloader: this dataset reads packs"):
         list(mapped)
     assert sum(1 for _ in ds) == len(ds)  # the dataset itself keeps its one pipeline
+
+
+@pytest.mark.parametrize("options", [dict(label_mode="onehot", crop="random", scale=(0.5, 2.0), flip=0.5),
+                                     dict(label_mode="int", crop="center", drop_remainder=False)],
+                         ids=["train onehot random", "eval int"])
+def test_larger_dali_batches_give_the_same_batches(index_data, monkeypatch, options):
+    """With more DALI threads than a batch has samples, the graph runs several batches at once (every
+    thread busy) and tf.data splits them: the batches, over several epochs, are exactly those of one
+    DALI batch per batch (the same samples, crops and flips: each position's draws come from TF)."""
+    import daliloader.backends.dali_graph as graph
+
+    def epochs(samples_per_thread: int):
+        monkeypatch.setattr(graph, "SAMPLES_PER_THREAD", samples_per_thread)
+        ds = dl.tf_dataset(index_data, batch_size=3, image_size=(20, 24), seed=5, num_threads=4,
+                           backend="dali-cpu", **options)
+        return [[tuple(t.numpy() for t in batch) for batch in ds] for _ in range(3)]
+
+    grouped, single = epochs(graph.SAMPLES_PER_THREAD), epochs(0)
+    assert [len(e) for e in grouped] == [len(e) for e in single] == [len(index_data) // 3 + ("drop_remainder" in options)] * 3
+    for a, b in zip(sum(grouped, []), sum(single, [])):
+        assert a[0].shape[0] == 3
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_dali_runs_at_least_two_samples_per_thread_on_the_host(synth_data):
+    """The structure that keeps every DALI thread busy: a DALI batch of at least SAMPLES_PER_THREAD samples
+    per thread, a whole number of the user's batches, split by tf.data's rebatch; one DALI batch per batch
+    where threads are few, and for padded pack readers (which pad each pass to DALI's batch)."""
+    from daliloader.backends.dali_graph import SAMPLES_PER_THREAD, host_batch_size
+    from daliloader.plan import make_plan
+
+    assert SAMPLES_PER_THREAD >= 2
+    for batch, threads in ((8, 16), (8, 2), (3, 4), (1, 16), (32, 16)):
+        plan = make_plan(synth_data, batch_size=batch, num_threads=threads, drop_remainder=False)
+        dali = host_batch_size(plan, "cpu")
+        assert dali % batch == 0 and dali >= SAMPLES_PER_THREAD * threads and dali - batch < max(
+            batch, SAMPLES_PER_THREAD * threads), (batch, threads, dali)
+        assert host_batch_size(plan, "gpu") == batch  # handed over on the GPU: nothing may follow DALIDataset
+    graph = tf.Graph()
+    with graph.as_default():
+        dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 48), num_threads=8, backend="dali-cpu")
+    (dali,) = [op for op in graph.get_operations() if op.type == "DALIDataset"]
+    assert dali.get_attr("batch_size") == 16
+    assert "RebatchDatasetV2" in {op.type for op in graph.get_operations()}

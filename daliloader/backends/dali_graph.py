@@ -19,9 +19,9 @@ the callbacks one sample at a time through ``tf.data.Dataset.from_generator``, w
 (measured in the README, "How it is built").
 
 Cropping happens while decoding: the crop window is known from the image header
-(``peek_image_shape``), so only the part of the window inside the image is decoded
-(``decoders.image_slice``, the region-of-interest decoder) and the colour-to-class mapping runs on
-the window alone. The overhang is padded afterwards (image with 0, labels with ``ignore_index``),
+(``peek_image_shape``), so on the CPU only the part of the window inside the image is decoded
+(``decoders.image_slice``, the region-of-interest decoder; on a GPU the whole picture, see
+:func:`decode_window`) and the colour-to-class mapping runs on the window alone. The overhang is padded afterwards (image with 0, labels with ``ignore_index``),
 which gives the same result as decoding, mapping and cropping the whole picture.
 
 On a GPU (``device="gpu"``) JPEGs are decoded by nvJPEG and everything after the decoders runs on the
@@ -94,6 +94,37 @@ def graph_spec(spec: Preprocess, outputs_on: str) -> Preprocess:
     return spec
 
 
+#: Samples per DALI thread in one batch of a graph whose batches TensorFlow takes on the host (see
+#: :func:`host_batch_size`): two, so that a thread that drew a quick sample takes another while a slow one
+#: finishes.
+SAMPLES_PER_THREAD = 2
+
+
+def threads(plan: Plan) -> int:
+    """DALI's CPU threads for a plan: ``plan.num_threads``, by default every core."""
+    return plan.num_threads or os.cpu_count() or 1
+
+
+def host_batch_size(plan: Plan, device: str) -> int:
+    """How many samples the DALI graph runs per batch under TensorFlow: a multiple of ``plan.batch_size``.
+
+    DALI runs its CPU operators one at a time (the dynamic executor allows one CPU operator at once),
+    and each one spreads a batch over the thread pool one sample per task and waits for the slowest.
+    A batch of 8 samples therefore keeps at most 8 threads busy: on 16 cores, half of them wait
+    (measured on the 2-core VM: one sample per batch runs at the speed of one thread whatever
+    ``num_threads`` says; README, "Using every core"). Where the batches reach TensorFlow on the host,
+    the graph runs :data:`SAMPLES_PER_THREAD` samples per thread at least, and tf.data's ``rebatch``
+    splits them back into ``plan.batch_size`` batches: the same samples in the same order (each
+    position's draws are fed by TensorFlow). Batches handed over on the GPU stay at ``plan.batch_size``
+    (nothing may follow a GPU DALIDataset in tf.data), and so do padded pack readers (evaluation), which
+    pad each pass to a whole DALI batch (:class:`~daliloader.sampler.ReaderEpochs`).
+    """
+    batch = plan.batch_size
+    if outputs_on(device, plan) != "cpu" or (plan.data.packs is not None and not plan.sampler.drop_remainder):
+        return batch
+    return batch * max(1, -(-SAMPLES_PER_THREAD * threads(plan) // batch))
+
+
 class SegmentationPipeline(Pipeline):
     """The DALI pipeline of a plan on ``device`` ("cpu" or "gpu"); its outputs are ``plan.outputs``.
 
@@ -101,18 +132,19 @@ class SegmentationPipeline(Pipeline):
     the graph after a stage and outputs the (image, mask or labels) pair there (benchmarks); ``fed``
     leaves the inputs as placeholders for tf.data streams; ``guard`` vets every pair before DALI reads
     it, and ``run()`` turns a decoder failure into a :class:`~daliloader.errors.LoadError` naming the
-    files in flight.
+    files in flight. ``batch_size`` (default ``plan.batch_size``) is the samples per DALI batch (see
+    :func:`host_batch_size`).
     """
 
     def __init__(self, plan: Plan, device: str, *, spec: Preprocess | None = None, stage: str | None = None,
-                 fed: bool = False, guard: PairGuard | None = None):
+                 fed: bool = False, guard: PairGuard | None = None, batch_size: int | None = None):
         self.plan, self.device, self.spec = plan, device, spec or plan.spec
         self.stage, self.fed = stage, fed
         self.guard = guard if guard is not None else pair_guard(plan.data, f"dali-{device}")
         if self.spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
-        super().__init__(batch_size=plan.batch_size, num_threads=plan.num_threads or os.cpu_count() or 1,
+        super().__init__(batch_size=batch_size or plan.batch_size, num_threads=threads(plan),
                          device_id=plan.device_id if device == "gpu" else None, prefetch_queue_depth=plan.prefetch,
                          seed=plan.sampler.seed % 2**31, exec_dynamic=True)
 
@@ -151,8 +183,8 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
         u = (fn.external_source(name=DRAWS, batch=False, dtype=types.FLOAT, ndim=1) if fed else
              fn.random.uniform(range=(0.0, 1.0), shape=[stages.DRAWS]))
 
-    # decode the crop window: JPEG on the GPU with nvJPEG when device == "gpu" ("mixed"); PNG is
-    # decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
+    # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
+    # PNG is decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
     size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
     start, shape, flip = crop_window(size, spec, u)
     inside_start, inside_shape = _inside(start, shape, size)
@@ -160,13 +192,9 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
     # Masks: colours, or ids as stored (a 16-bit mask decoded as uint8 would lose its high byte; an
     # 8-bit one decoded as uint16 would be scaled to 0-65535).
-    decoder = "mixed" if device == "gpu" else "cpu"
     mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
     mask_dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
-    image, mask = (fn.decoders.image_slice(encoded, inside_start, inside_shape, axis_names="HW",
-                                           normalized_anchor=False, normalized_shape=False, device=decoder,
-                                           output_type=kind, dtype=dtype, adjust_orientation=False,
-                                           jpeg_fancy_upsampling=True)
+    image, mask = (decode_window(encoded, inside_start, inside_shape, device, kind, dtype)
                    for encoded, kind, dtype in ((image_bytes, types.RGB, types.UINT8),
                                                 (mask_bytes, mask_type, mask_dtype)))
     cuts["decode"] = (image, mask)
@@ -212,6 +240,25 @@ def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool):
     real = fn.external_source(source=None if fed else _RealSource(ReaderEpochs(sampler)), batch=False,
                               name=PACK_INPUTS[0], dtype=types.INT64, ndim=0)
     return image_bytes, mask_bytes, real * (index[0] + 1) - 1
+
+
+def decode_window(encoded, start, shape, device: str, kind, dtype):
+    """decode: the part ``(start, shape)`` of the encoded picture, inside it.
+
+    On the CPU, DALI decodes that region alone (``decoders.image_slice``). On a GPU the whole picture is
+    decoded by nvJPEG ("mixed") and then sliced on the GPU: with the chroma upsampling that matches the
+    CPU decoders (``jpeg_fancy_upsampling``), nvImageCodec refuses nvJPEG's region decode on the CUDA 12
+    build (nvJPEG < 13.2: "ROI decode with fancy upsampling may produce wrong results on image edge")
+    and falls back to a slower decoder, printing a warning per picture. Measured on the H100 with that
+    build: nvJPEG decodes whole photos at 2213/s, while the region decode made the whole loader 447/s
+    (README, "Decoding on the GPU").
+    """
+    options = dict(device="cpu" if device == "cpu" else "mixed", output_type=kind, dtype=dtype,
+                   adjust_orientation=False, jpeg_fancy_upsampling=True)
+    if device == "cpu":
+        return fn.decoders.image_slice(encoded, start, shape, axis_names="HW", normalized_anchor=False,
+                                       normalized_shape=False, **options)
+    return fn.slice(fn.decoders.image(encoded, **options), start, shape, axis_names="HW")
 
 
 def map_labels(mask, classes: ClassMap):

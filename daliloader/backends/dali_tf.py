@@ -31,7 +31,8 @@ from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
 from ..stages import DRAWS as DRAW_COUNT
-from .dali_graph import DRAWS, PACK_INPUTS, SegmentationPipeline, graph_spec, needs_draws, outputs_on
+from .dali_graph import (DRAWS, PACK_INPUTS, SegmentationPipeline, graph_spec, host_batch_size, needs_draws,
+                         outputs_on)
 from .tfops import one_hot
 
 
@@ -191,7 +192,8 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
     assert_cardinality do not have. Batches handed over on the host get their one-hot labels from
     TensorFlow (:func:`.tfops.one_hot`: DALI hands over int labels, 1 MB per 512x512 sample instead of
     32 MB of float32, and the gather is faster than DALI's CPU ``fn.one_hot``) and their bfloat16 cast,
-    in a parallel map after DALI.
+    in a parallel map after DALI; DALI runs them in larger batches, which ``rebatch`` splits first
+    (:func:`.dali_graph.host_batch_size`).
     """
     spec, on = plan.spec, outputs_on(device, plan)
     if on == "gpu" and spec.dtype == "bfloat16":
@@ -200,10 +202,11 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
                         "keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs to "
                         "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
     dali_spec = graph_spec(spec, on)
-    guard = pair_guard(plan.data, f"dali-{device}", remember=2 * CHUNK + plan.batch_size * (plan.prefetch + 2))
-    pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard)
+    batch = host_batch_size(plan, device)
+    guard = pair_guard(plan.data, f"dali-{device}", remember=2 * CHUNK + batch * (plan.prefetch + 2))
+    pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard, batch_size=batch)
     reader = ReaderEpochs(plan.sampler) if plan.data.packs is not None else None
-    dtypes, shapes = output_signature(dali_spec, plan.data.classes, plan.batch_size, plan.outputs)
+    dtypes, shapes = output_signature(dali_spec, plan.data.classes, batch, plan.outputs)
     if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
         leave_gpu_memory_for_dali()
     where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
@@ -211,9 +214,11 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
         passes = tf.Variable(-1, dtype=tf.int64, trainable=False, name="daliloader_passes")
     with tf.device(where):
         endless = DALIDatasetWithInputs(
-            pipeline=pipe, batch_size=plan.batch_size, device_id=pipe.device_id,
+            pipeline=pipe, batch_size=batch, device_id=pipe.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=plan.prefetch,
             input_datasets=_inputs(plan, reader, guard, where, passes), output_dtypes=dtypes, output_shapes=shapes)
+        if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
+            endless = endless.rebatch(plan.batch_size, drop_remainder=True)
         if dali_spec != spec:  # on the host: what DALI does not output (see graph_spec)
             num_classes = plan.data.classes.num_classes if dali_spec.label_mode != spec.label_mode else None
             endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, num_classes),
