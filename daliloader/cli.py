@@ -14,6 +14,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from daliloader.bench import BENCH_BACKENDS
+from daliloader.environment import show_native_warnings
 from daliloader.errors import DaliloaderError, SpecError
 
 
@@ -259,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("--verbose", action="store_true",
-                         help="show what TensorFlow, XLA and CUDA print as they start (hidden by default)")
+                         help="show what TensorFlow, XLA and CUDA print as they start and DALI's decoder warnings "
+                              "(hidden by default)")
 
     bench = sub.add_parser("bench", parents=[verbose],
                            help="throughput of every loader, CPU vs GPU, next to the decode ceilings",
@@ -421,6 +423,8 @@ def main(argv=None) -> int:
     else:
         args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.verbose:
+        show_native_warnings()
     quiet = native_noise_filtered() if from_shell and not args.verbose else nullcontext()
     try:
         with quiet:

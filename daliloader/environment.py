@@ -1,8 +1,14 @@
-"""The one process-wide default daliloader sets, on import: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (unless
-already set), because TensorFlow otherwise reserves nearly all of a GPU's memory when it starts and
-DALI, on the same GPU, runs out. TensorFlow reads the variable when it first starts a GPU, so the
-default only helps a TensorFlow that has not started yet (see
-:func:`daliloader.backends.dali_tf.leave_gpu_memory_for_dali`, which checks the rest).
+"""The process-wide defaults daliloader sets on import, each only where the user has not set it:
+
+* ``TF_FORCE_GPU_ALLOW_GROWTH=true``: TensorFlow otherwise reserves nearly all of a GPU's memory when it
+  starts and DALI, on the same GPU, runs out. TensorFlow reads the variable when it first starts a GPU,
+  so the default only helps a TensorFlow that has not started yet (see
+  :func:`daliloader.backends.dali_tf.leave_gpu_memory_for_dali`, which checks the rest).
+* ``DALI_NVIMGCODEC_LOG_LEVEL=1``: DALI's own switch for what nvImageCodec (its image decoders) prints
+  to stderr: 1 keeps errors, DALI's default 2 adds warnings, which in normal use are lines a user
+  cannot act on, printed once per picture into Keras' progress bar (the CUDA 12 build's "ROI decode
+  with fancy upsampling" warning was 76 lines in two epochs). DALI reads it when it creates a decoder.
+  ``daliloader --verbose`` restores DALI's default (:func:`show_native_warnings`).
 """
 
 from __future__ import annotations
@@ -26,3 +32,16 @@ def _tensorflow_started() -> bool:
 #: Whether the default below comes after TensorFlow started its GPUs, too late to apply.
 GROWTH_DEFAULT_TOO_LATE = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and _tensorflow_started()
 os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+
+#: DALI's variable for nvImageCodec's log level (1: errors, 2: warnings too, DALI's default; up to 5).
+NVIMGCODEC_LOG_LEVEL = "DALI_NVIMGCODEC_LOG_LEVEL"
+#: Whether the nvImageCodec level is daliloader's default rather than the user's.
+NVIMGCODEC_LEVEL_DEFAULTED = NVIMGCODEC_LOG_LEVEL not in os.environ
+os.environ.setdefault(NVIMGCODEC_LOG_LEVEL, "1")
+
+
+def show_native_warnings() -> None:
+    """Let the native libraries' warnings through again (``--verbose``): DALI's default level for
+    nvImageCodec, unless the user chose one. Decoders created from now on follow it."""
+    if NVIMGCODEC_LEVEL_DEFAULTED:
+        os.environ[NVIMGCODEC_LOG_LEVEL] = "2"
