@@ -49,11 +49,11 @@ def print_report(console, report: dict) -> None:
         console.print(stages)
     console.print(table)  # the main table last (after the breakdowns), unless --train adds its own
     if "train" in report:
-        train = Table(title="small U-Net training: step time per loader vs one cached batch")
-        for col in ("loader", "step ms", "cached-batch floor ms", "waiting for input"):
+        train = Table(title="small U-Net training: step time per loader vs one batch resident on the device")
+        for col in ("loader", "step ms", "floor ms", "waiting for input"):
             train.add_column(col, justify="left" if col == "loader" else "right")
         for name, row in report["train"].items():
-            train.add_row(name, f"{row['step_ms']:.1f}", f"{row['cached_batch_floor_ms']:.1f}",
+            train.add_row(name, f"{row['step_ms']:.1f}", f"{row['floor_ms']:.1f}",
                           f"{100 * row['waiting_share']:.0f}%")
         console.print(train)
     for key, kept in report.get("augment_kept", {}).items():

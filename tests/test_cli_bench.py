@@ -54,7 +54,35 @@ def test_bench_train_reports_waiting_share(root, tmp_path):
     train = json.loads(out.read_text())["train"]
     assert set(train) == {"dali-cpu", "opencv"}
     for row in train.values():
-        assert row["step_ms"] > 0 and row["cached_batch_floor_ms"] > 0 and 0 <= row["waiting_share"] < 1
+        assert row["step_ms"] > 0 and row["floor_ms"] > 0 and 0 <= row["waiting_share"] < 1
+
+
+def test_the_training_floor_runs_the_step_on_a_batch_resident_on_the_training_device(synth_data, monkeypatch):
+    """The floor is the model's own step on one batch that already lives where the model trains (not a
+    tf.data-cached batch, which TF copies from the host every step): the tensors given to the step are
+    the resident ones, on that device."""
+    import keras
+    import tensorflow as tf
+
+    from daliloader import bench
+    from daliloader.plan import make_plan
+
+    given = []
+    original = keras.Model.train_on_batch
+
+    def recording(self, x, y=None, *args, **kwargs):
+        given.append((x, y))
+        return original(self, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "train_on_batch", recording)
+    plan = make_plan(synth_data, batch_size=2, image_size=(32, 32), label_mode="int", seed=0)
+    rows = bench.train_bound(plan, ["dali-cpu"], steps=2, workers=1)
+    assert rows["dali-cpu"]["floor_ms"] > 0
+    device = bench.training_device()
+    assert len(given) == 4 and all(x is given[0][0] and y is given[0][1] for x, y in given)
+    for t in given[0]:
+        assert isinstance(t, tf.Tensor) and tf.DeviceSpec.from_string(t.device).device_type == \
+            tf.DeviceSpec.from_string(device).device_type
 
 
 def test_preview_writes_a_grid(root, tmp_path):
