@@ -52,7 +52,7 @@ def tf_dataset(data, batch_size: int = 8, image_size=(512, 512), crop: str = "ra
     """
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
-    return backends.resolve(backend, "tf.data").build("tf.data", plan)
+    return backends.resolve(backend, "tf.data", plan).build("tf.data", plan)
 
 
 def keras_sequence(data, batch_size: int = 8, image_size=(512, 512), crop: str = "random", label_mode: str = "onehot",
@@ -89,7 +89,7 @@ def dali_pipeline(data, batch_size: int = 8, image_size=(512, 512), crop: str = 
     """
     plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs, **options)
-    return backends.resolve(backend, "dali").build("dali", plan)
+    return backends.resolve(backend, "dali", plan).build("dali", plan)
 
 
 def distribute(strategy, data, global_batch_size: int, image_size=(512, 512), crop: str = "random",

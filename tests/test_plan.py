@@ -76,3 +76,23 @@ def test_the_registry_names_every_backend_once():
     assert backends.names("keras") == ["opencv"]
     with pytest.raises(dl.SpecError, match="backend='opencv' has no tf_dataset.*keras_sequence"):
         backends.BACKENDS["opencv"].build("tf.data", None)
+
+
+def test_auto_without_a_gpu_says_why_it_chose_dali_cpu(index_data, caplog, monkeypatch):
+    """Without a GPU, auto takes dali-cpu and logs the reason (the measured comparison with tfdata, and how
+    to compare on this machine); with rotation or colour it also names the faster keras_sequence."""
+    import logging
+
+    import daliloader.backends as registry
+
+    monkeypatch.setattr(registry, "dali_gpu_count", lambda: 0)
+    with caplog.at_level(logging.INFO, logger="daliloader"):
+        pipe, _ = dl.dali_pipeline(index_data, batch_size=2, image_size=(16, 16))
+        plain = caplog.text
+        caplog.clear()
+        dl.dali_pipeline(index_data, batch_size=2, image_size=(16, 16), rotate=10)
+        turned = caplog.text
+    assert pipe.backend == "dali-cpu"
+    for text in (plain, turned):
+        assert "backend='auto' chose dali-cpu" in text and "tfdata" in text and "daliloader bench" in text
+    assert "keras_sequence" not in plain and "keras_sequence" in turned

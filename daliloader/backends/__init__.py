@@ -122,15 +122,28 @@ def names(product: str | None = None) -> list[str]:
     return (["auto"] if product in ("tf.data", "stream", "dali") else []) + found
 
 
-def resolve(name: str, product: str) -> Backend:
+def resolve(name: str, product: str, plan=None) -> Backend:
     """The backend called ``name``, which must build ``product``; ``"auto"`` is dali-gpu where DALI sees
     a CUDA GPU (and, for the TF products, TensorFlow sees one to receive the batches), dali-cpu
-    otherwise, and opencv for Keras."""
+    otherwise, and opencv for Keras. The choice is logged (logger ``daliloader``, INFO) with its reason;
+    ``plan`` (the recipe) adds what is known to be faster for it."""
     backend = _named(name, product)
     backend.can_build(product)
     if name == "auto":
-        log.info("backend='auto' chose %s for %s: %s", backend.name, PRODUCT_CALLS[product], backend.about)
+        log.info("backend='auto' chose %s for %s: %s%s", backend.name, PRODUCT_CALLS[product], backend.about,
+                 _why_on_the_cpu(plan) if backend.name == "dali-cpu" else "")
     return backend
+
+
+def _why_on_the_cpu(plan) -> str:
+    """Why auto takes dali-cpu without a GPU, from the committed measurements (README, "Benchmarks")."""
+    why = ("; without a GPU it is the faster of the CPU backends that make a tf.data.Dataset (dali-cpu, tfdata): "
+           "measured 1.2-2.1x tfdata on the 2-core VM, plain and augmented. Compare on this machine and recipe "
+           "with `daliloader bench --backends dali-cpu,tfdata,opencv`")
+    if plan is not None and (plan.spec.rotates or plan.spec.colours):
+        why += (". With rotation or colour jitter, keras_sequence (OpenCV, a Keras PyDataset) was faster still "
+                "(1.2-1.8x dali-cpu on the 2-core VM): DALI's CPU kernels for them are slow")
+    return why
 
 
 def _named(name: str, product: str) -> Backend:
