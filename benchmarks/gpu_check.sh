@@ -35,20 +35,27 @@ step "JPEG decoders: nvJPEG against libjpeg-turbo" \
   "$py" benchmarks/jpeg_decoders.py --json "$out-jpeg-decoders.json"
 step "mask forms, CPU and GPU" \
   "$py" benchmarks/mask_forms.py --json "$out-mask-forms.json"
+step "dali-cpu against the decode ceiling on 1, 2, 4, ... cores (several DALI batches at once, and before)" \
+  "$py" benchmarks/cpu_scaling.py --json "$out-cpu-scaling.json"
 step "augmentation kernels: DALI GPU and CPU, OpenCV, TensorFlow" \
   "$py" benchmarks/augment_ops.py --json "$out-augment-ops.json"
-step "throughput: dali-gpu against dali-cpu and opencv, original and prepared data, with and without augmentation" \
-  "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,opencv --label-mode onehot,int --prepared \
-  --augment --json "$out.json" --plot "$out.png"
+step "throughput: every backend, original and prepared data (LZ4 masks inflated on the GPU), and training" \
+  "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,tfdata,opencv --label-mode onehot,int --prepared \
+  --train --json "$out.json" --plot "$out.png"
+step "throughput with full augmentation" \
+  "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,opencv --label-mode onehot,int --augment \
+  --no-stages --json "$out-augment.json"
 
 echo
 echo "== what to commit"
 ls -l "$out"*.json 2>/dev/null
 cat <<EOT
 - Commit the JSON files above that the README quotes (not the .png), under benchmarks/results/.
-- README "Benchmarks": add a GPU section from $out.json (machine, dali-gpu against its
-  binding ceiling: the smaller of nvJPEG images and CPU mask decodes; prepared and shards columns;
-  the share of throughput full augmentation keeps on dali-gpu) and $out-augment-ops.json.
+- README "Benchmarks": the GPU table from $out.json (machine, DALI build, dali-gpu against its
+  binding ceiling: the smaller of nvJPEG images and CPU mask decodes; prepared and packs columns, where
+  dali-gpu inflates the LZ4 masks; dali-gpu against opencv; the training floor), the lz4 rows of
+  $out-mask-forms.json (GPU and CPU), dali-cpu's share of the ceiling on 16 cores from
+  $out-cpu-scaling.json, and the share of throughput full augmentation keeps ($out-augment.json).
 - tests/test_backends.py NVJPEG_MAX_DIFF: set it from the dali-mixed row of $out-jpeg-decoders.json,
   and the README's dali-gpu image tolerance with it.
 EOT

@@ -6,6 +6,9 @@ Forms, all holding the same class indices (checked bit for bit before timing):
   png8-nofilter   8-bit class indices, no row filter, deflate 9 (what `daliloader prepare` writes)
   jp2-lossless    8-bit class indices as lossless JPEG 2000 (OpenJPEG on the CPU, nvJPEG2000 on a GPU)
   npy             raw uint8 arrays: nothing to decode (fn.readers.numpy; device="gpu" reads to the GPU)
+  lz4             8-bit class indices, one LZ4 block (what `daliloader prepare` writes for dali-gpu): on the
+                  GPU, DALI's fn.decoders.inflate (nvCOMP); DALI has no CPU inflate, so the CPU row is
+                  python-lz4 in one thread per core (what a CPU loader would do)
 
 PNG decodes on the CPU in DALI even with device="mixed". Lossless JPEG (nvJPEG) is left out: neither
 OpenCV nor DALI writes it. The masks come from the embedded synthetic dataset, mapped once.
@@ -20,6 +23,7 @@ import argparse
 import os
 import statistics
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -29,7 +33,9 @@ from nvidia.dali import fn, pipeline_def, types
 from daliloader.backends import dali_gpu_count
 from daliloader.bench import machine_info, measure
 from daliloader.codecs import decode_mask, read
-from daliloader.prepare import MASK_PNG_PARAMS
+from daliloader.backends.dali_graph import lz4_header
+from daliloader.manifest import read_lz4_mask
+from daliloader.prepare import MASK_PNG_PARAMS, encode_lz4_mask
 from daliloader.report import write_json
 from daliloader.synthetic import default_dataset
 
@@ -53,22 +59,44 @@ def write_forms(data, labels: list[np.ndarray], root: Path) -> dict[str, list[st
                 raise RuntimeError(f"OpenCV cannot write {path}")
             files[form].append(path)
     (root / "npy").mkdir()
-    files["npy"] = []
+    (root / "lz4").mkdir()
+    files["npy"], files["lz4"] = [], []
     for i, lab in enumerate(labels):
         files["npy"].append(str(root / "npy" / f"{i:05d}.npy"))
         np.save(files["npy"][-1], lab)
+        files["lz4"].append(str(root / "lz4" / f"{i:05d}.lz4"))
+        Path(files["lz4"][-1]).write_bytes(encode_lz4_mask(lab))
     return files
+
+
+class Lz4OnTheCpu:
+    """The lz4 form read and inflated by python-lz4 on every core, a batch per call (``run()``, as a pipeline)."""
+
+    def __init__(self, files: list[str], batch_size: int):
+        self.files, self.batch_size, self.next = files, batch_size, 0
+        self.pool = ThreadPoolExecutor(os.cpu_count())
+
+    def run(self):
+        batch = [self.files[(self.next + k) % len(self.files)] for k in range(self.batch_size)]
+        self.next += self.batch_size
+        return [list(self.pool.map(read_lz4_mask, batch))]
 
 
 def mask_pipeline(form: str, files: list[str], device: str, batch_size: int):
     """Read (and decode) the masks of one form: ``device`` "cpu" or "gpu" (nvJPEG2000 / GPU reads)."""
     gpu = device == "gpu"
 
+    if form == "lz4" and not gpu:
+        return Lz4OnTheCpu(files, batch_size)
+
     @pipeline_def(batch_size=batch_size, num_threads=os.cpu_count(), device_id=0 if gpu else None, seed=0)
     def masks():
         if form == "npy":
             return fn.readers.numpy(files=files, device=device, name="r")
         encoded, _ = fn.readers.file(files=files, name="r")
+        if form == "lz4":
+            shape, block = lz4_header(encoded)
+            return fn.decoders.inflate(block.gpu(), shape=shape, dtype=types.UINT8)
         return fn.decoders.image(encoded, device="mixed" if gpu else "cpu",
                                  output_type=types.RGB if form == "rgb-png" else types.GRAY)
 
@@ -85,7 +113,7 @@ def lossless(form: str, files: list[str], labels: list[np.ndarray], device: str)
     pipe = mask_pipeline(form, files, device, 1)
     for want in labels:
         out = pipe.run()[0]
-        got = np.array(out.as_cpu()[0] if hasattr(out, "as_cpu") else out[0])
+        got = np.array(out.as_cpu()[0] if hasattr(out, "as_cpu") else out[0])  # lz4 on the CPU: a list
         if not np.array_equal(got.reshape(want.shape), want):
             return False
     return True
@@ -105,8 +133,9 @@ def main() -> None:
     labels = [data.classes.map_mask(decode_mask(read(m), m, data.classes)) for m in data.masks]
     devices = ["cpu"] + (["gpu"] if dali_gpu_count() > 0 else [])
     report = {"machine": machine_info(), "masks": len(labels), "size": [args.image_size[1], args.image_size[0]], "batch_size": args.batch_size,
-              "method": "DALI pipeline reading (and decoding) the masks only, page cache warm; median of repeats "
-                        "after one epoch of warm-up; masks/s", "results": []}
+              "method": "DALI pipeline reading (and decoding) the masks only (lz4 on the CPU: python-lz4, one thread "
+                        "per core), page cache warm; median of repeats after one epoch of warm-up; masks/s",
+              "results": []}
     with tempfile.TemporaryDirectory() as tmp:
         files = write_forms(data, labels, Path(tmp))
         print(f"{len(labels)} masks of {args.image_size[1]}x{args.image_size[0]}; {os.cpu_count()} CPU threads; "

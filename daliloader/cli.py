@@ -125,7 +125,7 @@ def cmd_prepare(args) -> int:
     split = find(args.data, args.split).split if args.data is not None else None
     source = {"data": str(args.data or ""), "split": split}
     manifest = prepare(data, args.out, jpeg_quality=args.jpeg_quality, pack_size=args.packs, workers=args.workers,
-                       progress=not args.quiet, source=source)
+                       progress=not args.quiet, source=source, gpu_masks=not args.no_gpu_masks)
     print(summary(manifest, args.out))
     return cmd_verify(args) if args.verify else 0
 
@@ -336,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="one-time conversion: 8-bit class-index masks, webdataset packs",
                           description="Write a prepared copy of DATA into OUT that every loader reads faster, "
                                       "without changing a label: masks re-encoded as single-channel 8-bit class-index "
-                                      "PNGs (the colour/id mapping done once; unknown values -> ignore index), images "
+                                      "PNGs (the colour/id mapping done once; unknown values -> ignore index) and, for "
+                                      "dali-gpu, the same indices LZ4-compressed, images "
                                       "copied byte for byte, a manifest.json recording the class map and how it was "
                                       "made, and optionally packs (webdataset tars) with their DALI index files. Load it "
                                       "with SegmentationData.from_prepared(OUT).")
@@ -348,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--packs", "--shards", dest="packs", type=_positive_int, default=None, metavar="N",
                       help="also write packs of N samples: webdataset tars (image, mask and index of each sample "
                            "side by side) with their DALI .idx files (--shards: the former name)")
+    prep.add_argument("--no-gpu-masks", action="store_true",
+                      help="leave out the masks' GPU form (LZ4 class indices, about as small as the PNG masks, which "
+                           "dali-gpu inflates on the GPU instead of decoding PNG on the CPU)")
     prep.add_argument("--verify", action="store_true",
                       help="afterwards decode every prepared mask and compare it with the mapping of the original, "
                            "bit for bit (and copied images and shard members byte for byte); exit 1 on a difference")

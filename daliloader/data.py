@@ -11,7 +11,7 @@ import numpy as np
 from . import layouts
 from .classes import ClassMap, as_classmap
 from .errors import DataError
-from .manifest import PACKS, index_samples, load_manifest, prepared_classes
+from .manifest import GPU_FORM, PACKS, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files
 from .parallel import threaded_map
 
@@ -34,6 +34,7 @@ class Packs:
     image_exts: tuple[str, ...]
     mask_ext: str
     index_ext: str
+    gpu_mask_ext: str | None = None  # the masks' GPU form (LZ4), in packs written since it exists
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class SegmentationData:
     ``packs``: the same pairs packed in webdataset tars, which the DALI backends then read instead of
     the files (:meth:`from_prepared` with ``packs=True``). ``mask_depth``: 8 or 16 bits per mask value
     (id masks above 255 need 16), found from the first mask; the loaders check every other one.
+    ``gpu_masks``: a prepared copy's masks in the form the GPU decodes (LZ4, see
+    :func:`daliloader.manifest.read_lz4_mask`), ``gpu_masks[i]`` the same indices as ``masks[i]``;
+    dali-gpu reads them, the CPU backends the PNG masks.
     """
 
     images: tuple[str, ...]
@@ -51,6 +55,7 @@ class SegmentationData:
     classes: ClassMap
     packs: Packs | None = None
     mask_depth: int = 8
+    gpu_masks: tuple[str, ...] | None = None
 
     def __post_init__(self):
         if len(self.images) != len(self.masks):
@@ -145,6 +150,9 @@ class SegmentationData:
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
                               prepared_classes(manifest))  # 8-bit class-index masks
+        gpu_masks = manifest["masks"].get(GPU_FORM)
+        if gpu_masks:
+            data = replace(data, gpu_masks=tuple(str(root / m) for m in gpu_masks["files"]))
         if not packs:
             return data
         p = manifest[PACKS]
@@ -152,7 +160,7 @@ class SegmentationData:
             raise DataError(f"{root} was prepared without shards, the webdataset packs: run `daliloader prepare DATA "
                             "NEW_OUT --packs N` to write them, or load it with packs=False")
         found = Packs(tuple(str(root / t) for t in p["tars"]), tuple(str(root / x) for x in p["indexes"]),
-                      tuple(p["image_exts"]), p["mask_ext"], p["index_ext"])
+                      tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], p.get("gpu_mask_ext"))
         for f in found.tars + found.indexes:
             if not Path(f).is_file():
                 raise DataError(f"pack file {f} is missing: the prepared copy {root} is incomplete")
@@ -164,8 +172,9 @@ class SegmentationData:
 
     def subset(self, indices: Sequence[int]) -> "SegmentationData":
         """The pairs at ``indices``, read from their files (packs hold the whole dataset)."""
+        gpu_masks = None if self.gpu_masks is None else tuple(self.gpu_masks[i] for i in indices)
         return SegmentationData(tuple(self.images[i] for i in indices), tuple(self.masks[i] for i in indices),
-                                self.classes, mask_depth=self.mask_depth)
+                                self.classes, mask_depth=self.mask_depth, gpu_masks=gpu_masks)
 
     def split(self, fraction: float, seed: int = 0) -> tuple["SegmentationData", "SegmentationData"]:
         """``(train, val)``: ``val`` holds ``round(fraction * len(self))`` pairs drawn with ``seed``, ``train``

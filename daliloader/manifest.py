@@ -1,8 +1,10 @@
 """Reading the prepared format that ``daliloader prepare`` writes (the writer is :mod:`daliloader.prepare`).
 
-A prepared copy holds ``manifest.json`` (written last), the images, the masks as 8-bit class indices,
-and optionally the same pairs packed into webdataset tars ("packs") with DALI's index files. Sample
-``i`` of a pack is ``NNNNNNN.<image ext>``, ``NNNNNNN.labels.png`` and ``NNNNNNN.index`` (int64 ``i``).
+A prepared copy holds ``manifest.json`` (written last), the images, the masks as 8-bit class indices
+(PNG, which the CPU backends read, and the same indices LZ4-compressed, which ``dali-gpu`` inflates on
+the GPU: see :func:`read_lz4_mask`), and optionally the same pairs packed into webdataset tars ("packs")
+with DALI's index files. Sample ``i`` of a pack is ``NNNNNNN.<image ext>``, ``NNNNNNN.labels.png``,
+``NNNNNNN.labels.lz4`` (copies made since it exists) and ``NNNNNNN.index`` (int64 ``i``).
 Format version 2 keeps the packs in the copy's ``shards/`` folder and under the manifest key
 ``"shards"``: names kept so that every copy made so far stays readable.
 """
@@ -26,7 +28,18 @@ PACKS = "shards"
 #: Member names of a sample in a pack (``<key>.<ext>``).
 PACK_IMAGE_EXTS = ("jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp")
 PACK_MASK_EXT = "labels.png"
+PACK_GPU_MASK_EXT = "labels.lz4"
 PACK_INDEX_EXT = "index"
+
+#: The GPU mask form: ``LZ4_MAGIC``, height and width as little-endian int32, then the (H, W) uint8 class
+#: indices, row-major, as one LZ4 block (the format DALI's ``fn.experimental.inflate`` reads, through
+#: nvCOMP; python-lz4's ``lz4.block`` writes and reads it on the CPU).
+LZ4_MAGIC = b"DLZ4"
+LZ4_HEADER = len(LZ4_MAGIC) + 8
+#: nvCOMP's LZ4 decompresses chunks of at most 16 MiB: larger masks are written without the GPU form.
+LZ4_MAX_BYTES = 16 * 2**20
+#: The manifest's key (under "masks") for the GPU form: its encoding and its files, one per pair.
+GPU_FORM = "gpu"
 
 
 def load_manifest(out: str | Path) -> dict:
@@ -68,3 +81,20 @@ def index_samples(index_file: str | Path) -> int:
     if len(head) != 2 or not head[1].isdigit():
         raise DataError(f"{index_file} is not a DALI webdataset index (its first line should be 'v1.2 N')")
     return int(head[1])
+
+
+def read_lz4_mask(path: str | Path) -> np.ndarray:
+    """A mask of the GPU form (see :data:`LZ4_MAGIC`) decoded on the CPU: (H, W) uint8 class indices."""
+    import lz4.block
+
+    blob = Path(path).read_bytes()
+    if len(blob) < LZ4_HEADER or blob[:len(LZ4_MAGIC)] != LZ4_MAGIC:
+        raise DataError(f"{path}: not a daliloader LZ4 mask (no {LZ4_MAGIC!r} header): the prepared copy is damaged; "
+                        "run `daliloader verify` on it, or prepare it again")
+    h, w = (int(v) for v in np.frombuffer(blob[len(LZ4_MAGIC):LZ4_HEADER], "<i4"))
+    try:
+        raw = lz4.block.decompress(blob[LZ4_HEADER:], uncompressed_size=h * w)
+    except lz4.block.LZ4BlockError as e:
+        raise DataError(f"{path}: its LZ4 data does not inflate to {h}x{w} ({e}): the prepared copy is damaged; "
+                        "run `daliloader verify` on it, or prepare it again") from e
+    return np.frombuffer(raw, np.uint8).reshape(h, w)

@@ -5,8 +5,12 @@
     OUT/manifest.json              what was made, from what, and how (written last: no manifest, no dataset)
     OUT/images/NNNNNNN-<stem>.ext  the original image bytes (``jpeg_quality``: PNG photos re-encoded as JPEG)
     OUT/masks/NNNNNNN-<stem>.png   single-channel 8-bit class indices; unknown colours/ids -> ignore_index
+    OUT/masks_lz4/NNNNNNN-<stem>.lz4  (``gpu_masks``) the same indices LZ4-compressed: the form dali-gpu
+                                   inflates on the GPU (PNG decodes only on the CPU, even in DALI's
+                                   "mixed" decoder); the CPU backends read the PNG masks
     OUT/shards/NNNNN.tar + .idx    (``pack_size``) packs, webdataset tars: per sample ``NNNNNNN.<image
-                                   ext>``, ``NNNNNNN.labels.png`` (the prepared mask) and ``NNNNNNN.index``
+                                   ext>``, ``NNNNNNN.labels.png`` (the prepared mask), its GPU form
+                                   ``NNNNNNN.labels.lz4`` (with ``gpu_masks``) and ``NNNNNNN.index``
                                    (the sample index, int64 little-endian), with the index files DALI's
                                    ``fn.readers.webdataset`` reads (``SegmentationData.from_prepared(OUT,
                                    packs=True)`` reads them); the folder keeps format version 2's name
@@ -39,14 +43,28 @@ from .classes import ClassMap
 from .codecs import decode_image, decode_mask, read
 from .data import SegmentationData
 from .errors import DataError, LoadError
-from .manifest import (FORMAT, MANIFEST, PACK_IMAGE_EXTS, PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION,
-                       load_manifest, original_classes)
+from .manifest import (FORMAT, GPU_FORM, LZ4_MAGIC, LZ4_MAX_BYTES, MANIFEST, PACK_GPU_MASK_EXT, PACK_IMAGE_EXTS,
+                       PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION, load_manifest, original_classes, read_lz4_mask)
 from .parallel import threaded_map
 
 #: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
 #: class indices: without them the masks decode several times faster and are smaller (measured in the
 #: README, "Which mask form": benchmarks/mask_forms.py).
 MASK_PNG_PARAMS = (cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE, cv2.IMWRITE_PNG_COMPRESSION, 9)
+#: How the GPU form is described in the manifest.
+LZ4_ENCODING = (f"{LZ4_MAGIC.decode()} + height, width (int32 LE) + one LZ4 block (high compression) of the (H, W) "
+                "uint8 class indices; inflated on the GPU by DALI's fn.experimental.inflate")
+
+
+def encode_lz4_mask(labels: np.ndarray) -> bytes:
+    """The GPU form of a prepared mask (see :func:`daliloader.manifest.read_lz4_mask`, its reader). LZ4's
+    high-compression mode: smaller files (4.0 KB against 11.1 KB for the embedded dataset's 960x720 masks,
+    PNG 3.7 KB), the same speed to inflate."""
+    import lz4.block
+
+    header = LZ4_MAGIC + np.array(labels.shape, "<i4").tobytes()
+    return header + lz4.block.compress(np.ascontiguousarray(labels).tobytes(), mode="high_compression",
+                                       store_size=False)
 
 
 @dataclass
@@ -81,13 +99,15 @@ class VerifyReport:
 
 def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None = None,
             pack_size: int | None = None, workers: int | None = None, progress: bool = True,
-            source: dict | None = None, shard_size: int | None = None) -> dict:
+            source: dict | None = None, shard_size: int | None = None, gpu_masks: bool = True) -> dict:
     """Write the prepared copy of ``data`` into ``out`` (new or empty); returns the manifest.
 
     ``jpeg_quality`` (1-100): re-encode non-JPEG photos as JPEG (decodable by nvJPEG on the GPU) and
     record the quality lost (PSNR); JPEG photos are always copied byte for byte. ``pack_size``: also
-    write packs (webdataset tars) of that many samples; ``shard_size`` is its former name. A pair that
-    cannot be read stops the conversion with a message naming its files (nothing is skipped).
+    write packs (webdataset tars) of that many samples; ``shard_size`` is its former name.
+    ``gpu_masks``: also write the masks in the form dali-gpu inflates on the GPU (LZ4, about as small as
+    the PNG masks); left out, with a note in the manifest, when a mask is over nvCOMP's 16 MiB. A pair
+    that cannot be read stops the conversion with a message naming its files (nothing is skipped).
     ``source`` is recorded in the manifest.
     """
     pack_size = pack_size if pack_size is not None else shard_size
@@ -102,10 +122,12 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         raise DataError(f"pack_size must be a positive number of samples, got {pack_size}")
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "masks").mkdir(exist_ok=True)
+    if gpu_masks:
+        (out / "masks_lz4").mkdir(exist_ok=True)
     names = [f"{i:07d}-{Path(p).stem}" for i, p in enumerate(data.images)]
 
     def convert(i: int) -> dict:
-        return _convert(data, i, out, names[i], jpeg_quality)
+        return _convert(data, i, out, names[i], jpeg_quality, gpu_masks)
 
     started = time.perf_counter()
     rows = list(threaded_map(convert, range(len(data)), workers, "preparing" if progress else None))
@@ -116,6 +138,12 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         raise LoadError(f"{len(failures)} of {len(data)} pairs could not be prepared; nothing was written as a "
                         f"dataset (no {MANIFEST}):\n{shown}{more}\nRun `daliloader check DATA` for a full report.")
     pairs = [[r["image"], r["mask"]] for r in rows]
+    gpu_form = None
+    if gpu_masks:
+        too_big = [names[i] for i, r in enumerate(rows) if r["lz4"] is None]
+        gpu_form = ({"encoding": LZ4_ENCODING, "files": [r["lz4"] for r in rows]} if not too_big else
+                    {"left_out": f"{len(too_big)} masks are over nvCOMP's {LZ4_MAX_BYTES >> 20} MiB (first: "
+                                 f"{too_big[0]}); dali-gpu reads the PNG masks"})
     manifest = {
         "format": FORMAT, "version": VERSION, "daliloader": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -125,10 +153,11 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         "masks": {"encoding": "png, 1 channel, 8-bit class indices",
                   "how": _how(data.classes),
                   "unknown_pixels": int(sum(r["unknown_pixels"] for r in rows)),
-                  "pairs_with_unknown_values": [names[i] for i, r in enumerate(rows) if r["unknown_pixels"]]},
+                  "pairs_with_unknown_values": [names[i] for i, r in enumerate(rows) if r["unknown_pixels"]],
+                  GPU_FORM: gpu_form},
         "images": _images_entry(rows, jpeg_quality),
         "pairs": pairs,
-        PACKS: _write_packs(out, pairs, pack_size) if pack_size else None,
+        PACKS: _write_packs(out, pairs, pack_size, _gpu_files(gpu_form)) if pack_size else None,
     }
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
@@ -148,6 +177,13 @@ def summary(manifest: dict, out: str | Path) -> str:
                      f"min {images['psnr_db']['min']} dB")
     else:
         lines.append("  images copied byte for byte")
+    gpu_form = m["masks"].get(GPU_FORM)
+    if gpu_form and gpu_form.get("files"):
+        root = Path(out)
+        size = sum((root / f).stat().st_size for f in gpu_form["files"]) / len(gpu_form["files"]) / 1024
+        lines.append(f"  masks also LZ4-compressed for dali-gpu, which inflates them on the GPU ({size:.1f} KB per mask)")
+    elif gpu_form:
+        lines.append(f"  no GPU form of the masks: {gpu_form['left_out']}")
     packs = m[PACKS]
     if packs:
         root = Path(out)
@@ -167,8 +203,14 @@ def _check_output(out: Path) -> None:
         raise DataError(f"{out} exists and is not an empty folder; choose a new OUT")
 
 
-def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality: int | None) -> dict:
-    """One pair: the mask mapped to 8-bit indices, the image copied (or re-encoded)."""
+def _gpu_files(gpu_form: dict | None) -> list[str] | None:
+    """The GPU-form mask files of a manifest's "gpu" entry (None: no such form)."""
+    return gpu_form.get("files") if gpu_form else None
+
+
+def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality: int | None,
+             gpu_masks: bool) -> dict:
+    """One pair: the mask mapped to 8-bit indices (and its GPU form), the image copied (or re-encoded)."""
     image, mask = data.images[i], data.masks[i]
     problems = quick_problems(image, mask, Expect.of(data))  # what the loaders would refuse
     if problems:
@@ -181,7 +223,10 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality:
         if not cv2.imwrite(str(out / mask_out), labels, MASK_PNG_PARAMS):
             raise LoadError(f"cannot write {out / mask_out}")
         suffix = Path(image).suffix.lower()
-        row = {"mask": mask_out, "unknown_pixels": unknown, "psnr": None}
+        row = {"mask": mask_out, "unknown_pixels": unknown, "psnr": None, "lz4": None}
+        if gpu_masks and labels.nbytes <= LZ4_MAX_BYTES:
+            row["lz4"] = f"masks_lz4/{name}.lz4"
+            (out / row["lz4"]).write_bytes(encode_lz4_mask(labels))
         if jpeg_quality is not None and suffix not in (".jpg", ".jpeg"):
             rgb = decode_image(read(image), image)
             row["image"] = f"images/{name}.jpg"
@@ -227,9 +272,9 @@ def _images_entry(rows: list[dict], jpeg_quality: int | None) -> dict:
     return entry
 
 
-def _write_packs(out: Path, pairs: list[list[str]], pack_size: int) -> dict:
-    """Webdataset tars of ``pack_size`` samples (key ``NNNNNNN``: image, ``labels.png``, ``index``) and
-    their DALI index files."""
+def _write_packs(out: Path, pairs: list[list[str]], pack_size: int, gpu_masks: list[str] | None) -> dict:
+    """Webdataset tars of ``pack_size`` samples (key ``NNNNNNN``: image, ``labels.png``, ``labels.lz4``
+    when there is a GPU form, ``index``) and their DALI index files."""
     try:
         from wds2idx import IndexCreator  # ships with the DALI wheel
     except ImportError as e:
@@ -245,6 +290,8 @@ def _write_packs(out: Path, pairs: list[list[str]], pack_size: int) -> dict:
                 image, mask = pairs[i]
                 tar.add(out / image, arcname=f"{i:07d}.{Path(image).suffix.lower().lstrip('.')}")
                 tar.add(out / mask, arcname=f"{i:07d}.{PACK_MASK_EXT}")
+                if gpu_masks:
+                    tar.add(out / gpu_masks[i], arcname=f"{i:07d}.{PACK_GPU_MASK_EXT}")
                 member = tarfile.TarInfo(f"{i:07d}.{PACK_INDEX_EXT}")
                 member.size = 8
                 tar.addfile(member, io.BytesIO(_index_bytes(i)))
@@ -254,7 +301,8 @@ def _write_packs(out: Path, pairs: list[list[str]], pack_size: int) -> dict:
         indexes.append(f"{PACKS}/{idx_path.name}")
     # "samples_per_shard": format version 2's name for the pack size
     return {"format": "webdataset", "samples_per_shard": pack_size, "tars": tars, "indexes": indexes,
-            "image_exts": list(PACK_IMAGE_EXTS), "mask_ext": PACK_MASK_EXT, "index_ext": PACK_INDEX_EXT}
+            "image_exts": list(PACK_IMAGE_EXTS), "mask_ext": PACK_MASK_EXT, "index_ext": PACK_INDEX_EXT,
+            "gpu_mask_ext": PACK_GPU_MASK_EXT if gpu_masks else None}
 
 
 def _index_bytes(i: int) -> bytes:
@@ -270,6 +318,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     originals = original_classes(manifest)
     src_images, src_masks = manifest["source"]["images"], manifest["source"]["masks"]
     pairs = manifest["pairs"]
+    gpu_masks = _gpu_files(manifest["masks"].get(GPU_FORM))
     report = VerifyReport(pairs=len(pairs))
 
     def one(i: int) -> tuple[list[str], bool]:
@@ -279,9 +328,13 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
         want = originals.map_mask(decode_mask(read(src_masks[i]), src_masks[i], originals))
         if got is None or got.dtype != np.uint8 or got.ndim != 2:
             problems.append(f"{out / mask}: not a single-channel 8-bit PNG")
-        elif got.shape != want.shape or not np.array_equal(got, want):
-            bad = int(np.count_nonzero(got != want)) if got.shape == want.shape else got.size
-            problems.append(f"{out / mask}: {bad} pixels differ from the mapping of {src_masks[i]}")
+        else:
+            problems += _differences(out / mask, got, want, src_masks[i])
+        if gpu_masks:  # the GPU form, inflated on the CPU: the same indices, bit for bit
+            try:
+                problems += _differences(out / gpu_masks[i], read_lz4_mask(out / gpu_masks[i]), want, src_masks[i])
+            except (DataError, OSError) as e:
+                problems.append(str(e))
         copied = Path(image).suffix.lower() == Path(src_images[i]).suffix.lower()
         if copied and (out / image).read_bytes() != Path(src_images[i]).read_bytes():
             problems.append(f"{out / image}: bytes differ from {src_images[i]}")
@@ -297,10 +350,19 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     return report
 
 
+def _differences(path: Path, got: np.ndarray, want: np.ndarray, original: str) -> list[str]:
+    """What differs between a prepared mask's indices and the mapping of its original."""
+    if got.shape == want.shape and np.array_equal(got, want):
+        return []
+    bad = int(np.count_nonzero(got != want)) if got.shape == want.shape else got.size
+    return [f"{path}: {bad} pixels differ from the mapping of {original}"]
+
+
 def _verify_packs(out: Path, manifest: dict) -> tuple[int, list[str]]:
     """Every pack member equals what it was made from (the prepared file, or the sample's index);
-    every sample has each of its three members in the packs exactly once."""
-    kinds = ("image", "mask", "index")
+    every sample has each of its members (three, four with the GPU form) in the packs exactly once."""
+    gpu_masks = _gpu_files(manifest["masks"].get(GPU_FORM)) if manifest[PACKS].get("gpu_mask_ext") else None
+    kinds = ("image", "mask", "index") + (("gpu mask",) if gpu_masks else ())
     seen, problems = {}, []
     for tar_name in manifest[PACKS]["tars"]:
         with tarfile.open(out / tar_name) as tar:
@@ -308,8 +370,9 @@ def _verify_packs(out: Path, manifest: dict) -> tuple[int, list[str]]:
                 key, ext = member.name.split(".", 1)
                 i = int(key)
                 image, mask = manifest["pairs"][i]
-                kind = {PACK_MASK_EXT: "mask", PACK_INDEX_EXT: "index"}.get(ext, "image")
-                source = {"image": out / image, "mask": out / mask}.get(kind)  # None: the index member
+                kind = {PACK_MASK_EXT: "mask", PACK_INDEX_EXT: "index", PACK_GPU_MASK_EXT: "gpu mask"}.get(ext, "image")
+                source = {"image": out / image, "mask": out / mask,
+                          "gpu mask": out / gpu_masks[i] if gpu_masks else None}.get(kind)  # None: the index
                 want = source.read_bytes() if source else _index_bytes(i)
                 if tar.extractfile(member).read() != want:
                     problems.append(f"{out / tar_name}: {member.name} differs from {source or f'sample index {i}'}")

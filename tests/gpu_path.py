@@ -112,7 +112,7 @@ def dali_problems(pipe, outputs_on: str) -> list[str]:
             if actual != needed:
                 problems.append(f"{name}: input {i} ({spec.InputName(i)}) is on {actual}, the schema needs {needed}")
         if schema.Name().startswith("decoders__"):
-            if gpu_pipeline and device != "mixed":
+            if gpu_pipeline and device == "cpu":
                 problems.append(f"{name}: a GPU pipeline decodes on the CPU")
             if device == "mixed" and schema.Name() in ROI_DECODERS:
                 problems.append(f"{name}: a region decode on the GPU, which nvJPEG < 13.2 refuses with "

@@ -41,14 +41,15 @@ def packed(synth_data, tmp_path_factory) -> dl.SegmentationData:
 
 @pytest.fixture
 def datasets(synth_data, id_data, packed):
-    return {"colour masks": synth_data, "id masks": id_data, "shards": packed}
+    prepared = dl.SegmentationData.from_prepared(packed.packs.tars[0].rsplit("/shards/", 1)[0])
+    return {"colour masks": synth_data, "id masks": id_data, "shards": packed, "prepared": prepared}
 
 
 def assert_none(problems: list[str]) -> None:
     assert not problems, "\n".join(problems)
 
 
-DATA = ["colour masks", "id masks", "shards"]
+DATA = ["colour masks", "id masks", "shards", "prepared"]
 CASES = {
     "train onehot random zoom": dict(label_mode="onehot", crop="random", scale=(0.5, 2.0)),
     "train int center": dict(label_mode="int", crop="center"),
@@ -59,7 +60,7 @@ CASES = {
                                          drop_remainder=False),
     "train onehot full augmentation, class weights": dict(
         label_mode="onehot", crop="random", scale=(0.5, 2.0), rotate=20, brightness=0.3, contrast=0.3,
-        saturation=0.3, hue=10, class_weights={"colour masks": 32, "id masks": 19, "shards": 32}),
+        saturation=0.3, hue=10, class_weights={"colour masks": 32, "id masks": 19, "shards": 32, "prepared": 32}),
     "eval int fit": dict(label_mode="int", crop="fit", drop_remainder=False),
     "train int resize rotate": dict(label_mode="int", crop="resize", rotate=(-90, 90), flip=0.5),
 }
@@ -86,6 +87,10 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
     assert_none(tf_problems(built))
     assert [placed(op) for op in built.dali_ops()] == ["GPU:0"]
+    # a prepared copy's masks are inflated on the GPU (LZ4), not decoded from PNG on the CPU
+    ops = {(o._op._schema.Name(), o._op.device) for o in built.pipelines[0]._ops}
+    assert (("decoders__Inflate", "gpu") in ops) == (which in ("shards", "prepared"))
+    assert ("decoders__Image", "mixed") in ops
 
 
 @pytest.mark.parametrize("case", ["train onehot random zoom", "eval int random zoom float16"])

@@ -53,7 +53,7 @@ def test_verify_passes_and_catches_a_changed_label(colour_data, tmp_path):
     prepare(colour_data, out, shard_size=4, progress=False)
     report = verify(out, progress=False)
     assert report.ok and report.masks_checked == report.images_checked == len(colour_data)
-    assert report.shard_members_checked == 3 * len(colour_data)  # image, mask, index
+    assert report.shard_members_checked == 4 * len(colour_data)  # image, mask, its GPU form, index
     mask = out / json.loads((out / MANIFEST).read_text())["pairs"][4][1]
     labels = cv2.imread(str(mask), cv2.IMREAD_UNCHANGED)
     labels[0, 0] = (labels[0, 0] + 1) % 32
@@ -110,9 +110,68 @@ def test_prepare_command(colour_data, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "prepared 6 pairs" in out and "35 pixels of unknown values" in out and "verified 6 pairs" in out
     with tarfile.open(tmp_path / "cli" / "shards" / "00001.tar") as tar:
-        assert tar.getnames() == ["0000005.png", "0000005.labels.png", "0000005.index"]
+        assert tar.getnames() == ["0000005.png", "0000005.labels.png", "0000005.labels.lz4", "0000005.index"]
         assert tar.extractfile("0000005.index").read() == (5).to_bytes(8, "little")
     assert cli(["verify", str(tmp_path / "cli"), "--quiet"]) == 0
-    assert "18 shard members identical" in capsys.readouterr().out
+    assert "24 shard members identical" in capsys.readouterr().out
     assert cli(["prepare", root, str(tmp_path / "cli")]) == 2  # already prepared: a clear error, exit 2
     assert "already holds a prepared dataset" in capsys.readouterr().err
+
+
+def test_the_gpu_form_of_the_masks_holds_the_same_indices(colour_data, prepared, monkeypatch):
+    """The LZ4 masks dali-gpu inflates, inflated on the CPU: the PNG masks' indices bit for bit; the CPU
+    backends keep reading the PNG masks, dali-gpu reads the LZ4 ones (files and packs)."""
+    from daliloader.backends.dali_graph import mask_files
+    from daliloader.manifest import read_lz4_mask
+
+    data = dl.SegmentationData.from_prepared(prepared)
+    assert len(data.gpu_masks) == len(data) and all(m.endswith(".lz4") for m in data.gpu_masks)
+    for png, lz4 in zip(data.masks, data.gpu_masks):
+        np.testing.assert_array_equal(read_lz4_mask(lz4), cv2.imread(png, cv2.IMREAD_UNCHANGED))
+        assert Path(lz4).stat().st_size < 4 * Path(png).stat().st_size
+    assert mask_files(data, "cpu") == data.masks and mask_files(data, "gpu") == data.gpu_masks
+    assert dl.SegmentationData.from_prepared(prepared, packs=True).packs.gpu_mask_ext == "labels.lz4"
+    _, val = data.split(0.5)
+    assert val.gpu_masks == tuple(data.gpu_masks[data.masks.index(m)] for m in val.masks)
+    import daliloader.backends.dali_graph as graph
+
+    monkeypatch.setattr(graph, "nvcomp_loads", lambda: False)  # no nvCOMP to inflate them: the PNG masks
+    assert mask_files(data, "gpu") == data.masks
+
+
+def test_dalis_cpu_side_of_the_gpu_form_reads_the_header_and_block(prepared):
+    """The part of the GPU graph that runs on the CPU (the header read into the inflate's shape, the LZ4
+    block cut out), run on DALI's CPU backend; the block inflated by python-lz4 is the PNG mask."""
+    import lz4.block
+    from nvidia.dali import fn, pipeline_def, types
+
+    from daliloader.backends.dali_graph import lz4_header
+
+    data = dl.SegmentationData.from_prepared(prepared)
+
+    @pipeline_def(batch_size=len(data), num_threads=1, device_id=None)
+    def header():
+        encoded, _ = fn.readers.file(files=list(data.gpu_masks))
+        return lz4_header(encoded)
+
+    pipe = header()
+    pipe.build()
+    shapes, blocks = pipe.run()
+    for i, png in enumerate(data.masks):
+        want = cv2.imread(png, cv2.IMREAD_UNCHANGED)
+        shape = np.array(shapes[i])
+        assert shape.tolist() == [*want.shape, 1]
+        raw = lz4.block.decompress(np.array(blocks[i]).tobytes(), uncompressed_size=want.size)
+        np.testing.assert_array_equal(np.frombuffer(raw, np.uint8).reshape(want.shape), want)
+
+
+def test_verify_names_a_damaged_gpu_mask_and_prepare_can_leave_the_form_out(colour_data, tmp_path):
+    out = tmp_path / "p"
+    prepare(colour_data, out, progress=False)
+    lz4 = out / json.loads((out / MANIFEST).read_text())["masks"]["gpu"]["files"][3]
+    lz4.write_bytes(lz4.read_bytes()[:-9])
+    report = verify(out, progress=False)
+    assert not report.ok and any(str(lz4) in m and "does not inflate" in m for m in report.mismatches)
+    manifest = prepare(colour_data, tmp_path / "none", gpu_masks=False, progress=False)
+    assert manifest["masks"]["gpu"] is None and not (tmp_path / "none" / "masks_lz4").exists()
+    assert dl.SegmentationData.from_prepared(tmp_path / "none").gpu_masks is None

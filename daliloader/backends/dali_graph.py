@@ -34,6 +34,8 @@ be read on the CPU (``MultiWorkerMirroredStrategy``).
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 from dataclasses import replace
 from types import SimpleNamespace
@@ -47,10 +49,13 @@ from ..checks import PairGuard
 from ..classes import ClassMap
 from ..data import SegmentationData
 from ..errors import SpecError
+from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
 from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
 from . import pair_guard
+
+log = logging.getLogger("daliloader")
 
 #: The window arithmetic of :mod:`daliloader.stages` on DALI nodes.
 DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max, minimum=dmath.min,
@@ -176,7 +181,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
 
     ``fed``: the inputs (:data:`INPUTS` or :data:`PACK_INPUTS`) are placeholders to be fed by the caller.
     """
-    image_bytes, mask_bytes, index = read(data, sampler, guard, fed)
+    image_bytes, mask_bytes, index = read(data, sampler, guard, fed, device)
     cuts = {"read": (image_bytes, mask_bytes)}
     u = None
     if needs_draws(spec):  # fed: TensorFlow's stateless draws; alone: DALI's generator, seeded by the pipeline
@@ -194,9 +199,11 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     # 8-bit one decoded as uint16 would be scaled to 0-65535).
     mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
     mask_dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
-    image, mask = (decode_window(encoded, inside_start, inside_shape, device, kind, dtype)
-                   for encoded, kind, dtype in ((image_bytes, types.RGB, types.UINT8),
-                                                (mask_bytes, mask_type, mask_dtype)))
+    image = decode_window(image_bytes, inside_start, inside_shape, device, types.RGB, types.UINT8)
+    if reads_gpu_masks(data, device):
+        mask = inflate_window(mask_bytes, inside_start, inside_shape)
+    else:
+        mask = decode_window(mask_bytes, inside_start, inside_shape, device, mask_type, mask_dtype)
     cuts["decode"] = (image, mask)
     if spec.colours:
         image = colour(image, spec, u)
@@ -212,19 +219,55 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
             "weight": weigh(labels, index, data.classes, spec.class_weights), "index": index, "stages": cuts}
 
 
-def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool):
+def reads_gpu_masks(data: SegmentationData, device: str) -> bool:
+    """Whether a graph on ``device`` reads the masks' GPU form: a prepared copy's LZ4 masks, on a GPU
+    where DALI finds nvCOMP to inflate them (else the PNG masks, and a log line says why)."""
+    if device != "gpu":
+        return False
+    has_form = data.packs.gpu_mask_ext is not None if data.packs is not None else data.gpu_masks is not None
+    return has_form and nvcomp_loads()
+
+
+@functools.lru_cache(maxsize=None)
+def nvcomp_loads() -> bool:
+    """Whether nvCOMP, which DALI's inflate loads at run time, is there: the wheel DALI depends on
+    (``nvidia-libnvcomp-cu12``), or the system's library."""
+    import ctypes
+    from importlib.util import find_spec
+
+    spec = find_spec("nvidia.libnvcomp")
+    candidates = [os.path.join(p, "lib64", "libnvcomp.so.5") for p in (spec.submodule_search_locations or [])] if spec \
+        else []
+    for library in candidates + ["libnvcomp.so.5", "libnvcomp.so"]:
+        try:
+            ctypes.CDLL(library)
+            return True
+        except OSError:
+            continue
+    log.info("dali-gpu reads a prepared copy's PNG masks (decoded on the CPU): nvCOMP, which inflates their LZ4 "
+             "form on the GPU, is not installed (pip install nvidia-libnvcomp-cu12)")
+    return False
+
+
+def mask_files(data: SegmentationData, device: str) -> tuple[str, ...]:
+    """The mask files a graph on ``device`` reads (see :func:`reads_gpu_masks`)."""
+    return data.gpu_masks if reads_gpu_masks(data, device) else data.masks
+
+
+def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
     """read: the encoded image and mask, and the sample index (``-1``: padding), per position."""
     if data.packs is not None:
-        return _read_packs(data, sampler, fed)
+        return _read_packs(data, sampler, fed, device)
     sources = ((None, None, None) if fed else
-               (_PathSource(sampler, data.images, guard), _PathSource(sampler, data.masks), _IndexSource(sampler)))
+               (_PathSource(sampler, data.images, guard), _PathSource(sampler, mask_files(data, device)),
+                _IndexSource(sampler)))
     image_path, mask_path, index = (
         fn.external_source(source=source, batch=False, name=name, dtype=dtype, ndim=ndim)
         for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
     return fn.io.file.read(image_path), fn.io.file.read(mask_path), index
 
 
-def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool):
+def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str):
     """One webdataset reader: image, mask and index from the same record, so paired by construction.
 
     It shuffles within its buffer (DALI's ``initial_fill``, 1024 samples), gives each worker a
@@ -233,7 +276,8 @@ def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool):
     """
     p = data.packs
     image_bytes, mask_bytes, index = fn.readers.webdataset(
-        paths=list(p.tars), index_paths=list(p.indexes), ext=[";".join(p.image_exts), p.mask_ext, p.index_ext],
+        paths=list(p.tars), index_paths=list(p.indexes),
+        ext=[";".join(p.image_exts), p.gpu_mask_ext if reads_gpu_masks(data, device) else p.mask_ext, p.index_ext],
         dtypes=[types.UINT8, types.UINT8, types.INT64], missing_component_behavior="error",
         random_shuffle=sampler.shuffle, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
         pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, name=READER)
@@ -259,6 +303,22 @@ def decode_window(encoded, start, shape, device: str, kind, dtype):
         return fn.decoders.image_slice(encoded, start, shape, axis_names="HW", normalized_anchor=False,
                                        normalized_shape=False, **options)
     return fn.slice(fn.decoders.image(encoded, **options), start, shape, axis_names="HW")
+
+
+def lz4_header(encoded):
+    """The GPU form's header read on the CPU (reference: :func:`daliloader.manifest.read_lz4_mask`): the
+    mask's shape ``[H, W, 1]`` (int32, an argument input of the inflate) and the LZ4 block."""
+    height_width = fn.reinterpret(encoded[len(LZ4_MAGIC):LZ4_HEADER], dtype=types.INT32)
+    return fn.cat(height_width, np.array([1], np.int32)), encoded[LZ4_HEADER:]
+
+
+def inflate_window(encoded, start, shape):
+    """decode, for the masks' GPU form: the LZ4 block inflated on the GPU (nvCOMP, through
+    ``fn.decoders.inflate``), then the window's part sliced there, as :func:`decode_window` does after
+    nvJPEG. Nothing of the mask is decoded on the CPU: PNG, even in DALI's "mixed" decoder, is."""
+    mask_shape, block = lz4_header(encoded)
+    labels = fn.decoders.inflate(block.gpu(), shape=mask_shape, dtype=types.UINT8, layout="HWC")
+    return fn.slice(labels, start, shape, axis_names="HW")
 
 
 def map_labels(mask, classes: ClassMap):

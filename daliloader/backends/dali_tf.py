@@ -31,8 +31,8 @@ from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
 from ..stages import DRAWS as DRAW_COUNT
-from .dali_graph import (DRAWS, PACK_INPUTS, SegmentationPipeline, graph_spec, host_batch_size, needs_draws,
-                         outputs_on)
+from .dali_graph import (DRAWS, PACK_INPUTS, SegmentationPipeline, graph_spec, host_batch_size, mask_files,
+                         needs_draws, outputs_on)
 from .tfops import one_hot
 
 
@@ -216,7 +216,8 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
         endless = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=batch, device_id=pipe.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=plan.prefetch,
-            input_datasets=_inputs(plan, reader, guard, where, passes), output_dtypes=dtypes, output_shapes=shapes)
+            input_datasets=_inputs(plan, reader, guard, where, passes, mask_files(plan.data, device)),
+            output_dtypes=dtypes, output_shapes=shapes)
         if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
             endless = endless.rebatch(plan.batch_size, drop_remainder=True)
         if dali_spec != spec:  # on the host: what DALI does not output (see graph_spec)
@@ -230,12 +231,14 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
 CHUNK = 128
 
 
-def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, passes: tf.Variable) -> dict:
+def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, passes: tf.Variable,
+            masks) -> dict:
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS`` and ``DRAWS`` in :mod:`.dali_graph`)
     as native tf.data streams (the index, or the padding marks when reading packs, only when an output
     uses them: DALI drops unused nodes).
 
-    Python runs once per :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
+    ``masks`` are the mask files the graph reads (:func:`.dali_graph.mask_files`). Python runs once per
+    :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
     it has not seen); the per-sample work is ``tf.gather`` on constant path tables (a Python call per
     sample or per batch, as ``from_generator`` makes, was measured slower: README). The draws are
     TensorFlow's stateless uniforms of (seed, position), in blocks of CHUNK. Reading files, the streams start at the epoch ``passes``
@@ -283,7 +286,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
             real = tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
             streams = {PACK_INPUTS[0]: real} if positional else {}
         else:
-            streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(data.masks, vet=False)}
+            streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(masks, vet=False)}
             if positional:
                 streams["index"] = indices(vet=False)
         if needs_draws(plan.spec):
