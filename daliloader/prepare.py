@@ -73,6 +73,7 @@ class VerifyReport:
 
     pairs: int
     masks_checked: int = 0
+    gpu_masks_checked: int = 0  # their GPU form (LZ4)
     images_checked: int = 0
     pack_members_checked: int = 0
     mismatches: list[str] = field(default_factory=list)
@@ -87,7 +88,8 @@ class VerifyReport:
         return self.pack_members_checked
 
     def __str__(self) -> str:
-        head = (f"verified {self.pairs} pairs: {self.masks_checked} masks equal the mapping of their originals, "
+        forms = f" (and {self.gpu_masks_checked} of their LZ4 forms)" if self.gpu_masks_checked else ""
+        head = (f"verified {self.pairs} pairs: {self.masks_checked} masks{forms} equal the mapping of their originals, "
                 f"{self.images_checked} images byte-identical, {self.pack_members_checked} shard members "
                 f"identical to their sources")
         if self.ok:
@@ -343,6 +345,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     for problems, copied in threaded_map(one, range(len(pairs)), workers, "verifying" if progress else None):
         report.mismatches += problems
         report.masks_checked += 1
+        report.gpu_masks_checked += bool(gpu_masks)
         report.images_checked += copied
     if manifest.get(PACKS):
         report.pack_members_checked, problems = _verify_packs(out, manifest)
