@@ -15,7 +15,8 @@ from .spec import Preprocess, make_spec
 __version__ = "0.1.0"
 __all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "Plan", "make_plan", "tf_dataset",
            "keras_sequence", "dali_pipeline", "distribute", "check", "class_frequencies", "class_weights",
-           "synthetic", "prepare", "backends", "DaliloaderError", "DataError", "SpecError", "LoadError"]
+           "synthetic", "prepare", "backends", "losses", "metrics", "predict", "Prediction", "DaliloaderError",
+           "DataError", "SpecError", "LoadError"]
 
 
 _LAZY = {"synthetic": ("daliloader.synthetic", None),
@@ -27,7 +28,11 @@ _LAZY = {"synthetic": ("daliloader.synthetic", None),
          "class_frequencies": ("daliloader.balance", "class_frequencies"),
          "class_weights": ("daliloader.balance", "class_weights"),
          "backends": ("daliloader.backends", None),  # the registry: dl.backends.BACKENDS
-         "prepare": ("daliloader.prepare", None)}  # the module: dl.prepare.prepare(data, out), .verify(out)
+         "prepare": ("daliloader.prepare", None),  # the module: dl.prepare.prepare(data, out), .verify(out)
+         "losses": ("daliloader.losses", None),  # Keras losses with class weights
+         "metrics": ("daliloader.metrics", None),  # dl.metrics.MeanIoU
+         "predict": ("daliloader.predictions", "predict"),
+         "Prediction": ("daliloader.predictions", "Prediction")}
 
 
 def __getattr__(name):
@@ -38,3 +43,7 @@ def __getattr__(name):
         mod = importlib.import_module(module)
         return mod if attr is None else getattr(mod, attr)
     raise AttributeError(f"module 'daliloader' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

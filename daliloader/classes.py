@@ -344,6 +344,22 @@ class ClassMap:
                 return np.array(c, np.uint8)
         return np.zeros(3, np.uint8)
 
+    def to_mask(self, labels: np.ndarray) -> np.ndarray:
+        """Class indices (H, W) -> a mask in this map's own encoding, which :meth:`map_mask` reads back to
+        the same indices: the class colours (RGB), or the raw ids (the smallest id of each class: for
+        Cityscapes, train ids back to label ids, as its evaluation scripts read them). The ignore index
+        becomes an ignore colour (or black), or the smallest id the map ignores (else the ignore index)."""
+        idx = np.where(labels < self.num_classes, labels, self.num_classes)
+        if self.kind == "rgb":
+            ignore = self.ignore_colors[0] if self.ignore_colors is not None and len(self.ignore_colors) else \
+                self.ignore_colour()
+            return np.concatenate([self.colors, np.asarray(ignore, np.uint8)[None]])[idx]
+        first = {}
+        for raw in sorted(self.id_to_class):
+            first.setdefault(self.id_to_class[raw], raw)
+        table = [first.get(k, k) for k in range(self.num_classes)] + [first.get(self.ignore_index, self.ignore_index)]
+        return np.asarray(table, np.uint16 if max(table) > 255 else np.uint8)[idx]
+
     def colorize(self, labels: np.ndarray) -> np.ndarray:
         """Class indices (H, W) -> RGB image; the ignore index in :meth:`ignore_colour`."""
         pal = np.concatenate([self.palette(), self.ignore_colour()[None]])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from PIL import Image
 
 from . import layouts
 from .classes import ClassMap, as_classmap
@@ -65,6 +68,30 @@ class SegmentationData:
 
     def __len__(self) -> int:
         return len(self.images)
+
+    @functools.cached_property
+    def image_sizes(self) -> Counter:
+        """How many images have each size ``(height, width)``, read from their headers (all cores)."""
+        def size(path: str) -> tuple[int, int]:
+            try:
+                with Image.open(path) as im:
+                    return im.size[1], im.size[0]
+            except (OSError, ValueError) as e:
+                raise DataError(f"cannot read the size of image {path}: {e}. Run `daliloader check` on the "
+                                "dataset") from None
+
+        return Counter(threaded_map(size, self.images, None, None))
+
+    def image_size(self) -> tuple[int, int]:
+        """The images' own ``(height, width)``, which they must all share: what a loader's ``image_size``
+        is when left out. Images of several sizes raise a DataError that names them: pass ``image_size``."""
+        if len(self.image_sizes) == 1:
+            return next(iter(self.image_sizes))
+        found = ", ".join(f"{h}x{w} ({n} images)" for (h, w), n in self.image_sizes.most_common(4))
+        more = f" and {len(self.image_sizes) - 4} more sizes" if len(self.image_sizes) > 4 else ""
+        raise DataError(f"image_size was left out, so the loader would take the images' own size, but they have "
+                        f"{len(self.image_sizes)} sizes: {found}{more}. Pass image_size=(height, width): with "
+                        "crop='fit' (evaluation: whole images scaled and padded) or crop='random' (training)")
 
     @property
     def shards(self) -> Packs | None:

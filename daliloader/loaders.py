@@ -24,19 +24,22 @@ from .spec import check_batch_size
 DALI_OPTIONS = ("num_threads", "prefetch", "device_id")
 
 
-def tf_dataset(data, batch_size: int = 8, image_size=(512, 512), crop: str = "random", label_mode: str = "onehot",
-               shuffle: bool = True, seed: int | None = None, backend: str = "auto", **options):
+def tf_dataset(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
+               shuffle: bool | None = None, seed: int | None = None, backend: str = "auto", **options):
     """A ``tf.data.Dataset`` of ``(images, labels)`` batches for ``model.fit``.
 
     ``data`` is a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan`` (then the
-    other arguments stay at their defaults). images: float32 ``[B, H, W, 3]`` in [0, 1] (or
-    ``(x - mean) / std``; ``dtype`` float16/bfloat16); labels: float32 one-hot ``[B, H, W, C]`` or int32
-    ``[B, H, W]`` with ``ignore_index`` for unknown/padded pixels. With ``drop_remainder=False`` batches
-    are ``(images, labels, weights)`` with float32 weights ``[B, H, W]`` (per pixel, the shape Keras'
+    other arguments stay at their defaults). ``training=False`` is evaluation mode: whole images (or
+    ``crop="fit"`` with an ``image_size``), the dataset's order, every sample once, nothing drawn at
+    random (see :func:`~daliloader.plan.make_plan` for every default). ``image_size`` left out is the
+    images' own size. images: float32 ``[B, H, W, 3]`` in [0, 1] (or ``(x - mean) / std``; ``dtype``
+    float16/bfloat16); labels: float32 one-hot ``[B, H, W, C]`` or int32 ``[B, H, W]`` with
+    ``ignore_index`` for unknown/padded pixels. With ``drop_remainder=False`` (evaluation) batches are
+    ``(images, labels, weights)`` with float32 weights ``[B, H, W]`` (per pixel, the shape Keras'
     per-pixel losses and metrics accept); padding samples in the last batch and ignored pixels have
     weight 0, so ``model.evaluate`` sees every sample once and its ``weighted_metrics`` count every
-    labelled pixel once (Keras' reported loss still divides by the batch size). ``class_weights=``
-    weighs each pixel by its class, in training too.
+    labelled pixel once (Keras' reported loss still divides by the batch size). Class weights belong to
+    the loss (:mod:`daliloader.losses`).
 
     The dataset's cardinality is the number of batches per epoch, so ``model.fit(ds, epochs=N)`` needs
     no ``steps_per_epoch``; each epoch is reshuffled and the DALI pipeline is built once.
@@ -47,16 +50,16 @@ def tf_dataset(data, batch_size: int = 8, image_size=(512, 512), crop: str = "ra
     a batch is on the GPU, and ``dtype="bfloat16"`` is refused there (DALI has no bfloat16): pass float32
     and let Keras' policy ``mixed_bfloat16`` cast in the first layer, or use float16. ``"tfdata"`` runs
     the same spec in plain ``tf.data`` + ``tf.image`` on the CPU; its epochs are tf.data's own
-    (reshuffled at every ``iter()``) and its last batch with ``drop_remainder=False`` is simply smaller
-    (no padding samples; ignored pixels weigh 0).
+    (reshuffled at every ``iter()``); its last batch with ``drop_remainder=False`` is padded as the others.
     """
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
     return backends.resolve(backend, "tf.data", plan).build("tf.data", plan)
 
 
-def keras_sequence(data, batch_size: int = 8, image_size=(512, 512), crop: str = "random", label_mode: str = "onehot",
-                   shuffle: bool = True, seed: int | None = None, *, workers: int = 1, use_multiprocessing: bool = False,
+def keras_sequence(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
+                   shuffle: bool | None = None, seed: int | None = None, *, workers: int = 1,
+                   use_multiprocessing: bool = False,
                    max_queue_size: int = 10, **options):
     """The same spec decoded with OpenCV on the CPU, as a ``keras.utils.PyDataset`` of numpy batches.
 
@@ -76,8 +79,8 @@ def keras_sequence(data, batch_size: int = 8, image_size=(512, 512), crop: str =
                                                    max_queue_size=max_queue_size)
 
 
-def dali_pipeline(data, batch_size: int = 8, image_size=(512, 512), crop: str = "random", label_mode: str = "onehot",
-                  shuffle: bool = True, seed: int | None = None, backend: str = "auto", *, outputs=None,
+def dali_pipeline(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
+                  shuffle: bool | None = None, seed: int | None = None, backend: str = "auto", *, outputs=None,
                   **options):
     """The same DALI pipeline without TensorFlow: returns ``(pipeline, steps_per_epoch)``.
 
@@ -92,8 +95,8 @@ def dali_pipeline(data, batch_size: int = 8, image_size=(512, 512), crop: str = 
     return backends.resolve(backend, "dali", plan).build("dali", plan)
 
 
-def distribute(strategy, data, global_batch_size: int, image_size=(512, 512), crop: str = "random",
-               label_mode: str = "onehot", shuffle: bool = True, seed: int | None = None, backend: str = "auto",
+def distribute(strategy, data, global_batch_size: int, image_size=None, crop: str | None = None,
+               label_mode: str = "onehot", shuffle: bool | None = None, seed: int | None = None, backend: str = "auto",
                **options):
     """``tf_dataset`` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .data import SegmentationData
 from .errors import DataError, SpecError
 from .sampler import Sampler
-from .spec import OPTIONS, Preprocess, check_batch_size, class_keys, make_spec
+from .spec import OPTIONS, Preprocess, check_batch_size, make_spec
 
 #: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
 #: the last evaluation batch), sample indices (-1: padding; DALI pipelines run alone only).
@@ -47,23 +47,43 @@ class Plan:
         return self.sampler.steps
 
 
-def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512), crop: str = "random",
-              label_mode: str = "onehot", shuffle: bool = True, seed: int | None = None, *,
-              drop_remainder: bool = True, shard_id: int = 0, num_shards: int = 1, num_threads: int | None = None,
-              prefetch: int = 2, device_id: int = 0, outputs=None, caller: str = "make_plan", **options) -> Plan:
+def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop: str | None = None,
+              label_mode: str = "onehot", shuffle: bool | None = None, seed: int | None = None, *,
+              training: bool = True, drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
+              num_threads: int | None = None, prefetch: int = 2, device_id: int = 0, outputs=None,
+              caller: str = "make_plan", **options) -> Plan:
     """Validate a loader's arguments and plan the loader.
 
-    ``options`` are the preprocessing options of :func:`daliloader.spec.make_spec` (``scale``, ``flip``,
-    ``rotate``, ``brightness``, ``contrast``, ``saturation``, ``hue``, ``mean``, ``std``, ``dtype``,
-    ``class_weights``). ``drop_remainder=True`` (training) gives full batches of ``(image, labels)``;
-    ``False`` (evaluation) fills the last batch with weight-0 padding and adds per-pixel weights, as
-    ``class_weights`` do in training too. ``shard_id``/``num_shards`` choose a worker's part of the data. ``outputs``
-    overrides what a batch holds (for ``dali_pipeline``; any of :data:`OUTPUTS`). ``num_threads``,
-    ``prefetch`` and ``device_id`` are the DALI backends'. ``caller`` names the public function in
-    error messages.
+    ``training`` (True) or evaluation (False) sets the defaults (README, "Train and validate"):
+
+    ==================  =========================  ===========================================
+    argument            training=True              training=False (evaluate, predict)
+    ==================  =========================  ===========================================
+    ``crop``            ``"random"``               ``"fit"``; ``"center"`` without image_size
+    ``shuffle``         True                       False: the dataset's order
+    ``drop_remainder``  True: full batches only    False: every sample once, the last batch
+                                                   padded with weight-0 samples
+    random options      as given                   refused (scale, flip, rotate, colour)
+    ==================  =========================  ===========================================
+
+    ``image_size`` None takes the images' own size, which they must all share (else a DataError names
+    the sizes found). ``options`` are the preprocessing options of :func:`daliloader.spec.make_spec`
+    (``scale``, ``flip``, ``rotate``, ``brightness``, ``contrast``, ``saturation``, ``hue``, ``mean``,
+    ``std``, ``dtype``). Batches are ``(image, labels)``, and ``(image, labels, weights)`` when not
+    dropping the remainder: per-pixel weights, 0 on padding samples and ignored pixels. Class weights
+    belong to the loss, not the batches (:mod:`daliloader.losses`). ``shard_id``/``num_shards`` choose a
+    worker's part of the data. ``outputs`` overrides what a batch holds (any of :data:`OUTPUTS`).
+    ``num_threads``, ``prefetch`` and ``device_id`` are the DALI backends'. ``caller`` names the public
+    function in error messages.
     """
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
+    moved = sorted({"class_weights", "class_weight"} & set(options))
+    if moved:
+        raise SpecError(f"{caller}() got {moved[0]}=: class weights belong to the loss, so that metrics stay exact "
+                        "(Keras gives a batch's weights to the loss and to weighted_metrics alike). Pass them to "
+                        "dl.losses.SparseCategoricalCrossentropy(class_weights=...) (int labels) or "
+                        "dl.losses.CategoricalCrossentropy(class_weights=...) (one-hot)")
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         close = ([FOREIGN_NAMES[unknown[0]]] if unknown[0] in FOREIGN_NAMES else
@@ -72,13 +92,21 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
                         + (f" (did you mean {close[0]!r}?)" if close else "")
                         + f". Arguments: {', '.join(ARGUMENTS)}; preprocessing options: {', '.join(OPTIONS)}; "
                           f"loader options: {', '.join(LOADER_OPTIONS)}")
-    if isinstance(options.get("class_weights"), dict):
-        options["class_weights"] = _weights_of_classes(options["class_weights"], data.classes)
+    if not isinstance(training, bool):
+        raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
+    if not training and options.get("scale") not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
+        raise SpecError(f"{caller}(training=False) draws nothing at random, but got scale: leave it out for "
+                        "evaluation, or pass training=True")
+    if crop is None:
+        crop = "random" if training else ("fit" if image_size is not None else "center")
+    if image_size is None:
+        image_size = data.image_size()
     spec = make_spec(image_size, crop=crop, label_mode=label_mode, **options)
-    classes = data.classes.num_classes
-    if spec.class_weights is not None and len(spec.class_weights) != classes:
-        raise SpecError(f"class_weights has {len(spec.class_weights)} weights for the {classes} classes of "
-                        f"{data.classes.source or 'the class map'}: give one per class")
+    if not training:
+        drawn = ([f"crop={crop!r}"] if crop == "random" else []) + spec.drawn()
+        if drawn:
+            raise SpecError(f"{caller}(training=False) draws nothing at random, but got {', '.join(drawn)}: leave "
+                            "them out for evaluation, or pass training=True")
     batch_size = check_batch_size(batch_size)
     for name, value, least in (("seed", seed, 0), ("num_threads", num_threads, 1), ("prefetch", prefetch, 1),
                                ("device_id", device_id, 0)):
@@ -87,30 +115,16 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=(512, 512)
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise SpecError(f"{name} must be an integer >= {least}{' or None' if name in ('seed', 'num_threads') else ''}, "
                             f"got {value!r}")
-    if outputs is None:  # weights for evaluation (padding) and for class weights
-        weighted = not drop_remainder or spec.class_weights is not None
-        outputs = ("image", "labels", "weight") if weighted else ("image", "labels")
+    shuffle = training if shuffle is None else shuffle
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    if outputs is None:  # weights for evaluation (padding, ignored pixels)
+        outputs = ("image", "labels") if drop_remainder else ("image", "labels", "weight")
     outputs = tuple(outputs)
     if not outputs or set(outputs) - set(OUTPUTS):
         raise SpecError(f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                       shard_id=shard_id, num_shards=num_shards)
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
-
-
-def _weights_of_classes(weights: dict, classes) -> list:
-    """A ``{class: weight}`` dict as one weight per class, as Keras' ``class_weight``: classes it does not
-    name weigh 1. The ignore index may be named with weight 0 (it always weighs 0)."""
-    keys = dict(zip(class_keys(weights), weights.values()))
-    if classes.ignore_index in keys:
-        if keys.pop(classes.ignore_index) != 0:
-            raise SpecError(f"class_weights names the ignore index {classes.ignore_index} with a weight: ignored pixels "
-                            "always weigh 0; leave it out")
-    strays = sorted(k for k in keys if not 0 <= k < classes.num_classes)
-    if strays:
-        raise SpecError(f"class_weights names {strays[:5]}, not classes of {classes.source or 'the class map'} "
-                        f"(0..{classes.num_classes - 1})")
-    return [keys.get(k, 1.0) for k in range(classes.num_classes)]
 
 
 _SIGNATURE = inspect.signature(make_plan)
@@ -122,7 +136,8 @@ ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POS
 #: What torchvision and albumentations call some options, for "did you mean" (the meaning may differ:
 #: the message points at the option, whose docs give its units).
 FOREIGN_NAMES = {"degrees": "rotate", "limit": "rotate", "angle": "rotate", "hue_shift_limit": "hue",
-                 "size": "image_size", "hflip": "flip", "horizontal_flip": "flip", "class_weight": "class_weights"}
+                 "size": "image_size", "hflip": "flip", "horizontal_flip": "flip", "is_training": "training",
+                 "train": "training"}
 
 
 def plan_of(data, caller: str, **arguments) -> Plan:

@@ -30,8 +30,7 @@ CROPS = ("random", "center", "resize", "fit")
 LABEL_MODES = ("onehot", "int")
 DTYPES = ("float32", "float16", "bfloat16")
 #: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode.
-OPTIONS = ("scale", "flip", "rotate", "brightness", "contrast", "saturation", "hue", "mean", "std", "dtype",
-           "class_weights")
+OPTIONS = ("scale", "flip", "rotate", "brightness", "contrast", "saturation", "hue", "mean", "std", "dtype")
 #: The colour options, which change the image only.
 COLOUR = ("brightness", "contrast", "saturation", "hue")
 
@@ -54,7 +53,6 @@ class Preprocess:
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     dtype: str = "float32"
-    class_weights: tuple[float, ...] | None = None  # per class; checked against the classes by the plan
 
     @property
     def resizes(self) -> bool:
@@ -69,6 +67,12 @@ class Preprocess:
     def colours(self) -> bool:
         """Whether any colour option is on."""
         return any(getattr(self, name) != getattr(Preprocess, name) for name in COLOUR)
+
+    def drawn(self) -> list[str]:
+        """The options that are on and draw at random (the crop's place aside)."""
+        return ((["scale"] if self.scale != (1.0, 1.0) else []) + (["flip"] if self.flip > 0 else []) +
+                (["rotate"] if self.rotates else []) +
+                [name for name in COLOUR if getattr(self, name) != getattr(Preprocess, name)])
 
 
 def make_spec(
@@ -86,7 +90,6 @@ def make_spec(
     contrast=None,
     saturation=None,
     hue=None,
-    class_weights=None,
 ) -> Preprocess:
     """Validate user arguments and build the :class:`Preprocess` spec.
 
@@ -94,9 +97,7 @@ def make_spec(
     ``rotate``: degrees ``d`` (an angle from ``U(-d, d)``) or a ``(min, max)`` pair. ``brightness``,
     ``contrast``, ``saturation``: ``v`` (a factor from ``U(max(0, 1 - v), 1 + v)``) or a ``(min, max)``
     pair of factors; ``hue``: degrees ``d`` (``U(-d, d)``) or a pair, within [-180, 180].
-    ``mean``/``std`` are in [0, 1] units, one value or one per RGB channel. ``class_weights``: one weight
-    per class (a sequence, or a dict ``{class: weight}`` naming classes 0..C-1; the loaders also take a dict
-    that leaves classes out, which then weigh 1, as Keras' ``class_weight``). ``hue`` up to 0.5 degrees
+    ``mean``/``std`` are in [0, 1] units, one value or one per RGB channel. ``hue`` up to 0.5 degrees
     warns: it looks like torchvision's fraction of a turn.
     """
     size = _image_size(image_size)
@@ -128,7 +129,7 @@ def make_spec(
         **factors,
         mean=_units("mean", _triple("mean", 0.0 if mean is None else mean)),
         std=_units("std", _triple("std", 1.0 if std is None else std, positive=True)),
-        dtype=dtype, class_weights=_class_weights(class_weights),
+        dtype=dtype,
     )
 
 
@@ -173,23 +174,32 @@ def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float,
     return values
 
 
-def _class_weights(weights) -> tuple[float, ...] | None:
-    """One finite, non-negative weight per class, from a sequence or a dict naming classes 0..C-1 (the
-    plan fills a dict's missing classes and checks it against the dataset's classes first)."""
-    if weights is None:
-        return None
+def class_weight_list(weights, num_classes: int | None, ignore_index: int = 255,
+                      source: str = "the class map") -> tuple[float, ...]:
+    """One finite, non-negative weight per class: from a sequence (one per class), or from a dict
+    ``{class: weight}`` as Keras' ``class_weight`` (classes it leaves out weigh 1; the ignore index may be
+    named, with weight 0, as it always weighs 0). ``num_classes`` (None: the sequence's length) is
+    checked; ``source`` names the classes in messages."""
     if isinstance(weights, dict):
-        keys = sorted(class_keys(weights))
-        if keys != list(range(len(keys))):
-            missing = sorted(set(range(max(keys, default=-1) + 1)) - set(keys))
-            raise SpecError(f"class_weights={{...}} must name every class 0..C-1; missing {missing[:10]}")
-        weights = [weights[k] for k in keys]
+        if num_classes is None:
+            raise SpecError("class_weights={...} needs num_classes=, to know the classes it leaves out")
+        keys = dict(zip(class_keys(weights), weights.values()))
+        if ignore_index in keys and keys.pop(ignore_index) != 0:
+            raise SpecError(f"class_weights names the ignore index {ignore_index} with a weight: ignored pixels "
+                            "always weigh 0; leave it out")
+        strays = sorted(k for k in keys if not 0 <= k < num_classes)
+        if strays:
+            raise SpecError(f"class_weights names {strays[:5]}, not classes of {source} (0..{num_classes - 1})")
+        weights = [keys.get(k, 1.0) for k in range(num_classes)]
     try:
         out = tuple(float(w) for w in weights)
     except (TypeError, ValueError):
         raise SpecError(f"class_weights must be one number per class (a sequence or a dict), got {weights!r}") from None
     if not out or not all(math.isfinite(w) and w >= 0 for w in out):
         raise SpecError(f"class_weights must be finite and non-negative, one per class; got {weights!r}")
+    if num_classes is not None and len(out) != num_classes:
+        raise SpecError(f"class_weights has {len(out)} weights for the {num_classes} classes of {source}: give one "
+                        "per class")
     return out
 
 

@@ -37,8 +37,9 @@ Stages (names as in :mod:`daliloader.spec`), in order:
 * encode     ``encode``: labels -> int32, or float32 one-hot rows of ``one_hot_table`` (the ignore
              index, and every value >= the number of classes, gives an all-zero row).
 * weights    ``weights``: per pixel, ``weight_table[label]`` times 0 for a padding sample (evaluation
-             batches filled up to a full batch) and 1 for a real one. The table gives each class 1, or
-             its ``class_weights``, and the ignore index 0.
+             batches filled up to a full batch) and 1 for a real one. The table gives each class 1 and
+             the ignore index 0 (class weights, which belong to the loss, use the same table:
+             :mod:`daliloader.losses`).
 """
 
 from __future__ import annotations
@@ -292,6 +293,6 @@ def weight_table(num_classes: int, class_weights=None) -> np.ndarray:
     return np.append(per_class, 0.0).astype(np.float32)
 
 
-def weights(labels: np.ndarray, real: bool, num_classes: int, class_weights=None) -> np.ndarray:
-    """Per-pixel float32 weights of one sample: its labels' weights, times 0 for padding."""
-    return weight_table(num_classes, class_weights)[np.minimum(labels, num_classes)] * np.float32(real)
+def weights(labels: np.ndarray, real: bool, num_classes: int) -> np.ndarray:
+    """Per-pixel float32 weights of one sample: 1 on its labelled pixels, 0 on ignored ones and on padding."""
+    return weight_table(num_classes)[np.minimum(labels, num_classes)] * np.float32(real)

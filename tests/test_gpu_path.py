@@ -58,20 +58,18 @@ CASES = {
     "eval onehot center": dict(label_mode="onehot", crop="center", drop_remainder=False),
     "eval int random zoom float16": dict(label_mode="int", crop="random", scale=(0.75, 1.25), dtype="float16",
                                          drop_remainder=False),
-    "train onehot full augmentation, class weights": dict(
+    "train onehot full augmentation": dict(
         label_mode="onehot", crop="random", scale=(0.5, 2.0), rotate=20, brightness=0.3, contrast=0.3,
-        saturation=0.3, hue=10, class_weights={"colour masks": 32, "id masks": 19, "shards": 32, "prepared": 32}),
+        saturation=0.3, hue=10),
+    "evaluation mode, whole images": dict(label_mode="int", training=False, image_size=None),
     "eval int fit": dict(label_mode="int", crop="fit", drop_remainder=False),
     "train int resize rotate": dict(label_mode="int", crop="resize", rotate=(-90, 90), flip=0.5),
 }
 
 
 def case_options(case: str, which: str) -> dict:
-    """The loader options of a case; class weights, one per class of the data."""
-    options = dict(CASES[case])
-    if "class_weights" in options:
-        options["class_weights"] = [1.0 + k / 10 for k in range(options["class_weights"][which])]
-    return options
+    """The loader options of a case (image_size (32, 48) unless the case says)."""
+    return {"image_size": (32, 48), **CASES[case]}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -81,8 +79,8 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     where the schema needs them, nvJPEG set to decode like the CPU, every output on the GPU; and
     after the GPU-placed DALIDataset only ops with GPU kernels."""
     build = pretend_gpu(monkeypatch)
-    built = build(lambda: dl.tf_dataset(datasets[which], batch_size=3, image_size=(32, 48), backend="dali-gpu",
-                                        seed=0, **case_options(case, which)))
+    built = build(lambda: dl.tf_dataset(datasets[which], batch_size=3, backend="dali-gpu", seed=0,
+                                        **case_options(case, which)))
     assert len(built.pipelines) == 1
     assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
     assert_none(tf_problems(built))
@@ -184,6 +182,19 @@ def test_multi_worker_strategy_hands_the_batches_over_on_the_host(monkeypatch, s
     assert op.get_attr("batch_size") == host_batch_size(pipe.plan, "gpu") >= SAMPLES_PER_THREAD * threads(pipe.plan)
 
 
+def test_predict_on_the_gpu_hands_the_sample_index_over_there(monkeypatch, synth_data):
+    """dl.predict's loader (images and sample indices) on dali-gpu: every output on the GPU, nothing
+    without a GPU kernel after the dataset."""
+    from daliloader import backends
+    from daliloader.plan import make_plan
+
+    build = pretend_gpu(monkeypatch)
+    plan = make_plan(synth_data, 3, (32, 48), training=False, outputs=("image", "index"))
+    built = build(lambda: backends.resolve("dali-gpu", "tf.data").build("tf.data", plan))
+    assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
+    assert_none(tf_problems(built))
+
+
 def test_a_region_decode_on_the_gpu_is_flagged():
     """The check behind "nvJPEG decodes the GPU graph's photos": a region decoder on the GPU (which the CUDA 12
     build's nvJPEG refuses with jpeg_fancy_upsampling, falling back to a slower decoder) is a problem;
@@ -233,8 +244,8 @@ def test_labels_wider_than_8_bits_on_the_gpu(monkeypatch, mirror_data):
     data = replace(mirror_data, classes=dl.ClassMap.from_csv(mirror_data.classes.source, ignore_index=300))
     build = pretend_gpu(monkeypatch)
     for case in CASES:
-        kw = case_options(case, "colour masks")
-        built = build(lambda: dl.tf_dataset(data, batch_size=3, image_size=(32, 48), backend="dali-gpu", **kw))
+        kw = {**case_options(case, "colour masks"), "image_size": (32, 48)}  # the images' sizes differ
+        built = build(lambda: dl.tf_dataset(data, batch_size=3, backend="dali-gpu", **kw))
         assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
         assert_none(tf_problems(built))
 

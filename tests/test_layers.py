@@ -20,8 +20,8 @@ LAYERS = [
     ["checks", "balance"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations
-    ["loaders"],
-    ["bench", "report", "preview", "prepare", "synthetic"],
+    ["loaders", "losses", "metrics"],
+    ["bench", "report", "preview", "prepare", "synthetic", "predictions"],
     ["cli"],
 ]
 ROOT_ALLOWED_FROM = len(LAYERS) - 2  # the jobs and the CLI

@@ -280,7 +280,8 @@ def test_tf_pad_flip_normalize_encode_weights_are_the_reference():
         np.testing.assert_array_equal(got[1].numpy(), stages.flip(labels, win))
     for spec in (make_spec((9, 7), crop="center", mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3)),
                  make_spec((9, 7), crop="center", label_mode="int", dtype="float16")):
-        x, y, w = tfdata.finish(tf.constant(image[None]), tf.constant(labels[None]), spec, classes, with_weights=True)
+        x, y, w = tfdata.finish(tf.constant(image[None]), tf.constant(labels[None]), tf.constant([0], tf.int64), spec,
+                                classes, ("image", "labels", "weight"))
         np.testing.assert_allclose(x.numpy()[0], stages.normalize(image, spec), rtol=0, atol=1e-5)
         np.testing.assert_array_equal(y.numpy()[0], stages.encode(labels, spec, 5))
         np.testing.assert_array_equal(w.numpy()[0], stages.weights(labels, True, 5))

@@ -19,21 +19,31 @@ def blocks(tmp_path_factory):
     return write_pairs(tmp_path_factory.mktemp("blocks"), masks, masks), labels
 
 
-def test_class_weights_weigh_every_pixel(blocks, backend):
-    """Training batches become (x, y, w): w = class_weights[label], 0 on ignored pixels; in evaluation
-    batches also 0 on padding samples."""
+def test_class_weights_belong_to_the_loss(blocks):
+    """The loaders refuse class weights, pointing at the loss (weights in the batches would weigh the
+    metrics too); the loss validates them as the loaders used to: a list, or a dict as Keras' class_weight."""
+    from daliloader.losses import SparseCategoricalCrossentropy as Loss
+
     data, _ = blocks
-    weights = [0.5 + k for k in range(data.classes.num_classes)]
-    table = np.array(weights + [0.0], np.float32)
-    kw = dict(batch_size=4, image_size=(32, 40), label_mode="int", crop="center", shuffle=False,
-              class_weights=weights)
-    for x, y, w in one_epoch(backend, data, **kw):
-        np.testing.assert_array_equal(w, table[np.minimum(y, data.classes.num_classes)])
-    batches = one_epoch(backend, data, drop_remainder=False, **kw)
-    last_x, last_y, last_w = batches[-1]
-    if backend != "tfdata":  # tf.data's last evaluation batch is smaller instead of padded
-        assert last_y.shape[0] == 4 and (last_w[2:] == 0).all()
-    assert (batches[0][2][0][:8, :8] == 0).all()  # the unknown colour: ignored, weight 0
+    for name in ("class_weights", "class_weight"):
+        with pytest.raises(dl.SpecError, match=f"{name}=: class weights belong to the loss.*dl.losses"):
+            dl.make_plan(data, batch_size=2, **{name: [1.0] * 32})
+    with pytest.raises(dl.SpecError, match="class_weights has 3 weights for the 32 classes"):
+        Loss([1, 2, 3], num_classes=32)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(dl.SpecError, match="finite and non-negative"):
+            Loss([bad] * 32)
+    # a dict as Keras' class_weight: classes it leaves out weigh 1; numpy keys (np.unique's) work;
+    # the ignore index may be named with 0, not with another weight; other keys are not classes
+    assert Loss({np.int64(2): 3.0, 255: 0}, num_classes=32).class_weights == (1.0, 1.0, 3.0) + (1.0,) * 29
+    with pytest.raises(dl.SpecError, match="ignore index 255 with a weight: ignored pixels always weigh 0"):
+        Loss({255: 1.0}, num_classes=32)
+    with pytest.raises(dl.SpecError, match=r"class_weights names \[32, 40\], not classes of .*\(0..31\)"):
+        Loss({40: 1.0, 32: 1.0}, num_classes=32)
+    with pytest.raises(dl.SpecError, match="maps class indices"):
+        Loss({"road": 1.0}, num_classes=32)
+    with pytest.raises(dl.SpecError, match="needs num_classes"):
+        Loss({2: 3.0})
 
 
 def test_evaluation_weights_leave_out_ignored_pixels(blocks, backend):
@@ -51,27 +61,6 @@ def test_evaluation_weights_leave_out_ignored_pixels(blocks, backend):
                 assert (yy >= n).any()  # fit pads 32x40 to 40x40 with the ignore index
                 real += 1
     assert real == len(data)
-
-
-def test_class_weights_are_validated(blocks):
-    data, _ = blocks
-    with pytest.raises(dl.SpecError, match="class_weights has 3 weights for the 32 classes"):
-        dl.make_plan(data, batch_size=2, class_weights=[1, 2, 3])
-    for bad in (-1.0, float("nan"), float("inf")):
-        with pytest.raises(dl.SpecError, match="finite and non-negative"):
-            dl.make_plan(data, batch_size=2, class_weights=[bad] * 32)
-    plan = dl.make_plan(data, batch_size=2, class_weights={k: 1.0 for k in range(32)})
-    assert plan.outputs == ("image", "labels", "weight")
-    # a dict as Keras' class_weight: classes it leaves out weigh 1; numpy keys (np.unique's) work;
-    # the ignore index may be named with 0, not with another weight; other keys are not classes
-    plan = dl.make_plan(data, batch_size=2, class_weights={np.int64(2): 3.0, 255: 0})
-    assert plan.spec.class_weights == (1.0, 1.0, 3.0) + (1.0,) * 29
-    with pytest.raises(dl.SpecError, match="ignore index 255 with a weight: ignored pixels always weigh 0"):
-        dl.make_plan(data, batch_size=2, class_weights={255: 1.0})
-    with pytest.raises(dl.SpecError, match=r"class_weights names \[32, 40\], not classes of .*\(0..31\)"):
-        dl.make_plan(data, batch_size=2, class_weights={40: 1.0, 32: 1.0})
-    with pytest.raises(dl.SpecError, match="maps class indices"):
-        dl.make_plan(data, batch_size=2, class_weights={"road": 1.0})
 
 
 def test_class_frequencies_and_balancing_weights(blocks):
@@ -105,21 +94,22 @@ def test_split_is_disjoint_complete_and_deterministic(blocks):
 
 
 def test_fit_with_validation_data_and_class_weights(blocks, backend):
-    """Two epochs of model.fit(train, validation_data=val) with class weights, on every backend; the
-    validation batches are exact (padding weighted 0)."""
+    """Two epochs of model.fit(train, validation_data=val) on every backend, class weights in the loss and
+    the IoU metric among the weighted metrics; the validation loader in evaluation mode."""
     keras = pytest.importorskip("keras")
     data, _ = blocks
     train, val = data.split(0.34, seed=0)
     weights = list(dl.class_weights(dl.class_frequencies(train, progress=False)))
-    kw = dict(batch_size=2, image_size=(32, 40), label_mode="int", class_weights=weights, seed=1)
+    kw = dict(batch_size=2, image_size=(32, 40), label_mode="int", seed=1)
     if backend == "opencv":
-        train_ds = dl.keras_sequence(train, crop="random", rotate=10, brightness=0.2, **kw)
-        val_ds = dl.keras_sequence(val, crop="center", drop_remainder=False, **kw)
+        train_ds = dl.keras_sequence(train, rotate=10, brightness=0.2, **kw)
+        val_ds = dl.keras_sequence(val, training=False, **kw)
     else:
-        train_ds = dl.tf_dataset(train, crop="random", rotate=10, brightness=0.2, backend=backend, **kw)
-        val_ds = dl.tf_dataset(val, crop="center", drop_remainder=False, backend=backend, **kw)
+        train_ds = dl.tf_dataset(train, rotate=10, brightness=0.2, backend=backend, **kw)
+        val_ds = dl.tf_dataset(val, training=False, backend=backend, **kw)
     model = keras.Sequential([keras.Input((32, 40, 3)), keras.layers.Conv2D(32, 1)])
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255),
-                  weighted_metrics=["accuracy"])
+    model.compile("adam", dl.losses.SparseCategoricalCrossentropy(weights),
+                  weighted_metrics=["accuracy", dl.metrics.MeanIoU(32)])
     history = model.fit(train_ds, validation_data=val_ds, epochs=2, verbose=0)
     assert len(history.history["val_loss"]) == 2 and all(np.isfinite(history.history["loss"]))
+    assert 0 <= history.history["val_mean_iou"][-1] <= 1

@@ -27,7 +27,7 @@ which gives the same result as decoding, mapping and cropping the whole picture.
 On a GPU (``device="gpu"``) JPEGs are decoded by nvJPEG and everything after the decoders runs on the
 GPU, down to the per-pixel weights: every output a TF dataset receives (image, labels, weight) is a
 GPU tensor, because a GPU-placed ``DALIDataset`` refuses CPU outputs, and nothing after it in
-TensorFlow may need a CPU kernel. (``index``, for ``pipeline.run`` alone, stays on the CPU.)
+TensorFlow may need a CPU kernel (the sample index, which the reader side knows, is copied there).
 ``plan.host_outputs`` hands the outputs over on the host instead, for TF input pipelines that can only
 be read on the CPU (``MultiWorkerMirroredStrategy``).
 """
@@ -158,7 +158,11 @@ class SegmentationPipeline(Pipeline):
         if self.stage is not None:  # benchmarks: the graph up to and including one stage
             return nodes["stages"][self.stage]
         out = tuple(nodes[name] for name in self.plan.outputs)
-        return tuple(o.cpu() for o in out) if self.device == "gpu" and self.plan.host_outputs else out
+        if self.device != "gpu":
+            return out
+        if self.plan.host_outputs:
+            return tuple(o.cpu() for o in out)
+        return tuple(o.gpu() if o.device == "cpu" else o for o in out)  # the sample index
 
     def run(self, *args, **kwargs):
         try:
@@ -216,7 +220,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     image, labels = flip_and_normalize(image, labels, flip, spec)
     cuts["normalize"] = (image, labels)
     return {"image": image, "labels": encode(labels, spec, data.classes),
-            "weight": weigh(labels, index, data.classes, spec.class_weights), "index": index, "stages": cuts}
+            "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
 
 
 def reads_gpu_masks(data: SegmentationData, device: str) -> bool:
@@ -382,7 +386,7 @@ def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
     image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
     labels = fn.resize(labels, resize_y=h, resize_x=w, interp_type=types.INTERP_NN, antialias=False)
     if spec.crop == "fit":
-        resized = labels.shape(dtype=types.INT32)
+        resized = image.shape(dtype=types.INT32)  # (the labels have the same size; the image needs no mask)
         top, left = stages.fit_window(spec, resized[0], resized[1], DALI_MATH)
         start = fn.stack(top, left)
         image, labels = (fn.slice(a, start=start, shape=np.array(spec.image_size, np.int32), axis_names="HW",
@@ -439,12 +443,12 @@ def encode(labels, spec: Preprocess, classes: ClassMap):
     return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)
 
 
-def weigh(labels, index, classes: ClassMap, class_weights=None):
+def weigh(labels, index, classes: ClassMap):
     """weights (:func:`daliloader.stages.weights`): per pixel, [H, W] float32, computed where the labels
     are (on the GPU for a GPU graph): the labels' weights (:func:`daliloader.stages.weight_table`), times
     0 for a padding sample (``index`` -1). Per pixel, because Keras cannot broadcast [B] sample weights
     against per-pixel losses."""
-    table = stages.weight_table(classes.num_classes, class_weights)
+    table = stages.weight_table(classes.num_classes)
     per_label = fn.lookup_table(labels[:, :, 0], keys=list(range(classes.num_classes)),
                                 values=[float(v) for v in table[:-1]], default_value=float(table[-1]),
                                 dtype=types.FLOAT)

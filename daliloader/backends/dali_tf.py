@@ -286,7 +286,9 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
             real = tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
             streams = {PACK_INPUTS[0]: real} if positional else {}
         else:
-            streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(masks, vet=False)}
+            streams = {"image_path": paths(data.images, vet=True)}
+            if {"labels", "weight"} & set(plan.outputs):  # DALI drops the mask's nodes otherwise
+                streams["mask_path"] = paths(masks, vet=False)
             if positional:
                 streams["index"] = indices(vet=False)
         if needs_draws(plan.spec):
@@ -300,9 +302,9 @@ def _finish(batch, outputs, spec: Preprocess, num_classes: int | None):
     """On the host, what DALI does not output: one-hot labels encoded here (``num_classes`` given) and
     bfloat16 images (cast)."""
     out = dict(zip(outputs, batch))
-    if num_classes is not None:
+    if num_classes is not None and "labels" in out:
         out["labels"] = one_hot(out["labels"], num_classes)
-    if spec.dtype == "bfloat16":
+    if spec.dtype == "bfloat16" and "image" in out:
         out["image"] = tf.cast(out["image"], tf.bfloat16)
     return tuple(out[name] for name in outputs)
 

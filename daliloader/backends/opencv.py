@@ -66,17 +66,17 @@ class OpenCVLoader:
         return stages.encode(labels, self.plan.spec, self.plan.data.classes.num_classes)
 
     def batch(self, step: int):
-        """Images and labels of the ``step``-th batch of the stream, and their per-pixel weights when the
-        plan's outputs include them."""
+        """The ``step``-th batch of the stream: the plan's outputs (images, labels, per-pixel weights, sample
+        indices) in its order."""
         indices = self.plan.sampler.batch(step)
         rng = np.random.default_rng([self.plan.sampler.seed, step, 1])
         images, labels = zip(*(self.sample(max(i, 0), rng) for i in indices))
         labels = np.stack(labels)
-        if "weight" not in self.plan.outputs:
-            return np.stack(images), self.encode(labels)
-        num_classes, class_weights = self.plan.data.classes.num_classes, self.plan.spec.class_weights
-        weights = np.stack([stages.weights(lab, i >= 0, num_classes, class_weights) for lab, i in zip(labels, indices)])
-        return np.stack(images), self.encode(labels), weights
+        out = {"image": np.stack(images), "labels": self.encode(labels), "index": indices}
+        if "weight" in self.plan.outputs:
+            num_classes = self.plan.data.classes.num_classes
+            out["weight"] = np.stack([stages.weights(lab, i >= 0, num_classes) for lab, i in zip(labels, indices)])
+        return tuple(out[name] for name in self.plan.outputs)
 
 
 class EpochBatches:

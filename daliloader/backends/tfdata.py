@@ -23,10 +23,9 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 def dataset(plan: Plan) -> tf.data.Dataset:
     """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order at every ``iter()``),
-    sharded like DALI; with ``drop_remainder=False`` the last batch is simply smaller (no padding
-    samples; ignored pixels weigh 0)."""
+    sharded like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples
+    (index -1, weight 0), as on the other backends, so that every backend gives the same batches."""
     data, spec, sampler = plan.data, plan.spec, plan.sampler
-    with_weights = "weight" in plan.outputs
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
     n = len(data)
@@ -35,6 +34,10 @@ def dataset(plan: Plan) -> tf.data.Dataset:
         indices = indices.shard(sampler.num_shards, sampler.shard_id)
     if sampler.shuffle:
         indices = indices.shuffle(n, seed=sampler.seed, reshuffle_each_iteration=True)
+    if not sampler.drop_remainder:  # padding positions at the end of the epoch (Sampler's rule)
+        mine = len(range(sampler.shard_id, n, sampler.num_shards))
+        indices = indices.concatenate(tf.data.Dataset.from_tensors(tf.constant(-1, tf.int64))
+                                      .repeat(sampler.per_epoch - mine))
     seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
     images, masks = tf.constant(data.images), tf.constant(data.masks)
 
@@ -45,12 +48,13 @@ def dataset(plan: Plan) -> tf.data.Dataset:
         return index
 
     def load(index, seed):
-        index = tf.numpy_function(vet, [index], tf.int64, stateful=False)
-        return sample(images[index], masks[index], spec, classes, lut, tf.stack([seed, index]), data.mask_depth)
+        read = tf.numpy_function(vet, [tf.maximum(index, 0)], tf.int64, stateful=False)  # padding reads sample 0
+        image, labels = sample(images[read], masks[read], spec, classes, lut, tf.stack([seed, read]), data.mask_depth)
+        return image, labels, index
 
     ds = tf.data.Dataset.zip(indices, seeds).map(load, num_parallel_calls=AUTOTUNE)
-    ds = ds.batch(sampler.batch_size, drop_remainder=sampler.drop_remainder, num_parallel_calls=AUTOTUNE)
-    ds = ds.map(lambda x, y: finish(x, y, spec, classes, with_weights), num_parallel_calls=AUTOTUNE)
+    ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
+    ds = ds.map(lambda x, y, i: finish(x, y, i, spec, classes, plan.outputs), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
 
 
@@ -92,16 +96,18 @@ def flip_pair(image, labels, flip):
     return (tf.where(flip, tf.reverse(image, [1]), image), tf.where(flip, tf.reverse(labels, [1]), labels))
 
 
-def finish(images, labels, spec: Preprocess, classes: ClassMap, with_weights: bool):
-    """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch."""
+def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs):
+    """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch;
+    ``outputs`` as in :data:`daliloader.plan.OUTPUTS` (``indices``: -1 for padding)."""
     mean, std = (tf.constant(stages.per_channel(v), tf.float32) for v in stages.mean_std_255(spec))
     x = tf.cast(images, tf.float32)
     x = (x - mean if any(spec.mean) else x) / std  # as the reference: a zero mean is not subtracted
     x = tf.cast(x, {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}[spec.dtype])
     y = tf.cast(labels, tf.int32) if spec.label_mode == "int" else one_hot(labels, classes.num_classes)
-    if with_weights:  # every sample is real: the last batch is smaller instead of padded
-        return x, y, weights(labels, classes.num_classes, spec.class_weights)
-    return x, y
+    out = {"image": x, "labels": y, "index": indices}
+    if "weight" in outputs:  # 0 for padding samples
+        out["weight"] = weights(labels, classes.num_classes) * tf.cast(indices >= 0, tf.float32)[:, None, None]
+    return tuple(out[name] for name in outputs)
 
 
 def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):

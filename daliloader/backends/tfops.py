@@ -63,7 +63,7 @@ def one_hot(labels, num_classes: int):
     return tf.gather(tf.constant(stages.one_hot_table(num_classes)), tf.minimum(tf.cast(labels, tf.int32), num_classes))
 
 
-def weights(labels, num_classes: int, class_weights=None):
+def weights(labels, num_classes: int):
     """weights (:func:`daliloader.stages.weights`) of real samples: per pixel, the labels' weights."""
-    table = tf.constant(stages.weight_table(num_classes, class_weights))
+    table = tf.constant(stages.weight_table(num_classes))
     return tf.gather(table, tf.minimum(tf.cast(labels, tf.int32), num_classes))

@@ -1,0 +1,210 @@
+"""Evaluation done right: evaluation mode on every backend, class weights in the loss only, the IoU
+metric against a numpy reference, and predictions per file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import batch_indices, one_epoch
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+
+def eval_batches(backend, data, **kw):
+    """One evaluation epoch of any backend, as numpy (x, y, w)."""
+    return one_epoch(backend, data, training=False, **kw)
+
+
+# ---------------------------------------------------------------- evaluation mode
+def test_evaluation_mode_defaults(index_data):
+    plan = dl.make_plan(index_data, batch_size=3, training=False)
+    assert plan.spec.image_size == (24, 32) and plan.spec.crop == "center" and plan.spec.flip == 0
+    assert not plan.sampler.shuffle and not plan.sampler.drop_remainder
+    assert plan.outputs == ("image", "labels", "weight")
+    assert dl.make_plan(index_data, batch_size=3, image_size=64, training=False).spec.crop == "fit"
+    train = dl.make_plan(index_data, batch_size=3)
+    assert train.spec.crop == "random" and train.sampler.shuffle and train.sampler.drop_remainder
+    for option in (dict(rotate=5), dict(flip=0.5), dict(scale=(0.5, 2.0)), dict(hue=5), dict(crop="random")):
+        with pytest.raises(dl.SpecError, match=r"tf_dataset\(training=False\) draws nothing at random, but got"):
+            dl.tf_dataset(index_data, batch_size=3, training=False, backend="dali-cpu", **option)
+    with pytest.raises(dl.SpecError, match="training must be True"):
+        dl.make_plan(index_data, training="no")
+
+
+def test_evaluation_sees_every_sample_once_in_order_on_every_backend(index_data, backend):
+    """10 pairs, batch 3: 4 batches on every backend, the last padded with two weight-0 samples, the real
+    samples in the dataset's order; twice the same."""
+    for _ in range(2):
+        batches = eval_batches(backend, index_data, batch_size=3, label_mode="int")
+        assert [b[0].shape[0] for b in batches] == [3, 3, 3, 3]
+        seen = [i for x, _, w in batches for i, ww in zip(batch_indices(x), w) if ww.any()]
+        assert seen == list(range(10))
+        assert not batches[-1][2][1:].any()
+
+
+def test_image_size_left_out_takes_the_images_own_size_or_names_the_sizes(index_data, mirror_data):
+    x, y = next(iter(dl.tf_dataset(index_data, batch_size=2, label_mode="int", backend="dali-cpu")))
+    assert x.shape == (2, 24, 32, 3) and y.shape == (2, 24, 32)
+    with pytest.raises(dl.DataError, match=r"image_size was left out.*6 sizes: .*90x130 \(1 images\).*Pass "
+                                           r"image_size=\(height, width\)"):
+        dl.tf_dataset(mirror_data, batch_size=2, backend="dali-cpu")
+
+
+# ---------------------------------------------------------------- the IoU metric
+def confusion(labels, predicted, weights, num_classes, ignore=255):
+    """The numpy reference: confusion[label, prediction], weighted, ignoring ignore and out-of-range labels."""
+    keep = (labels >= 0) & (labels < num_classes) & (labels != ignore)
+    conf = np.zeros((num_classes, num_classes))
+    np.add.at(conf, (labels[keep], predicted[keep]), weights[keep])
+    return conf
+
+
+def iou(conf):
+    tp = np.diag(conf)
+    union = conf.sum(0) + conf.sum(1) - tp
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, tp / union, np.nan)
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_mean_iou_is_the_numpy_reference_on_every_backends_batches(synth_data, backend, label_mode):
+    """Evaluation batches of every backend (ignored pixels, padding weighted 0), random logits: the mean
+    and per-class IoU equal the reference, with int or one-hot labels; float weights count exactly."""
+    n = synth_data.classes.num_classes
+    batches = eval_batches(backend, synth_data, batch_size=3, image_size=(64, 80), label_mode=label_mode)
+    rng = np.random.default_rng(0)
+    metric = dl.metrics.MeanIoU(n, per_class=True, class_names=synth_data.classes.names)
+    conf = np.zeros((n, n))
+    for x, y, w in batches:
+        logits = rng.normal(size=x.shape[:3] + (n,)).astype(np.float32)
+        labels = np.where(y.any(-1), y.argmax(-1), 255) if label_mode == "onehot" else y
+        w = w * rng.choice([0.25, 1.0, 3.5], size=w.shape).astype(np.float32)  # float weights stay exact
+        metric.update_state(y, logits, w)
+        conf += confusion(labels, logits.argmax(-1), w, n)
+    want = iou(conf)
+    np.testing.assert_allclose(metric.per_class_iou(), want, rtol=1e-12, equal_nan=True)
+    result = metric.result()
+    assert abs(float(result["mean_iou"]) - np.nanmean(want)) < 1e-12
+    road = synth_data.classes.names.index("Road")
+    assert abs(float(result["iou_Road"]) - np.nan_to_num(want[road])) < 1e-12
+
+
+def test_mean_iou_agrees_with_keras_where_keras_is_exact(synth_data):
+    """With 0/1 weights and class-id predictions, Keras' own MeanIoU(ignore_class=255) is the anchor."""
+    n = synth_data.classes.num_classes
+    ours, theirs = dl.metrics.MeanIoU(n), keras.metrics.MeanIoU(n, ignore_class=255, sparse_y_pred=True)
+    rng = np.random.default_rng(1)
+    for x, y, w in eval_batches("dali-cpu", synth_data, batch_size=3, image_size=(64, 80), label_mode="int"):
+        logits = rng.normal(size=x.shape[:3] + (n,)).astype(np.float32)
+        ours.update_state(y, logits, w)
+        theirs.update_state(y, logits.argmax(-1), w)
+    assert abs(float(ours.result()) - float(theirs.result())) < 1e-6
+
+
+# ---------------------------------------------------------------- class weights in the loss only
+@pytest.mark.slow
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_metrics_with_and_without_class_weights_agree(synth_data, backend, label_mode):
+    """The same model (learning rate 0, so the same predictions), compiled with and without class weights
+    in the loss: fit's training metrics and evaluate's metrics are the same; only the loss moves."""
+    n = synth_data.classes.num_classes
+    kw = dict(batch_size=2, image_size=(48, 64), label_mode=label_mode, seed=3)
+    loss = dl.losses.SparseCategoricalCrossentropy if label_mode == "int" else dl.losses.CategoricalCrossentropy
+    weights = [0.01 + k / 4 for k in range(n)]
+    inputs = keras.Input((48, 64, 3))
+    model = keras.Model(inputs, keras.layers.Conv2D(n, 3, padding="same")(inputs))
+    start = model.get_weights()
+    reports = []
+    for class_weights in (None, weights):
+        if backend == "opencv":
+            train, val = dl.keras_sequence(synth_data, **kw), dl.keras_sequence(synth_data, training=False, **kw)
+        else:
+            train = dl.tf_dataset(synth_data, backend=backend, **kw)
+            val = dl.tf_dataset(synth_data, training=False, backend=backend, **kw)
+        model.set_weights(start)
+        model.compile(keras.optimizers.SGD(learning_rate=0.0), loss(class_weights),
+                      weighted_metrics=["accuracy", dl.metrics.MeanIoU(n)])
+        history = model.fit(train, epochs=1, verbose=0).history
+        reports.append((history, model.evaluate(val, verbose=0, return_dict=True)))
+    (fit_a, eval_a), (fit_b, eval_b) = reports
+    for name in ("accuracy", "mean_iou"):
+        assert fit_a[name] == pytest.approx(fit_b[name], abs=1e-6) and eval_a[name] == pytest.approx(eval_b[name], abs=1e-6)
+        assert 0 < eval_a[name] < 1
+    assert eval_a["loss"] != pytest.approx(eval_b["loss"], rel=1e-3)
+
+
+def test_the_loss_weighs_each_pixel_by_its_class():
+    """Against the formula: per pixel, the cross-entropy times the weight of its true class; 0 where ignored."""
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    labels = rng.choice([0, 1, 2, 3, 4, 255], size=(2, 3, 4))
+    weights = np.array([0.5, 1.0, 2.0, 3.0, 0.0])
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    known = labels < 5
+    ce = -np.log(np.take_along_axis(p, np.where(known, labels, 0)[..., None], -1)[..., 0])
+    want = np.mean(ce * np.where(known, weights[np.minimum(labels, 4)], 0))
+    got = dl.losses.SparseCategoricalCrossentropy(list(weights))(labels, logits)
+    assert float(got) == pytest.approx(want, rel=1e-5)
+    onehot = np.eye(5, dtype=np.float32)[np.minimum(labels, 4)] * known[..., None]
+    assert float(dl.losses.CategoricalCrossentropy(list(weights))(onehot, logits)) == pytest.approx(want, rel=1e-5)
+    with pytest.raises(ValueError, match="5 class weights .* for predictions with 6 scores"):
+        dl.losses.SparseCategoricalCrossentropy(list(weights))(labels, np.zeros((2, 3, 4, 6), np.float32))
+
+
+# ---------------------------------------------------------------- predictions per file
+class Identity:
+    """A 'model' that predicts the labels it is given: the image's red channel is 10 x the sample index,
+    so it predicts class (index) everywhere."""
+
+    def predict_on_batch(self, x):
+        x = np.asarray(x)
+        index = np.rint(x[..., 0] * 255 / 10).astype(int)
+        return np.eye(32, dtype=np.float32)[np.clip(index, 0, 31)]
+
+
+def test_predict_gives_one_prediction_per_pair_in_order_with_file_names(index_data, backend, tmp_path):
+    found = dl.predict(Identity(), index_data, batch_size=3, backend=backend)
+    assert len(found) == 10
+    assert [p.image for p in found] == list(index_data.images) and [p.mask for p in found] == list(index_data.masks)
+    for k, p in enumerate(found):
+        assert p.index == k and p.labels.shape == (24, 32) and (p.labels == k).all()
+
+
+def test_predict_back_at_the_original_size_and_written_in_the_datasets_ids(tmp_path):
+    """Cityscapes-like ids (train ids back to label ids): fit crops at a smaller size, predictions taken
+    back to 40x64 and written as label-id PNGs that the class map reads back to the same classes."""
+    rng = np.random.default_rng(4)
+    for d in ("img", "gt"):
+        (tmp_path / d).mkdir()
+    for i in range(4):
+        cv2.imwrite(str(tmp_path / "img" / f"c_{i:02d}_leftImg8bit.png"), rng.integers(0, 255, (40, 64, 3), np.uint8))
+        cv2.imwrite(str(tmp_path / "gt" / f"c_{i:02d}_gtFine_labelIds.png"), np.full((40, 64), 7, np.uint8))
+    data = dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "gt", dl.ClassMap.cityscapes(),
+                                         image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds")
+
+    class Road:  # predicts train id 1 (sidewalk) everywhere
+        def predict_on_batch(self, x):
+            scores = np.zeros(np.shape(x)[:3] + (19,), np.float32)
+            scores[..., 1] = 1
+            return scores
+
+    found = dl.predict(Road(), data, batch_size=3, image_size=(20, 24), backend="dali-cpu", out_dir=tmp_path / "out")
+    for p in found:
+        assert p.labels.shape == (40, 64) and (p.labels == 1).all()
+        written = cv2.imread(p.written, cv2.IMREAD_UNCHANGED)
+        assert Path(p.written).name == Path(p.image).stem + ".png" and (written == 8).all()  # label id of sidewalk
+        np.testing.assert_array_equal(data.classes.map_mask(written), p.labels)
+
+
+def test_to_mask_is_the_inverse_of_map_mask():
+    rng = np.random.default_rng(5)
+    for classes in (dl.ClassMap.cityscapes(), dl.ClassMap.voc(), dl.synthetic.camvid_classmap()):
+        labels = rng.integers(0, classes.num_classes, (6, 7)).astype(classes.label_dtype)
+        labels[0, 0] = classes.ignore_index
+        np.testing.assert_array_equal(classes.map_mask(classes.to_mask(labels)), labels)
