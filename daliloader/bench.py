@@ -507,6 +507,12 @@ def prepared_copy(data: SegmentationData, where: str, status=None) -> Path:
         out = cache_dir() / f"prepared-v{VERSION}-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
     else:
         out = Path(where)
+    if where == "cache" and out.exists() and not (out / MANIFEST).exists():  # an older daliloader's unfinished copy
+        import shutil
+        import warnings
+
+        shutil.rmtree(out)
+        warnings.warn(f"removed {out}: an unfinished prepared copy in the cache (made again now)")
     if not (out / MANIFEST).exists():
         (status or _quiet)(f"preparing {len(data)} pairs into {out}",
                            lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False,

@@ -230,13 +230,17 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
                 if p.path == mask and p.kind == "palette_mask" else p for p in problems]
     if any(p.path == mask and p.kind in MASK_KINDS for p in problems):
         headers.pop(mask, None)  # the map cannot read it: its values say nothing more
+    for path, partner in ((image, mask), (mask, image)):
+        if path in headers:
+            damage = strict_decode(path)
+            if damage:
+                problems.append(Problem("corrupt", path, f"corrupt data: {damage}", partner))
+                headers.pop(path)
     if image in headers:
-        img = decode_file(image, cv2.IMREAD_COLOR)
-        if img is None:
-            problems.append(Problem("corrupt", image, "corrupt: the decoder rejects the data", mask))
-        elif min(img.shape[:2]) < min_side:
-            problems.append(Problem("tiny", image, f"tiny image: {img.shape[1]}x{img.shape[0]} pixels "
-                                                   f"(a side below {min_side})", mask))
+        height, width = headers[image].height, headers[image].width
+        if min(height, width) < min_side:
+            problems.append(Problem("tiny", image, f"tiny image: {width}x{height} pixels (a side below {min_side})",
+                                    mask))
     if mask in headers:
         m = decode_file(mask, mask_flags(classes))
         if m is None:
@@ -261,6 +265,20 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
             problems.append(Problem("lossy_mask", mask, f"mask stored as {fmt}, a lossy format: its edges carry "
                                                         "values of no class; store masks as PNG", image))
     return problems
+
+
+def strict_decode(path: str) -> str | None:
+    """Decode a file whole with Pillow, which refuses damaged data that libjpeg-turbo and libpng only
+    warn about on stderr (and that OpenCV, DALI and TensorFlow then decode into garbage pixels): what
+    is wrong, or None."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im.load()
+    except (OSError, ValueError, SyntaxError) as e:
+        return f"{e} (the decoders the loaders use would fill the damaged part with garbage and only warn)"
+    return None
 
 
 #: Problems that mean the class map cannot read a mask at all.
@@ -387,7 +405,9 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
         masks = [m for _, m in pairs]
         classes = choose_classes(classes, masks, published, layout, progress) if pairs else None
         depth = data_mask_depth(masks[0]) if masks else 8
-        unpaired = ([Problem("missing", p, f"listed in {where}, but missing") for p, where in pairing.missing]
+        unpaired = ([Problem("broken_link", p, f"a symbolic link to {target}, which does not exist")
+                     for p, target in pairing.broken_links]
+                    + [Problem("missing", p, f"listed in {where}, but missing") for p, where in pairing.missing]
                     + [Problem("unpaired_image", p, "image without a mask") for p in pairing.unpaired_images]
                     + [Problem("unpaired_mask", p, "mask without an image") for p in pairing.unpaired_masks])
     workers = workers or os.cpu_count() or 1
@@ -403,10 +423,12 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
 class PairGuard:
     """Vets each pair the first time a loader reads it; explains decoder failures afterwards.
 
-    ``verify(i)`` runs the quick checks once per pair (later epochs cost one array lookup) and raises
-    :class:`LoadError` naming the pair's files. It also remembers the last pairs asked for, so that
-    when a decoder fails anyway (corrupt data inside an intact-looking file), :meth:`explain` can decode
-    exactly those pairs and name the culprit.
+    ``verify(i)`` runs the quick checks once per pair and raises :class:`LoadError` naming the pair's
+    files; later reads cost two ``stat`` calls, and a file whose size or modification time changed
+    since is vetted again (a file replaced between epochs by an image of another size would otherwise
+    train as a misaligned pair). It also remembers the last pairs asked for, so that when a decoder
+    fails anyway (corrupt data inside an intact-looking file), :meth:`explain` can decode exactly those
+    pairs and name the culprit.
     """
 
     def __init__(self, data: SegmentationData, remember: int = 64, backend: str = "",
@@ -415,20 +437,24 @@ class PairGuard:
         backend cannot decode, naming those that can."""
         self.data = data
         self.expect = Expect.of(data, backend, decoders)
-        self._vetted = np.zeros(len(data), dtype=bool)
+        self._vetted: dict[int, tuple] = {}  # pair -> the (size, mtime) of its files when vetted
         self._recent: deque[int] = deque(maxlen=remember)
         self._lock = threading.Lock()
 
     def verify(self, index: int) -> None:
         with self._lock:
             self._recent.append(index)
-        if self._vetted[index]:
-            return
         image, mask = self.data.images[index], self.data.masks[index]
+        try:
+            stamp = tuple((s.st_size, s.st_mtime_ns) for s in (os.stat(image), os.stat(mask)))
+        except OSError:
+            stamp = None  # gone: the quick checks say so, naming the file
+        if stamp is not None and self._vetted.get(index) == stamp:
+            return
         problems = quick_problems(image, mask, self.expect)
         if problems:
             raise LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
-        self._vetted[index] = True
+        self._vetted[index] = stamp
 
     def explain(self, error: BaseException) -> LoadError:
         """A LoadError naming the bad files among the pairs in flight when ``error`` happened."""

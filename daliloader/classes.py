@@ -97,6 +97,14 @@ class ClassMap:
                 raise DataError(f"{path}:{lineno}: r,g,b must lie in 0-255, found {rgb}")
             names.append(row[0].strip())
             colors.append(rgb)
+        if not names:
+            raise DataError(f"{path}: a header and no class: expected one row 'name,r,g,b' per class")
+        seen: dict[str, int] = {}
+        for lineno, name in enumerate(names, start=2):
+            if name.lower() in seen:
+                raise DataError(f"{path}:{lineno}: the class name {name!r} is already on line {seen[name.lower()]}; "
+                                "give each class its own name")
+            seen[name.lower()] = lineno
         return cls.from_palette(colors, names, ignore_index=ignore_index, source=str(path))
 
     @classmethod

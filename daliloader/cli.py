@@ -436,6 +436,9 @@ def main(argv=None) -> int:
     except (DaliloaderError, ImportError) as e:
         print(f"daliloader {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # what was being written is removed (prepare writes into a temporary folder)
+        print(f"daliloader {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -223,9 +223,10 @@ class SegmentationData:
 
 
 def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
-    if not (pairing.unpaired_images or pairing.unpaired_masks or pairing.missing):
+    if not (pairing.unpaired_images or pairing.unpaired_masks or pairing.missing or pairing.broken_links):
         return
-    lines = [f"  listed in {where} but missing: {p}" for p, where in pairing.missing[:20]]
+    lines = [f"  broken link: {p} -> {target} (points at nothing)" for p, target in pairing.broken_links[:20]]
+    lines += [f"  listed in {where} but missing: {p}" for p, where in pairing.missing[:20]]
     lines += [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
     lines += [f"  mask without image: {p}" for p in pairing.unpaired_masks[:20]]
     more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) + len(pairing.missing) - len(lines)

@@ -29,7 +29,7 @@ from pathlib import Path
 from .classes import ClassMap
 from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
-from .pairing import Pairing, pair_files
+from .pairing import Pairing, pair_files, refuse_incomplete
 
 #: ADE20K names its splits "training" and "validation"; these names are accepted too.
 _ADE_SPLITS = {"train": "training", "training": "training", "val": "validation", "validation": "validation"}
@@ -58,6 +58,7 @@ def find(root: str | Path, split: str | None = None) -> Found:
     root = Path(root)
     if not root.is_dir():
         raise DataError(f"dataset folder {root} does not exist or is not a folder")
+    refuse_incomplete(root)
     for detect in (_prepared, _cityscapes, _voc, _ade20k, _camvid, _images_masks):
         found = detect(root, split)
         if found is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,8 @@ class Pairing:
     mask_suffix: str
     #: files a split list names that do not exist: (file, the list), for Pascal VOC
     missing: list[tuple[str, str]] = field(default_factory=list)
+    #: symbolic links that lead nowhere (or into a loop): (link, what it points at)
+    broken_links: list[tuple[str, str]] = field(default_factory=list)
 
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
@@ -38,8 +41,9 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     for what, d in (("images", image_dir), ("masks", mask_dir)):
         if not d.is_dir():
             raise DataError(f"{what} folder {d} does not exist or is not a folder")
-    image_files = _list(image_dir, IMAGE_EXTENSIONS)
-    mask_files = _list(mask_dir, MASK_EXTENSIONS)
+        refuse_incomplete(d)
+    (image_files, broken), (mask_files, broken_masks) = _list(image_dir, IMAGE_EXTENSIONS), _list(mask_dir, MASK_EXTENSIONS)
+    broken += broken_masks
     if only_suffixed:
         mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
     if not image_files:
@@ -69,11 +73,38 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
             pairs.append((str(img), str(found[0])))
     paired_masks = {m for _, m in pairs}
     unpaired_masks = [str(p) for p in mask_files if str(p) not in paired_masks]
-    return Pairing(pairs, unpaired_images, unpaired_masks, best)
+    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken)
 
 
-def _list(folder: Path, extensions: tuple[str, ...]) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in extensions)
+#: The file that marks a folder as the unfinished output of ``daliloader prepare``.
+INCOMPLETE_MARKER = ".daliloader-incomplete"
+
+
+def refuse_incomplete(folder: Path) -> None:
+    """A folder inside the unfinished output of ``daliloader prepare`` is no dataset: refuse it."""
+    for d in (folder, *list(folder.absolute().parents)[:2]):
+        if (d / INCOMPLETE_MARKER).exists():
+            raise DataError(f"{d} is the unfinished output of a `daliloader prepare` (interrupted, or still running), "
+                            "not a dataset: run the same prepare again, which removes it, or delete it")
+
+
+def _list(folder: Path, extensions: tuple[str, ...]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The files under ``folder`` with one of ``extensions``, symbolic links followed (a folder reached
+    twice, as by a link loop, is read once), and the links that lead nowhere: ``(link, target)``."""
+    found, broken, seen = [], [], set()
+    for top, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        for name in sorted(dirs) + sorted(files):
+            path = Path(top) / name
+            if path.is_symlink() and not path.exists():
+                broken.append((str(path), os.readlink(path)))
+            elif name in files and path.suffix.lower() in extensions and path.is_file():
+                found.append(path)
+    return sorted(found), broken
 
 
 def _key(path: Path, root: Path, suffix: str) -> str | None:

@@ -26,11 +26,17 @@ reading side of the format is :mod:`daliloader.manifest`.
 
 from __future__ import annotations
 
+import glob
 import io
 import json
+import os
 import shutil
+import socket
 import tarfile
+import tempfile
 import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +48,8 @@ from .checks import Expect, quick_problems
 from .classes import ClassMap
 from .codecs import decode_image, decode_mask, read
 from .data import SegmentationData
-from .errors import DataError, LoadError
+from .errors import DataError, LoadError, user_stacklevel
+from .pairing import INCOMPLETE_MARKER
 from .manifest import (FORMAT, GPU_FORM, LZ4_MAGIC, LZ4_MAX_BYTES, MANIFEST, PACK_GPU_MASK_EXT, PACK_IMAGE_EXTS,
                        PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION, load_manifest, original_classes, read_lz4_mask)
 from .parallel import threaded_map
@@ -114,7 +121,6 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
     """
     pack_size = pack_size if pack_size is not None else shard_size
     out = Path(out)
-    _check_output(out)
     if data.classes.label_dtype != np.uint8:
         raise DataError(f"ignore_index={data.classes.ignore_index} does not fit an 8-bit mask; prepared masks "
                         "hold class indices 0-255")
@@ -122,11 +128,18 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         raise DataError(f"jpeg_quality must lie in 1-100, got {jpeg_quality}")
     if pack_size is not None and pack_size < 1:
         raise DataError(f"pack_size must be a positive number of samples, got {pack_size}")
+    with atomic_folder(out) as tmp:
+        return _write(data, tmp, jpeg_quality, pack_size, workers, progress, source, gpu_masks)
+
+
+def _write(data: SegmentationData, out: Path, jpeg_quality, pack_size, workers, progress, source,
+           gpu_masks) -> dict:
+    """The prepared copy written into ``out`` (a temporary folder, renamed into place afterwards)."""
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "masks").mkdir(exist_ok=True)
     if gpu_masks:
         (out / "masks_lz4").mkdir(exist_ok=True)
-    names = [f"{i:07d}-{Path(p).stem}" for i, p in enumerate(data.images)]
+    names = [file_stem(i, p) for i, p in enumerate(data.images)]
 
     def convert(i: int) -> dict:
         return _convert(data, i, out, names[i], jpeg_quality, gpu_masks)
@@ -150,7 +163,8 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         "format": FORMAT, "version": VERSION, "daliloader": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": round(time.perf_counter() - started, 1),
-        "source": {**(source or {}), "images": list(data.images), "masks": list(data.masks)},
+        "source": {**(source or {}), "images": [os.path.abspath(p) for p in data.images],
+                   "masks": [os.path.abspath(p) for p in data.masks]},
         "classes": _classes_entry(data.classes),
         "masks": {"encoding": "png, 1 channel, 8-bit class indices",
                   "how": _how(data.classes),
@@ -161,10 +175,91 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         "pairs": pairs,
         PACKS: _write_packs(out, pairs, pack_size, _gpu_files(gpu_form)) if pack_size else None,
     }
-    tmp = out / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1))
-    tmp.replace(out / MANIFEST)
+    _write_file(out / MANIFEST, json.dumps(manifest, indent=1).encode())
+    load_manifest(out)  # written and readable: the copy is complete
     return manifest
+
+
+#: The marker of a prepared copy still being written (or left by an interrupted run): no loader reads a
+#: folder that holds it (:func:`daliloader.layouts.refuse_incomplete`).
+INCOMPLETE = INCOMPLETE_MARKER
+
+
+@contextmanager
+def atomic_folder(out: Path, what: str = "daliloader prepare"):
+    """Yield a temporary sibling of ``out`` to write into, renamed to ``out`` when the block succeeds,
+    removed when it fails or is interrupted; the whole under an exclusive lock on ``out``.
+
+    As TFDS (``*.incomplete*`` folders) and Hugging Face datasets (lock files) do: a second writer to
+    the same ``out`` is refused with the first one's name, an interruption leaves no folder under
+    ``out``'s name, and a later run removes the leftovers of interrupted ones, saying so.
+    """
+    out = Path(out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(out, what):
+        _check_output(out)
+        for leftover in sorted(out.parent.glob(f"{glob.escape(out.name)}.incomplete-*")):
+            shutil.rmtree(leftover, ignore_errors=True)
+            warnings.warn(f"removed {leftover}: the leftover of an interrupted `{what}` into {out}",
+                          stacklevel=user_stacklevel())
+        tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.incomplete-", dir=out.parent))
+        try:
+            (tmp / INCOMPLETE).write_text(f"{what} into {out}, pid {os.getpid()}: not a dataset until renamed into "
+                                          "place\n")
+            yield tmp
+            (tmp / INCOMPLETE).unlink()
+            if out.exists():
+                out.rmdir()  # empty: checked above
+            tmp.rename(out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+@contextmanager
+def exclusive(out: Path, what: str = "daliloader prepare"):
+    """Hold ``out``'s lock (``.<name>.lock`` beside it, a ``filelock.FileLock``) for the block; another
+    holder is refused at once with what it said about itself (process, host, start)."""
+    from filelock import FileLock, Timeout
+
+    lock_path = out.parent / f".{out.name}.lock"
+    owner = out.parent / f".{out.name}.lock.owner"
+    lock = FileLock(str(lock_path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = owner.read_text().strip() if owner.exists() else "another process"
+        raise DataError(f"{out} is being written by {holder} (lock {lock_path}); wait for it to finish, or "
+                        "choose another OUT") from None
+    except OSError as e:
+        raise DataError(f"cannot lock {lock_path} ({e.strerror or e}): is {out.parent} writable? (the cache folder "
+                        "is $DALILOADER_CACHE, by default ~/.cache/daliloader)") from None
+    try:
+        owner.write_text(f"{what}, pid {os.getpid()} on {socket.gethostname()}, since "
+                         f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+        yield
+    finally:
+        owner.unlink(missing_ok=True)
+        lock.release()
+
+
+def file_stem(index: int, path: str) -> str:
+    """The prepared files' name for pair ``index``: its number and the image's stem, cut so that the
+    longest file name made of it (``.labels.png``, an image extension) stays within 255 bytes."""
+    stem = f"{index:07d}-{Path(path).stem}"
+    room = 255 - len(".labels.jpeg")
+    return stem.encode()[:room].decode(errors="ignore")
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, trusting nothing: a short write (a full disk) raises, naming the file."""
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+        if path.stat().st_size != len(data):
+            raise OSError(f"{path.stat().st_size} of {len(data)} bytes written")
+    except OSError as e:
+        raise LoadError(f"cannot write {path}: {e.strerror or e} (is the disk full or the folder read-only?)") from None
 
 
 def summary(manifest: dict, out: str | Path) -> str:
@@ -222,27 +317,33 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality:
         labels = data.classes.map_mask(decoded)
         unknown = sum(count for _, count in data.classes.unknown_values(decoded))
         mask_out = f"masks/{name}.png"
-        if not cv2.imwrite(str(out / mask_out), labels, MASK_PNG_PARAMS):
-            raise LoadError(f"cannot write {out / mask_out}")
+        _write_file(out / mask_out, _png(labels))
         suffix = Path(image).suffix.lower()
         row = {"mask": mask_out, "unknown_pixels": unknown, "psnr": None, "lz4": None}
         if gpu_masks and labels.nbytes <= LZ4_MAX_BYTES:
             row["lz4"] = f"masks_lz4/{name}.lz4"
-            (out / row["lz4"]).write_bytes(encode_lz4_mask(labels))
+            _write_file(out / row["lz4"], encode_lz4_mask(labels))
         if jpeg_quality is not None and suffix not in (".jpg", ".jpeg"):
             rgb = decode_image(read(image), image)
             row["image"] = f"images/{name}.jpg"
             ok, encoded = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
                                        [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality])
-            (out / row["image"]).write_bytes(encoded.tobytes())
+            _write_file(out / row["image"], encoded.tobytes())
             back = cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
             row["psnr"] = cv2.PSNR(rgb, back)
         else:
             row["image"] = f"images/{name}{suffix}"
-            shutil.copyfile(image, out / row["image"])
+            _write_file(out / row["image"], Path(image).read_bytes())
         return row
     except (LoadError, OSError, ValueError) as e:
         return {"error": f"{image} + {mask}: {str(e).splitlines()[0]}"}
+
+
+def _png(labels: np.ndarray) -> bytes:
+    ok, encoded = cv2.imencode(".png", labels, MASK_PNG_PARAMS)
+    if not ok:
+        raise LoadError(f"OpenCV cannot encode a {labels.shape} {labels.dtype} mask as PNG")
+    return encoded.tobytes()
 
 
 def _how(classes: ClassMap) -> str:
@@ -278,7 +379,7 @@ def _write_packs(out: Path, pairs: list[list[str]], pack_size: int, gpu_masks: l
     """Webdataset tars of ``pack_size`` samples (key ``NNNNNNN``: image, ``labels.png``, ``labels.lz4``
     when there is a GPU form, ``index``) and their DALI index files."""
     try:
-        from wds2idx import IndexCreator  # ships with the DALI wheel
+        import wds2idx  # noqa: F401  (ships with the DALI wheel)
     except ImportError as e:
         raise ImportError("writing pack indexes needs DALI's wds2idx: install daliloader[cuda120] or "
                           "daliloader[cuda130]") from e
@@ -287,24 +388,52 @@ def _write_packs(out: Path, pairs: list[list[str]], pack_size: int, gpu_masks: l
     tars, indexes = [], []
     for p, first in enumerate(range(0, len(pairs), pack_size)):
         tar_path, idx_path = folder / f"{p:05d}.tar", folder / f"{p:05d}.idx"
-        with tarfile.open(tar_path, "w", format=tarfile.USTAR_FORMAT) as tar:
-            for i in range(first, min(first + pack_size, len(pairs))):
-                image, mask = pairs[i]
-                tar.add(out / image, arcname=f"{i:07d}.{Path(image).suffix.lower().lstrip('.')}")
-                tar.add(out / mask, arcname=f"{i:07d}.{PACK_MASK_EXT}")
-                if gpu_masks:
-                    tar.add(out / gpu_masks[i], arcname=f"{i:07d}.{PACK_GPU_MASK_EXT}")
-                member = tarfile.TarInfo(f"{i:07d}.{PACK_INDEX_EXT}")
-                member.size = 8
-                tar.addfile(member, io.BytesIO(_index_bytes(i)))
-        with IndexCreator(str(tar_path), str(idx_path), verbose=False) as creator:
-            creator.create_index()
+        try:
+            _write_pack(out, pairs, first, min(first + pack_size, len(pairs)), tar_path, idx_path, gpu_masks)
+        except (OSError, tarfile.TarError) as e:
+            raise LoadError(f"cannot write the pack {tar_path}: {getattr(e, 'strerror', None) or e} (is the disk full "
+                            "or the folder read-only?)") from None
         tars.append(f"{PACKS}/{tar_path.name}")
         indexes.append(f"{PACKS}/{idx_path.name}")
     # "samples_per_shard": format version 2's name for the pack size
     return {"format": "webdataset", "samples_per_shard": pack_size, "tars": tars, "indexes": indexes,
             "image_exts": list(PACK_IMAGE_EXTS), "mask_ext": PACK_MASK_EXT, "index_ext": PACK_INDEX_EXT,
             "gpu_mask_ext": PACK_GPU_MASK_EXT if gpu_masks else None}
+
+
+def _write_pack(out: Path, pairs, first: int, stop: int, tar_path: Path, idx_path: Path, gpu_masks) -> None:
+    """One tar of the samples ``[first, stop)`` and its DALI index."""
+    from wds2idx import IndexCreator
+
+    with tarfile.open(tar_path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(first, stop):
+            image, mask = pairs[i]
+            tar.add(out / image, arcname=f"{i:07d}.{Path(image).suffix.lower().lstrip('.')}")
+            tar.add(out / mask, arcname=f"{i:07d}.{PACK_MASK_EXT}")
+            if gpu_masks:
+                tar.add(out / gpu_masks[i], arcname=f"{i:07d}.{PACK_GPU_MASK_EXT}")
+            member = tarfile.TarInfo(f"{i:07d}.{PACK_INDEX_EXT}")
+            member.size = 8
+            tar.addfile(member, io.BytesIO(_index_bytes(i)))
+    with IndexCreator(str(tar_path), str(idx_path), verbose=False) as creator:
+        creator.create_index()
+
+
+def _members(path: Path, problems: list[str]):
+    """The (member, bytes) of a tar, read front to back; where it breaks off (a truncated or damaged
+    pack), a problem naming the tar and the byte, and no more members."""
+    try:
+        with tarfile.open(path) as tar:
+            while True:
+                offset = tar.offset
+                member = tar.next()
+                if member is None:
+                    return
+                yield member, tar.extractfile(member).read()
+    except (tarfile.TarError, EOFError, OSError) as e:
+        size = path.stat().st_size if path.exists() else 0
+        where = f"breaks at byte {offset} of {size}" if "offset" in locals() else "cannot be opened"
+        problems.append(f"{path}: {where} ({e}): truncated or damaged; prepare the copy again")
 
 
 def _index_bytes(i: int) -> bytes:
@@ -314,43 +443,80 @@ def _index_bytes(i: int) -> bytes:
 # ---------------------------------------------------------------- checking a copy
 def verify(out: str | Path, workers: int | None = None, progress: bool = True) -> VerifyReport:
     """Decode every prepared mask and compare it with the mapping of its original, bit for bit; compare
-    copied images and pack members with their sources byte for byte."""
+    copied images and pack members with their sources byte for byte.
+
+    It reports, never raises, on what it finds: sources that moved (the checks that need no source still
+    run: every prepared mask decodes, its LZ4 form holds the same indices), files of the copy that are
+    missing or damaged, and packs that break off (named, with the byte where they break)."""
     out = Path(out)
     manifest = load_manifest(out)
     originals = original_classes(manifest)
-    src_images, src_masks = manifest["source"]["images"], manifest["source"]["masks"]
+    src_images = [_source(p, out) for p in manifest["source"]["images"]]
+    src_masks = [_source(p, out) for p in manifest["source"]["masks"]]
     pairs = manifest["pairs"]
     gpu_masks = _gpu_files(manifest["masks"].get(GPU_FORM))
     report = VerifyReport(pairs=len(pairs))
 
-    def one(i: int) -> tuple[list[str], bool]:
+    def one(i: int) -> tuple[list[str], bool, bool]:
         image, mask = pairs[i]
-        problems = []
-        got = cv2.imread(str(out / mask), cv2.IMREAD_UNCHANGED)
-        want = originals.map_mask(decode_mask(read(src_masks[i]), src_masks[i], originals))
+        problems, moved = [], not (src_masks[i].is_file() and src_images[i].is_file())
+        got = cv2.imread(str(out / mask), cv2.IMREAD_UNCHANGED) if (out / mask).is_file() else None
         if got is None or got.dtype != np.uint8 or got.ndim != 2:
-            problems.append(f"{out / mask}: not a single-channel 8-bit PNG")
-        else:
-            problems += _differences(out / mask, got, want, src_masks[i])
-        if gpu_masks:  # the GPU form, inflated on the CPU: the same indices, bit for bit
+            problems.append(f"{out / mask}: missing, or not a single-channel 8-bit PNG")
+        want = None
+        if src_masks[i].is_file():
             try:
-                problems += _differences(out / gpu_masks[i], read_lz4_mask(out / gpu_masks[i]), want, src_masks[i])
+                want = originals.map_mask(decode_mask(read(str(src_masks[i])), str(src_masks[i]), originals))
+            except LoadError as e:
+                problems.append(str(e).splitlines()[0])
+        if got is not None and want is not None:
+            problems += _differences(out / mask, got, want, src_masks[i])
+        if gpu_masks:  # the GPU form, inflated on the CPU: the original's indices (or the PNG's), bit for bit
+            try:
+                reference = want if want is not None else got
+                inflated = read_lz4_mask(out / gpu_masks[i])
+                if reference is not None:
+                    problems += _differences(out / gpu_masks[i], inflated, reference,
+                                             src_masks[i] if want is not None else out / mask)
             except (DataError, OSError) as e:
-                problems.append(str(e))
-        copied = Path(image).suffix.lower() == Path(src_images[i]).suffix.lower()
-        if copied and (out / image).read_bytes() != Path(src_images[i]).read_bytes():
-            problems.append(f"{out / image}: bytes differ from {src_images[i]}")
-        return problems, copied
+                problems.append(str(e).split("; run `daliloader verify`")[0])
+        copied = Path(image).suffix.lower() == src_images[i].suffix.lower() and src_images[i].is_file()
+        try:
+            if copied and (out / image).read_bytes() != src_images[i].read_bytes():
+                problems.append(f"{out / image}: bytes differ from {src_images[i]}")
+        except OSError as e:
+            problems.append(f"{out / image}: cannot read it ({e.strerror or e})")
+        return problems, copied, moved
 
-    for problems, copied in threaded_map(one, range(len(pairs)), workers, "verifying" if progress else None):
+    moved = []
+    for i, (problems, copied, gone) in enumerate(threaded_map(one, range(len(pairs)), workers,
+                                                              "verifying" if progress else None)):
         report.mismatches += problems
         report.masks_checked += 1
         report.gpu_masks_checked += bool(gpu_masks)
         report.images_checked += copied
+        if gone:
+            moved.append(i)
+    if moved:
+        first = next(p for p in (src_masks[moved[0]], src_images[moved[0]]) if not p.is_file())
+        report.mismatches.insert(0, f"the originals of {len(moved)} of {len(pairs)} pairs are not where the manifest "
+                                    f"says (first: {first}): moved or deleted? Their masks and images were not "
+                                    "compared with them; everything else was checked")
     if manifest.get(PACKS):
         report.pack_members_checked, problems = _verify_packs(out, manifest)
         report.mismatches += problems
     return report
+
+
+def _source(path: str, out: Path) -> Path:
+    """A source file as the manifest records it: absolute (since format version 2 copies made by
+    daliloader 0.2), or, in older manifests, relative to the folder prepare ran in; tried from the
+    current folder, then beside the copy."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    beside = out.absolute().parent / p
+    return beside if beside.exists() else p
 
 
 def _differences(path: Path, got: np.ndarray, want: np.ndarray, original: str) -> list[str]:
@@ -368,18 +534,24 @@ def _verify_packs(out: Path, manifest: dict) -> tuple[int, list[str]]:
     kinds = ("image", "mask", "index") + (("gpu mask",) if gpu_masks else ())
     seen, problems = {}, []
     for tar_name in manifest[PACKS]["tars"]:
-        with tarfile.open(out / tar_name) as tar:
-            for member in tar.getmembers():
-                key, ext = member.name.split(".", 1)
-                i = int(key)
-                image, mask = manifest["pairs"][i]
-                kind = {PACK_MASK_EXT: "mask", PACK_INDEX_EXT: "index", PACK_GPU_MASK_EXT: "gpu mask"}.get(ext, "image")
-                source = {"image": out / image, "mask": out / mask,
-                          "gpu mask": out / gpu_masks[i] if gpu_masks else None}.get(kind)  # None: the index
+        for member, data in _members(out / tar_name, problems):
+            key, ext = member.name.split(".", 1) if "." in member.name else (member.name, "")
+            if not key.isdigit() or int(key) >= len(manifest["pairs"]):
+                problems.append(f"{out / tar_name}: {member.name} belongs to no pair of the manifest")
+                continue
+            i = int(key)
+            image, mask = manifest["pairs"][i]
+            kind = {PACK_MASK_EXT: "mask", PACK_INDEX_EXT: "index", PACK_GPU_MASK_EXT: "gpu mask"}.get(ext, "image")
+            source = {"image": out / image, "mask": out / mask,
+                      "gpu mask": out / gpu_masks[i] if gpu_masks else None}.get(kind)  # None: the index
+            try:
                 want = source.read_bytes() if source else _index_bytes(i)
-                if tar.extractfile(member).read() != want:
-                    problems.append(f"{out / tar_name}: {member.name} differs from {source or f'sample index {i}'}")
-                seen[(i, kind)] = seen.get((i, kind), 0) + 1
+            except OSError as e:
+                problems.append(f"{source}: cannot read it ({e.strerror or e})")
+                want = None
+            if want is not None and data != want:
+                problems.append(f"{out / tar_name}: {member.name} differs from {source or f'sample index {i}'}")
+            seen[(i, kind)] = seen.get((i, kind), 0) + 1
     for i in range(len(manifest["pairs"])):
         for kind in kinds:
             if seen.get((i, kind)) != 1:

@@ -40,6 +40,9 @@ class Sampler:
             self.steps = per_shard_min // batch_size
         else:
             self.steps = -(-per_shard_max // batch_size)
+        if num_shards > n:
+            raise SpecError(f"num_shards={num_shards} is more than the {n} samples: each shard needs at least "
+                            f"one sample (use at most {n} shards, or more data)")
         if self.steps == 0:
             raise SpecError(
                 f"batch_size={batch_size} is larger than the {per_shard_min} samples per shard "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from .classes import ClassMap
 from .data import SegmentationData
-from .errors import SpecError
+from .errors import DataError, SpecError
 
 #: CamVid's 32 classes and colours, as in its class_dict.csv.
 CAMVID_CLASSES = (
@@ -77,8 +78,10 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
         rng = np.random.default_rng([seed, i])
         labels = _scene_labels(rng, height, width, len(palette))
         photo = _render_photo(rng, labels, palette)
-        cv2.imwrite(str(img_dir / f"{i:05d}.{image_format}"), photo[..., ::-1], params)
-        cv2.imwrite(str(mask_dir / f"{i:05d}_L.png"), palette[labels][..., ::-1])
+        for path, pixels, options in ((img_dir / f"{i:05d}.{image_format}", photo[..., ::-1], params),
+                                      (mask_dir / f"{i:05d}_L.png", palette[labels][..., ::-1], [])):
+            if not cv2.imwrite(str(path), np.ascontiguousarray(pixels), options):
+                raise OSError(f"OpenCV could not write {path}")
     return SegmentationData.from_dirs(img_dir, mask_dir, out / "class_dict.csv")
 
 
@@ -90,14 +93,21 @@ def cache_dir() -> Path:
 def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960)) -> SegmentationData:
     """The embedded dataset (what the CLI and the benchmarks run on without DATA), generated once into
     :func:`cache_dir`."""
+    from .prepare import atomic_folder
+
     height, width = image_size
     root = cache_dir() / f"synthetic-{image_format}-{width}x{height}-n{n}"
-    done = root / ".complete"
-    if done.exists():
-        return SegmentationData.from_dirs(root / "train", root / "train_labels", root / "class_dict.csv")
-    data = make_dataset(root, n=n, image_format=image_format, image_size=image_size, progress=True)
-    done.touch()
-    return data
+    if not (root / ".complete").exists():
+        try:
+            if root.exists():  # an older daliloader's unfinished copy (it wrote in place)
+                shutil.rmtree(root)
+            with atomic_folder(root, "daliloader's embedded dataset") as tmp:
+                make_dataset(tmp, n=n, image_format=image_format, image_size=image_size, progress=True)
+                (tmp / ".complete").touch()
+        except OSError as e:
+            raise DataError(f"cannot write the embedded dataset into {root}: {e.strerror or e}. Set DALILOADER_CACHE "
+                            "to a writable folder") from None
+    return SegmentationData.from_dirs(root / "train", root / "train_labels", root / "class_dict.csv")
 
 
 def write_class_dict(path: Path) -> None:

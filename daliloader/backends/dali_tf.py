@@ -238,7 +238,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     uses them: DALI drops unused nodes).
 
     ``masks`` are the mask files the graph reads (:func:`.dali_graph.mask_files`). Python runs once per
-    :data:`CHUNK` positions (the sampler's indices, and the guard vetting pairs
+    :data:`CHUNK` positions, or an epoch's if fewer (the sampler's indices, and the guard vetting pairs
     it has not seen); the per-sample work is ``tf.gather`` on constant path tables (a Python call per
     sample or per batch, as ``from_generator`` makes, was measured slower: README). The draws are
     TensorFlow's stateless uniforms of (seed, position), in blocks of CHUNK. Reading files, the streams start at the epoch ``passes``
@@ -247,18 +247,20 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     the plugin asks.
     """
     data, sampler = plan.data, plan.sampler
-    endless = np.iinfo(np.int64).max // (2 * CHUNK)
+    # an epoch's worth at most, so that a chunk of a small dataset does not vet pairs epochs ahead
+    chunk_size = min(CHUNK, sampler.per_epoch)
+    endless = np.iinfo(np.int64).max // (2 * chunk_size)
 
     def chunks(from_passes: bool):
-        """The first position of each chunk of CHUNK positions, from the start of the stream."""
+        """The first position of each chunk of positions, from the start of the stream."""
         first = tf.data.Dataset.range(1)
         if from_passes:
             first = first.map(lambda _: tf.maximum(passes.read_value(), 0) * sampler.per_epoch)
-        return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * CHUNK))
+        return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * chunk_size))
 
     def indices(vet: bool):
         def chunk(start):
-            found = sampler.indices(int(start), int(start) + CHUNK)
+            found = sampler.indices(int(start), int(start) + chunk_size)
             if vet:
                 for i in found:
                     guard.verify(max(int(i), 0))  # padding (-1) reads sample 0
@@ -266,7 +268,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
 
         def call(start):
             found = tf.numpy_function(chunk, [start], tf.int64, stateful=True)
-            found.set_shape([CHUNK])
+            found.set_shape([chunk_size])
             return found
 
         return chunks(from_passes=True).map(call).unbatch()
@@ -278,7 +280,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     def draws(from_passes: bool):  # native: no Python per sample or per chunk
         seed = tf.constant(sampler.seed % 2**63, tf.int64)
         return chunks(from_passes).map(lambda start: tf.random.stateless_uniform(
-            [CHUNK, DRAW_COUNT], seed=tf.stack([seed, start]))).unbatch()
+            [chunk_size, DRAW_COUNT], seed=tf.stack([seed, start]))).unbatch()
 
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
