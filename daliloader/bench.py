@@ -46,6 +46,8 @@ AUGMENT = dict(scale=(0.5, 2.0), rotate=15, brightness=0.3, contrast=0.3, satura
 MIN_BATCHES = 5
 #: Warm-up goes on until two consecutive windows agree within this share, for at most STEADY_WINDOWS.
 STEADY, STEADY_WINDOWS = 0.10, 8
+#: A figure whose repeats spread by more than this share of its median is too noisy to divide by.
+NOISY = 0.25
 
 
 def has_tensorflow() -> bool:
@@ -339,7 +341,9 @@ def opencv_stages(plan: Plan, samples: int = 32) -> list[dict]:
         _, labels = loader.sample(i % len(plan.data), rng, clock)
         loader.encode(labels)
         clock("encode")
-    return [{"stage": name, "ms_per_img": round(1000 * v / samples, 2)} for name, v in totals.items()]
+    off = {"rotate": not plan.spec.rotates, "flip": plan.spec.flip == 0}
+    return [{"stage": name, "ms_per_img": round(1000 * v / samples, 2)} for name, v in totals.items()
+            if not off.get(name, False)]
 
 
 # ---------------------------------------------------------------- machine
@@ -352,6 +356,7 @@ def machine_info() -> dict:
             info["versions"][module] = getattr(mod, "__version__", "?")
         except ImportError:
             pass
+    info["dali_build"] = dali_build()
     try:
         import subprocess
 
@@ -362,6 +367,23 @@ def machine_info() -> dict:
     except (OSError, subprocess.SubprocessError):
         pass
     return info
+
+
+def dali_build() -> str | None:
+    """The DALI wheel installed, which names its CUDA build: ``nvidia-dali-cuda120 2.4.0``."""
+    from importlib import metadata
+
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.lower().startswith("nvidia-dali-cuda"):
+            return f"{name.lower()} {dist.version}"
+    return None
+
+
+def noisy(measurement: dict) -> bool:
+    """Whether a figure's repeats spread by more than :data:`NOISY` of its median: too noisy to read
+    as a ratio (its percentages are left out, and the report says so)."""
+    return measurement["max"] - measurement["min"] > NOISY * measurement["median"]
 
 
 def _cpu_model() -> str:
@@ -588,10 +610,17 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
                     warmup_batches=max(1, len(source) // plan.batch_size)))
                 warned.extend(timing_warnings(what, rates))
                 m = {**Measurement(name, mode, rates).to_dict(), "data": which, "via": via(name), "augment": augment}
-                bound = ceilings[f"cpu_decode_pairs{suffix}"]["median"]
+                bound_keys = [f"cpu_decode_pairs{suffix}"]
                 if name in backends.BACKENDS and backends.BACKENDS[name].gpu:  # nvJPEG or the masks, whichever binds
-                    bound = min(ceilings["nvjpeg_images"]["median"], ceilings[f"cpu_decode_masks{suffix}"]["median"])
-                m["fraction_of_ceiling"] = round(m["median"] / bound, 3)
+                    bound_keys = ["nvjpeg_images", f"cpu_decode_masks{suffix}"]
+                m["noisy"] = noisy(m)
+                ceiling_noisy = any(noisy(ceilings[k]) for k in bound_keys)
+                share = m["median"] / min(ceilings[k]["median"] for k in bound_keys)
+                # a share is only read where both figures hold still and the ceiling bounds the figure
+                m["fraction_of_ceiling"] = None if m["noisy"] or ceiling_noisy or share > 1 else round(share, 3)
+                if share > 1 and not (m["noisy"] or ceiling_noisy):
+                    warned.append(f"{what}: {share:.0%} of its ceiling, which is then no ceiling (the ceiling ran "
+                                  "while the machine was busier?); raise --seconds or --repeats")
                 report["results"].append(m)
                 stream.close()  # a generator: stops its workers (opencv) and drops its pipeline
     if settings.augment:

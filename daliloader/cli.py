@@ -275,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
     bench.add_argument("--backends", type=_choices(BENCH_BACKENDS), default=None,
                        help=f"comma-separated, from {','.join(BENCH_BACKENDS)} (default: all this machine has)")
-    bench.add_argument("--batch-size", type=_positive_int, default=8)
+    bench.add_argument("--batch-size", type=_positive_int, default=8, help="samples per batch (default: 8)")
     add_image_size(bench, (512, 512), "the crops' size")
     bench.add_argument("--label-mode", type=_choices(("onehot", "int")), default=["onehot"],
                        help="onehot, int or onehot,int (default onehot)")
@@ -308,12 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_arguments(preview, default=True)
     preview.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
     preview.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
-    preview.add_argument("--batches", type=_positive_int, default=2)
-    preview.add_argument("--batch-size", type=_positive_int, default=3)
+    preview.add_argument("--batches", type=_positive_int, default=2, help="batches to draw, one row each (default: 2)")
+    preview.add_argument("--batch-size", type=_positive_int, default=3, help="samples per batch (default: 3)")
     add_image_size(preview, (256, 256), "the crops' size")
     preview.add_argument("--scale", type=_positive_float, nargs=2, default=(0.5, 2.0), metavar=("MIN", "MAX"),
                          help="zoom range (default 0.5 2.0)")
-    preview.add_argument("--seed", type=int, default=0)
+    preview.add_argument("--seed", type=int, default=0, help="the seed of the order and the draws (default: 0)")
     preview.add_argument("--augment", action="store_true",
                          help="also rotation and colour jitter, as bench --augment (rotate 15, brightness/contrast/"
                               "saturation 0.3, hue 10)")
@@ -372,12 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
     synth = sub.add_parser("synth", parents=[verbose],
                            help="write the synthetic dataset", description="Write the synthetic "
                            "CamVid-layout dataset: OUT/train, OUT/train_labels, OUT/class_dict.csv.")
-    synth.add_argument("out", type=Path)
-    synth.add_argument("--n", type=_positive_int, default=64)
-    synth.add_argument("--format", choices=("jpg", "png"), default="jpg")
+    synth.add_argument("out", type=Path, help="the folder to write (CamVid's layout: train/, train_labels/, "
+                                              "class_dict.csv)")
+    synth.add_argument("--n", type=_positive_int, default=64, help="pairs to write (default: 64)")
+    synth.add_argument("--format", choices=("jpg", "png"), default="jpg", help="the photos' format (default: jpg)")
     add_image_size(synth, (720, 960), "the images' size")
     synth.add_argument("--size", type=_positive_int, nargs=2, default=None, help=argparse.SUPPRESS)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--seed", type=int, default=0, help="the seed of the scenes (default: 0)")
     synth.set_defaults(func=cmd_synth)
     return parser
 

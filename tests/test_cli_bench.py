@@ -207,3 +207,45 @@ def test_the_command_line_hides_native_start_up_noise(root, tmp_path):
     assert loud.returncode == 0 and re.search(r"^[IWE]\d{4} |absl", loud.stderr, re.M), loud.stderr[-2000:]
     version = subprocess.run([sys.executable, "-m", "daliloader.cli", "--version"], capture_output=True, text=True)
     assert version.stdout.startswith("daliloader 0.") and "tensorflow" in version.stdout
+
+
+@pytest.mark.parametrize("name", ["h100-16cores-cuda120-tf-bench.json", "vm-2cores-augment.json"])
+def test_the_bench_tables_fit_80_columns_and_mark_noise(name):
+    """A committed report (the widest: GPU, prepared data, packs, training; and one with augmentation)
+    printed at 80 columns: no line longer, one line per row, a stage cost below zero shown as noisy."""
+    from rich.console import Console
+
+    from daliloader.report import print_report
+
+    report = json.loads((Path(__file__).parent.parent / "benchmarks" / "results" / name).read_text())
+    console = Console(width=80, record=True, color_system=None)
+    print_report(console, report)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for r in report["results"]:  # every row on one line: its median is on a line with its loader's name
+        assert any(r["name"] in line and f"{r['median']:.1f}" in line for line in lines), r
+    negative = [row for rows in report["stages"].values() for row in rows if row["ms_per_img"] < 0]
+    assert not negative or any(line.strip().startswith(negative[0]["stage"]) and "noisy" in line for line in lines)
+
+
+def test_noisy_figures_and_stages_that_are_off(synth_data):
+    from daliloader.bench import bench_plan, noisy, opencv_stages
+    from daliloader.report import share
+
+    assert noisy({"median": 100, "min": 77, "max": 186}) and not noisy({"median": 100, "min": 95, "max": 110})
+    assert share({"fraction_of_ceiling": None}) == "noisy" and share({"fraction_of_ceiling": 0.5}) == "50%"
+    stages = [row["stage"] for row in opencv_stages(bench_plan(synth_data, 2, (32, 32), "int"), samples=2)]
+    assert "rotate" not in stages and "flip" in stages  # random crops flip by default; nothing rotates
+    assert "rotate" in [row["stage"] for row in opencv_stages(bench_plan(synth_data, 2, (32, 32), "int", rotate=5),
+                                                              samples=2)]
+
+
+def test_every_command_line_option_has_help():
+    import argparse
+
+    from daliloader.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    lacking = [f"{name} {a.option_strings or a.dest}" for name, sub in commands.items() for a in sub._actions
+               if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert not lacking
