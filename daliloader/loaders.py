@@ -10,6 +10,7 @@ build its product from it. Keyword options beyond those named here (``drop_remai
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import replace
 
@@ -17,13 +18,30 @@ import numpy as np
 
 from . import backends
 from .errors import SpecError
-from .plan import Plan, plan_of
+from .plan import Plan, make_plan, plan_of
 from .spec import check_batch_size
 
 #: Options only the DALI backends use, which keras_sequence (OpenCV) refuses rather than ignores.
 DALI_OPTIONS = ("num_threads", "prefetch", "device_id")
 
 
+def shows_options(*left_out: str):
+    """Give a loader the signature it really has: its own parameters and, instead of ``**options``, every
+    keyword option of :func:`~daliloader.plan.make_plan` (less ``left_out``), so that ``help()``,
+    ``inspect.signature`` and interactive completion list them."""
+    def decorate(fn):
+        own = inspect.signature(fn)
+        params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        named = {p.name for p in params} | set(left_out) | {"caller", "outputs"}
+        keywords = [p for p in inspect.signature(make_plan).parameters.values()
+                    if p.kind is p.KEYWORD_ONLY and p.name not in named]
+        fn.__signature__ = own.replace(parameters=params + keywords)
+        return fn
+    return decorate
+
+
+
+@shows_options()
 def tf_dataset(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
                shuffle: bool | None = None, seed: int | None = None, backend: str = "auto", **options):
     """A ``tf.data.Dataset`` of ``(images, labels)`` batches for ``model.fit``.
@@ -57,6 +75,7 @@ def tf_dataset(data, batch_size: int = 8, image_size=None, crop: str | None = No
     return backends.resolve(backend, "tf.data", plan).build("tf.data", plan)
 
 
+@shows_options(*DALI_OPTIONS)
 def keras_sequence(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
                    shuffle: bool | None = None, seed: int | None = None, *, workers: int = 1,
                    use_multiprocessing: bool = False,
@@ -79,6 +98,7 @@ def keras_sequence(data, batch_size: int = 8, image_size=None, crop: str | None 
                                                    max_queue_size=max_queue_size)
 
 
+@shows_options()
 def dali_pipeline(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
                   shuffle: bool | None = None, seed: int | None = None, backend: str = "auto", *, outputs=None,
                   **options):
@@ -95,6 +115,7 @@ def dali_pipeline(data, batch_size: int = 8, image_size=None, crop: str | None =
     return backends.resolve(backend, "dali", plan).build("dali", plan)
 
 
+@shows_options("shard_id", "num_shards", "device_id")
 def distribute(strategy, data, global_batch_size: int, image_size=None, crop: str | None = None,
                label_mode: str = "onehot", shuffle: bool | None = None, seed: int | None = None, backend: str = "auto",
                **options):

@@ -49,7 +49,9 @@ class Plan:
 
 def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop: str | None = None,
               label_mode: str = "onehot", shuffle: bool | None = None, seed: int | None = None, *,
-              training: bool = True, drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
+              training: bool = True, scale=None, flip: float | None = None, rotate=None, brightness=None,
+              contrast=None, saturation=None, hue=None, mean=None, std=None, dtype: str = "float32",
+              drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
               num_threads: int | None = None, prefetch: int = 2, device_id: int = 0, outputs=None,
               caller: str = "make_plan", **options) -> Plan:
     """Validate a loader's arguments and plan the loader.
@@ -67,9 +69,10 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
     ==================  =========================  ===========================================
 
     ``image_size`` None takes the images' own size, which they must all share (else a DataError names
-    the sizes found). ``options`` are the preprocessing options of :func:`daliloader.spec.make_spec`
-    (``scale``, ``flip``, ``rotate``, ``brightness``, ``contrast``, ``saturation``, ``hue``, ``mean``,
-    ``std``, ``dtype``). Batches are ``(image, labels)``, and ``(image, labels, weights)`` when not
+    the sizes found). ``scale``, ``flip``, ``rotate``, ``brightness``, ``contrast``, ``saturation``,
+    ``hue``, ``mean``, ``std`` and ``dtype`` are the preprocessing options of
+    :func:`daliloader.spec.make_spec` (None: off). ``options`` takes nothing: a keyword that is not an
+    option is named, with the closest one. Batches are ``(image, labels)``, and ``(image, labels, weights)`` when not
     dropping the remainder: per-pixel weights, 0 on padding samples and ignored pixels. Class weights
     belong to the loss, not the batches (:mod:`daliloader.losses`). ``shard_id``/``num_shards`` choose a
     worker's part of the data. ``outputs`` overrides what a batch holds (any of :data:`OUTPUTS`).
@@ -84,7 +87,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
                         "(Keras gives a batch's weights to the loss and to weighted_metrics alike). Pass them to "
                         "dl.losses.SparseCategoricalCrossentropy(class_weights=...) (int labels) or "
                         "dl.losses.CategoricalCrossentropy(class_weights=...) (one-hot)")
-    unknown = sorted(set(options) - set(OPTIONS))
+    unknown = sorted(options)
     if unknown:
         close = ([FOREIGN_NAMES[unknown[0]]] if unknown[0] in FOREIGN_NAMES else
                  difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
@@ -94,14 +97,16 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
                           f"loader options: {', '.join(LOADER_OPTIONS)}")
     if not isinstance(training, bool):
         raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
-    if not training and options.get("scale") not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
+    if not training and scale not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
         raise SpecError(f"{caller}(training=False) draws nothing at random, but got scale: leave it out for "
                         "evaluation, or pass training=True")
     if crop is None:
         crop = "random" if training else ("fit" if image_size is not None else "center")
     if image_size is None:
         image_size = data.image_size()
-    spec = make_spec(image_size, crop=crop, label_mode=label_mode, **options)
+    spec = make_spec(image_size, crop=crop, label_mode=label_mode, scale=scale, flip=flip, rotate=rotate,
+                     brightness=brightness, contrast=contrast, saturation=saturation, hue=hue, mean=mean, std=std,
+                     dtype=dtype)
     if not training:
         drawn = ([f"crop={crop!r}"] if crop == "random" else []) + spec.drawn()
         if drawn:
@@ -130,7 +135,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
 _SIGNATURE = inspect.signature(make_plan)
 #: The keyword options of make_plan that are not preprocessing (for error messages).
 LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()
-                       if p.kind is p.KEYWORD_ONLY and n not in ("caller", "outputs"))
+                       if p.kind is p.KEYWORD_ONLY and n not in ("caller", "outputs") and n not in OPTIONS)
 #: The arguments every loader names, after ``data``.
 ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD and n != "data")
 #: What torchvision and albumentations call some options, for "did you mean" (the meaning may differ:

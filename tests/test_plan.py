@@ -96,3 +96,19 @@ def test_auto_without_a_gpu_says_why_it_chose_dali_cpu(index_data, caplog, monke
     for text in (plain, turned):
         assert "backend='auto' chose dali-cpu" in text and "tfdata" in text and "daliloader bench" in text
     assert "keras_sequence" not in plain and "keras_sequence" in turned
+
+
+@pytest.mark.parametrize("call", ["make_plan", "tf_dataset", "keras_sequence", "dali_pipeline", "distribute"])
+def test_every_loader_shows_its_keyword_options(call):
+    """help() and inspect list every option instead of **options (keras_sequence: without the DALI ones)."""
+    import inspect
+    import pydoc
+
+    from daliloader.spec import OPTIONS
+
+    params = inspect.signature(getattr(dl, call)).parameters
+    assert set(OPTIONS) | {"training", "drop_remainder"} <= set(params)
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values()) or call == "make_plan"
+    assert ("num_threads" in params) == (call != "keras_sequence")
+    assert "rotate=None" in pydoc.render_doc(getattr(dl, call))
+    assert call in dir(dl)
