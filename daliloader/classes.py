@@ -344,13 +344,14 @@ class ClassMap:
         return [(int(v), int(c)) for v, c in zip(values[order], counts[order])]
 
     def ignore_colour(self) -> np.ndarray:
-        """The colour ignored pixels are drawn in: black, or where a class is black (CamVid's Void) the
-        first of white, magenta, cyan and grey that no class has."""
-        taken = {tuple(c) for c in self.palette().tolist()}
-        for c in ((0, 0, 0), (255, 255, 255), (255, 0, 255), (0, 255, 255), (128, 128, 128)):
-            if c not in taken:
-                return np.array(c, np.uint8)
-        return np.zeros(3, np.uint8)
+        """The colour ignored pixels are drawn in: of black, white, magenta, cyan, yellow and grey, the one
+        farthest from every class colour (black next to Cityscapes' dark blue truck, (0, 0, 70), would
+        look like it)."""
+        candidates = np.array([(0, 0, 0), (255, 255, 255), (255, 0, 255), (0, 255, 255), (255, 255, 0),
+                               (128, 128, 128)], np.int64)
+        palette = self.palette().astype(np.int64)
+        nearest = np.sqrt(((candidates[:, None] - palette[None]) ** 2).sum(-1)).min(axis=1)
+        return candidates[int(np.argmax(nearest))].astype(np.uint8)
 
     def to_mask(self, labels: np.ndarray) -> np.ndarray:
         """Class indices (H, W) -> a mask in this map's own encoding, which :meth:`map_mask` reads back to

@@ -60,9 +60,20 @@ def cmd_preview(args) -> int:
     from daliloader.bench import AUGMENT
 
     options = {k: v for k, v in AUGMENT.items() if k != "scale"} if args.augment else {}
+    for name in ("crop", "rotate", "flip", "brightness", "contrast", "saturation", "hue"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    if args.eval:
+        if args.augment or args.scale is not None:
+            raise SpecError("--eval previews the evaluation recipe, which draws nothing at random: leave out "
+                            "--augment and --scale")
+        options["training"] = False
+    else:
+        options["scale"] = tuple(args.scale) if args.scale is not None else (0.5, 2.0)
     n = preview(load_data(args), args.output, batches=args.batches, batch_size=args.batch_size,
-                image_size=args.image_size, scale=args.scale, seed=args.seed, **options)
-    print(f"wrote {args.output}: {n} augmented samples from {args.batches} batches")
+                image_size=args.image_size, seed=args.seed, view=args.view, backend=args.backend, **options)
+    recipe = "evaluation" if args.eval else "training"
+    print(f"wrote {args.output}: {n} samples of the {recipe} recipe from {args.backend}, {args.batches} batches")
     return 0
 
 
@@ -302,17 +313,32 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     preview = sub.add_parser("preview", parents=[verbose],
-                           help="a picture of augmented samples beside their coloured masks",
-                             description="Run the DALI CPU pipeline with random crops and write a grid: each "
-                                         "augmented image beside its mask coloured with the class palette.")
+                           help="a picture of what a recipe makes: samples beside (or under) their coloured masks",
+                             description="Run a loader with a recipe (the loaders' options; by default random crops "
+                                         "with zoom 0.5-2, or --eval for the evaluation recipe) and write a grid: each "
+                                         "sample's image beside its mask coloured with the class palette, the mask "
+                                         "blended over the image, or both, with a legend.")
     add_data_arguments(preview, default=True)
     preview.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
     preview.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
     preview.add_argument("--batches", type=_positive_int, default=2, help="batches to draw, one row each (default: 2)")
     preview.add_argument("--batch-size", type=_positive_int, default=3, help="samples per batch (default: 3)")
-    add_image_size(preview, (256, 256), "the crops' size")
-    preview.add_argument("--scale", type=_positive_float, nargs=2, default=(0.5, 2.0), metavar=("MIN", "MAX"),
-                         help="zoom range (default 0.5 2.0)")
+    add_image_size(preview, (256, 256), "the samples' size")
+    preview.add_argument("--view", choices=("side", "overlay", "both"), default="side",
+                         help="image beside the coloured mask, the mask blended over the image, or both (default: side)")
+    preview.add_argument("--backend", choices=[b for b in BENCH_BACKENDS if b != "tfdata-naive"], default="dali-cpu",
+                         help="the loader that makes the samples (default: dali-cpu)")
+    preview.add_argument("--eval", action="store_true",
+                         help="the evaluation recipe (training=False): crop 'fit', nothing random, the dataset's order")
+    preview.add_argument("--crop", choices=("random", "center", "resize", "fit"), default=None,
+                         help="as the loaders' crop= (default: random; with --eval: fit)")
+    preview.add_argument("--scale", type=_positive_float, nargs=2, default=None, metavar=("MIN", "MAX"),
+                         help="zoom range of random crops (default 0.5 2.0)")
+    preview.add_argument("--rotate", type=float, default=None, metavar="DEGREES", help="as the loaders' rotate=")
+    preview.add_argument("--flip", type=float, default=None, metavar="P", help="as the loaders' flip=")
+    for name in ("brightness", "contrast", "saturation"):
+        preview.add_argument(f"--{name}", type=float, default=None, metavar="V", help=f"as the loaders' {name}=")
+    preview.add_argument("--hue", type=float, default=None, metavar="DEGREES", help="as the loaders' hue=")
     preview.add_argument("--seed", type=int, default=0, help="the seed of the order and the draws (default: 0)")
     preview.add_argument("--augment", action="store_true",
                          help="also rotation and colour jitter, as bench --augment (rotate 15, brightness/contrast/"

@@ -39,7 +39,8 @@ def test_missing_csv():
 def test_palette_and_colorize():
     cm = dl.ClassMap.from_palette([(255, 0, 0), (0, 255, 0)], ["a", "b"])
     labels = np.array([[0, 1, 255]])
-    assert cm.colorize(labels).tolist() == [[[255, 0, 0], [0, 255, 0], [0, 0, 0]]]
+    assert cm.colorize(labels).tolist() == [[[255, 0, 0], [0, 255, 0], cm.ignore_colour().tolist()]]
+    assert cm.ignore_colour().tolist() == [255, 255, 255]  # the farthest from red and green
 
 
 def test_ids_with_remap_and_ignore():
@@ -88,10 +89,14 @@ def test_rgb_tables_are_exact_for_every_colour():
     assert (reference[: len(palette)] == np.arange(len(palette))).all()
 
 
-def test_ignored_pixels_are_drawn_in_a_colour_no_class_has():
-    """Black, unless a class is black (CamVid's Void): then the first free of white, magenta, ..."""
+def test_ignored_pixels_are_drawn_in_a_colour_far_from_every_class():
+    """The candidate farthest from the class colours: white beside dark classes, magenta beside black and
+    white, and never near Cityscapes' dark blue truck."""
     labels = np.array([[0, 1, 255]])
-    assert dl.ClassMap.from_palette([(10, 10, 10), (20, 20, 20)]).colorize(labels)[0, 2].tolist() == [0, 0, 0]
+    assert dl.ClassMap.from_palette([(10, 10, 10), (20, 20, 20)]).colorize(labels)[0, 2].tolist() == [255, 255, 255]
     taken = dl.ClassMap.from_palette([(0, 0, 0), (255, 255, 255)])
     assert taken.ignore_colour().tolist() == [255, 0, 255]
     assert taken.colorize(labels)[0].tolist() == [[0, 0, 0], [255, 255, 255], [255, 0, 255]]
+    cityscapes = dl.ClassMap.cityscapes()
+    nearest = np.abs(cityscapes.palette().astype(int) - cityscapes.ignore_colour().astype(int)).sum(-1).min()
+    assert nearest > 100
