@@ -291,18 +291,21 @@ def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[d
     """The DALI graph cut after each stage; a stage's cost is the growth of wall time per image.
 
     As in ``tf_dataset``, a graph that hands its batches over on the CPU ends with int labels for
-    one-hot batches, and the one-hot encoding by TensorFlow is timed on its own (the last row).
+    one-hot batches, and the one-hot encoding by TensorFlow is timed on its own (the last row); and it
+    runs as many samples per DALI batch as ``tf_dataset`` does (:func:`~.backends.dali_graph.host_batch_size`).
     """
-    from .backends.dali_graph import STAGES, SegmentationPipeline, graph_spec, outputs_on
+    from .backends.dali_graph import STAGES, SegmentationPipeline, graph_spec, host_batch_size, outputs_on
 
     dali_spec = graph_spec(plan.spec, outputs_on(device, plan))
     encode_in_tf = dali_spec.label_mode != plan.spec.label_mode
+    batch = host_batch_size(plan, device)
     rows, previous = [], 0.0
     for stage in STAGES + ("encode",):
-        pipe = SegmentationPipeline(plan, device, spec=dali_spec, stage=None if stage == "encode" else stage)
+        pipe = SegmentationPipeline(plan, device, spec=dali_spec, stage=None if stage == "encode" else stage,
+                                    batch_size=batch)
         pipe.build()
-        rate = statistics.median(measure(pipe.run, plan.batch_size, seconds, repeats,
-                                         warmup_batches=max(1, plan.steps)))
+        rate = statistics.median(measure(pipe.run, batch, seconds, repeats,
+                                         warmup_batches=max(1, len(plan.data) // batch)))
         ms = 1000.0 / rate
         name = "encode (int)" if stage == "encode" and encode_in_tf else stage
         rows.append({"stage": name, "cumulative_img_per_s": round(rate, 1), "ms_per_img": round(ms - previous, 2)})

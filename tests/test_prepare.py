@@ -143,7 +143,7 @@ def test_dalis_cpu_side_of_the_gpu_form_reads_the_header_and_block(prepared):
     """The part of the GPU graph that runs on the CPU (the header read into the inflate's shape, the LZ4
     block cut out), run on DALI's CPU backend; the block inflated by python-lz4 is the PNG mask."""
     import lz4.block
-    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali import fn, pipeline_def
 
     from daliloader.backends.dali_graph import lz4_header
 
