@@ -228,19 +228,37 @@ def exclusive(out: Path, what: str = "daliloader prepare"):
     try:
         lock.acquire()
     except Timeout:
-        holder = owner.read_text().strip() if owner.exists() else "another process"
+        holder = _holder(owner)
         raise DataError(f"{out} is being written by {holder} (lock {lock_path}); wait for it to finish, or "
                         "choose another OUT") from None
     except OSError as e:
         raise DataError(f"cannot lock {lock_path} ({e.strerror or e}): is {out.parent} writable? (the cache folder "
                         "is $DALILOADER_CACHE, by default ~/.cache/daliloader)") from None
     try:
-        owner.write_text(f"{what}, pid {os.getpid()} on {socket.gethostname()}, since "
-                         f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+        note = owner.with_name(f"{owner.name}.{os.getpid()}")
+        note.write_text(f"{what}, pid {os.getpid()} on {socket.gethostname()}, since "
+                        f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+        note.replace(owner)  # whole or not at all, for a refused run reading it
         yield
     finally:
         owner.unlink(missing_ok=True)
         lock.release()
+
+
+def _holder(owner: Path, wait: float = 2.0) -> str:
+    """What the lock's holder wrote about itself; it writes that just after taking the lock, so a run
+    refused in between waits for it a moment."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            text = owner.read_text().strip()
+            if text:
+                return text
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return "another process"
+        time.sleep(0.02)
 
 
 def file_stem(index: int, path: str) -> str:
