@@ -52,7 +52,7 @@ def test_two_concurrent_prepares_into_one_folder_exactly_one_succeeds(tmp_path):
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
 def test_an_interrupted_prepare_leaves_nothing_a_loader_or_check_accepts(tmp_path, how):
-    data = dataset(tmp_path / "src", 300, 3, size=(96, 128))
+    data = dataset(tmp_path / "src", 600, 3, size=(96, 128))
     out = tmp_path / "out"
     run = run_cli("prepare", Path(data.images[0]).parent.parent, out, "--quiet", "--workers", "1")
     deadline = time.time() + 120
