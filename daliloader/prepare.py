@@ -180,11 +180,6 @@ def _write(data: SegmentationData, out: Path, jpeg_quality, pack_size, workers, 
     return manifest
 
 
-#: The marker of a prepared copy still being written (or left by an interrupted run): no loader reads a
-#: folder that holds it (:func:`daliloader.layouts.refuse_incomplete`).
-INCOMPLETE = INCOMPLETE_MARKER
-
-
 @contextmanager
 def atomic_folder(out: Path, what: str = "daliloader prepare"):
     """Yield a temporary sibling of ``out`` to write into, renamed to ``out`` when the block succeeds,
@@ -204,10 +199,10 @@ def atomic_folder(out: Path, what: str = "daliloader prepare"):
                           stacklevel=user_stacklevel())
         tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.incomplete-", dir=out.parent))
         try:
-            (tmp / INCOMPLETE).write_text(f"{what} into {out}, pid {os.getpid()}: not a dataset until renamed into "
+            (tmp / INCOMPLETE_MARKER).write_text(f"{what} into {out}, pid {os.getpid()}: not a dataset until renamed into "
                                           "place\n")
             yield tmp
-            (tmp / INCOMPLETE).unlink()
+            (tmp / INCOMPLETE_MARKER).unlink()
             if out.exists():
                 out.rmdir()  # empty: checked above
             tmp.rename(out)
