@@ -143,7 +143,10 @@ def test_a_file_changed_since_it_was_vetted_is_vetted_again(tmp_path, backend):
     ds = dl.keras_sequence(data, **kw) if backend == "opencv" else dl.tf_dataset(data, backend=backend, **kw)
     assert len(list(ds)) == 4
     mask = Path(data.masks[7])
-    cv2.imwrite(str(mask), np.zeros((30, 30, 3), np.uint8))  # valid, but of another size
+    # Valid, but of another size, and swapped in whole: the DALI loader vets ahead in the background, so a
+    # file written in place could be seen half-written (and refused, rightly, as empty).
+    cv2.imwrite(str(mask.with_suffix(".new.png")), np.zeros((30, 30, 3), np.uint8))
+    os.replace(mask.with_suffix(".new.png"), mask)
     tf = pytest.importorskip("tensorflow")
     # (tfdata raises it inside tf.data, which wraps it in an UnknownError, message intact)
     with pytest.raises((dl.LoadError, tf.errors.UnknownError), match=f"{mask}.*(size|but its image is)"):
