@@ -152,9 +152,6 @@ def cmd_verify(args) -> int:
 def cmd_synth(args) -> int:
     import daliloader as dl
 
-    if args.size is not None:
-        raise SpecError("--size WIDTH HEIGHT is gone: pass --image-size HEIGHT,WIDTH, in the order of image_size "
-                        f"(here: --image-size {args.size[1]},{args.size[0]})")
     data = dl.synthetic.make_dataset(args.out, n=args.n, image_format=args.format, image_size=args.image_size,
                                      seed=args.seed, progress=True)
     print(f"wrote {data} to {args.out}")
@@ -372,15 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--jpeg-quality", type=_positive_int, default=None, metavar="Q",
                       help="re-encode non-JPEG photos as JPEG of quality Q (1-100), decodable by nvJPEG on the GPU; "
                            "the quality lost (PSNR) is reported. Default: images are copied unchanged")
-    prep.add_argument("--packs", "--shards", dest="packs", type=_positive_int, default=None, metavar="N",
+    prep.add_argument("--packs", dest="packs", type=_positive_int, default=None, metavar="N",
                       help="also write packs of N samples: webdataset tars (image, mask and index of each sample "
-                           "side by side) with their DALI .idx files (--shards: the former name)")
+                           "side by side) with their DALI .idx files")
     prep.add_argument("--no-gpu-masks", action="store_true",
                       help="leave out the masks' GPU form (LZ4 class indices, about as small as the PNG masks, which "
                            "dali-gpu inflates on the GPU instead of decoding PNG on the CPU)")
     prep.add_argument("--verify", action="store_true",
                       help="afterwards decode every prepared mask and compare it with the mapping of the original, "
-                           "bit for bit (and copied images and shard members byte for byte); exit 1 on a difference")
+                           "bit for bit (and copied images and pack members byte for byte); exit 1 on a difference")
     prep.add_argument("--workers", type=_positive_int, default=None, help="threads (default: all cores)")
     prep.add_argument("--quiet", action="store_true", help="no progress bar")
     prep.set_defaults(func=cmd_prepare)
@@ -388,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("verify", parents=[verbose],
                            help="check a prepared copy against its originals",
                          description="Decode every mask of the prepared copy OUT and compare it with the mapping "
-                                     "of its original, bit for bit; compare copied images and shard members "
+                                     "of its original, bit for bit; compare copied images and pack members "
                                      "byte for byte. Exit status 1 on any difference.")
     ver.add_argument("out", type=Path, metavar="OUT", help="a folder written by `daliloader prepare`")
     ver.add_argument("--workers", type=_positive_int, default=None, help="threads (default: all cores)")
@@ -403,7 +400,6 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--n", type=_positive_int, default=64, help="pairs to write (default: 64)")
     synth.add_argument("--format", choices=("jpg", "png"), default="jpg", help="the photos' format (default: jpg)")
     add_image_size(synth, (720, 960), "the images' size")
-    synth.add_argument("--size", type=_positive_int, nargs=2, default=None, help=argparse.SUPPRESS)
     synth.add_argument("--seed", type=int, default=0, help="the seed of the scenes (default: 0)")
     synth.set_defaults(func=cmd_synth)
     return parser

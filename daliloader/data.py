@@ -93,11 +93,6 @@ class SegmentationData:
                         f"{len(self.image_sizes)} sizes: {found}{more}. Pass image_size=(height, width): with "
                         "crop='fit' (evaluation: whole images scaled and padded) or crop='random' (training)")
 
-    @property
-    def shards(self) -> Packs | None:
-        """The packs, under their former name."""
-        return self.packs
-
     def __repr__(self) -> str:
         packed = f", {len(self.packs.tars)} packs" if self.packs else ""
         depth = ", 16-bit masks" if self.mask_depth == 16 else ""
@@ -163,16 +158,15 @@ class SegmentationData:
         return cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout))
 
     @classmethod
-    def from_prepared(cls, root: str | Path, packs: bool = False, *, shards: bool | None = None) -> "SegmentationData":
+    def from_prepared(cls, root: str | Path, packs: bool = False) -> "SegmentationData":
         """A dataset written by ``daliloader prepare`` / :func:`daliloader.prepare.prepare`: 8-bit
         class-index masks (ids ``0..C-1`` are the classes, ``ignore_index`` stays), read by every backend.
 
         ``packs=True`` (a copy prepared with ``--packs N``): the DALI backends read the webdataset tars
         with one ``fn.readers.webdataset`` (sequential reads, image and mask from the same record), which
         shuffles within a buffer of samples instead of drawing a permutation of the whole dataset per
-        epoch. ``opencv`` and ``tfdata`` read the files. ``shards=`` is the former name of ``packs=``.
+        epoch. ``opencv`` and ``tfdata`` read the files.
         """
-        packs = packs or bool(shards)
         manifest = load_manifest(root)
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],

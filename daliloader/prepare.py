@@ -89,15 +89,10 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.mismatches
 
-    @property
-    def shard_members_checked(self) -> int:
-        """The pack members checked, under their former name."""
-        return self.pack_members_checked
-
     def __str__(self) -> str:
         forms = f" (and {self.gpu_masks_checked} of their LZ4 forms)" if self.gpu_masks_checked else ""
         head = (f"verified {self.pairs} pairs: {self.masks_checked} masks{forms} equal the mapping of their originals, "
-                f"{self.images_checked} images byte-identical, {self.pack_members_checked} shard members "
+                f"{self.images_checked} images byte-identical, {self.pack_members_checked} pack members "
                 f"identical to their sources")
         if self.ok:
             return head
@@ -108,18 +103,17 @@ class VerifyReport:
 
 def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None = None,
             pack_size: int | None = None, workers: int | None = None, progress: bool = True,
-            source: dict | None = None, shard_size: int | None = None, gpu_masks: bool = True) -> dict:
+            source: dict | None = None, gpu_masks: bool = True) -> dict:
     """Write the prepared copy of ``data`` into ``out`` (new or empty); returns the manifest.
 
     ``jpeg_quality`` (1-100): re-encode non-JPEG photos as JPEG (decodable by nvJPEG on the GPU) and
     record the quality lost (PSNR); JPEG photos are always copied byte for byte. ``pack_size``: also
-    write packs (webdataset tars) of that many samples; ``shard_size`` is its former name.
+    write packs (webdataset tars) of that many samples.
     ``gpu_masks``: also write the masks in the form dali-gpu inflates on the GPU (LZ4, about as small as
     the PNG masks); left out, with a note in the manifest, when a mask is over nvCOMP's 16 MiB. A pair
     that cannot be read stops the conversion with a message naming its files (nothing is skipped).
     ``source`` is recorded in the manifest.
     """
-    pack_size = pack_size if pack_size is not None else shard_size
     out = Path(out)
     if data.classes.label_dtype != np.uint8:
         raise DataError(f"ignore_index={data.classes.ignore_index} does not fit an 8-bit mask; prepared masks "

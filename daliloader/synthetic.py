@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import warnings
 from pathlib import Path
 
 import cv2
@@ -44,23 +43,18 @@ def camvid_classmap() -> ClassMap:
 
 def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
                  image_size: tuple[int, int] = (720, 960), seed: int = 0, quality: int = 90,
-                 split: str = "train", progress: bool = False, *, size: tuple[int, int] | None = None
-                 ) -> SegmentationData:
+                 split: str = "train", progress: bool = False) -> SegmentationData:
     """Write ``n`` synthetic pairs in CamVid layout and return them as :class:`SegmentationData`.
 
     Layout: ``out_dir/{split}/NNNNN.{jpg|png}``, ``out_dir/{split}_labels/NNNNN_L.png`` (RGB colour
     masks) and ``out_dir/class_dict.csv``. ``image_size`` is (height, width), as everywhere in
-    daliloader (``size=(width, height)`` is its former, deprecated form). Existing files with the same
-    names are overwritten; generation is deterministic in ``seed``.
+    daliloader. Existing files with the same names are overwritten; generation is deterministic in
+    ``seed``.
     """
     if image_format not in ("jpg", "png"):
         raise SpecError(f"image_format must be 'jpg' or 'png', got {image_format!r}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpecError(f"n must be a positive integer, got {n!r}")
-    if size is not None:
-        warnings.warn("make_dataset(size=(width, height)) is deprecated: pass image_size=(height, width)",
-                      DeprecationWarning, stacklevel=2)
-        image_size = (size[1], size[0])
     height, width = image_size
     out = Path(out_dir)
     img_dir, mask_dir = out / split, out / f"{split}_labels"

@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent("""
     import daliloader as dl
 
     root = sys.argv[1]
-    data = (dl.SegmentationData.from_prepared(root, shards=True) if sys.argv[2] == "shards"
+    data = (dl.SegmentationData.from_prepared(root, packs=True) if sys.argv[2] == "shards"
             else dl.SegmentationData.from_folder(root))
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     out = {"replicas": strategy.num_replicas_in_sync, "epochs": []}
@@ -59,7 +59,7 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
     if read == "shards":  # the prepared copy, read through DALI's webdataset reader
         from daliloader.prepare import prepare
 
-        prepare(index_data, tmp_path / "prepared", shard_size=4, progress=False)
+        prepare(index_data, tmp_path / "prepared", pack_size=4, progress=False)
         root = str(tmp_path / "prepared")
     proc = subprocess.run([sys.executable, "-c", SCRIPT, root, read], capture_output=True, text=True,
                           timeout=300)

@@ -30,7 +30,7 @@ def colour_data(tmp_path_factory) -> dl.SegmentationData:
 @pytest.fixture(scope="module")
 def prepared(colour_data, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("prepared") / "out"
-    prepare(colour_data, out, shard_size=4, progress=False)
+    prepare(colour_data, out, pack_size=4, progress=False)
     return out
 
 
@@ -50,10 +50,10 @@ def test_masks_become_8bit_class_indices_and_images_stay_byte_identical(colour_d
 
 def test_verify_passes_and_catches_a_changed_label(colour_data, tmp_path):
     out = tmp_path / "p"
-    prepare(colour_data, out, shard_size=4, progress=False)
+    prepare(colour_data, out, pack_size=4, progress=False)
     report = verify(out, progress=False)
     assert report.ok and report.masks_checked == report.images_checked == len(colour_data)
-    assert report.shard_members_checked == 4 * len(colour_data)  # image, mask, its GPU form, index
+    assert report.pack_members_checked == 4 * len(colour_data)  # image, mask, its GPU form, index
     mask = out / json.loads((out / MANIFEST).read_text())["pairs"][4][1]
     labels = cv2.imread(str(mask), cv2.IMREAD_UNCHANGED)
     labels[0, 0] = (labels[0, 0] + 1) % 32
@@ -106,14 +106,14 @@ def test_refuses_a_used_folder_and_a_bad_pair_leaves_no_dataset(colour_data, tmp
 
 def test_prepare_command(colour_data, tmp_path, capsys):
     root = str(Path(colour_data.images[0]).parent.parent)
-    assert cli(["prepare", root, str(tmp_path / "cli"), "--verify", "--shards", "5", "--quiet"]) == 0
+    assert cli(["prepare", root, str(tmp_path / "cli"), "--verify", "--packs", "5", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "prepared 6 pairs" in out and "35 pixels of unknown values" in out and "verified 6 pairs" in out
     with tarfile.open(tmp_path / "cli" / "shards" / "00001.tar") as tar:
         assert tar.getnames() == ["0000005.png", "0000005.labels.png", "0000005.labels.lz4", "0000005.index"]
         assert tar.extractfile("0000005.index").read() == (5).to_bytes(8, "little")
     assert cli(["verify", str(tmp_path / "cli"), "--quiet"]) == 0
-    assert "24 shard members identical" in capsys.readouterr().out
+    assert "24 pack members identical" in capsys.readouterr().out
     assert cli(["prepare", root, str(tmp_path / "cli")]) == 2  # already prepared: a clear error, exit 2
     assert "already holds a prepared dataset" in capsys.readouterr().err
 

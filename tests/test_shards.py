@@ -24,19 +24,19 @@ KW = dict(image_size=(24, 32), crop="center", label_mode="int")
 @pytest.fixture(scope="module")
 def index_shards(index_data, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("index_shards") / "out"
-    prepare(index_data, out, shard_size=3, progress=False)  # 10 samples in tars of 3, 3, 3, 1
+    prepare(index_data, out, pack_size=3, progress=False)  # 10 samples in tars of 3, 3, 3, 1
     return out
 
 
 @pytest.fixture(scope="module")
 def mirror_shards(mirror_data, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("mirror_shards") / "out"
-    prepare(mirror_data, out, shard_size=4, progress=False)
+    prepare(mirror_data, out, pack_size=4, progress=False)
     return out
 
 
 def shards(root: Path) -> dl.SegmentationData:
-    return dl.SegmentationData.from_prepared(root, shards=True)
+    return dl.SegmentationData.from_prepared(root, packs=True)
 
 
 def samples(batches) -> tuple[np.ndarray, np.ndarray]:
@@ -135,7 +135,7 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
         shards(tmp_path / "files_only")
 
     copy = tmp_path / "copy"
-    prepare(index_data, copy, shard_size=3, progress=False)
+    prepare(index_data, copy, pack_size=3, progress=False)
     index = copy / "shards" / "00001.idx"
     index.write_text(index.read_text().replace("v1.2 3", "v1.2 2", 1))
     with pytest.raises(DataError, match="list 9 samples, the manifest 10 pairs"):
@@ -151,7 +151,7 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
 
 def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path, capsys):
     out = tmp_path / "p"
-    prepare(index_data, out, shard_size=5, progress=False)
+    prepare(index_data, out, pack_size=5, progress=False)
     tar = out / "shards" / "00000.tar"
     line = (out / "shards" / "00000.idx").read_text().splitlines()[2]  # sample 1: "png OFFSET SIZE name ..."
     offset, size = (int(v) for v in line.split()[1:3])
