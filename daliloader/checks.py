@@ -423,7 +423,7 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
 class PairGuard:
     """Vets each pair the first time a loader reads it; explains decoder failures afterwards.
 
-    ``verify(i)`` runs the quick checks once per pair and raises :class:`LoadError` naming the pair's
+    ``verify(i)`` runs the quick checks once per pair and raises :class:`~daliloader.errors.LoadError` naming the pair's
     files; later reads cost two ``stat`` calls, and a file whose size or modification time changed
     since is vetted again (a file replaced between epochs by an image of another size would otherwise
     train as a misaligned pair). It also remembers the last pairs asked for, so that when a decoder

@@ -47,6 +47,20 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from rich.console import Console
+
+    from daliloader import report
+
+    result = report.read_report(args.report, data=args.data)
+    console = Console()
+    report.print_report(console, result)
+    if args.plot:
+        report.plot_report(result, args.plot)
+        console.print(f"wrote {args.plot}")
+    return 0
+
+
 def prepared_where(args) -> str | None:
     """--prepared [--prepared-dir DIR]: where the bench's prepared copy lives ("cache", a folder, or None)."""
     if args.prepared_dir is not None and not args.prepared:
@@ -308,6 +322,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
     bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
     bench.set_defaults(func=cmd_bench)
+
+    rep = sub.add_parser("report", parents=[verbose], help="print or chart a report that bench wrote",
+                         description="Print the tables of a report written by `daliloader bench --json` again, "
+                                     "and chart it (--plot), for example one measured on another machine.")
+    rep.add_argument("report", type=Path, metavar="REPORT", help="a JSON report written by bench --json")
+    rep.add_argument("--data", type=_choices(("original", "prepared", "packs")), default=None,
+                     help="keep only the figures on these data, comma-separated (default: all)")
+    rep.add_argument("--plot", type=Path, metavar="OUT.png", help="write the bar chart PNG here")
+    rep.set_defaults(func=cmd_report)
 
     preview = sub.add_parser("preview", parents=[verbose],
                            help="a picture of what a recipe makes: samples beside (or under) their coloured masks",

@@ -251,7 +251,7 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     A class count ``N`` means ids 0..N-1. On palette PNGs those ids are the palette indices (read
     through the masks' palette). On a layout whose published table remaps its ids (Cityscapes
     labelIds, ADE20K), ``N`` must be that table's class count: reading the raw ids as classes would
-    give wrong labels without an error. Anything else goes to :func:`as_classmap`.
+    give wrong labels without an error. Anything else goes to :func:`~daliloader.classes.as_classmap`.
     """
     if given is None:
         return infer_classes(masks, progress) if published is None else as_classmap(published)

@@ -1,23 +1,23 @@
 """Dataset folders as they are shipped: which layouts ``SegmentationData.from_folder`` recognises, how
 each pairs its images with its masks, and which class map its masks need.
 
-====================  ===========================================  ================================
-layout                detected by                                  masks, classes
-====================  ===========================================  ================================
-Cityscapes            ``leftImg8bit/`` and ``gtFine/``             ``*_gtFine_labelIds.png`` -> the
-                                                                   19 train ids (the other gtFine
-                                                                   files are not masks)
-Pascal VOC 2012       ``JPEGImages/``, ``SegmentationClass/``,     palette PNGs read by index: 21
-                      ``ImageSets/Segmentation/`` (in ``VOC2012``, classes, 255 ignored
-                      also below ``VOCdevkit``)                    (``SegmentationObject/`` unused)
-ADE20K                ``images/`` and ``annotations/`` (in         8-bit 1-150 -> 0-149, 0 ignored
+====================  =============================================  ================================
+layout                detected by                                    masks, classes
+====================  =============================================  ================================
+Cityscapes            ``leftImg8bit/`` and ``gtFine/``               ``*_gtFine_labelIds.png`` -> the
+                                                                     19 train ids (the other gtFine
+                                                                     files are not masks)
+Pascal VOC 2012       ``JPEGImages/``, ``SegmentationClass/``,       palette PNGs read by index: 21
+                      ``ImageSets/Segmentation/`` (in ``VOC2012``,   classes, 255 ignored
+                      also below ``VOCdevkit``)                      (``SegmentationObject/`` unused)
+ADE20K                ``images/`` and ``annotations/`` (in           8-bit 1-150 -> 0-149, 0 ignored
                       ``ADEChallengeData2016``, also below it)
-CamVid                ``{split}/``, ``{split}_labels/``,           colour masks, ``class_dict.csv``
+CamVid                ``{split}/``, ``{split}_labels/``,             colour masks, ``class_dict.csv``
                       ``class_dict.csv``
-images + masks        ``images/`` and ``masks/`` (flat, or split   ``class_dict.csv`` if present,
-                      folders ``images/train/`` + ``masks/train/``) else id masks (``classes=``)
-prepared copy         ``manifest.json`` (``daliloader prepare``)    8-bit class indices
-====================  ===========================================  ================================
+images + masks        ``images/`` and ``masks/`` (flat, or split     ``class_dict.csv`` if present,
+                      folders ``images/train/`` + ``masks/train/``)  else id masks (``classes=``)
+prepared copy         ``manifest.json`` (``daliloader prepare``)     8-bit class indices
+====================  =============================================  ================================
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class Pairing:
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
                image_suffix: str = "", only_suffixed: bool = False) -> Pairing:
-    """Match images and masks by relative folder and stem (see :meth:`SegmentationData.from_dirs`).
+    """Match images and masks by relative folder and stem (see :meth:`daliloader.data.SegmentationData.from_dirs`).
 
     Files left without a partner are listed, not raised: ``daliloader check`` reports them.
     ``only_suffixed``: files of the mask folder without ``mask_suffix`` are not masks (Cityscapes'

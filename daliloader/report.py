@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .errors import DataError
 
 
 def write_json(report: dict, out: Path) -> None:
@@ -14,8 +15,31 @@ def write_json(report: dict, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
 
-#: How the report names each data column.
+#: How the report names each data column ("shards" in the JSON is the packs).
 DATA_NAMES = {"original": "original", "prepared": "prepared", "shards": "packs"}
+
+
+def read_report(path: Path, data=None) -> dict:
+    """A report written by ``daliloader bench --json``, keeping only the figures on ``data`` (names of
+    :data:`DATA_NAMES`' values: original, prepared, packs; None: all), to print or chart it again."""
+    path = Path(path)
+    try:
+        report = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file; pass a report written by `daliloader bench --json`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not a JSON report ({e}); pass a report written by `daliloader bench --json`") from None
+    missing = [key for key in ("machine", "settings", "results", "ceilings") if key not in report]
+    if not isinstance(report, dict) or missing:
+        raise DataError(f"{path}: not a bench report (it lacks {', '.join(missing) or 'a JSON object'}); pass a "
+                        "report written by `daliloader bench --json`")
+    if data is not None:
+        wanted = {key for key, name in DATA_NAMES.items() if name in data}
+        prepared = bool(wanted & {"prepared", "shards"})
+        report = dict(report, results=[r for r in report["results"] if r.get("data", "original") in wanted],
+                      ceilings={k: c for k, c in report["ceilings"].items()  # each with the data it bounds
+                                if (prepared if k.endswith("_prepared") else "original" in wanted)})
+    return report
 
 
 #: Short names of the ceilings in the table.
@@ -87,6 +111,11 @@ def _noisy(measurement: dict) -> bool:
     return noisy(measurement)
 
 
+def dali_named(machine: dict) -> str:
+    """The DALI build a report ran (older reports name only DALI's version)."""
+    return machine.get("dali_build") or f"DALI {machine.get('versions', {}).get('nvidia.dali', '?')} (build not recorded)"
+
+
 def plot_report(report: dict, out: Path) -> None:
     import matplotlib
 
@@ -115,7 +144,7 @@ def plot_report(report: dict, out: Path) -> None:
                  f"{st['image_size'][0]}x{st['image_size'][1]} crops, batch {st['batch_size']}, labels "
                  f"{'/'.join(st.get('label_modes', []))}\n{m['cpu_count']} CPU cores"
                  f"{', ' + m['gpu'][0].split(',')[0] if m['gpu'] else ', no GPU'}"
-                 f"{', ' + m['dali_build'] if m.get('dali_build') else ''}", fontsize=9)
+                 f", {dali_named(m)}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)

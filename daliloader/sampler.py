@@ -24,6 +24,9 @@ from .errors import SpecError
 
 
 class Sampler:
+    """The stream order of ``n`` samples in batches of ``batch_size``: one shard's view (see the module's
+    docstring); ``steps`` batches per epoch, the same on every shard."""
+
     def __init__(self, n: int, batch_size: int, shuffle: bool = True, seed: int | None = None,
                  drop_remainder: bool = True, shard_id: int = 0, num_shards: int = 1):
         if not 0 <= shard_id < num_shards:

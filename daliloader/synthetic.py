@@ -44,7 +44,7 @@ def camvid_classmap() -> ClassMap:
 def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
                  image_size: tuple[int, int] = (720, 960), seed: int = 0, quality: int = 90,
                  split: str = "train", progress: bool = False) -> SegmentationData:
-    """Write ``n`` synthetic pairs in CamVid layout and return them as :class:`SegmentationData`.
+    """Write ``n`` synthetic pairs in CamVid layout and return them as :class:`~daliloader.data.SegmentationData`.
 
     Layout: ``out_dir/{split}/NNNNN.{jpg|png}``, ``out_dir/{split}_labels/NNNNN_L.png`` (RGB colour
     masks) and ``out_dir/class_dict.csv``. ``image_size`` is (height, width), as everywhere in

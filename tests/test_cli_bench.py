@@ -280,3 +280,21 @@ def test_every_command_line_option_has_help():
     lacking = [f"{name} {a.option_strings or a.dest}" for name, sub in commands.items() for a in sub._actions
                if not a.help and not isinstance(a, argparse._HelpAction)]
     assert not lacking
+
+
+def test_report_prints_and_charts_a_saved_report_and_names_a_bad_one(tmp_path, capsys):
+    """`daliloader report` reads what `bench --json` wrote (here the committed H100 report): the same
+    tables, only the data asked for, a chart; a file that is no report is named, with what to pass."""
+    committed = Path(__file__).parent.parent / "benchmarks" / "results" / "h100-16cores-cuda120-tf-bench.json"
+    assert cli(["report", str(committed), "--data", "original", "--plot", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "dali-gpu" in out and "447.1" in out and "prepared" not in out and "packs" not in out
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    assert cli(["report", str(committed), "--data", "packs"]) == 0
+    out = capsys.readouterr().out
+    assert "1117.8" in out and "447.1" not in out
+    (tmp_path / "bad.json").write_text('{"results": []}')
+    for bad in (tmp_path / "bad.json", tmp_path / "none.json", committed.parent.parent / "cpu_vs_gpu.sh"):
+        assert cli(["report", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and "bench --json" in err, err

@@ -51,6 +51,8 @@ OPENCV_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
 
 @dataclass(frozen=True)
 class Backend:
+    """One backend: its name, what it needs installed, and the function that builds each of its products."""
+
     name: str
     about: str
     needs: tuple[str, ...]  # "dali", "gpu"; TensorFlow and Keras come with the product
@@ -92,6 +94,7 @@ class Backend:
 
 _DALI_PRODUCTS = {"tf.data": "daliloader.backends.dali_tf:dataset", "stream": "daliloader.backends.dali_tf:stream",
                   "dali": "daliloader.backends.dali_graph:pipeline"}
+#: Every backend, by name: what it needs and what it builds.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("dali-gpu", "DALI on a CUDA GPU: nvJPEG decoding, every stage on the GPU, batches on the GPU",
             needs=("dali", "gpu"), builds=_DALI_PRODUCTS, options={"device": "gpu"}, formats=DALI_FORMATS,
