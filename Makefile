@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # With an NVIDIA GPU, TensorFlow needs its CUDA libraries to see the GPU that DALI decodes on.
 TF     := $(if $(shell nvidia-smi -L 2>/dev/null),tf-gpu,tf)
 
-.PHONY: demo test install clean
+.PHONY: demo test docs install clean
 
 install: $(STAMP)
 
@@ -16,7 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e '.[$(TF),cuda120,dev]'
+	$(PIP) install -e '.[$(TF),cuda120,dev,docs]'
 	$(PIP) install --no-build-isolation --force-reinstall --no-deps 'nvidia-dali-tf-plugin-cuda120==2.4.0'
 	$(PY) -c "import nvidia.dali.plugin.tf"
 	touch $(STAMP)
@@ -26,6 +26,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The documentation site, built strictly (a broken link or reference fails), into build/docs/.
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -n -q -b html docs build/docs
+	@echo "open build/docs/index.html"
 
 clean:
 	rm -rf $(VENV) build *.egg-info
