@@ -32,9 +32,33 @@ def test_evaluation_sees_every_sample_exactly_once(index_data, backend, batch_si
     indices, weights, sizes = epoch_indices(backend, index_data, batch_size, drop_remainder=False)
     assert sorted(indices[weights == 1].tolist()) == list(range(10))
     assert set(np.unique(weights)) <= {0.0, 1.0}
-    if backend != "tfdata":  # fixed-size batches: the last one is padded with weight-0 samples
-        assert sizes == [batch_size] * -(-10 // batch_size)
-        assert (weights == 0).sum() == -10 % batch_size
+    assert sizes == [batch_size] * -(-10 // batch_size)  # fixed-size batches on every backend: the last one
+    assert (weights == 0).sum() == -10 % batch_size  # is padded with weight-0 samples
+
+
+@pytest.mark.parametrize("batch_size", [3, 4])
+def test_evaluation_reads_in_order_every_time_even_after_a_partial_read(index_data, backend, batch_size):
+    """Every read of an evaluation dataset is the dataset's order from its first sample, also after a read
+    stopped part-way (a peek, ``take``, ``validation_steps``), on every backend, through the loaders' own
+    Keras-facing objects."""
+    if backend == "opencv":
+        seq = dl.keras_sequence(index_data, batch_size=batch_size, training=False, **KW)
+        seq[0]  # a peek
+        reads = [np.concatenate([batch_indices(seq[i][0]) for i in range(len(seq))]) for _ in range(2)]
+        weights = [np.concatenate([seq[i][2][:, 0, 0] for i in range(len(seq))])] * 2
+    else:
+        require_tf()
+        ds = dl.tf_dataset(index_data, batch_size=batch_size, training=False, backend=backend, **KW)
+        next(iter(ds))  # a peek
+        list(ds.take(1))
+        reads, weights = [], []
+        for _ in range(2):
+            batches = [(x.numpy(), w.numpy()) for x, _, w in ds]
+            reads.append(np.concatenate([batch_indices(x) for x, _ in batches]))
+            weights.append(np.concatenate([w[:, 0, 0] for _, w in batches]))
+    for seen, w in zip(reads, weights):
+        assert seen[w == 1].tolist() == list(range(10))
+        assert len(seen) == -(-10 // batch_size) * batch_size
 
 
 @pytest.mark.parametrize("batch_size", SIZES)

@@ -9,6 +9,14 @@ persistent iterator over the endless DALI stream: each ``iter()`` starts the nex
 pipeline. Reading files, epoch ``e`` is exactly the sampler's epoch ``e``, so no sample repeats within
 an epoch and the order is reshuffled between epochs (reading packs: see
 :class:`~daliloader.sampler.ReaderEpochs`).
+
+Evaluation datasets (every sample once, in the dataset's order, nothing drawn at random: the
+defaults of ``training=False``) are the exception: every ``iter()`` builds the pipeline anew at the
+first batch, as a ``tf.data`` dataset restarts. Their epochs are all alike, so nothing is lost, and a
+read stopped part-way (a peek,
+``validation_steps``, ``evaluate(steps=k)``) cannot shift the next one: ``model.predict`` and
+``evaluate`` always see the dataset's order. That costs one pipeline build per pass (about half a
+second on the 2-core VM).
 """
 
 from __future__ import annotations
@@ -77,7 +85,8 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
     """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs.
 
     Iterated itself (``for batch in ds``, ``model.fit(ds)``), it hands out one persistent iterator:
-    each ``iter()`` starts the next epoch of the same pipeline. ``len()``/``cardinality()`` give
+    each ``iter()`` starts the next epoch of the same pipeline; with ``restart`` (evaluation), each
+    ``iter()`` starts at the first batch, on a new pipeline. ``len()``/``cardinality()`` give
     ``steps``, from Python (TF's cardinality op has no GPU kernel).
 
     A tf.data transformation chained onto it (``ds.map(f)``, ``ds.repeat()``, ``ds.cache()``...) reads
@@ -86,16 +95,18 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
     the draws follow the stream position, so every pass is a fresh epoch), and
     ``assert_cardinality(steps)`` tells the chain the epoch length. Two limits remain, and say so: a
     stream handed over on the GPU takes no CPU-only transformation (see :class:`GPUEpochDataset`),
-    and a pack reader would replay its first pass, so a second chained pass is refused.
+    and a pack reader would replay its first pass, so a second chained pass is refused (except in
+    evaluation, where every pass is meant to be the first).
     """
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
-                 passes: tf.Variable | None = None, packs: bool = False):
+                 passes: tf.Variable | None = None, packs: bool = False, restart: bool = False):
         self._stream = stream
         self._steps = steps
         self._guard = guard
+        self._restart = restart  # every iter() from the first batch, on a new pipeline (evaluation)
         self._iterator: _EpochIterator | None = None
-        super().__init__(stream, self._one_epoch(stream, steps, passes, packs)._variant_tensor)
+        super().__init__(stream, self._one_epoch(stream, steps, passes, packs and not restart)._variant_tensor)
 
     @staticmethod
     def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, packs: bool) -> tf.data.Dataset:
@@ -117,7 +128,7 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
     def __iter__(self):
         if not tf.executing_eagerly() or ops.inside_function():
             return super().__iter__()
-        if self._iterator is None:
+        if self._iterator is None or self._restart:
             try:
                 with ops.colocate_with(self._stream._variant_tensor):
                     self._iterator = _EpochIterator(self._stream, self._steps, self._guard)
@@ -145,10 +156,11 @@ class GPUEpochDataset(EpochDataset):
     kernels only, so chaining one would fail later with a placement error that names neither
     daliloader nor a way out; here it fails at once, and says what to do."""
 
-    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None, restart: bool = False):
         self._stream = stream
         self._steps = steps
         self._guard = guard
+        self._restart = restart
         self._iterator = None
         dataset_ops.UnaryUnchangedStructureDataset.__init__(self, stream, stream._variant_tensor)
 
@@ -172,9 +184,12 @@ def dataset(plan: Plan, device: str) -> EpochDataset:
     """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
     endless, guard, passes = _stream(plan, device)
     on_gpu = tf.DeviceSpec.from_string(endless._variant_tensor.device).device_type == "GPU"
+    # Evaluation: every epoch alike (every sample once, in a fixed order, nothing drawn), so every iter()
+    # may start from the first batch.
+    restart = not (plan.sampler.drop_remainder or plan.sampler.shuffle or needs_draws(plan.spec))
     if on_gpu:
-        return GPUEpochDataset(endless, plan.steps, guard)
-    return EpochDataset(endless, plan.steps, guard, passes, packs=plan.data.packs is not None)
+        return GPUEpochDataset(endless, plan.steps, guard, restart=restart)
+    return EpochDataset(endless, plan.steps, guard, passes, packs=plan.data.packs is not None, restart=restart)
 
 
 def stream(plan: Plan, device: str) -> tf.data.Dataset:
