@@ -87,7 +87,7 @@ class SegmentationData:
         is when left out. Images of several sizes raise a DataError that names them: pass ``image_size``."""
         if len(self.image_sizes) == 1:
             return next(iter(self.image_sizes))
-        found = ", ".join(f"{h}x{w} ({n} images)" for (h, w), n in self.image_sizes.most_common(4))
+        found = ", ".join(f"{h}x{w} ({n} image{'s' * (n != 1)})" for (h, w), n in self.image_sizes.most_common(4))
         more = f" and {len(self.image_sizes) - 4} more sizes" if len(self.image_sizes) > 4 else ""
         raise DataError(f"image_size was left out, so the loader would take the images' own size, but they have "
                         f"{len(self.image_sizes)} sizes: {found}{more}. Pass image_size=(height, width): with "
