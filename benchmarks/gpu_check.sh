@@ -5,9 +5,9 @@
 #   usage: benchmarks/gpu_check.sh [DATA] [extra `daliloader bench` options, e.g. --seconds 1]
 #
 # Python: .venv/bin/python when it exists (`make install`: TensorFlow, Keras and DALI's TF plugin too),
-# else python3 as it is. On a GPU machine with DALI alone (../shared/device/stage-dali, then
-# `export PYTHONPATH=/tmp/dali/site:$PWD`), the tests that need TensorFlow skip and say so, and the bench
-# times the DALI backends through pipeline.run.
+# else python3 as it is. On a GPU machine with DALI alone (no TensorFlow installed, daliloader on
+# PYTHONPATH), the tests that need TensorFlow skip and say so, and the bench times the DALI backends
+# through pipeline.run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 py=python3

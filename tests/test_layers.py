@@ -1,6 +1,6 @@
 """The package's shape stays true: layers that import only downward, and no import cycle.
 
-Layers, lowest first (README, "How it is built"). A module may import from its own layer and the
+Layers, lowest first (docs/design.md, "The layers", which must list the same ones). A module may import from its own layer and the
 layers below, never above; lazy imports inside functions count too. The package root
 (``daliloader/__init__.py``, a facade that loads the public names lazily) may be imported only by the
 jobs and the CLI.
@@ -115,6 +115,19 @@ def test_every_registered_builder_is_a_backend_module():
         for product, target in backend.builds.items():
             module = target.split(":")[0].removeprefix("daliloader.")
             assert module in MODULES and layer(module) == layer("backends.x"), f"{backend.name} {product}: {target}"
+
+
+def test_the_documented_layers_are_these():
+    """docs/design.md draws the layers: each line there holds exactly the modules of one layer, in order."""
+    import re
+
+    page = (PACKAGE.parent / "docs" / "design.md").read_text()
+    drawing = page.split("## The layers", 1)[1].split("```")[1].strip().splitlines()
+    documented = [sorted(re.findall(r"[a-z_]+", line.split("   ")[0].replace("(the registry)", ""))) for line in drawing]
+    expected = [sorted(n.replace("backends.*", "") for n in names) for names in LAYERS]
+    expected[LAYERS.index(["backends.*"])] = sorted(["backends"] + [n.split(".")[1] for n in MODULES
+                                                                    if n.startswith("backends.")])
+    assert documented == expected
 
 
 def test_the_checker_sees_imports():
