@@ -1,4 +1,4 @@
-"""Cross-entropy losses with class weights, for segmentation in Keras.
+"""Cross-entropy losses for segmentation in Keras: the mean over labelled pixels, with class weights.
 
 Class weights belong to the loss. Keras hands a batch's ``sample_weight`` to the loss and to
 ``weighted_metrics`` alike, so class weights carried in the batches would weigh the metrics too
@@ -6,84 +6,108 @@ Class weights belong to the loss. Keras hands a batch's ``sample_weight`` to the
 by the weight of its true class, as segmentation_models' and mmseg's losses do; the batches keep only
 the 0/1 weights of evaluation (padding samples, ignored pixels), which leave the metrics exact.
 
-The weight of a pixel is ``weight_table[label]`` (:func:`daliloader.stages.weight_table`, the same table
-the loaders' weights use): the class's weight, and 0 for the ignore class or any label outside
-``0..C-1``. Keras then multiplies by the batch's ``sample_weight``, if any, and averages over all
-pixels (``"sum_over_batch_size"``), as with its own ``class_weight``.
+What a batch's loss is: the sum over labelled pixels of ``class weight x sample weight x
+cross-entropy``, divided by the sum of the sample weights over labelled pixels. A pixel is labelled
+when its label is a class (:func:`daliloader.metrics.class_labels`, the metrics' definition): not
+``ignore_class``, not outside ``0..C-1``, not an all-zero one-hot row. So in training (no sample weights)
+the divisor is the number of labelled pixels, and without class weights the loss is Keras'
+``SparseCategoricalCrossentropy(ignore_class=255)``; in evaluation the weight-0 padding samples that fill
+the last batch count in neither the sum nor the divisor, so a batch's loss does not depend on how much
+padding it holds. The mechanism is Keras' own: the per-pixel loss carries a Keras mask of the labelled
+pixels (as ``keras.losses.sparse_categorical_crossentropy(ignore_class=...)`` does) and the reduction
+``"mean_with_sample_weight"`` divides by the sum of the (masked) sample weights.
+
+``class_weights``: a sequence (one per class) or a dict ``{class: weight}`` as Keras' ``class_weight``
+(classes it leaves out weigh 1; it then needs ``num_classes``); None: every class 1. Both losses are
+registered for ``model.save`` / ``keras.models.load_model`` as ``daliloader>SparseCategoricalCrossentropy``
+and ``daliloader>CategoricalCrossentropy`` (importing ``daliloader.losses`` registers them).
 """
 
 from __future__ import annotations
 
 import keras
 from keras import ops
+from keras.src.backend import set_keras_mask  # no public name; keras.losses' own ignore_class uses it
 
+from .metrics import class_labels
 from .spec import class_weight_list
 from .stages import weight_table
 
-
-def _table(class_weights, num_classes, ignore_class):
-    weights = None if class_weights is None else class_weight_list(class_weights, num_classes, ignore_class,
-                                                                  "the loss's classes")
-    return weights, (len(weights) if weights is not None else num_classes)
+#: Keras' reduction that divides by the sum of the sample weights, which the mask of labelled pixels
+#: enters: the mean over labelled pixels (the default "sum_over_batch_size" divides by every pixel).
+REDUCTION = "mean_with_sample_weight"
 
 
 class _Weighted(keras.losses.Loss):
-    def __init__(self, class_weights, num_classes, ignore_class, from_logits, name, reduction):
-        super().__init__(name=name, reduction=reduction)
-        self.class_weights, self.num_classes = _table(class_weights, num_classes, ignore_class)
+    def __init__(self, class_weights, num_classes, ignore_class, from_logits, name, reduction, dtype):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.class_weights = None if class_weights is None else class_weight_list(
+            class_weights, num_classes, ignore_class, "the loss's classes")
+        self.num_classes = len(self.class_weights) if self.class_weights is not None else num_classes
         self.ignore_class, self.from_logits = ignore_class, from_logits
 
-    def _weight_table(self, classes: int):
+    def _per_class(self, classes: int):
+        """The weight of each of the ``classes`` classes (float32 ``[classes]``), checked against num_classes."""
         if self.num_classes is not None and self.num_classes != classes:
             raise ValueError(f"{self.name}: {len(self.class_weights or ())} class weights (num_classes="
                              f"{self.num_classes}) for predictions with {classes} scores per pixel")
-        return ops.convert_to_tensor(weight_table(classes, self.class_weights))
+        return ops.convert_to_tensor(weight_table(classes, self.class_weights)[:classes])
 
     def get_config(self):
         return {**super().get_config(), "class_weights": None if self.class_weights is None else
-                list(self.class_weights), "num_classes": self.num_classes, "ignore_class": self.ignore_class,
-                "from_logits": self.from_logits}
+                list(self.class_weights), "num_classes": self.num_classes, "from_logits": self.from_logits,
+                "dtype": self.dtype}
 
 
+@keras.saving.register_keras_serializable(package="daliloader")
 class SparseCategoricalCrossentropy(_Weighted):
-    """Cross-entropy of int labels ``[B, H, W]`` against scores ``[B, H, W, C]``, each pixel weighted by
-    its class: ``class_weights`` (a sequence, one per class, or a dict as Keras' ``class_weight``, which
-    then needs ``num_classes``; None: 1). Pixels of ``ignore_class`` (and labels outside 0..C-1) weigh 0."""
+    """Cross-entropy of int labels ``[B, H, W]`` (or ``[B, H, W, 1]``) against scores ``[B, H, W, C]``,
+    each pixel weighted by its class, averaged over labelled pixels (see the module's docstring): pixels
+    of ``ignore_class`` and labels outside 0..C-1 count for nothing."""
 
     def __init__(self, class_weights=None, *, num_classes: int | None = None, ignore_class: int | None = 255,
                  from_logits: bool = True, name: str = "sparse_categorical_crossentropy",
-                 reduction: str = "sum_over_batch_size"):
-        super().__init__(class_weights, num_classes, ignore_class, from_logits, name, reduction)
+                 reduction: str = REDUCTION, dtype=None):
+        super().__init__(class_weights, num_classes, ignore_class, from_logits, name, reduction, dtype)
 
     def call(self, y_true, y_pred):
-        classes = y_pred.shape[-1]
-        labels = ops.cast(y_true, "int32")
-        known = ops.logical_and(labels >= 0, labels < classes)
-        if self.ignore_class is not None:
-            known = ops.logical_and(known, labels != self.ignore_class)
-        rows = ops.where(known, labels, classes)  # the table's last row: weight 0
-        weight = ops.take(self._weight_table(classes), rows)
-        ce = keras.losses.sparse_categorical_crossentropy(ops.where(known, labels, 0), y_pred,
-                                                          from_logits=self.from_logits)
-        return ce * ops.cast(weight, ce.dtype)
+        labels, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
+        weight = ops.take(self._per_class(y_pred.shape[-1]), labels)
+        ce = keras.losses.sparse_categorical_crossentropy(labels, y_pred, from_logits=self.from_logits)
+        return _masked(ce * ops.cast(weight, ce.dtype), known)
+
+    def get_config(self):
+        return {**super().get_config(), "ignore_class": self.ignore_class}
 
 
+@keras.saving.register_keras_serializable(package="daliloader")
 class CategoricalCrossentropy(_Weighted):
     """Cross-entropy of one-hot labels ``[B, H, W, C]`` against scores, each pixel weighted by its class
-    (``class_weights`` as in :class:`SparseCategoricalCrossentropy`); an all-zero row (an ignored pixel)
-    weighs 0."""
+    (``class_weights`` as in :class:`SparseCategoricalCrossentropy`), averaged over labelled pixels: an
+    all-zero row (an ignored pixel) counts for nothing."""
 
     def __init__(self, class_weights=None, *, num_classes: int | None = None, from_logits: bool = True,
-                 name: str = "categorical_crossentropy", reduction: str = "sum_over_batch_size"):
-        super().__init__(class_weights, num_classes, None, from_logits, name, reduction)
+                 name: str = "categorical_crossentropy", reduction: str = REDUCTION, dtype=None):
+        super().__init__(class_weights, num_classes, None, from_logits, name, reduction, dtype)
 
     def call(self, y_true, y_pred):
-        classes = y_pred.shape[-1]
-        per_class = self._weight_table(classes)[:classes]
+        if len(y_true.shape) != len(y_pred.shape) or y_true.shape[-1] == 1 != y_pred.shape[-1]:
+            raise ValueError(f"{self.name}: labels shaped {tuple(y_true.shape)} are not one-hot for predictions "
+                             f"shaped {tuple(y_pred.shape)}: for int labels use SparseCategoricalCrossentropy "
+                             "(label_mode='int'), or load label_mode='onehot'")
+        _, known = class_labels(y_true, y_pred, None, self.name)  # checks the one-hot depth
         y_true = ops.cast(y_true, y_pred.dtype)
-        weight = ops.sum(y_true * ops.cast(per_class, y_pred.dtype), axis=-1)
+        weight = ops.sum(y_true * ops.cast(self._per_class(y_pred.shape[-1]), y_pred.dtype), axis=-1)
         ce = keras.losses.categorical_crossentropy(y_true, y_pred, from_logits=self.from_logits)
-        return ce * weight
+        return _masked(ce * weight, known)
+
+
+def _masked(loss, known):
+    """``loss`` (0 where not ``known``) carrying the Keras mask ``known``, which Keras' reduction merges
+    into the sample weights, so that unlabelled pixels leave the divisor too."""
+    loss = ops.where(known, loss, 0.0)
+    set_keras_mask(loss, known)
+    return loss
 
 
 __all__ = ["SparseCategoricalCrossentropy", "CategoricalCrossentropy"]

@@ -1,19 +1,31 @@
-"""Segmentation metrics for Keras: a mean IoU that takes what segmentation models and loaders give it.
+"""Segmentation metrics for Keras that count labelled pixels only, exactly: :class:`Accuracy` and
+:class:`MeanIoU`.
+
+Training batches carry no weights, so a metric that should leave out ignored pixels (the ignore class,
+the padding of a random crop) must do so itself; Keras' ``"accuracy"`` counts them as wrong. Evaluation
+batches carry float weights (0 on the padding samples that fill the last batch and on ignored pixels),
+which these metrics count exactly (float64 sums): pass them as ``weighted_metrics`` and training and
+validation figures both count every labelled pixel once.
+
+Both read labels through :func:`class_labels` (also the losses' definition of a labelled pixel):
+
+* int labels ``[B, H, W]`` (or ``[B, H, W, 1]``) or one-hot ``[B, H, W, C]``; an all-zero one-hot row
+  (daliloader's ignored pixel) and an int label that is ``ignore_class`` or outside ``0..C-1`` have no
+  class, as with Keras' ``ignore_class``;
+* logits or probabilities (the predicted class is their argmax).
 
 Keras' own ``keras.metrics.MeanIoU`` wants class ids on both sides (``IoU``/``MeanIoU`` with
 ``sparse_y_pred=False`` take scores), counts in its ``dtype`` (float weights cast to an int dtype lose
-their fractions) and reports the mean only. :class:`MeanIoU` here:
+their fractions) and reports the mean only. :class:`MeanIoU` here also reports the IoU of every class
+(``per_class=True``: one log entry per class; :meth:`MeanIoU.per_class_iou` in any case). IoU of class
+``k`` = ``TP / (TP + FP + FN)`` from the confusion matrix; the mean is over the classes that occur in the
+labels or the predictions (a class absent from both has no IoU), as in Keras.
 
-* takes logits or probabilities (the class is their argmax), and int labels ``[B, H, W]`` or one-hot
-  ``[B, H, W, C]`` (an all-zero row, daliloader's ignored pixel, is ignored);
-* ignores ``ignore_class`` and any label outside ``0..C-1``, as Keras' ``ignore_class`` does;
-* weighs pixels by float ``sample_weight`` exactly (a float64 confusion matrix): the loaders' evaluation
-  weights (0 on padding samples and ignored pixels) leave every labelled pixel counted once;
-* reports the IoU of every class beside the mean (``per_class=True``: one log entry per class;
-  :meth:`MeanIoU.per_class_iou` in any case).
-
-IoU of class ``k`` = ``TP / (TP + FP + FN)`` from the confusion matrix; the mean is over the classes
-that occur in the labels or the predictions (a class absent from both has no IoU), as in Keras.
+Both compile under XLA (``model.compile(..., jit_compile=True)``, which Keras' ``"auto"`` picks on a
+GPU): the confusion matrix is a ``segment_sum`` over its ``C * C`` cells, whose count is static, where
+``bincount`` would need its length at compile time. Both are registered for ``model.save`` /
+``keras.models.load_model`` as ``daliloader>MeanIoU`` and ``daliloader>Accuracy`` (importing
+``daliloader.metrics`` registers them).
 """
 
 from __future__ import annotations
@@ -25,6 +37,80 @@ import numpy as np
 from keras import ops
 
 
+def class_labels(y_true, y_pred, ignore_class: int | None, who: str):
+    """Each pixel's class and whether it has one: int32 ``labels`` and bool ``known``, ``[B, H, W]``
+    (0 where unknown), for predictions ``y_pred`` ``[B, H, W, C]`` (see the module's docstring).
+
+    Labels with the predictions' rank are one-hot when their last axis is ``C``, int when it is 1 (Keras'
+    ``[B, H, W, 1]``); any other depth raises, naming both numbers, instead of being misread."""
+    y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
+    classes, rank = y_pred.shape[-1], len(y_pred.shape)
+    if len(y_true.shape) == rank and y_true.shape[-1] not in (classes, None):
+        if y_true.shape[-1] != 1:
+            raise ValueError(f"{who}: the labels, shaped {tuple(y_true.shape)}, are one-hot over {y_true.shape[-1]} "
+                             f"classes, but the predictions score {classes} (num_classes={classes}); give both the "
+                             "dataset's number of classes (label_mode='onehot' gives one column per class of its "
+                             "ClassMap), or pass int labels [B, H, W]")
+        y_true = ops.squeeze(y_true, axis=-1)  # int labels [B, H, W, 1]
+    if len(y_true.shape) == rank:  # one-hot: an all-zero row is an ignored pixel
+        known = ops.max(y_true, axis=-1) > 0
+        labels = ops.cast(ops.argmax(y_true, axis=-1), "int32")
+    elif len(y_true.shape) == rank - 1:
+        labels = ops.cast(y_true, "int32")
+        known = ops.logical_and(labels >= 0, labels < classes)
+        if ignore_class is not None:
+            known = ops.logical_and(known, labels != ignore_class)
+    else:
+        raise ValueError(f"{who}: labels shaped {tuple(y_true.shape)} for predictions shaped {tuple(y_pred.shape)}: "
+                         "pass int labels [B, H, W] or one-hot labels [B, H, W, C]")
+    return ops.where(known, labels, 0), known
+
+
+def pixel_weights(known, sample_weight=None):
+    """float64 weight of each pixel ``[B, H, W]``: its ``sample_weight`` (per pixel ``[B, H, W]`` or
+    ``[B, H, W, 1]``, or per sample ``[B]``; None: 1) where ``known``, else 0. float64 keeps float weights
+    exact in sums over many pixels, where float32 would drop low bits once a sum passes 2**24."""
+    if sample_weight is None:
+        return ops.cast(known, "float64")
+    weight = ops.cast(ops.convert_to_tensor(sample_weight), "float64")
+    if len(weight.shape) == len(known.shape) + 1 and weight.shape[-1] == 1:
+        weight = ops.squeeze(weight, axis=-1)
+    while len(weight.shape) < len(known.shape):  # [B] per-sample weights
+        weight = ops.expand_dims(weight, -1)
+    return ops.where(known, weight, 0.0)  # not a product: 0 * NaN is NaN
+
+
+@keras.saving.register_keras_serializable(package="daliloader")
+class Accuracy(keras.metrics.Metric):
+    """The share of labelled pixels whose predicted class is their label, each pixel counted with its
+    float weight (see the module's docstring). ``ignore_class``: the int label that has no class (one-hot
+    labels mark it with an all-zero row)."""
+
+    def __init__(self, ignore_class: int | None = 255, name: str = "accuracy", dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.ignore_class = ignore_class
+        self.correct = self.add_variable(shape=(), initializer="zeros", dtype="float64", name="correct")
+        self.total = self.add_variable(shape=(), initializer="zeros", dtype="float64", name="total")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labels, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
+        weight = pixel_weights(known, sample_weight)
+        hit = ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels)
+        self.correct.assign_add(ops.sum(ops.where(hit, weight, 0.0)))
+        self.total.assign_add(ops.sum(weight))
+
+    def result(self):
+        return ops.divide_no_nan(self.correct, self.total)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.total.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "ignore_class": self.ignore_class}
+
+
+@keras.saving.register_keras_serializable(package="daliloader")
 class MeanIoU(keras.metrics.Metric):
     """Mean intersection over union of ``num_classes`` classes (see the module's docstring).
 
@@ -47,27 +133,13 @@ class MeanIoU(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         c = self.num_classes
         y_pred = ops.convert_to_tensor(y_pred)
-        y_true = ops.convert_to_tensor(y_true)
         if y_pred.shape[-1] != c:
             raise ValueError(f"{self.name}: predictions have {y_pred.shape[-1]} scores per pixel for num_classes={c}")
-        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        if len(y_true.shape) == len(y_pred.shape):  # one-hot: an all-zero row is an ignored pixel
-            labels = ops.where(ops.max(y_true, axis=-1) > 0, ops.cast(ops.argmax(y_true, axis=-1), "int32"), -1)
-        else:
-            labels = ops.cast(y_true, "int32")
-        valid = ops.logical_and(labels >= 0, labels < c)
-        if self.ignore_class is not None:
-            valid = ops.logical_and(valid, labels != self.ignore_class)
-        weight = ops.ones_like(labels, dtype="float64")
-        if sample_weight is not None:
-            sample_weight = ops.cast(ops.convert_to_tensor(sample_weight), "float64")
-            while len(sample_weight.shape) < len(labels.shape):  # [B] per-sample weights
-                sample_weight = ops.expand_dims(sample_weight, -1)
-            weight = weight * sample_weight
-        weight = ops.where(valid, weight, 0.0)
-        cells = ops.where(valid, labels, 0) * c + predicted
-        counts = ops.bincount(ops.reshape(cells, [-1]), weights=ops.reshape(weight, [-1]), minlength=c * c)
-        self.confusion.assign_add(ops.reshape(ops.cast(counts, "float64")[: c * c], (c, c)))
+        labels, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
+        weight = pixel_weights(known, sample_weight)
+        cells = labels * c + ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        counts = ops.segment_sum(ops.reshape(weight, [-1]), ops.reshape(cells, [-1]), num_segments=c * c)
+        self.confusion.assign_add(ops.reshape(counts, (c, c)))
 
     def _ious(self):
         """Per-class IoU and whether the class occurs (in labels or predictions)."""
@@ -98,3 +170,6 @@ class MeanIoU(keras.metrics.Metric):
     def get_config(self):
         return {**super().get_config(), "num_classes": self.num_classes, "ignore_class": self.ignore_class,
                 "per_class": self.per_class, "class_names": self.class_names}
+
+
+__all__ = ["Accuracy", "MeanIoU", "class_labels", "pixel_weights"]

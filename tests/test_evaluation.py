@@ -11,6 +11,7 @@ import pytest
 
 import daliloader as dl
 from conftest import batch_indices, one_epoch
+from test_training import loaders
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -51,7 +52,7 @@ def test_evaluation_sees_every_sample_once_in_order_on_every_backend(index_data,
 def test_image_size_left_out_takes_the_images_own_size_or_names_the_sizes(index_data, mirror_data):
     x, y = next(iter(dl.tf_dataset(index_data, batch_size=2, label_mode="int", backend="dali-cpu")))
     assert x.shape == (2, 24, 32, 3) and y.shape == (2, 24, 32)
-    with pytest.raises(dl.DataError, match=r"image_size was left out.*6 sizes: .*90x130 \(1 images\).*Pass "
+    with pytest.raises(dl.DataError, match=r"image_size was left out.*6 sizes: .*90x130 \(1 image\).*Pass "
                                            r"image_size=\(height, width\)"):
         dl.tf_dataset(mirror_data, batch_size=2, backend="dali-cpu")
 
@@ -73,20 +74,24 @@ def iou(conf):
 
 
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])
-def test_mean_iou_is_the_numpy_reference_on_every_backends_batches(synth_data, backend, label_mode):
+def test_mean_iou_and_accuracy_are_the_numpy_reference_on_every_backends_batches(synth_data, backend, label_mode):
     """Evaluation batches of every backend (ignored pixels, padding weighted 0), random logits: the mean
-    and per-class IoU equal the reference, with int or one-hot labels; float weights count exactly."""
+    and per-class IoU, and the accuracy, equal the reference, with int or one-hot labels; float weights
+    count exactly."""
     n = synth_data.classes.num_classes
     batches = eval_batches(backend, synth_data, batch_size=3, image_size=(64, 80), label_mode=label_mode)
     rng = np.random.default_rng(0)
     metric = dl.metrics.MeanIoU(n, per_class=True, class_names=synth_data.classes.names)
+    accuracy = dl.metrics.Accuracy()
     conf = np.zeros((n, n))
     for x, y, w in batches:
         logits = rng.normal(size=x.shape[:3] + (n,)).astype(np.float32)
         labels = np.where(y.any(-1), y.argmax(-1), 255) if label_mode == "onehot" else y
         w = w * rng.choice([0.25, 1.0, 3.5], size=w.shape).astype(np.float32)  # float weights stay exact
         metric.update_state(y, logits, w)
+        accuracy.update_state(y, logits, w)
         conf += confusion(labels, logits.argmax(-1), w, n)
+    assert abs(float(accuracy.result()) - np.trace(conf) / conf.sum()) < 1e-12
     want = iou(conf)
     np.testing.assert_allclose(metric.per_class_iou(), want, rtol=1e-12, equal_nan=True)
     result = metric.result()
@@ -107,6 +112,100 @@ def test_mean_iou_agrees_with_keras_where_keras_is_exact(synth_data):
     assert abs(float(ours.result()) - float(theirs.result())) < 1e-6
 
 
+# ---------------------------------------------------------------- the metrics and losses inside Keras
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_metrics_and_losses_compile_under_xla(synth_data, backend, label_mode):
+    """jit_compile=True (what Keras' "auto" picks where TensorFlow sees a GPU): fit and evaluate run with
+    dl.losses and dl.metrics, int and one-hot labels, and report what the same model reports without XLA."""
+    n = synth_data.classes.num_classes
+    loss = dl.losses.SparseCategoricalCrossentropy if label_mode == "int" else dl.losses.CategoricalCrossentropy
+    inputs = keras.Input((48, 64, 3))
+    model = keras.Model(inputs, keras.layers.Conv2D(n, 3, padding="same")(inputs))
+    start = model.get_weights()
+    reports = []
+    for jit in (True, False):  # the same crops: fresh loaders, one seed
+        train, val = loaders(backend, synth_data, batch_size=3, image_size=(48, 64), label_mode=label_mode, seed=0)
+        model.set_weights(start)
+        model.compile(keras.optimizers.SGD(learning_rate=0.0), loss([1.0 + k / n for k in range(n)]),
+                      weighted_metrics=[dl.metrics.Accuracy(), dl.metrics.MeanIoU(n, per_class=True)],
+                      jit_compile=jit)
+        fitted = model.fit(train, epochs=1, verbose=0).history
+        reports.append({**{k: v[0] for k, v in fitted.items()}, **model.evaluate(val, verbose=0, return_dict=True)})
+    assert 0 < reports[0]["accuracy"] < 1 and reports[0] == pytest.approx(reports[1], rel=1e-5, abs=1e-9)
+
+
+def test_metrics_read_int_labels_shaped_bhw1_and_refuse_another_one_hot_depth():
+    """Keras' [B, H, W, 1] int labels are squeezed (Keras' MeanIoU is the anchor), not misread as one-hot;
+    one-hot labels over another number of classes raise, naming both numbers, in the metrics and losses."""
+    rng = np.random.default_rng(6)
+    labels = rng.choice([0, 1, 2, 255], size=(2, 4, 5))
+    logits = rng.normal(size=(2, 4, 5, 3)).astype(np.float32)
+    deep = {}
+    for make in (lambda: dl.metrics.MeanIoU(3), dl.metrics.Accuracy):
+        flat, deep[make] = make(), make()
+        flat.update_state(labels, logits)
+        deep[make].update_state(labels[..., None], logits)
+        assert float(deep[make].result()) == float(flat.result())
+        with pytest.raises(ValueError, match=r"one-hot over 4 classes, but the predictions score 3 \(num_classes=3\)"):
+            make().update_state(np.eye(4)[np.minimum(labels, 3)], logits)
+    anchor = keras.metrics.MeanIoU(3, ignore_class=255, sparse_y_pred=False)
+    anchor.update_state(labels[..., None], logits)
+    assert abs(float(anchor.result()) - float(next(iter(deep.values())).result())) < 1e-6
+    with pytest.raises(ValueError, match="one-hot over 4 classes, but the predictions score 3"):
+        dl.losses.CategoricalCrossentropy()(np.eye(4, dtype=np.float32)[np.minimum(labels, 3)], logits)
+    with pytest.raises(ValueError, match="not one-hot .* use SparseCategoricalCrossentropy"):
+        dl.losses.CategoricalCrossentropy()(labels.astype(np.float32), logits)
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_losses_and_metrics_survive_save_and_load(tmp_path, label_mode):
+    """A model compiled with dl.losses (class weights) and dl.metrics is saved and loaded by Keras alone
+    (they are registered as daliloader>...), and the loaded model reports the same; each object's config
+    makes it again."""
+    n = 4
+    rng = np.random.default_rng(7)
+    labels = rng.choice([0, 1, 2, 3, 255], size=(3, 6, 8))
+    y = labels if label_mode == "int" else np.eye(n, dtype=np.float32)[np.minimum(labels, n - 1)] * (labels < n)[..., None]
+    loss = (dl.losses.SparseCategoricalCrossentropy({1: 2.0, 3: 0.5}, num_classes=n) if label_mode == "int" else
+            dl.losses.CategoricalCrossentropy([1.0, 2.0, 1.0, 0.5]))
+    metrics = [dl.metrics.Accuracy(), dl.metrics.MeanIoU(n, per_class=True, class_names=["a", "b", "c", "d"])]
+    for obj in (loss, *metrics):
+        assert type(obj).from_config(obj.get_config()).get_config() == obj.get_config()
+    inputs = keras.Input((6, 8, 3))
+    model = keras.Model(inputs, keras.layers.Conv2D(n, 1)(inputs))
+    model.compile("sgd", loss, weighted_metrics=metrics)
+    x, w = rng.normal(size=(3, 6, 8, 3)).astype(np.float32), rng.choice([0.0, 0.5, 1.0], size=(3, 6, 8))
+    before = model.evaluate(x, y, sample_weight=w, verbose=0, return_dict=True)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert type(loaded.loss) is type(loss) and loaded.loss.get_config() == loss.get_config()
+    assert loaded.evaluate(x, y, sample_weight=w, verbose=0, return_dict=True) == pytest.approx(before, rel=1e-6)
+    assert "iou_d" in before
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_the_loss_is_the_mean_over_labelled_pixels_of_each_evaluation_batch(synth_data, backend, label_mode):
+    """8 pairs in batches of 3, fit to 64x64 (the padding is ignored), the last batch filled with a
+    weight-0 copy: each batch's loss is the class-weighted cross-entropy summed over the labelled pixels
+    of its real samples, divided by their weight (their count): neither ignored pixels nor the padding
+    sample count, so a batch's loss does not depend on how much padding it holds."""
+    n = synth_data.classes.num_classes
+    class_weights = np.array([0.5 + k / 8 for k in range(n)])
+    loss = (dl.losses.SparseCategoricalCrossentropy if label_mode == "int" else
+            dl.losses.CategoricalCrossentropy)(list(class_weights))
+    rng = np.random.default_rng(8)
+    batches = eval_batches(backend, synth_data, batch_size=3, image_size=(64, 64), label_mode=label_mode)
+    assert not batches[-1][2][2].any() and (batches[0][2] == 0).any()  # a padding sample, ignored pixels
+    for x, y, w in batches:
+        logits = rng.normal(size=x.shape[:3] + (n,))
+        labels = np.where(y.any(-1), y.argmax(-1), 255) if label_mode == "onehot" else y
+        known = labels < n
+        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        ce = -np.take_along_axis(log_p, np.where(known, labels, 0)[..., None], -1)[..., 0]
+        want = np.sum(np.where(known, ce * class_weights[np.minimum(labels, n - 1)] * w, 0)) / np.sum(w * known)
+        assert float(loss(y, logits.astype(np.float32), sample_weight=w)) == pytest.approx(want, rel=1e-5)
+
+
 # ---------------------------------------------------------------- class weights in the loss only
 @pytest.mark.slow
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])
@@ -122,14 +221,10 @@ def test_metrics_with_and_without_class_weights_agree(synth_data, backend, label
     start = model.get_weights()
     reports = []
     for class_weights in (None, weights):
-        if backend == "opencv":
-            train, val = dl.keras_sequence(synth_data, **kw), dl.keras_sequence(synth_data, training=False, **kw)
-        else:
-            train = dl.tf_dataset(synth_data, backend=backend, **kw)
-            val = dl.tf_dataset(synth_data, training=False, backend=backend, **kw)
+        train, val = loaders(backend, synth_data, **kw)
         model.set_weights(start)
         model.compile(keras.optimizers.SGD(learning_rate=0.0), loss(class_weights),
-                      weighted_metrics=["accuracy", dl.metrics.MeanIoU(n)])
+                      weighted_metrics=[dl.metrics.Accuracy(), dl.metrics.MeanIoU(n)])
         history = model.fit(train, epochs=1, verbose=0).history
         reports.append((history, model.evaluate(val, verbose=0, return_dict=True)))
     (fit_a, eval_a), (fit_b, eval_b) = reports
@@ -140,7 +235,8 @@ def test_metrics_with_and_without_class_weights_agree(synth_data, backend, label
 
 
 def test_the_loss_weighs_each_pixel_by_its_class():
-    """Against the formula: per pixel, the cross-entropy times the weight of its true class; 0 where ignored."""
+    """Against the formula: per pixel, the cross-entropy times the weight of its true class, averaged over
+    the labelled pixels (ignored ones count in neither the sum nor the divisor)."""
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
     labels = rng.choice([0, 1, 2, 3, 4, 255], size=(2, 3, 4))
@@ -148,13 +244,15 @@ def test_the_loss_weighs_each_pixel_by_its_class():
     p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     known = labels < 5
     ce = -np.log(np.take_along_axis(p, np.where(known, labels, 0)[..., None], -1)[..., 0])
-    want = np.mean(ce * np.where(known, weights[np.minimum(labels, 4)], 0))
+    want = np.sum(ce * np.where(known, weights[np.minimum(labels, 4)], 0)) / known.sum()  # labelled pixels only
     got = dl.losses.SparseCategoricalCrossentropy(list(weights))(labels, logits)
     assert float(got) == pytest.approx(want, rel=1e-5)
     onehot = np.eye(5, dtype=np.float32)[np.minimum(labels, 4)] * known[..., None]
     assert float(dl.losses.CategoricalCrossentropy(list(weights))(onehot, logits)) == pytest.approx(want, rel=1e-5)
     with pytest.raises(ValueError, match="5 class weights .* for predictions with 6 scores"):
         dl.losses.SparseCategoricalCrossentropy(list(weights))(labels, np.zeros((2, 3, 4, 6), np.float32))
+    assert float(dl.losses.SparseCategoricalCrossentropy(list(weights))(labels[..., None], logits)) == \
+        pytest.approx(want, rel=1e-5)  # Keras' [B, H, W, 1]
 
 
 # ---------------------------------------------------------------- predictions per file

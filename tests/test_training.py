@@ -113,3 +113,60 @@ def test_fit_with_validation_data_and_class_weights(blocks, backend):
     history = model.fit(train_ds, validation_data=val_ds, epochs=2, verbose=0)
     assert len(history.history["val_loss"]) == 2 and all(np.isfinite(history.history["loss"]))
     assert 0 <= history.history["val_mean_iou"][-1] <= 1
+
+
+def perfect_model(keras):
+    """A model right on every labelled pixel of ``blocks`` (images are their own masks): a 1x1 convolution
+    whose class scores ``2 x.c_k - |c_k|^2`` are largest for the palette colour nearest to the pixel's."""
+    colours = PALETTE.astype(np.float64) / 255
+    conv = keras.layers.Conv2D(len(PALETTE), 1)
+    model = keras.Sequential([keras.Input((40, 48, 3)), conv])
+    conv.set_weights([(100 * 2 * colours.T)[None, None].astype(np.float32),
+                      (-100 * np.sum(colours**2, axis=1)).astype(np.float32)])
+    return model
+
+
+def loaders(backend, data, **kw):
+    """Training and evaluation loaders of any backend (opencv: keras_sequence); evaluation pads without
+    resizing (crop="center"), so that no interpolated colour reaches the model."""
+    if backend == "opencv":
+        return dl.keras_sequence(data, **kw), dl.keras_sequence(data, training=False, crop="center", **kw)
+    return (dl.tf_dataset(data, backend=backend, **kw),
+            dl.tf_dataset(data, training=False, crop="center", backend=backend, **kw))
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_a_model_perfect_on_labelled_pixels_scores_1_in_training(blocks, backend, label_mode):
+    """Random crops larger than the images pad them with ignored pixels, and one colour of no class is
+    ignored too: training batches carry no weights, yet dl.metrics' accuracy and mean IoU in fit's logs
+    are 1.0 (Keras' own accuracy counts the ignored pixels as wrong); the evaluation loader agrees."""
+    keras = pytest.importorskip("keras")
+    data, _ = blocks
+    train, val = loaders(backend, data, batch_size=2, image_size=(40, 48), label_mode=label_mode, seed=1)
+    model = perfect_model(keras)
+    theirs = (keras.metrics.SparseCategoricalAccuracy if label_mode == "int" else keras.metrics.CategoricalAccuracy)
+    model.compile(keras.optimizers.SGD(learning_rate=0.0), dl.losses.SparseCategoricalCrossentropy()
+                  if label_mode == "int" else dl.losses.CategoricalCrossentropy(),
+                  weighted_metrics=[dl.metrics.Accuracy(), dl.metrics.MeanIoU(32), theirs(name="keras_accuracy")])
+    logs = {k: v[0] for k, v in model.fit(train, validation_data=val, epochs=1, verbose=0).history.items()}
+    assert logs["accuracy"] == logs["mean_iou"] == logs["val_accuracy"] == logs["val_mean_iou"] == 1.0
+    assert logs["keras_accuracy"] < 0.9  # the padding and the unknown colour are there, and Keras counts them
+    assert logs["loss"] < 0.01 and logs["val_loss"] < 0.01
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_the_loss_is_keras_ignore_class_on_training_batches(blocks, backend, label_mode):
+    """Without class weights, on training batches with padded random crops (a third of the pixels
+    ignored), dl.losses give what Keras' SparseCategoricalCrossentropy(ignore_class=255) gives: the mean
+    over labelled pixels, not over all of them."""
+    keras = pytest.importorskip("keras")
+    data, _ = blocks
+    batches = one_epoch(backend, data, batch_size=2, image_size=(40, 48), label_mode=label_mode, seed=2)
+    ours = (dl.losses.SparseCategoricalCrossentropy() if label_mode == "int" else dl.losses.CategoricalCrossentropy())
+    theirs = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255)
+    rng = np.random.default_rng(3)
+    for x, y in batches:
+        labels = np.where(y.any(-1), y.argmax(-1), 255) if label_mode == "onehot" else y
+        assert (labels == 255).mean() > 0.3
+        logits = rng.normal(size=x.shape[:3] + (32,)).astype(np.float32)
+        assert float(ours(y, logits)) == pytest.approx(float(theirs(labels, logits)), rel=1e-5)
