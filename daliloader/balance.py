@@ -1,5 +1,7 @@
 """Class balance: how often each class occurs in a dataset's masks, and the class weights that even it
-out, computed once (``tf_dataset(..., class_weights=...)`` then weighs every pixel by its class).
+out, computed once. Class weights belong to the loss: ``dl.losses.SparseCategoricalCrossentropy(weights)``
+(or ``CategoricalCrossentropy``) weighs every pixel's cross-entropy by its class, and the metrics stay
+unweighted (:mod:`daliloader.losses`).
 
 Weights (``method``):
 

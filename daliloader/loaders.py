@@ -55,9 +55,11 @@ def tf_dataset(data, batch_size: int = 8, image_size=None, crop: str | None = No
     ``ignore_index`` for unknown/padded pixels. With ``drop_remainder=False`` (evaluation) batches are
     ``(images, labels, weights)`` with float32 weights ``[B, H, W]`` (per pixel, the shape Keras'
     per-pixel losses and metrics accept); padding samples in the last batch and ignored pixels have
-    weight 0, so ``model.evaluate`` sees every sample once and its ``weighted_metrics`` count every
-    labelled pixel once (Keras' reported loss still divides by the batch size). Class weights belong to
-    the loss (:mod:`daliloader.losses`).
+    weight 0, so ``model.evaluate`` sees every sample once and its ``weighted_metrics``
+    (:mod:`daliloader.metrics`) count every labelled pixel once. The losses of :mod:`daliloader.losses`
+    divide each batch's loss by its labelled pixels, padding samples left out; Keras then averages the
+    batches' losses weighted by their size, padding included, so a padded last batch counts a little
+    more than its real samples. Class weights belong to the loss (:mod:`daliloader.losses`).
 
     The dataset's cardinality is the number of batches per epoch, so ``model.fit(ds, epochs=N)`` needs
     no ``steps_per_epoch``; each epoch is reshuffled and the DALI pipeline is built once.
@@ -105,8 +107,8 @@ def dali_pipeline(data, batch_size: int = 8, image_size=None, crop: str | None =
     """The same DALI pipeline without TensorFlow: returns ``(pipeline, steps_per_epoch)``.
 
     ``pipeline.run()`` returns one batch of ``outputs`` (any of ``image``, ``labels``, ``weight``,
-    ``index``; by default what ``tf_dataset``'s batches hold: ``(image, labels)``, and ``weight`` for
-    evaluation or with ``class_weights``); consecutive runs walk through the epochs exactly as
+    ``index``; by default what ``tf_dataset``'s batches hold: ``(image, labels)``, and ``weight`` with
+    ``drop_remainder=False``, as in evaluation); consecutive runs walk through the epochs exactly as
     ``tf_dataset`` does. A decoder failure raises a :class:`~daliloader.errors.LoadError` that names the
     files in flight.
     """
