@@ -69,6 +69,15 @@ class ClassMap:
     #: The palette (256, 3) every mask must carry: masks are palette PNGs read by index (VOC).
     palette_masks: np.ndarray | None = field(default=None, repr=False)
 
+    def __post_init__(self):
+        # here, not in each constructor: every way to a ClassMap (from_palette, from_ids, replace, ...) passes
+        seen: dict[str, int] = {}
+        for i, name in enumerate(self.names):
+            if str(name).lower() in seen:
+                raise DataError(f"{self.source or 'class names'}: the class name {name!r} is given to classes "
+                                f"{seen[str(name).lower()]} and {i}; give each class its own name")
+            seen[str(name).lower()] = i
+
     # ----------------------------------------------------------------- constructors
     @classmethod
     def from_csv(cls, path: str | Path, ignore_index: int = 255) -> "ClassMap":

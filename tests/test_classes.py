@@ -100,3 +100,16 @@ def test_ignored_pixels_are_drawn_in_a_colour_far_from_every_class():
     cityscapes = dl.ClassMap.cityscapes()
     nearest = np.abs(cityscapes.palette().astype(int) - cityscapes.ignore_colour().astype(int)).sum(-1).min()
     assert nearest > 100
+
+
+@pytest.mark.parametrize("make", [
+    lambda: dl.ClassMap.from_palette([[0, 0, 0], [1, 1, 1]], ["a", "a"]),
+    lambda: dl.ClassMap.from_ids(2, ["road", "Road"]),
+    lambda: dl.ClassMap.from_ids({0: 0, 7: 1, 9: 2}, ["a", "b", "a"]),
+    lambda: dl.ClassMap.from_palette_indices([[0, 0, 0], [9, 9, 9], [5, 5, 5]], 2, ["sky", "sky"]),
+    lambda: dl.ClassMap(names=("a", "a"), kind="id", id_to_class={0: 0, 1: 1}),
+], ids=["from_palette", "from_ids count", "from_ids table", "from_palette_indices", "constructor"])
+def test_duplicate_class_names_are_refused_by_every_constructor(make):
+    with pytest.raises(DataError, match=r"the class name '\w+' is given to classes \d and \d; give each class its "
+                                        "own name"):
+        make()
