@@ -477,14 +477,32 @@ def main(argv=None) -> int:
         show_native_warnings()
     quiet = native_noise_filtered() if from_shell and not args.verbose else nullcontext()
     try:
-        with quiet:
+        with quiet, one_line_warnings(f"daliloader {args.command}"):
             return args.func(args)
     except (DaliloaderError, ImportError) as e:
         print(f"daliloader {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the system refused something daliloader did not expect to fail: still one line
+        print(f"daliloader {args.command}: error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # what was being written is removed (prepare writes into a temporary folder)
         print(f"daliloader {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+@contextmanager
+def one_line_warnings(prefix: str):
+    """Python's warnings as ``PREFIX: warning: message`` lines: on the command line, the file and line
+    of the call that warned (a line of daliloader, or of the entry script) say nothing to the user."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prefix}: warning: {message}", file=file or sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 if __name__ == "__main__":

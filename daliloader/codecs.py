@@ -1,10 +1,14 @@
 """Reading and decoding image and mask files with OpenCV, for everything that is not a DALI or tf.data
-graph: the checks, ``prepare``, the opencv backend and the bench's decode ceilings.
+graph: the checks, ``prepare``, the opencv backend and the bench's decode ceilings; and writing files
+whole (``prepare``, ``synth``), as ``cv2.imwrite`` cannot be trusted to.
 
 EXIF orientation is ignored for images and masks alike (masks carry none), as in every backend.
 """
 
 from __future__ import annotations
+
+import errno
+import os
 
 import cv2
 import numpy as np
@@ -52,3 +56,25 @@ def decode_mask(encoded: np.ndarray, path: str, classes: ClassMap) -> np.ndarray
     if mask is None:
         raise LoadError(f"cannot decode mask {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")
     return cv2.cvtColor(mask, cv2.COLOR_BGR2RGB) if classes.kind == "rgb" else mask
+
+
+def encode(extension: str, pixels: np.ndarray, params=()) -> bytes:
+    """``pixels`` (OpenCV's BGR order) encoded as ``extension`` (".png", ".jpg")."""
+    ok, encoded = cv2.imencode(extension, np.ascontiguousarray(pixels), list(params))
+    if not ok:
+        raise LoadError(f"OpenCV cannot encode a {pixels.shape} {pixels.dtype} array as {extension}")
+    return encoded.tobytes()
+
+
+def write_file(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole, trusting nothing: ``cv2.imwrite`` reports success on a full disk
+    and leaves an empty file, so files are encoded in memory and written here, where a failed or short
+    write raises an OSError that names ``path`` (its ``errno`` says why: ENOSPC for a full disk)."""
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    except OSError as e:  # a failed write (or flush at close) names no file
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    written = os.stat(path).st_size
+    if written != len(data):
+        raise OSError(errno.EIO, f"{written} of {len(data)} bytes written", str(path))

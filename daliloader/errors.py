@@ -1,5 +1,7 @@
 """Exceptions that daliloader raises on purpose: each message names the file or argument at fault."""
 
+import contextlib
+import errno
 import os
 import sys
 
@@ -26,10 +28,13 @@ class MissingDependency(DaliloaderError, ImportError):
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` of a ``warnings.warn`` call inside daliloader that points at the first frame
-    outside the package: the user's line, however deep the call came through the package."""
+    outside the package: the user's line, however deep the call came through the package. Frames of
+    ``contextlib`` are passed over too: a warning inside a ``@contextmanager`` of the package is called
+    from contextlib's ``__enter__``/``__exit__``, which the user did not write."""
     package = os.path.dirname(os.path.abspath(__file__))
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep)
+                                 or frame.f_code.co_filename == contextlib.__file__):
         frame, level = frame.f_back, level + 1
     return level
 
@@ -37,3 +42,15 @@ def user_stacklevel() -> int:
 #: What every message about a bad file advises.
 WHAT_TO_DO = ("Run `daliloader check` on the dataset (or `daliloader.check(data)`) to list every bad file, "
               "then fix or remove them.")
+
+
+def cannot_write(e: OSError, way_out: str) -> str:
+    """Why the operating system refused a write, in words, and ``way_out`` (say, "choose another OUT"):
+    the end of a message that names the file."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on the device (the disk or your quota is full): free some space, or {way_out}"
+    if e.errno == errno.EROFS:
+        return f"the file system is read-only: {way_out}"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied: {way_out}"
+    return f"{e.strerror or e}: {way_out}"
