@@ -523,25 +523,22 @@ def choose_backends(settings: Settings) -> list[str]:
 
 def prepared_copy(data: SegmentationData, where: str, status=None) -> Path:
     """The folder of the prepared copy (with packs) the bench compares with: ``where`` names one (made
-    there if absent), or is ``"cache"``: made once for this dataset in the cache folder."""
-    from .prepare import MANIFEST, VERSION, prepare
-    from .synthetic import cache_dir
+    there if absent), or is ``"cache"``: made once for this dataset in the cache folder, where a bench
+    that finds another one making it waits for it and then uses its copy."""
+    from .prepare import MANIFEST, VERSION, prepare, prepare_cached
+    from .synthetic import cache_dir, cache_way_out
 
+    source = {"made_by": "daliloader bench --prepared"}
     if where == "cache":
         digest = hashlib.sha1("\n".join(data.images + data.masks).encode()).hexdigest()[:12]
         out = cache_dir() / f"prepared-v{VERSION}-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
-    else:
-        out = Path(where)
-    if where == "cache" and out.exists() and not (out / MANIFEST).exists():  # an older daliloader's unfinished copy
-        import shutil
-        import warnings
-
-        shutil.rmtree(out)
-        warnings.warn(f"removed {out}: an unfinished prepared copy in the cache (made again now)")
+        (status or _quiet)(f"preparing {len(data)} pairs into {out} (or waiting for a run making it)",
+                           lambda: prepare_cached(data, out, cache_way_out(), pack_size=BENCH_PACK_SIZE, source=source))
+        return out
+    out = Path(where)
     if not (out / MANIFEST).exists():
         (status or _quiet)(f"preparing {len(data)} pairs into {out}",
-                           lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False,
-                                           source={"made_by": "daliloader bench --prepared"}))
+                           lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False, source=source))
     return out
 
 

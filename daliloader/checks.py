@@ -3,14 +3,18 @@
 DALI cannot skip a bad file: a truncated JPEG stops the pipeline with an error that names no file, and
 the pipeline is dead afterwards. So daliloader looks at files itself, at two depths:
 
-* ``check(data)`` (``daliloader check DATA``): every pair, fully decoded with OpenCV, in parallel.
+* ``check(data)`` (``daliloader check DATA``): every pair, fully decoded, in parallel: JPEGs by
+  libjpeg-turbo in strict mode (simplejpeg), which fails on the corrupt data the loaders' decoders only
+  warn about, other formats by Pillow, the masks' values by OpenCV.
   It reports per file: missing, empty, unsupported or unrecognised content, truncated, corrupt, image
   and mask sizes that differ, mask colours/ids the class map does not know (with pixel counts), tiny
-  images, lossy (JPEG) masks, and files without a partner.
+  images, lossy (JPEG) masks, files without a partner, symbolic links that lead nowhere (or into a
+  loop of links) and folders that cannot be read.
 * :class:`PairGuard`, used by every loader the first time it reads a pair: the cheap part of the same
   checks (present, non-empty, a known format, complete, same size as its mask) from file headers and
   tails. A failure raises :class:`~daliloader.errors.LoadError` naming the files, instead of a
-  decoder error naming none. Later epochs skip pairs already vetted.
+  decoder error naming none. Later epochs skip pairs already vetted, unless a file changed since
+  (its size, modification time, inode or change time).
 
 Nothing here imports TensorFlow or DALI.
 """
@@ -34,7 +38,8 @@ from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData, cho
 from .data import mask_depth as data_mask_depth
 from .errors import WHAT_TO_DO, DataError, LoadError
 from .layouts import find
-from .pairing import pair_files
+from .manifest import LZ4_HEADER, lz4_mask_size
+from .pairing import listing_problems, pair_files
 from .parallel import threaded_map
 
 #: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
@@ -54,7 +59,7 @@ class Problem:
 
     kind: str  # missing | empty | unsupported | truncated | corrupt | size_mismatch | unknown_values
     #            | binary_mask | tiny | lossy_mask | unpaired_image | unpaired_mask | mask_mode
-    #            | mask_palette | palette_mask | mask_depth | undecodable
+    #            | mask_palette | palette_mask | mask_depth | undecodable | broken_link | unreadable
     path: str
     message: str
     partner: str | None = None  # the other file of the pair
@@ -268,12 +273,25 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
 
 
 def strict_decode(path: str) -> str | None:
-    """Decode a file whole with Pillow, which refuses damaged data that libjpeg-turbo and libpng only
-    warn about on stderr (and that OpenCV, DALI and TensorFlow then decode into garbage pixels): what
-    is wrong, or None."""
-    from PIL import Image
+    """Decode a file whole, refusing the damaged data that the loaders' decoders (OpenCV, DALI,
+    TensorFlow) only warn about on stderr before decoding it into garbage pixels: what is wrong, or None.
 
+    JPEGs go through libjpeg-turbo in strict mode (simplejpeg), which turns each of libjpeg's warnings
+    ("Corrupt JPEG data: premature end of data segment", a bad Huffman code, ...) into an error; Pillow
+    is not enough there, as its decoder passes over part of them (a fair share of JPEGs with random bytes
+    in their compressed data decode without a word). Other formats go through Pillow, which refuses a
+    PNG whose data fails its checksums or ends early."""
     try:
+        with open(path, "rb") as fh:
+            head = fh.read(3)
+            if head == _MAGIC["JPEG"]:
+                import simplejpeg
+
+                # fast DCT and upsampling: the errors come from the entropy decoding, which both variants run whole
+                simplejpeg.decode_jpeg(head + fh.read(), strict=True, fastdct=True, fastupsample=True)
+                return None
+        from PIL import Image
+
         with Image.open(path) as im:
             im.load()
     except (OSError, ValueError, SyntaxError) as e:
@@ -392,12 +410,14 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     else:
         if isinstance(data, dict):
             suffix = data.get("mask_suffix")
-            pairing = pair_files(data["images"], data["masks"], suffix, data.get("image_suffix", ""),
-                                 only_suffixed=suffix is not None)
+            with listing_problems():  # reported below with the rest, not raised
+                pairing = pair_files(data["images"], data["masks"], suffix, data.get("image_suffix", ""),
+                                     only_suffixed=suffix is not None)
             published, layout, source = None, "", f"{data['images']} + {data['masks']}"
             classes = data.get("classes") if classes is None else classes
         else:
-            found = find(data, split)
+            with listing_problems():
+                found = find(data, split)
             if classes is None and found.needs_classes:
                 raise DataError(found.needs_classes)
             pairing, published, layout, source = found.pairing, found.classes, found.layout, f"{data} ({found.layout})"
@@ -405,8 +425,9 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
         masks = [m for _, m in pairs]
         classes = choose_classes(classes, masks, published, layout, progress) if pairs else None
         depth = data_mask_depth(masks[0]) if masks else 8
-        unpaired = ([Problem("broken_link", p, f"a symbolic link to {target}, which does not exist")
-                     for p, target in pairing.broken_links]
+        unpaired = ([Problem("broken_link", p, f"a symbolic link to {why}") for p, why in pairing.broken_links]
+                    + [Problem("unreadable", folder, f"this folder cannot be read ({why}): the files in it were not "
+                                                     "checked; make it readable") for folder, why in pairing.unreadable]
                     + [Problem("missing", p, f"listed in {where}, but missing") for p, where in pairing.missing]
                     + [Problem("unpaired_image", p, "image without a mask") for p in pairing.unpaired_images]
                     + [Problem("unpaired_mask", p, "mask without an image") for p in pairing.unpaired_masks])
@@ -423,10 +444,11 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
 class PairGuard:
     """Vets each pair the first time a loader reads it; explains decoder failures afterwards.
 
-    ``verify(i)`` runs the quick checks once per pair and raises :class:`~daliloader.errors.LoadError` naming the pair's
-    files; later reads cost two ``stat`` calls, and a file whose size or modification time changed
-    since is vetted again (a file replaced between epochs by an image of another size would otherwise
-    train as a misaligned pair). It also remembers the last pairs asked for, so that when a decoder
+    ``verify(i)`` runs the quick checks once per pair and raises :class:`~daliloader.errors.LoadError`
+    naming the pair's files; later reads cost two ``stat`` calls, and a file whose size, modification
+    time, inode or change time changed since is vetted again (a file replaced between epochs by an
+    image of another size would otherwise train as a misaligned pair). For ``dali-gpu`` on a prepared
+    copy, the header of the mask's GPU form (LZ4) is read too: it must give the image's size. It also remembers the last pairs asked for, so that when a decoder
     fails anyway (corrupt data inside an intact-looking file), :meth:`explain` can decode exactly those
     pairs and name the culprit.
     """
@@ -437,7 +459,7 @@ class PairGuard:
         backend cannot decode, naming those that can."""
         self.data = data
         self.expect = Expect.of(data, backend, decoders)
-        self._vetted: dict[int, tuple] = {}  # pair -> the (size, mtime) of its files when vetted
+        self._vetted: dict[int, tuple] = {}  # pair -> the stat stamp of its files when vetted
         self._recent: deque[int] = deque(maxlen=remember)
         self._lock = threading.Lock()
 
@@ -446,12 +468,16 @@ class PairGuard:
             self._recent.append(index)
         image, mask = self.data.images[index], self.data.masks[index]
         try:
-            stamp = tuple((s.st_size, s.st_mtime_ns) for s in (os.stat(image), os.stat(mask)))
+            # the inode and the change time too: a replacement of the same size whose mtime was carried over
+            # (cp -p, rsync -t, tar) is another inode, or at least a new ctime, which no tool can set back
+            stamp = tuple((s.st_size, s.st_mtime_ns, s.st_ino, s.st_ctime_ns) for s in (os.stat(image), os.stat(mask)))
         except OSError:
             stamp = None  # gone: the quick checks say so, naming the file
         if stamp is not None and self._vetted.get(index) == stamp:
             return
-        problems = quick_problems(image, mask, self.expect)
+        problems, headers = _quick(image, mask, self.expect)
+        if not problems and self.expect.backend == "dali-gpu" and self.data.gpu_masks is not None:
+            problems = _gpu_mask_problems(self.data.gpu_masks[index], headers[image], image)
         if problems:
             raise LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
         self._vetted[index] = stamp
@@ -478,6 +504,23 @@ class PairGuard:
         files = "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in recent)
         return LoadError(f"loading a batch failed ({first_line}); the pairs in flight all decode here, so the "
                          f"cause may not be the data. Pairs in flight:\n{files}\nOriginal error:\n{error}")
+
+
+def _gpu_mask_problems(path: str, image: Header, partner: str) -> list[Problem]:
+    """The GPU form of a prepared mask (which dali-gpu inflates on the GPU, where a damaged header would
+    fail without a file name): its header read, and its size compared with its image's."""
+    try:
+        with open(path, "rb") as fh:
+            height, width = lz4_mask_size(fh.read(LZ4_HEADER), path)
+    except OSError as e:
+        return [Problem("missing", path, f"cannot read it ({e.strerror or e})", partner)]
+    except DataError as e:  # its message starts with the file's name, which the Problem gives
+        return [Problem("corrupt", path, str(e).removeprefix(f"{path}: "), partner)]
+    if (width, height) != (image.width, image.height):
+        return [Problem("size_mismatch", path, f"its header gives {width}x{height} but its image is "
+                                               f"{image.width}x{image.height}: the prepared copy is damaged; run "
+                                               "`daliloader verify` on it", partner)]
+    return []
 
 
 def _message(head: str, problems: list[Problem]) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .classes import ClassMap
 from .errors import DataError
+from .pairing import refuse_incomplete
 
 MANIFEST = "manifest.json"
 FORMAT = "daliloader-prepared"
@@ -30,6 +31,8 @@ PACK_IMAGE_EXTS = ("jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp")
 PACK_MASK_EXT = "labels.png"
 PACK_GPU_MASK_EXT = "labels.lz4"
 PACK_INDEX_EXT = "index"
+#: The first word of a DALI webdataset index file (``wds2idx``'s format version).
+INDEX_VERSION = "v1.2"
 
 #: The GPU mask form: ``LZ4_MAGIC``, height and width as little-endian int32, then the (H, W) uint8 class
 #: indices, row-major, as one LZ4 block (the format DALI's ``fn.experimental.inflate`` reads, through
@@ -43,16 +46,106 @@ GPU_FORM = "gpu"
 
 
 def load_manifest(out: str | Path) -> dict:
+    """The manifest of the prepared copy ``out``, checked: every key the loaders and ``verify`` read is
+    there with the right type (a damaged or cut-short file is a DataError naming it, not a traceback
+    later), and ``out`` is not the unfinished output of a ``prepare`` (see :func:`read_manifest`)."""
+    # A copy written in place (into an existing empty folder) stays marked until its manifest is in and
+    # read back; an interrupted one is named as such rather than as a folder without a manifest
+    refuse_incomplete(Path(out))
     path = Path(out) / MANIFEST
     if not path.is_file():
         raise DataError(f"{out} is not a prepared dataset: {MANIFEST} is missing (run `daliloader prepare DATA OUT`)")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT:
+    return read_manifest(path)
+
+
+def read_manifest(path: str | Path) -> dict:
+    """``manifest.json`` at ``path``, parsed and checked (whatever marks its folder: ``prepare`` reads back
+    what it wrote before the copy is declared done)."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise _damaged(path, "it is not text") from None
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as e:
+        cut = ", where the file ends: cut short?" if e.pos >= len(text.rstrip()) else ""
+        raise _damaged(path, f"not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}{cut})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{path}: not a {FORMAT} manifest")
     if manifest.get("version") != VERSION:
         raise DataError(f"{path}: version {manifest.get('version')} of the prepared format; this daliloader reads "
                         f"version {VERSION}: run `daliloader prepare DATA NEW_OUT` again")
+    try:
+        _check_keys(manifest)
+        prepared_classes(manifest), original_classes(manifest)
+    except _Missing as e:
+        raise _damaged(path, str(e)) from None
+    except (DataError, ValueError, TypeError) as e:  # a class table no ClassMap accepts (ids that are no numbers...)
+        raise _damaged(path, f"its classes: {e}") from None
     return manifest
+
+
+class _Missing(Exception):
+    """A key of the manifest that is missing or of the wrong type (the message says which)."""
+
+
+def _need(entry: dict, key: str, kind: type, where: str, length: int | None = None, each=None):
+    """``entry[key]``, of type ``kind`` (a list of ``length`` items of type ``each``, where given)."""
+    value = entry.get(key) if isinstance(entry, dict) else None
+    name = f"{where}{key!r}"
+    if not isinstance(value, kind):
+        raise _Missing(f"{name} is missing or not a {kind.__name__}")
+    if length is not None and len(value) != length:
+        raise _Missing(f"{name} lists {len(value)} entries for {length} pairs")
+    if each is not None and not all(each(v) for v in value):
+        raise _Missing(f"{name} holds entries of the wrong type")
+    return value
+
+
+def _check_keys(m: dict) -> None:
+    """Every key that the loaders and ``verify`` read, with its type; raises _Missing."""
+    def is_pair(v):
+        return isinstance(v, list) and len(v) == 2 and all(isinstance(f, str) for f in v)
+
+    pairs = _need(m, "pairs", list, "", each=is_pair)
+    if not pairs:
+        raise _Missing("'pairs' is empty")
+    n = len(pairs)
+    source = _need(m, "source", dict, "")
+    for key in ("images", "masks"):
+        _need(source, key, list, "source ", n, each=lambda v: isinstance(v, str))
+    classes = _need(m, "classes", dict, "")
+    _need(classes, "names", list, "classes ", each=lambda v: isinstance(v, str))
+    _need(classes, "ignore_index", int, "classes ")
+    _need(classes, "source", str, "classes ")
+    if _need(classes, "kind", str, "classes ") == "rgb":
+        _need(classes, "colors", list, "classes ", each=lambda v: isinstance(v, list) and len(v) == 3)
+    else:
+        _need(classes, "ids", dict, "classes ")
+    masks = _need(m, "masks", dict, "")
+    gpu = masks.get(GPU_FORM)
+    if gpu is not None:
+        _need(masks, GPU_FORM, dict, "masks ")
+        if "left_out" not in gpu:
+            _need(gpu, "files", list, f"masks {GPU_FORM!r} ", n, each=lambda v: isinstance(v, str))
+    packs = m.get(PACKS)
+    if packs is not None:
+        _need(m, PACKS, dict, "")
+        tars = _need(packs, "tars", list, f"{PACKS!r} ", each=lambda v: isinstance(v, str))
+        _need(packs, "indexes", list, f"{PACKS!r} ", len(tars), each=lambda v: isinstance(v, str))
+        _need(packs, "image_exts", list, f"{PACKS!r} ", each=lambda v: isinstance(v, str))
+        for key in ("mask_ext", "index_ext"):
+            _need(packs, key, str, f"{PACKS!r} ")
+        if packs.get("gpu_mask_ext") is not None:
+            _need(packs, "gpu_mask_ext", str, f"{PACKS!r} ")
+
+
+def _damaged(path: Path, what: str) -> DataError:
+    return DataError(f"{path}: {what}: the manifest is damaged; prepare the copy again (`daliloader prepare DATA "
+                     "NEW_OUT`)")
 
 
 def prepared_classes(manifest: dict) -> ClassMap:
@@ -77,9 +170,15 @@ def original_classes(manifest: dict) -> ClassMap:
 
 def index_samples(index_file: str | Path) -> int:
     """The sample count in the header (``v1.2 N``) of a DALI webdataset index file."""
-    head = Path(index_file).open().readline().split()
-    if len(head) != 2 or not head[1].isdigit():
-        raise DataError(f"{index_file} is not a DALI webdataset index (its first line should be 'v1.2 N')")
+    try:
+        with open(index_file, "rb") as fh:
+            head = fh.readline(64).decode("ascii", errors="replace").split()
+    except OSError as e:
+        raise DataError(f"cannot read the pack index {index_file} ({e.strerror or e}): run `daliloader verify` on the "
+                        "prepared copy") from None
+    if len(head) != 2 or head[0] != INDEX_VERSION or not head[1].isdigit():
+        raise DataError(f"{index_file} is not a DALI webdataset index (its first line should be '{INDEX_VERSION} N'): "
+                        "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again")
     return int(head[1])
 
 
@@ -88,13 +187,25 @@ def read_lz4_mask(path: str | Path) -> np.ndarray:
     import lz4.block
 
     blob = Path(path).read_bytes()
-    if len(blob) < LZ4_HEADER or blob[:len(LZ4_MAGIC)] != LZ4_MAGIC:
-        raise DataError(f"{path}: not a daliloader LZ4 mask (no {LZ4_MAGIC!r} header): the prepared copy is damaged; "
-                        "run `daliloader verify` on it, or prepare it again")
-    h, w = (int(v) for v in np.frombuffer(blob[len(LZ4_MAGIC):LZ4_HEADER], "<i4"))
+    h, w = lz4_mask_size(blob, path)
     try:
         raw = lz4.block.decompress(blob[LZ4_HEADER:], uncompressed_size=h * w)
     except lz4.block.LZ4BlockError as e:
         raise DataError(f"{path}: its LZ4 data does not inflate to {h}x{w} ({e}): the prepared copy is damaged; "
                         "run `daliloader verify` on it, or prepare it again") from e
     return np.frombuffer(raw, np.uint8).reshape(h, w)
+
+
+def lz4_mask_size(blob: bytes, path: str | Path) -> tuple[int, int]:
+    """``(height, width)`` from the header of a mask of the GPU form; a DataError naming ``path`` when the
+    header is not one ``prepare`` writes (no magic, or a size no mask of the form can have: a damaged
+    header would otherwise ask the inflater for terabytes)."""
+    if len(blob) < LZ4_HEADER or blob[:len(LZ4_MAGIC)] != LZ4_MAGIC:
+        raise DataError(f"{path}: not a daliloader LZ4 mask (no {LZ4_MAGIC!r} header): the prepared copy is damaged; "
+                        "run `daliloader verify` on it, or prepare it again")
+    h, w = (int(v) for v in np.frombuffer(blob[len(LZ4_MAGIC):LZ4_HEADER], "<i4"))
+    if h < 1 or w < 1 or h * w > LZ4_MAX_BYTES:
+        raise DataError(f"{path}: its header gives a {h}x{w} mask, which prepare never writes (1 to "
+                        f"{LZ4_MAX_BYTES >> 20} MiB of indices): the prepared copy is damaged; run `daliloader verify` "
+                        "on it, or prepare it again")
+    return h, w

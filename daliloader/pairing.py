@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextvars
+import errno
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +28,10 @@ class Pairing:
     mask_suffix: str
     #: files a split list names that do not exist: (file, the list), for Pascal VOC
     missing: list[tuple[str, str]] = field(default_factory=list)
-    #: symbolic links that lead nowhere (or into a loop): (link, what it points at)
+    #: symbolic links that lead nowhere or into a loop of links: (link, why, as a phrase)
     broken_links: list[tuple[str, str]] = field(default_factory=list)
+    #: folders that cannot be listed (permissions, I/O errors): (folder, why); their files are unknown
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
@@ -42,8 +47,11 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         if not d.is_dir():
             raise DataError(f"{what} folder {d} does not exist or is not a folder")
         refuse_incomplete(d)
-    (image_files, broken), (mask_files, broken_masks) = _list(image_dir, IMAGE_EXTENSIONS), _list(mask_dir, MASK_EXTENSIONS)
-    broken += broken_masks
+    (image_files, broken, unreadable), (mask_files, broken_masks, unreadable_masks) = (
+        _list(image_dir, IMAGE_EXTENSIONS), _list(mask_dir, MASK_EXTENSIONS))
+    broken, unreadable = broken + broken_masks, unreadable + unreadable_masks
+    if (broken or unreadable) and not _LISTING.get():
+        raise DataError(_unlisted(broken, unreadable, f"{image_dir} + {mask_dir}"))
     if only_suffixed:
         mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
     if not image_files:
@@ -73,7 +81,38 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
             pairs.append((str(img), str(found[0])))
     paired_masks = {m for _, m in pairs}
     unpaired_masks = [str(p) for p in mask_files if str(p) not in paired_masks]
-    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken)
+    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable)
+
+
+#: True while ``check`` pairs folders: links that lead nowhere and unreadable folders are then listed in
+#: the Pairing, for check to report beside every other problem, instead of refused at once (the loaders
+#: pair through layouts and data, which have no such switch: refusing is their default).
+_LISTING = contextvars.ContextVar("daliloader_listing_problems", default=False)
+
+
+@contextmanager
+def listing_problems():
+    """Within the block, :func:`pair_files` lists links that lead nowhere and folders it cannot read
+    (``Pairing.broken_links``, ``Pairing.unreadable``) instead of raising a DataError about them."""
+    token = _LISTING.set(True)
+    try:
+        yield
+    finally:
+        _LISTING.reset(token)
+
+
+def _unlisted(broken: list[tuple[str, str]], unreadable: list[tuple[str, str]], where: str) -> str:
+    """Why files under ``where`` cannot all be listed: each link that leads nowhere and each folder that
+    cannot be read, with what to do."""
+    what = [f"{len(broken)} symbolic link(s) lead nowhere"] if broken else []
+    what += [f"{len(unreadable)} folder(s) cannot be read"] if unreadable else []
+    lines = [f"  broken link: {link} -> {why}" for link, why in broken[:20]]
+    lines += [f"  unreadable folder: {folder} ({why})" for folder, why in unreadable[:20]]
+    more = len(broken) + len(unreadable) - len(lines)
+    if more > 0:
+        lines.append(f"  ... and {more} more")
+    return (f"{' and '.join(what)} under {where}, so the dataset's files cannot all be listed:\n" + "\n".join(lines)
+            + "\nRepair or remove the links, make the folders readable (`daliloader check` lists every problem)")
 
 
 #: The file that marks a folder as the unfinished output of ``daliloader prepare``.
@@ -88,11 +127,17 @@ def refuse_incomplete(folder: Path) -> None:
                             "not a dataset: run the same prepare again, which removes it, or delete it")
 
 
-def _list(folder: Path, extensions: tuple[str, ...]) -> tuple[list[Path], list[tuple[str, str]]]:
+def _list(folder: Path, extensions: tuple[str, ...]
+          ) -> tuple[list[Path], list[tuple[str, str]], list[tuple[str, str]]]:
     """The files under ``folder`` with one of ``extensions``, symbolic links followed (a folder reached
-    twice, as by a link loop, is read once), and the links that lead nowhere: ``(link, target)``."""
-    found, broken, seen = [], [], set()
-    for top, dirs, files in os.walk(folder, followlinks=True):
+    twice, as by a link back to a parent, is read once); the links that lead nowhere, as ``(link,
+    why)``; and the folders that cannot be listed, as ``(folder, why)`` (os.walk would skip them)."""
+    found, broken, seen, unreadable = [], [], set(), []
+
+    def cannot_list(e: OSError) -> None:
+        unreadable.append((str(e.filename), e.strerror or str(e)))
+
+    for top, dirs, files in os.walk(folder, followlinks=True, onerror=cannot_list):
         real = os.path.realpath(top)
         if real in seen:
             dirs[:] = []
@@ -101,10 +146,23 @@ def _list(folder: Path, extensions: tuple[str, ...]) -> tuple[list[Path], list[t
         for name in sorted(dirs) + sorted(files):
             path = Path(top) / name
             if path.is_symlink() and not path.exists():
-                broken.append((str(path), os.readlink(path)))
+                broken.append((str(path), _dead_end(path)))
             elif name in files and path.suffix.lower() in extensions and path.is_file():
                 found.append(path)
-    return sorted(found), broken
+    return sorted(found), broken, unreadable
+
+
+def _dead_end(link: Path) -> str:
+    """Where a link that leads nowhere points, and why that is nowhere, as a phrase."""
+    target = os.readlink(link)
+    try:
+        os.stat(link)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return f"{target}, a loop of links that never reaches a file"
+        if e.errno != errno.ENOENT:
+            return f"{target}, which cannot be reached ({e.strerror})"
+    return f"{target}, which does not exist"
 
 
 def _key(path: Path, root: Path, suffix: str) -> str | None:

@@ -27,13 +27,16 @@ reading side of the format is :mod:`daliloader.manifest`.
 from __future__ import annotations
 
 import glob
+import hashlib
 import io
 import json
+import logging
 import os
+import re
 import shutil
 import socket
+import secrets
 import tarfile
-import tempfile
 import time
 import warnings
 from contextlib import contextmanager
@@ -46,12 +49,13 @@ import numpy as np
 from . import __version__
 from .checks import Expect, quick_problems
 from .classes import ClassMap
-from .codecs import decode_image, decode_mask, read
+from .codecs import decode_image, decode_mask, encode, read, write_file
 from .data import SegmentationData
-from .errors import DataError, LoadError, user_stacklevel
+from .errors import DataError, LoadError, cannot_write, user_stacklevel
+from .manifest import (FORMAT, GPU_FORM, INDEX_VERSION, LZ4_MAGIC, LZ4_MAX_BYTES, MANIFEST, PACK_GPU_MASK_EXT,
+                       PACK_IMAGE_EXTS, PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION, load_manifest, original_classes,
+                       read_lz4_mask, read_manifest)
 from .pairing import INCOMPLETE_MARKER
-from .manifest import (FORMAT, GPU_FORM, LZ4_MAGIC, LZ4_MAX_BYTES, MANIFEST, PACK_GPU_MASK_EXT, PACK_IMAGE_EXTS,
-                       PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION, load_manifest, original_classes, read_lz4_mask)
 from .parallel import threaded_map
 
 #: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
@@ -74,33 +78,6 @@ def encode_lz4_mask(labels: np.ndarray) -> bytes:
                                        store_size=False)
 
 
-@dataclass
-class VerifyReport:
-    """What ``verify`` compared, and every difference it found."""
-
-    pairs: int
-    masks_checked: int = 0
-    gpu_masks_checked: int = 0  # their GPU form (LZ4)
-    images_checked: int = 0
-    pack_members_checked: int = 0
-    mismatches: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.mismatches
-
-    def __str__(self) -> str:
-        forms = f" (and {self.gpu_masks_checked} of their LZ4 forms)" if self.gpu_masks_checked else ""
-        head = (f"verified {self.pairs} pairs: {self.masks_checked} masks{forms} equal the mapping of their originals, "
-                f"{self.images_checked} images byte-identical, {self.pack_members_checked} pack members "
-                f"identical to their sources")
-        if self.ok:
-            return head
-        lines = "\n".join(f"  {m}" for m in self.mismatches[:20])
-        more = f"\n  ... and {len(self.mismatches) - 20} more" if len(self.mismatches) > 20 else ""
-        return f"{head}\n{len(self.mismatches)} MISMATCH(ES):\n{lines}{more}"
-
-
 def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None = None,
             pack_size: int | None = None, workers: int | None = None, progress: bool = True,
             source: dict | None = None, gpu_masks: bool = True) -> dict:
@@ -111,10 +88,28 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
     write packs (webdataset tars) of that many samples.
     ``gpu_masks``: also write the masks in the form dali-gpu inflates on the GPU (LZ4, about as small as
     the PNG masks); left out, with a note in the manifest, when a mask is over nvCOMP's 16 MiB. A pair
-    that cannot be read stops the conversion with a message naming its files (nothing is skipped).
-    ``source`` is recorded in the manifest.
+    that cannot be read stops the conversion with a message naming its files (nothing is skipped); a
+    file that cannot be written (a full disk) stops it at once, naming that file.
+    ``source`` is recorded in the manifest. How ``out`` is written (a lock, a temporary folder, a marker):
+    see :func:`atomic_folder`.
     """
-    out = Path(out)
+    _check_options(data, jpeg_quality, pack_size)
+    with atomic_folder(out) as folder:
+        return _write(data, folder, jpeg_quality, pack_size, workers, progress, source, gpu_masks)
+
+
+def prepare_cached(data: SegmentationData, out: str | Path, way_out: str, *, pack_size: int | None = None,
+                   source: dict | None = None) -> None:
+    """:func:`prepare` for a cache (the bench's prepared copy): nothing is done when ``out`` already holds
+    the copy, and a run that finds another one making it waits for it, then uses its copy, where
+    ``prepare`` would refuse (see :func:`made_once`). ``way_out``: what to do when ``out`` cannot be
+    written (name the variable that chooses the cache)."""
+    _check_options(data, None, pack_size)
+    made_once(out, MANIFEST, "daliloader bench --prepared", way_out,
+              lambda folder: _write(data, folder, None, pack_size, None, False, source, True))
+
+
+def _check_options(data: SegmentationData, jpeg_quality: int | None, pack_size: int | None) -> None:
     if data.classes.label_dtype != np.uint8:
         raise DataError(f"ignore_index={data.classes.ignore_index} does not fit an 8-bit mask; prepared masks "
                         "hold class indices 0-255")
@@ -122,13 +117,11 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         raise DataError(f"jpeg_quality must lie in 1-100, got {jpeg_quality}")
     if pack_size is not None and pack_size < 1:
         raise DataError(f"pack_size must be a positive number of samples, got {pack_size}")
-    with atomic_folder(out) as tmp:
-        return _write(data, tmp, jpeg_quality, pack_size, workers, progress, source, gpu_masks)
 
 
 def _write(data: SegmentationData, out: Path, jpeg_quality, pack_size, workers, progress, source,
            gpu_masks) -> dict:
-    """The prepared copy written into ``out`` (a temporary folder, renamed into place afterwards)."""
+    """The prepared copy written into ``out`` (a folder that :func:`atomic_folder` gives)."""
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "masks").mkdir(exist_ok=True)
     if gpu_masks:
@@ -169,79 +162,221 @@ def _write(data: SegmentationData, out: Path, jpeg_quality, pack_size, workers, 
         "pairs": pairs,
         PACKS: _write_packs(out, pairs, pack_size, _gpu_files(gpu_form)) if pack_size else None,
     }
-    _write_file(out / MANIFEST, json.dumps(manifest, indent=1).encode())
-    load_manifest(out)  # written and readable: the copy is complete
+    write_file(out / MANIFEST, json.dumps(manifest, indent=1).encode())
+    read_manifest(out / MANIFEST)  # written and readable: the copy is complete
     return manifest
 
 
-@contextmanager
-def atomic_folder(out: Path, what: str = "daliloader prepare"):
-    """Yield a temporary sibling of ``out`` to write into, renamed to ``out`` when the block succeeds,
-    removed when it fails or is interrupted; the whole under an exclusive lock on ``out``.
+# ---------------------------------------------------------------- writing a folder whole, or not at all
+#: What to do when OUT cannot be written: the end of prepare's messages about it.
+OUT_WAY_OUT = "choose another OUT"
+#: What the root of a freshly made ext2/3/4 file system holds: an OUT that holds only it is empty.
+LOST_FOUND = "lost+found"
+log = logging.getLogger("daliloader")
 
-    As TFDS (``*.incomplete*`` folders) and Hugging Face datasets (lock files) do: a second writer to
-    the same ``out`` is refused with the first one's name, an interruption leaves no folder under
-    ``out``'s name, and a later run removes the leftovers of interrupted ones, saying so.
+
+@contextmanager
+def atomic_folder(out: str | Path, what: str = "daliloader prepare", way_out: str = OUT_WAY_OUT):
+    """Yield the folder to write ``out``'s content into, under an exclusive lock on ``out``; when the
+    block fails or is interrupted, what it wrote is removed.
+
+    As TFDS (``*.incomplete*`` folders) and Hugging Face datasets (lock files) do:
+
+    * a second writer to the same ``out`` is refused with the first one's name (:func:`exclusive`);
+    * a new ``out`` is written as a temporary sibling, ``OUT.incomplete-*``, renamed to ``out`` at the
+      end; an existing empty folder (a mount point, or a link to a folder, which no rename can replace)
+      is written in place. Either folder carries :data:`INCOMPLETE_MARKER` from before the first file
+      until after the last, which every loader and ``check`` refuse: an interruption leaves no folder
+      that loads, only a marked one;
+    * a later run removes the leftovers of interrupted ones, saying so;
+    * a file that cannot be written ends the run with one line naming it and why (the disk is full,
+      the folder is read-only), and ``way_out``.
     """
     out = Path(out).absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(out, what):
-        _check_output(out)
-        for leftover in sorted(out.parent.glob(f"{glob.escape(out.name)}.incomplete-*")):
-            shutil.rmtree(leftover, ignore_errors=True)
-            warnings.warn(f"removed {leftover}: the leftover of an interrupted `{what}` into {out}",
-                          stacklevel=user_stacklevel())
-        tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.incomplete-", dir=out.parent))
-        try:
-            (tmp / INCOMPLETE_MARKER).write_text(f"{what} into {out}, pid {os.getpid()}: not a dataset until renamed into "
-                                          "place\n")
-            yield tmp
-            (tmp / INCOMPLETE_MARKER).unlink()
-            if out.exists():
-                out.rmdir()  # empty: checked above
-            tmp.rename(out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+    with exclusive(out, what, way_out):
+        with _building(out, what, way_out) as folder:
+            yield folder
+
+
+def made_once(out: str | Path, complete: str, what: str, way_out: str, make) -> None:
+    """Fill the cache folder ``out`` with ``make(folder)`` unless it holds ``complete`` already.
+
+    As :func:`atomic_folder`, except that a process that finds another one making ``out`` waits for it
+    (a cache is nobody's choice of folder: refusing would leave the user nothing to do) and then uses
+    what it made; and that an unmarked, unfinished ``out`` (older daliloaders wrote caches in place) is
+    removed, saying so."""
+    out = Path(out).absolute()
+
+    def done() -> bool:
+        return (out / complete).exists() and not (out / INCOMPLETE_MARKER).exists()
+
+    if done():
+        return
+    with exclusive(out, what, way_out, wait=True):
+        if done():  # made by the run this one waited for
+            return
+        if out.is_dir() and not (out / INCOMPLETE_MARKER).exists() and any(out.iterdir()):
+            try:
+                shutil.rmtree(out)
+            except OSError as e:
+                raise DataError(f"cannot remove {out}, an unfinished copy that an older daliloader left in the cache "
+                                f"({e.filename}: {e.strerror}): delete it, or {way_out}") from None
+            warnings.warn(f"removed {out}, an unfinished copy that an older daliloader left in the cache: made "
+                          "again now", stacklevel=user_stacklevel())
+        with _building(out, what, way_out) as folder:
+            make(folder)
 
 
 @contextmanager
-def exclusive(out: Path, what: str = "daliloader prepare"):
-    """Hold ``out``'s lock (``.<name>.lock`` beside it, a ``filelock.FileLock``) for the block; another
-    holder is refused at once with what it said about itself (process, host, start)."""
+def exclusive(out: Path, what: str = "daliloader prepare", way_out: str = OUT_WAY_OUT, wait: bool = False):
+    """Hold ``out``'s lock (a ``filelock.FileLock``, ``.OUT.lock`` beside it) for the block. Another
+    holder is refused at once with what it wrote about itself (process, host, start), or, with
+    ``wait``, waited for. ``out``'s parent folders are made first."""
     from filelock import FileLock, Timeout
 
-    lock_path = out.parent / f".{out.name}.lock"
-    owner = out.parent / f".{out.name}.lock.owner"
-    lock = FileLock(str(lock_path), timeout=0)
+    _make_parent(out, way_out)
+    lock_path = out.parent / _beside(out, ".", ".lock")
+    owner = out.parent / _beside(out, ".", ".lock.owner")
+    lock = FileLock(str(lock_path))
     try:
-        lock.acquire()
-    except Timeout:
-        holder = _holder(owner)
-        raise DataError(f"{out} is being written by {holder} (lock {lock_path}); wait for it to finish, or "
-                        "choose another OUT") from None
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            holder = _holder(owner)
+            if not wait:
+                raise DataError(f"{out} is being written by {holder} (lock {lock_path}); wait for it to finish, or "
+                                f"{way_out}") from None
+            log.warning("%s is being written by %s: waiting for it to finish", out, holder)
+            lock.acquire()
     except OSError as e:
-        raise DataError(f"cannot lock {lock_path} ({e.strerror or e}): is {out.parent} writable? (the cache folder "
-                        "is $DALILOADER_CACHE, by default ~/.cache/daliloader)") from None
+        raise DataError(f"cannot create the lock {lock_path} beside {out}: {cannot_write(e, way_out)}") from None
+    note = out.parent / _beside(out, ".", f".lock.owner.{os.getpid()}")
     try:
-        note = owner.with_name(f"{owner.name}.{os.getpid()}")
-        note.write_text(f"{what}, pid {os.getpid()} on {socket.gethostname()}, since "
-                        f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
-        note.replace(owner)  # whole or not at all, for a refused run reading it
+        try:
+            write_file(note, f"{what}, pid {os.getpid()} on {socket.gethostname()}, since "
+                             f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode())
+            note.replace(owner)  # whole or not at all, for a refused run reading it
+        except OSError as e:
+            note.unlink(missing_ok=True)
+            raise LoadError(f"cannot write {note}, the lock's note beside {out}: {cannot_write(e, way_out)}") from None
         yield
     finally:
         owner.unlink(missing_ok=True)
         lock.release()
 
 
+@contextmanager
+def _building(out: Path, what: str, way_out: str):
+    """:func:`atomic_folder` with ``out``'s lock held."""
+    _remove_leftovers(out, what, way_out)
+    _check_output(out, way_out)
+    in_place = out.is_dir()
+    try:
+        folder = out if in_place else _new_folder(out.parent, _beside(out, "", ".incomplete-", room=8))
+    except OSError as e:
+        raise LoadError(f"cannot write into {out.parent}: {cannot_write(e, way_out)}") from None
+    try:
+        write_file(folder / INCOMPLETE_MARKER, f"{what} into {out}, pid {os.getpid()}: not a dataset until this "
+                                               "file is gone\n".encode())
+        yield folder
+        if not in_place:
+            folder.rename(out)
+            folder = out
+        (out / INCOMPLETE_MARKER).unlink()  # the last step: now it is a dataset
+    except BaseException as e:
+        left = _remove_marked(folder, keep=in_place)
+        after = ("; what was written is removed" if left is None else
+                 f"; what was written could not all be removed ({left}): it stays marked as unfinished, and the next "
+                 "run removes it")
+        if isinstance(e, OSError):  # one line, at the first file that could not be written
+            raise LoadError(f"cannot write {e.filename or folder}: {cannot_write(e, way_out)}{after}") from None
+        raise
+
+
+def _new_folder(parent: Path, prefix: str) -> Path:
+    """A new folder ``prefix`` + 8 random characters in ``parent``, with the permissions the umask gives
+    (``tempfile.mkdtemp`` makes it private, and the rename would keep that for the finished copy)."""
+    while True:
+        folder = parent / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
+def _remove_leftovers(out: Path, what: str, way_out: str) -> None:
+    """Remove what interrupted runs into ``out`` left (folders that carry the marker: ``OUT.incomplete-*``
+    beside it, or ``out`` itself when written in place), saying so; unmarked folders are not ours."""
+    for leftover in sorted(out.parent.glob(glob.escape(_beside(out, "", ".incomplete-", room=8)) + "*")):
+        if (leftover / INCOMPLETE_MARKER).exists():
+            failed = _remove_marked(leftover, keep=False)
+            warnings.warn(f"removed {leftover}: the leftover of an interrupted {what} into {out}" if failed is None
+                          else f"could not remove {leftover}, the leftover of an interrupted {what} into {out} "
+                               f"({failed}): delete it", stacklevel=user_stacklevel())
+        elif leftover.is_dir() and not any(leftover.iterdir()):
+            leftover.rmdir()  # emptied, marker and all, by a run stopped before its last step
+    if (out / INCOMPLETE_MARKER).exists():
+        failed = _remove_marked(out, keep=True)
+        if failed is not None:
+            raise DataError(f"{out} holds the leftover of an interrupted {what}, which could not be removed "
+                            f"({failed}): delete what it holds, or {way_out}")
+        warnings.warn(f"emptied {out}: it held the leftover of an interrupted {what}", stacklevel=user_stacklevel())
+
+
+def _remove_marked(folder: Path, keep: bool) -> str | None:
+    """Remove what ``folder`` holds, its marker last (a second Ctrl-C during the removal leaves it marked,
+    never an unmarked part of a copy), then ``folder`` itself unless ``keep``; what went wrong, or None."""
+    try:
+        for entry in folder.iterdir():
+            if entry.name in (INCOMPLETE_MARKER, LOST_FOUND):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        (folder / INCOMPLETE_MARKER).unlink(missing_ok=True)
+        if not keep:
+            folder.rmdir()
+    except OSError as e:
+        return f"{e.filename}: {e.strerror or e}"
+    return None
+
+
+def _make_parent(out: Path, way_out: str) -> None:
+    """``out``'s parent folders, made: or a DataError naming the file in their way, or why not."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        in_the_way = next((p for p in reversed(out.parents) if p.exists() and not p.is_dir()), None)
+        if in_the_way is not None:
+            raise DataError(f"cannot make the folder {out.parent}: {in_the_way} is a file, not a folder; "
+                            f"{way_out}") from None
+        raise DataError(f"cannot make the folder {out.parent}: {cannot_write(e, way_out)}") from None
+
+
+def _beside(out: Path, lead: str, tail: str, room: int = 0) -> str:
+    """The name of a file beside ``out``: ``lead + out's name + tail``, within the 255 bytes a name may
+    have (``room``: bytes appended later). A long name is cut, and a digest of the whole keeps two cut
+    names apart: an OUT name that is valid always gets its lock, note and temporary folder."""
+    name = lead + out.name + tail
+    if len(name.encode()) + room <= 255:
+        return name
+    digest = hashlib.sha1(out.name.encode()).hexdigest()[:10]
+    keep = 255 - room - len((lead + tail).encode()) - len(digest) - 1
+    return f"{lead}{out.name.encode()[:keep].decode(errors='ignore')}~{digest}{tail}"
+
+
 def _holder(owner: Path, wait: float = 2.0) -> str:
-    """What the lock's holder wrote about itself; it writes that just after taking the lock, so a run
-    refused in between waits for it a moment."""
+    """What the lock's holder wrote about itself. It writes that just after taking the lock, so a run
+    refused in between waits for it a moment; a note of a process of this host that is gone is left by
+    a killed run, and is not the holder's."""
     deadline = time.monotonic() + wait
     while True:
         try:
             text = owner.read_text().strip()
-            if text:
+            found = re.search(r"pid (\d+) on (\S+),", text)
+            if text and not (found and found[2] == socket.gethostname() and not _alive(int(found[1]))):
                 return text
         except OSError:
             pass
@@ -250,23 +385,22 @@ def _holder(owner: Path, wait: float = 2.0) -> str:
         time.sleep(0.02)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
 def file_stem(index: int, path: str) -> str:
     """The prepared files' name for pair ``index``: its number and the image's stem, cut so that the
     longest file name made of it (``.labels.png``, an image extension) stays within 255 bytes."""
     stem = f"{index:07d}-{Path(path).stem}"
     room = 255 - len(".labels.jpeg")
     return stem.encode()[:room].decode(errors="ignore")
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path``, trusting nothing: a short write (a full disk) raises, naming the file."""
-    try:
-        with open(path, "wb") as fh:
-            fh.write(data)
-        if path.stat().st_size != len(data):
-            raise OSError(f"{path.stat().st_size} of {len(data)} bytes written")
-    except OSError as e:
-        raise LoadError(f"cannot write {path}: {e.strerror or e} (is the disk full or the folder read-only?)") from None
 
 
 def summary(manifest: dict, out: str | Path) -> str:
@@ -300,11 +434,14 @@ def summary(manifest: dict, out: str | Path) -> str:
     return "\n".join(lines)
 
 
-def _check_output(out: Path) -> None:
+def _check_output(out: Path, way_out: str) -> None:
     if (out / MANIFEST).exists():
-        raise DataError(f"{out} already holds a prepared dataset; remove it or choose another OUT")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DataError(f"{out} exists and is not an empty folder; choose a new OUT")
+        raise DataError(f"{out} already holds a prepared dataset; remove it or {way_out}")
+    if out.is_symlink() and not out.exists():
+        raise DataError(f"{out} is a symbolic link to {os.readlink(out)}, which does not exist: make that folder, or "
+                        f"{way_out}")
+    if out.exists() and (not out.is_dir() or any(p.name != LOST_FOUND for p in out.iterdir())):
+        raise DataError(f"{out} exists and is not an empty folder; {way_out}")
 
 
 def _gpu_files(gpu_form: dict | None) -> list[str] | None:
@@ -314,43 +451,41 @@ def _gpu_files(gpu_form: dict | None) -> list[str] | None:
 
 def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality: int | None,
              gpu_masks: bool) -> dict:
-    """One pair: the mask mapped to 8-bit indices (and its GPU form), the image copied (or re-encoded)."""
+    """One pair: the mask mapped to 8-bit indices (and its GPU form), the image copied (or re-encoded).
+    A pair that cannot be read is returned as an error, for the message that lists them all; a file that
+    cannot be written raises (an OSError naming it), which stops the run at once (the next would fail
+    the same way on a full disk)."""
     image, mask = data.images[i], data.masks[i]
     problems = quick_problems(image, mask, Expect.of(data))  # what the loaders would refuse
     if problems:
         return {"error": f"{image} + {mask}: {problems[0]}"}
+    files = {}  # what to write: path in the copy -> bytes
     try:
         decoded = decode_mask(read(mask), mask, data.classes)
         labels = data.classes.map_mask(decoded)
         unknown = sum(count for _, count in data.classes.unknown_values(decoded))
-        mask_out = f"masks/{name}.png"
-        _write_file(out / mask_out, _png(labels))
+        row = {"mask": f"masks/{name}.png", "unknown_pixels": unknown, "psnr": None, "lz4": None}
+        files[row["mask"]] = encode(".png", labels, MASK_PNG_PARAMS)
         suffix = Path(image).suffix.lower()
-        row = {"mask": mask_out, "unknown_pixels": unknown, "psnr": None, "lz4": None}
         if gpu_masks and labels.nbytes <= LZ4_MAX_BYTES:
             row["lz4"] = f"masks_lz4/{name}.lz4"
-            _write_file(out / row["lz4"], encode_lz4_mask(labels))
+            files[row["lz4"]] = encode_lz4_mask(labels)
         if jpeg_quality is not None and suffix not in (".jpg", ".jpeg"):
             rgb = decode_image(read(image), image)
             row["image"] = f"images/{name}.jpg"
-            ok, encoded = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
-                                       [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality])
-            _write_file(out / row["image"], encoded.tobytes())
-            back = cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+            files[row["image"]] = encode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
+                                         (cv2.IMWRITE_JPEG_QUALITY, jpeg_quality))
+            back = cv2.cvtColor(cv2.imdecode(np.frombuffer(files[row["image"]], np.uint8), cv2.IMREAD_COLOR),
+                                cv2.COLOR_BGR2RGB)
             row["psnr"] = cv2.PSNR(rgb, back)
         else:
             row["image"] = f"images/{name}{suffix}"
-            _write_file(out / row["image"], Path(image).read_bytes())
-        return row
+            files[row["image"]] = Path(image).read_bytes()
     except (LoadError, OSError, ValueError) as e:
         return {"error": f"{image} + {mask}: {str(e).splitlines()[0]}"}
-
-
-def _png(labels: np.ndarray) -> bytes:
-    ok, encoded = cv2.imencode(".png", labels, MASK_PNG_PARAMS)
-    if not ok:
-        raise LoadError(f"OpenCV cannot encode a {labels.shape} {labels.dtype} mask as PNG")
-    return encoded.tobytes()
+    for path, blob in files.items():
+        write_file(out / path, blob)
+    return row
 
 
 def _how(classes: ClassMap) -> str:
@@ -397,9 +532,10 @@ def _write_packs(out: Path, pairs: list[list[str]], pack_size: int, gpu_masks: l
         tar_path, idx_path = folder / f"{p:05d}.tar", folder / f"{p:05d}.idx"
         try:
             _write_pack(out, pairs, first, min(first + pack_size, len(pairs)), tar_path, idx_path, gpu_masks)
-        except (OSError, tarfile.TarError) as e:
-            raise LoadError(f"cannot write the pack {tar_path}: {getattr(e, 'strerror', None) or e} (is the disk full "
-                            "or the folder read-only?)") from None
+        except OSError as e:  # a write to an open file names none: name the pack
+            raise OSError(e.errno, e.strerror, e.filename or str(tar_path)) from None
+        except (tarfile.TarError, ValueError) as e:  # ValueError: wds2idx found no member in the tar
+            raise LoadError(f"cannot write the pack {tar_path}: {e}") from None
         tars.append(f"{PACKS}/{tar_path.name}")
         indexes.append(f"{PACKS}/{idx_path.name}")
     # "samples_per_shard": format version 2's name for the pack size
@@ -429,6 +565,7 @@ def _write_pack(out: Path, pairs, first: int, stop: int, tar_path: Path, idx_pat
 def _members(path: Path, problems: list[str]):
     """The (member, bytes) of a tar, read front to back; where it breaks off (a truncated or damaged
     pack), a problem naming the tar and the byte, and no more members."""
+    offset = None
     try:
         with tarfile.open(path) as tar:
             while True:
@@ -436,10 +573,13 @@ def _members(path: Path, problems: list[str]):
                 member = tar.next()
                 if member is None:
                     return
+                if not member.isfile():
+                    problems.append(f"{path}: {member.name} is not a file: the pack is damaged; prepare the copy again")
+                    continue
                 yield member, tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, OSError) as e:
         size = path.stat().st_size if path.exists() else 0
-        where = f"breaks at byte {offset} of {size}" if "offset" in locals() else "cannot be opened"
+        where = f"breaks at byte {offset} of {size}" if offset is not None else "cannot be opened"
         problems.append(f"{path}: {where} ({e}): truncated or damaged; prepare the copy again")
 
 
@@ -447,14 +587,67 @@ def _index_bytes(i: int) -> bytes:
     return np.int64(i).astype("<i8").tobytes()
 
 
+def _index_text(members: list[tarfile.TarInfo]) -> str:
+    """The DALI index of a tar with these members, as DALI's ``wds2idx`` writes it: ``v1.2 N``, then per
+    sample (the members that share a name before the first dot) ``ext offset size name`` of each."""
+    samples, last = [], None
+    for member in members:
+        cut = member.name.find(".", member.name.rfind("/") + 1)
+        key, ext = member.name[:cut], member.name[cut + 1:]
+        if not key or key.endswith("/"):
+            continue
+        if key != last:
+            samples.append([])
+            last = key
+        samples[-1].append(f"{ext} {member.offset_data} {member.size} {member.name}")
+    return f"{INDEX_VERSION} {len(samples)}\n" + "".join(" ".join(sample) + "\n" for sample in samples)
+
+
 # ---------------------------------------------------------------- checking a copy
+@dataclass
+class VerifyReport:
+    """What ``verify`` compared, and every difference it found."""
+
+    pairs: int
+    masks_checked: int = 0  # compared with the mapping of their originals
+    gpu_masks_checked: int = 0  # their GPU form (LZ4), compared with the originals or, where gone, the PNG masks
+    images_checked: int = 0  # copied images compared with their originals
+    pack_members_checked: int = 0
+    indexes_checked: int = 0  # the packs' DALI index files compared with their tars
+    originals_missing: int = 0  # pairs whose originals are not where the manifest says
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def __str__(self) -> str:
+        forms = f" (and {self.gpu_masks_checked} of their LZ4 forms)" if self.gpu_masks_checked else ""
+        indexes = f" and {self.indexes_checked} pack indexes" if self.indexes_checked else ""
+        if self.ok:
+            return (f"verified {self.pairs} pairs: {self.masks_checked} masks{forms} equal the mapping of their "
+                    f"originals, {self.images_checked} images byte-identical, {self.pack_members_checked} pack "
+                    f"members identical to their sources{indexes and indexes + ' that match their tars'}")
+        missing = (f"; {self.originals_missing} pairs not compared with their originals, which are missing"
+                   if self.originals_missing else "")
+        packs = f"{self.pack_members_checked} pack members with their sources"
+        packs = f"{packs}{indexes} with their tars" if indexes else packs
+        head = (f"verified {self.pairs} pairs, comparing {self.masks_checked} masks{forms} with the mapping of their "
+                f"originals, {self.images_checked} images byte for byte, {packs}{missing}")
+        lines = "\n".join(f"  {m}" for m in self.mismatches[:20])
+        more = f"\n  ... and {len(self.mismatches) - 20} more" if len(self.mismatches) > 20 else ""
+        return f"{head}\n{len(self.mismatches)} MISMATCH(ES):\n{lines}{more}"
+
+
 def verify(out: str | Path, workers: int | None = None, progress: bool = True) -> VerifyReport:
     """Decode every prepared mask and compare it with the mapping of its original, bit for bit; compare
-    copied images and pack members with their sources byte for byte.
+    copied images and pack members with their sources byte for byte, and the packs' DALI index files
+    with their tars.
 
     It reports, never raises, on what it finds: sources that moved (the checks that need no source still
     run: every prepared mask decodes, its LZ4 form holds the same indices), files of the copy that are
-    missing or damaged, and packs that break off (named, with the byte where they break)."""
+    missing or damaged, packs that break off (named, with the byte where they break) and index files
+    that are missing or do not match their tar. A manifest that cannot be read is a DataError naming it."""
     out = Path(out)
     manifest = load_manifest(out)
     originals = original_classes(manifest)
@@ -464,53 +657,60 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     gpu_masks = _gpu_files(manifest["masks"].get(GPU_FORM))
     report = VerifyReport(pairs=len(pairs))
 
-    def one(i: int) -> tuple[list[str], bool, bool]:
+    def one(i: int) -> dict:
         image, mask = pairs[i]
-        problems, moved = [], not (src_masks[i].is_file() and src_images[i].is_file())
+        problems, found = [], {"mask": False, "gpu": False, "image": False}
+        moved = not (src_masks[i].is_file() and src_images[i].is_file())
         got = cv2.imread(str(out / mask), cv2.IMREAD_UNCHANGED) if (out / mask).is_file() else None
         if got is None or got.dtype != np.uint8 or got.ndim != 2:
             problems.append(f"{out / mask}: missing, or not a single-channel 8-bit PNG")
+            got = None
         want = None
         if src_masks[i].is_file():
             try:
                 want = originals.map_mask(decode_mask(read(str(src_masks[i])), str(src_masks[i]), originals))
-            except LoadError as e:
+            except (LoadError, OSError) as e:
                 problems.append(str(e).splitlines()[0])
         if got is not None and want is not None:
             problems += _differences(out / mask, got, want, src_masks[i])
+            found["mask"] = True
         if gpu_masks:  # the GPU form, inflated on the CPU: the original's indices (or the PNG's), bit for bit
+            reference = want if want is not None else got
             try:
-                reference = want if want is not None else got
                 inflated = read_lz4_mask(out / gpu_masks[i])
+            except (DataError, OSError) as e:
+                problems.append(f"{out / gpu_masks[i]}: cannot read it ({e.strerror})" if isinstance(e, OSError) else
+                                str(e).split("; run `daliloader verify`")[0])
+            else:
                 if reference is not None:
                     problems += _differences(out / gpu_masks[i], inflated, reference,
                                              src_masks[i] if want is not None else out / mask)
-            except (DataError, OSError) as e:
-                problems.append(str(e).split("; run `daliloader verify`")[0])
+                    found["gpu"] = True
         copied = Path(image).suffix.lower() == src_images[i].suffix.lower() and src_images[i].is_file()
         try:
             if copied and (out / image).read_bytes() != src_images[i].read_bytes():
                 problems.append(f"{out / image}: bytes differ from {src_images[i]}")
+            found["image"] = copied
         except OSError as e:
-            problems.append(f"{out / image}: cannot read it ({e.strerror or e})")
-        return problems, copied, moved
+            problems.append(f"{e.filename or out / image}: cannot read it ({e.strerror or e})")
+        return {"problems": problems, "found": found, "moved": moved}
 
     moved = []
-    for i, (problems, copied, gone) in enumerate(threaded_map(one, range(len(pairs)), workers,
-                                                              "verifying" if progress else None)):
-        report.mismatches += problems
-        report.masks_checked += 1
-        report.gpu_masks_checked += bool(gpu_masks)
-        report.images_checked += copied
-        if gone:
+    for i, result in enumerate(threaded_map(one, range(len(pairs)), workers, "verifying" if progress else None)):
+        report.mismatches += result["problems"]
+        report.masks_checked += result["found"]["mask"]
+        report.gpu_masks_checked += result["found"]["gpu"]
+        report.images_checked += result["found"]["image"]
+        if result["moved"]:
             moved.append(i)
     if moved:
+        report.originals_missing = len(moved)
         first = next(p for p in (src_masks[moved[0]], src_images[moved[0]]) if not p.is_file())
         report.mismatches.insert(0, f"the originals of {len(moved)} of {len(pairs)} pairs are not where the manifest "
                                     f"says (first: {first}): moved or deleted? Their masks and images were not "
                                     "compared with them; everything else was checked")
     if manifest.get(PACKS):
-        report.pack_members_checked, problems = _verify_packs(out, manifest)
+        report.pack_members_checked, report.indexes_checked, problems = _verify_packs(out, manifest)
         report.mismatches += problems
     return report
 
@@ -534,14 +734,17 @@ def _differences(path: Path, got: np.ndarray, want: np.ndarray, original: str) -
     return [f"{path}: {bad} pixels differ from the mapping of {original}"]
 
 
-def _verify_packs(out: Path, manifest: dict) -> tuple[int, list[str]]:
+def _verify_packs(out: Path, manifest: dict) -> tuple[int, int, list[str]]:
     """Every pack member equals what it was made from (the prepared file, or the sample's index);
-    every sample has each of its members (three, four with the GPU form) in the packs exactly once."""
+    every sample has each of its members (three, four with the GPU form) in the packs exactly once;
+    each DALI index file is the index of its tar. Returns (members compared, indexes compared, problems)."""
     gpu_masks = _gpu_files(manifest["masks"].get(GPU_FORM)) if manifest[PACKS].get("gpu_mask_ext") else None
     kinds = ("image", "mask", "index") + (("gpu mask",) if gpu_masks else ())
-    seen, problems = {}, []
-    for tar_name in manifest[PACKS]["tars"]:
+    seen, problems, indexes = {}, [], 0
+    for tar_name, index_name in zip(manifest[PACKS]["tars"], manifest[PACKS]["indexes"]):
+        members, broken = [], len(problems)
         for member, data in _members(out / tar_name, problems):
+            members.append(member)
             key, ext = member.name.split(".", 1) if "." in member.name else (member.name, "")
             if not key.isdigit() or int(key) >= len(manifest["pairs"]):
                 problems.append(f"{out / tar_name}: {member.name} belongs to no pair of the manifest")
@@ -559,8 +762,28 @@ def _verify_packs(out: Path, manifest: dict) -> tuple[int, list[str]]:
             if want is not None and data != want:
                 problems.append(f"{out / tar_name}: {member.name} differs from {source or f'sample index {i}'}")
             seen[(i, kind)] = seen.get((i, kind), 0) + 1
+        if len(problems) == broken:  # a tar read whole: its index must be the one DALI's wds2idx makes of it
+            problems += _index_problems(out / index_name, out / tar_name, _index_text(members))
+            indexes += 1
     for i in range(len(manifest["pairs"])):
         for kind in kinds:
             if seen.get((i, kind)) != 1:
                 problems.append(f"pair {i}: its {kind} is in the packs {seen.get((i, kind), 0)} times, not once")
-    return sum(seen.values()), problems
+    return sum(seen.values()), indexes, problems
+
+
+def _index_problems(index: Path, tar: Path, want: str) -> list[str]:
+    """How the DALI index file ``index`` differs from ``want``, the index of ``tar``: DALI's webdataset
+    reader seeks by it, so a wrong one gives other samples' bytes, or an error naming no file."""
+    try:
+        got = index.read_bytes().decode("utf-8", errors="replace")
+    except OSError as e:
+        return [f"{index}: cannot read the index of {tar} ({e.strerror or e}): DALI's webdataset reader needs it; "
+                "prepare the copy again"]
+    if got == want:
+        return []
+    got_lines, want_lines = got.splitlines(), want.splitlines()
+    line = next((n for n, (a, b) in enumerate(zip(got_lines, want_lines), 1) if a != b),
+                min(len(got_lines), len(want_lines)) + 1)
+    return [f"{index}: does not match {tar} (first difference on line {line}): DALI's webdataset reader, which seeks "
+            "by it, would read the wrong bytes; prepare the copy again"]

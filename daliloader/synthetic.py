@@ -9,16 +9,17 @@ sensor noise, so that codecs see something like a photograph: a 960x720 JPEG at 
 from __future__ import annotations
 
 import csv
+import io
 import os
-import shutil
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from .classes import ClassMap
+from .codecs import encode, write_file
 from .data import SegmentationData
-from .errors import DataError, SpecError
+from .errors import LoadError, SpecError, cannot_write
 
 #: CamVid's 32 classes and colours, as in its class_dict.csv.
 CAMVID_CLASSES = (
@@ -49,21 +50,31 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
     Layout: ``out_dir/{split}/NNNNN.{jpg|png}``, ``out_dir/{split}_labels/NNNNN_L.png`` (RGB colour
     masks) and ``out_dir/class_dict.csv``. ``image_size`` is (height, width), as everywhere in
     daliloader. Existing files with the same names are overwritten; generation is deterministic in
-    ``seed``.
+    ``seed``. A file that cannot be written (a full disk, a read-only folder) is a LoadError naming it.
     """
     if image_format not in ("jpg", "png"):
         raise SpecError(f"image_format must be 'jpg' or 'png', got {image_format!r}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpecError(f"n must be a positive integer, got {n!r}")
-    height, width = image_size
     out = Path(out_dir)
+    try:
+        _write_dataset(out, n, image_format, image_size, seed, quality, split, progress)
+    except OSError as e:
+        raise LoadError(f"cannot write {e.filename or out}: {cannot_write(e, 'choose another folder')}") from None
+    return SegmentationData.from_dirs(out / split, out / f"{split}_labels", out / "class_dict.csv")
+
+
+def _write_dataset(out: Path, n: int, image_format: str, image_size: tuple[int, int], seed: int, quality: int,
+                   split: str, progress: bool) -> None:
+    """The files of :func:`make_dataset`; a file that cannot be written raises an OSError naming it."""
+    height, width = image_size
     img_dir, mask_dir = out / split, out / f"{split}_labels"
     img_dir.mkdir(parents=True, exist_ok=True)
     mask_dir.mkdir(parents=True, exist_ok=True)
     write_class_dict(out / "class_dict.csv")
 
     palette = np.array([c[1:] for c in CAMVID_CLASSES], dtype=np.uint8)
-    params = [cv2.IMWRITE_JPEG_QUALITY, quality] if image_format == "jpg" else [cv2.IMWRITE_PNG_COMPRESSION, 3]
+    params = (cv2.IMWRITE_JPEG_QUALITY, quality) if image_format == "jpg" else (cv2.IMWRITE_PNG_COMPRESSION, 3)
     indices = range(n)
     if progress:
         from rich.progress import track
@@ -72,11 +83,9 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
         rng = np.random.default_rng([seed, i])
         labels = _scene_labels(rng, height, width, len(palette))
         photo = _render_photo(rng, labels, palette)
-        for path, pixels, options in ((img_dir / f"{i:05d}.{image_format}", photo[..., ::-1], params),
-                                      (mask_dir / f"{i:05d}_L.png", palette[labels][..., ::-1], [])):
-            if not cv2.imwrite(str(path), np.ascontiguousarray(pixels), options):
-                raise OSError(f"OpenCV could not write {path}")
-    return SegmentationData.from_dirs(img_dir, mask_dir, out / "class_dict.csv")
+        # encoded here and written whole: cv2.imwrite reports success on a full disk, leaving empty files
+        write_file(img_dir / f"{i:05d}.{image_format}", encode(f".{image_format}", photo[..., ::-1], params))
+        write_file(mask_dir / f"{i:05d}_L.png", encode(".png", palette[labels][..., ::-1]))
 
 
 def cache_dir() -> Path:
@@ -84,31 +93,33 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DALILOADER_CACHE", Path.home() / ".cache" / "daliloader"))
 
 
+def cache_way_out() -> str:
+    """What to do when the cache folder cannot be written: the end of the messages about it."""
+    return f"set DALILOADER_CACHE to a writable folder with free space (the cache is now {cache_dir()})"
+
+
 def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960)) -> SegmentationData:
     """The embedded dataset (what the CLI and the benchmarks run on without DATA), generated once into
-    :func:`cache_dir`."""
-    from .prepare import atomic_folder
+    :func:`cache_dir`: atomically, under a lock (a second process waits for the first, then uses its
+    copy; see :func:`daliloader.prepare.made_once`)."""
+    from .prepare import made_once
 
-    height, width = image_size
-    root = cache_dir() / f"synthetic-{image_format}-{width}x{height}-n{n}"
-    if not (root / ".complete").exists():
-        try:
-            if root.exists():  # an older daliloader's unfinished copy (it wrote in place)
-                shutil.rmtree(root)
-            with atomic_folder(root, "daliloader's embedded dataset") as tmp:
-                make_dataset(tmp, n=n, image_format=image_format, image_size=image_size, progress=True)
-                (tmp / ".complete").touch()
-        except OSError as e:
-            raise DataError(f"cannot write the embedded dataset into {root}: {e.strerror or e}. Set DALILOADER_CACHE "
-                            "to a writable folder") from None
+    root = cache_dir() / f"synthetic-{image_format}-{image_size[1]}x{image_size[0]}-n{n}"
+
+    def make(folder: Path) -> None:
+        _write_dataset(folder, n, image_format, image_size, 0, 90, "train", True)
+        (folder / ".complete").touch()
+
+    made_once(root, ".complete", "daliloader (the embedded dataset)", cache_way_out(), make)
     return SegmentationData.from_dirs(root / "train", root / "train_labels", root / "class_dict.csv")
 
 
 def write_class_dict(path: Path) -> None:
-    with Path(path).open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["name", "r", "g", "b"])
-        w.writerows(CAMVID_CLASSES)
+    text = io.StringIO(newline="")
+    w = csv.writer(text)
+    w.writerow(["name", "r", "g", "b"])
+    w.writerows(CAMVID_CLASSES)
+    write_file(path, text.getvalue().encode())
 
 
 def _scene_labels(rng: np.random.Generator, height: int, width: int, num_classes: int) -> np.ndarray:

@@ -177,3 +177,31 @@ def test_unknown_colours_load_as_ignore(tmp_path, backend):
     (x, y), = one_epoch(backend, data.subset([0]), batch_size=1, image_size=(H, W), crop="center",
                         label_mode="int", shuffle=False)
     assert (y[0, :5, :7] == 255).all() and (y[0, 5:] < len(PALETTE)).all()
+
+
+def test_random_bytes_inside_a_png_mask_are_always_caught(tmp_path):
+    """PNG stays with Pillow's decoder (its checksums catch damage that libpng-based decoders may pass):
+    random bytes in the middle third of a mask, 20 draws, each one reported as corrupt."""
+    data = good_dataset(tmp_path, n=2)
+    path = Path(data.masks[1])
+    clean = path.read_bytes()
+    third = len(clean) // 3
+    for seed in range(20):
+        raw = bytearray(clean)
+        raw[third:2 * third] = np.random.default_rng(seed).integers(0, 256, third, np.uint8).tobytes()
+        path.write_bytes(bytes(raw))
+        assert [(p.kind, p.path) for p in dl.check(data, workers=1).problems] == [("corrupt", str(path))], seed
+
+
+@pytest.mark.parametrize("mode, progressive", [("RGB", False), ("RGB", True), ("L", False), ("CMYK", False)])
+def test_strict_jpeg_decoding_passes_every_sound_jpeg(tmp_path, mode, progressive):
+    """libjpeg-turbo in strict mode refuses what the decoders only warn about, and nothing more: sound
+    baseline, progressive, grayscale and CMYK JPEGs pass."""
+    from PIL import Image
+
+    from daliloader.checks import strict_decode
+
+    rng = np.random.default_rng(1)
+    path = tmp_path / "x.jpg"
+    Image.fromarray(rng.integers(0, 256, (H, W, 3), np.uint8)).convert(mode).save(path, progressive=progressive)
+    assert strict_decode(str(path)) is None

@@ -175,3 +175,94 @@ def test_verify_names_a_damaged_gpu_mask_and_prepare_can_leave_the_form_out(colo
     manifest = prepare(colour_data, tmp_path / "none", gpu_masks=False, progress=False)
     assert manifest["masks"]["gpu"] is None and not (tmp_path / "none" / "masks_lz4").exists()
     assert dl.SegmentationData.from_prepared(tmp_path / "none").gpu_masks is None
+
+
+# ---------------------------------------------------------------- a damaged copy: reports, never tracebacks
+def damaged_manifests(manifest: dict) -> dict:
+    """Manifests as a damaged disk, a cut-short copy or a careless edit leave them: (text, what is named)."""
+    def without(*keys):
+        m = json.loads(json.dumps(manifest))
+        entry = m
+        for key in keys[:-1]:
+            entry = entry[key]
+        del entry[keys[-1]]
+        return json.dumps(m)
+
+    text = json.dumps(manifest, indent=1)
+    return {"cut short": (text[:len(text) // 2], "not valid JSON .* where the file ends: cut short"),
+            "not JSON": ("\x00\x01garbage", "not valid JSON"),
+            "no pairs": (without("pairs"), "'pairs' is missing or not a list"),
+            "no class names": (without("classes", "names"), "classes 'names' is missing"),
+            "no pack list": (without("shards", "tars"), "'shards' 'tars' is missing"),
+            "pairs of numbers": (json.dumps({**manifest, "pairs": [[1, 2]] * len(manifest["pairs"])}),
+                                 "'pairs' holds entries of the wrong type"),
+            "fewer sources": (json.dumps({**manifest, "source": {**manifest["source"], "masks": []}}),
+                              "source 'masks' lists 0 entries for 6 pairs")}
+
+
+@pytest.mark.parametrize("damage", ["cut short", "not JSON", "no pairs", "no class names", "no pack list",
+                                    "pairs of numbers", "fewer sources"])
+def test_a_damaged_manifest_is_named_by_verify_and_every_loader(prepared, tmp_path, damage, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    text, why = damaged_manifests(json.loads((copy / MANIFEST).read_text()))[damage]
+    (copy / MANIFEST).write_text(text)
+    pattern = f"{copy / MANIFEST}: {why}.*the manifest is damaged; prepare the copy again"
+    for attempt in (lambda: verify(copy, progress=False), lambda: dl.SegmentationData.from_prepared(copy),
+                    lambda: dl.SegmentationData.from_prepared(copy, packs=True),
+                    lambda: dl.SegmentationData.from_folder(copy), lambda: dl.check(copy)):
+        with pytest.raises(DataError, match=pattern):
+            attempt()
+    assert cli(["verify", str(copy), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"daliloader verify: error: {copy / MANIFEST}: ") and err.count("\n") == 1
+
+
+def test_verify_checks_the_pack_indexes(colour_data, tmp_path):
+    """DALI's webdataset reader seeks by the .idx files: a missing or wrong one is reported, as the loader's
+    own error tells the user to run verify."""
+    out = tmp_path / "p"
+    prepare(colour_data, out, pack_size=4, progress=False)
+    assert verify(out, progress=False).indexes_checked == 2
+    index = out / "shards" / "00001.idx"
+    good = index.read_text()
+    index.unlink()
+    report = verify(out, progress=False)
+    assert report.mismatches == [f"{index}: cannot read the index of {out / 'shards' / '00001.tar'} (No such file or "
+                                 "directory): DALI's webdataset reader needs it; prepare the copy again"]
+    with pytest.raises(DataError, match=f"pack file {index} is missing"):
+        dl.SegmentationData.from_prepared(out, packs=True)
+    for wrong in ("v1.2 8\n", good.replace(" 512 ", " 1024 ", 1), "\x00\xff" * 40):
+        index.write_bytes(wrong.encode("latin-1"))
+        (problem,) = verify(out, progress=False).mismatches
+        assert problem.startswith(f"{index}: does not match {out / 'shards' / '00001.tar'}"), problem
+    with pytest.raises(DataError, match=f"{index} is not a DALI webdataset index .*run `daliloader verify`"):
+        dl.SegmentationData.from_prepared(out, packs=True)
+    index.write_text(good)
+    assert verify(out, progress=False).ok
+
+
+def test_a_damaged_lz4_header_is_named_not_a_crash(colour_data, tmp_path):
+    """A header that asks for a 1048576x1048576 mask: verify names the file; dali-gpu's guard refuses the
+    pair (naming it) before the GPU inflater sees it."""
+    from daliloader.checks import PairGuard
+
+    out = tmp_path / "p"
+    prepare(colour_data, out, progress=False)
+    lz4 = out / json.loads((out / MANIFEST).read_text())["masks"]["gpu"]["files"][2]
+    raw = bytearray(lz4.read_bytes())
+    raw[4:12] = np.array([1 << 20, 1 << 20], "<i4").tobytes()
+    lz4.write_bytes(bytes(raw))
+    report = verify(out, progress=False)
+    assert report.mismatches == [f"{lz4}: its header gives a 1048576x1048576 mask, which prepare never writes (1 to 16 "
+                                 "MiB of indices): the prepared copy is damaged"]
+    data = dl.SegmentationData.from_prepared(out)
+    PairGuard(data, backend="dali-cpu").verify(2)  # reads the PNG masks
+    with pytest.raises(LoadError, match=f"cannot load sample 2 .*\n  {lz4}: its header gives a 1048576x1048576 mask"):
+        PairGuard(data, backend="dali-gpu").verify(2)
+    raw[4:12] = np.array([7, 9], "<i4").tobytes()  # a size, but not the image's
+    lz4.write_bytes(bytes(raw))
+    with pytest.raises(LoadError, match=f"{lz4}: its header gives 9x7 but its image is 56x40"):
+        PairGuard(data, backend="dali-gpu").verify(2)
