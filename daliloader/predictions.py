@@ -6,11 +6,14 @@ the last batch (their index is -1), and returns a :class:`Prediction` per pair. 
 ``original_size=True`` each prediction is taken back to its image's own size (the inverse of the
 loader's geometry), and ``out_dir`` writes them as PNG masks in the dataset's own encoding
 (:meth:`daliloader.classes.ClassMap.to_mask`: Cityscapes' train ids back to label ids, as
-cityscapesScripts reads them; colour datasets in their palette).
+cityscapesScripts reads them; colour datasets in their colours). A class map that reads palette masks by
+index (``ClassMap.palette_masks`` set: VOC's ``SegmentationClass``, index = class, 255 = border) gets
+indexed PNGs with that palette, so that the VOC devkit reads predictions as it reads its ground truth.
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +21,20 @@ import cv2
 import numpy as np
 
 from . import backends, stages
+from .codecs import encode, write_file
 from .data import SegmentationData
-from .errors import DataError, SpecError
+from .errors import DataError, LoadError, SpecError, cannot_write
 from .plan import make_plan
 from .spec import Preprocess
+
+#: Loader options that predict fixes, with the value it needs: any other would drop pairs (training,
+#: drop_remainder, a worker's shard), mix their order (shuffle) or choose other outputs.
+FIXED = {"training": (False, "draw random crops and drop the last pairs"),
+         "drop_remainder": (False, "drop the pairs that do not fill the last batch"),
+         "shuffle": (False, "mix the order of the pairs"),
+         "shard_id": (0, "keep only a worker's part of the pairs"),
+         "num_shards": (1, "keep only a worker's part of the pairs"),
+         "outputs": (None, "replace the images and indices predict reads")}
 
 
 @dataclass(frozen=True)
@@ -46,8 +59,17 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
     ``opencv`` runs without Keras' PyDataset). ``model`` maps image batches ``[B, h, w, 3]`` to class
     scores ``[B, h, w, C]`` (logits or probabilities); it is called as ``model.predict_on_batch``.
     ``out_dir``: also write ``<image stem>.png`` per pair there (implies ``original_size``: masks at the
-    images' own size).
+    images' own size). Options that would drop pairs or mix their order (``training=True``,
+    ``drop_remainder=True``, ``shuffle=True``, ``shard_id``/``num_shards``) or change what a batch holds
+    (``outputs``) raise a SpecError before anything is loaded; predict some pairs with
+    ``data.subset(indices)``.
     """
+    for name in [n for n in options if n in FIXED]:  # refused up front: later, a lost pair looks like a bug
+        (needed, harm), given = FIXED[name], options.pop(name)
+        if given is not None and not (type(given) is type(needed) and given == needed):
+            raise SpecError(f"predict() got {name}={given!r}, which would {harm}: predict gives one prediction "
+                            f"per pair of data, in its order. Leave {name} out (to predict some pairs, pass "
+                            "data.subset(indices))")
     plan = make_plan(data, batch_size, image_size, crop, training=False, outputs=("image", "index"),
                      caller="predict", **options)
     product = "tf.data" if backend in backends.names("tf.data") else "batches"
@@ -60,6 +82,10 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
             twice = sorted({s for s in stems if stems.count(s) > 1})[:3]
             raise DataError(f"predict(out_dir=...): several images are named {', '.join(twice)}, so their masks "
                             "would overwrite each other; predict without out_dir and write them yourself")
+        if data.classes.palette_masks is not None and data.classes.ignore_index > 255:
+            raise DataError(f"predict(out_dir=...): ignore_index {data.classes.ignore_index} does not fit the 8-bit "
+                            "indices of the palette PNGs this class map reads; predict without out_dir and write "
+                            "the masks yourself")
         out_dir.mkdir(parents=True, exist_ok=True)
     found: dict[int, Prediction] = {}
     for x, indices in chosen.build(product, plan):  # one epoch, every pair once, padding last
@@ -103,10 +129,23 @@ def to_original_size(labels: np.ndarray, spec: Preprocess, data: SegmentationDat
 
 
 def _write(out_dir: Path, data: SegmentationData, index: int, labels: np.ndarray) -> str:
-    mask = data.classes.to_mask(labels)
+    """Write pair ``index``'s labels as ``<image stem>.png`` in the dataset's own encoding, checking that
+    the whole file reached the disk (a full disk can leave a short file behind an encoder's success)."""
+    from PIL import Image
+
     path = out_dir / f"{Path(data.images[index]).stem}.png"
-    if mask.ndim == 3:
-        mask = cv2.cvtColor(mask, cv2.COLOR_RGB2BGR)
-    if not cv2.imwrite(str(path), mask):
-        raise DataError(f"cannot write {path}: check that the folder is writable and the disk has room")
+    classes = data.classes
+    if classes.palette_masks is not None:  # indexed, as the masks: index = class, ignore_index = border
+        image = Image.fromarray(np.where(labels < classes.num_classes, labels, classes.ignore_index).astype(np.uint8))
+        image.putpalette(classes.palette_masks.reshape(-1).tolist())  # an "L" image becomes "P"
+        encoded = io.BytesIO()
+        image.save(encoded, format="PNG")
+        encoded = encoded.getvalue()
+    else:
+        mask = classes.to_mask(labels)
+        encoded = encode(".png", cv2.cvtColor(mask, cv2.COLOR_RGB2BGR) if mask.ndim == 3 else mask)
+    try:
+        write_file(path, encoded)  # whole, or an error: cv2.imwrite reports success on a full disk
+    except OSError as e:
+        raise LoadError(f"cannot write {path}: {cannot_write(e, 'pass another out_dir')}") from None
     return str(path)

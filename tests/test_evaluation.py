@@ -300,6 +300,59 @@ def test_predict_back_at_the_original_size_and_written_in_the_datasets_ids(tmp_p
         np.testing.assert_array_equal(data.classes.map_mask(written), p.labels)
 
 
+@pytest.mark.parametrize("options", [dict(training=True), dict(drop_remainder=True), dict(shuffle=True, seed=1),
+                                     dict(num_shards=2, shard_id=1), dict(num_shards=2), dict(outputs=("image",))])
+def test_predict_refuses_up_front_what_would_lose_or_mix_pairs(index_data, backend, options):
+    """Options that drop pairs, mix their order or change what a batch holds are refused before loading,
+    naming the argument; the values predict uses anyway are accepted."""
+    name = next(k for k in options if k != "seed")
+    with pytest.raises(dl.SpecError, match=rf"predict\(\) got {name}=.*which would .*Leave {name} out"):
+        dl.predict(Identity(), index_data, batch_size=3, backend=backend, **options)
+    found = dl.predict(Identity(), index_data, batch_size=3, backend=backend, training=False, shuffle=False,
+                       drop_remainder=False, shard_id=0, num_shards=1)
+    assert [p.index for p in found] == list(range(10))
+
+
+def test_predict_writes_voc_masks_as_indexed_pngs_with_their_palette(tmp_path, backend):
+    """VOC's SegmentationClass masks are palette PNGs read by index (index = class, 255 = border): the
+    predictions are written the same way, with the same palette, so the VOC devkit reads them as it reads
+    its ground truth, and daliloader's class map reads them back to the predicted classes."""
+    from PIL import Image
+    from trees import voc_tree
+
+    root, _ = voc_tree(tmp_path)
+    data = dl.SegmentationData.from_folder(root, split="trainval")
+
+    class Halves:  # class 15 (person) on the left half, 0 (background) on the right
+        def predict_on_batch(self, x):
+            k = np.zeros(np.shape(x)[:3], int)
+            k[:, :, : np.shape(x)[2] // 2] = 15
+            return np.eye(21, dtype=np.float32)[k]
+
+    found = dl.predict(Halves(), data, batch_size=3, image_size=(16, 32), crop="center", backend=backend,
+                       out_dir=tmp_path / "out")
+    assert len(found) == 4
+    for p in found:
+        with Image.open(p.written) as written, Image.open(p.mask) as truth:
+            assert written.mode == truth.mode == "P" and written.getpalette() == truth.getpalette()
+            indices = np.asarray(written)
+            colours = np.asarray(written.convert("RGB"))
+        np.testing.assert_array_equal(indices, np.where(p.labels < 21, p.labels, 255))
+        assert {0, 15, 255} == set(np.unique(indices))  # cropped away by the centre crop: the border index
+        np.testing.assert_array_equal(data.classes.map_mask(colours), p.labels)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_predict_names_a_mask_the_disk_did_not_take(tmp_path, index_data):
+    """cv2.imwrite reports success on a full disk (/dev/full stands in for one): the mask is encoded in
+    memory and written whole, or the file is named."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{Path(index_data.images[3]).stem}.png").symlink_to("/dev/full")
+    with pytest.raises(dl.LoadError, match=r"cannot write .*0003\.png: no space left on the device"):
+        dl.predict(Identity(), index_data, batch_size=4, backend="opencv", out_dir=out)
+
+
 def test_to_mask_is_the_inverse_of_map_mask():
     rng = np.random.default_rng(5)
     for classes in (dl.ClassMap.cityscapes(), dl.ClassMap.voc(), dl.synthetic.camvid_classmap()):
