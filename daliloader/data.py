@@ -15,7 +15,7 @@ from . import layouts
 from .classes import ClassMap, as_classmap
 from .errors import DataError
 from .manifest import GPU_FORM, PACKS, index_samples, load_manifest, prepared_classes
-from .pairing import Pairing, pair_files
+from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
@@ -140,6 +140,8 @@ class SegmentationData:
             for f in (img, mask):
                 if not Path(f).is_file():
                     raise DataError(f"file {f} does not exist")
+        for folder in {Path(f).parent for pair in pairs for f in pair}:
+            refuse_incomplete(folder)  # files inside an unfinished `daliloader prepare` are no dataset
         return cls._of(pairs, classes)
 
     @classmethod
@@ -171,8 +173,8 @@ class SegmentationData:
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
                               prepared_classes(manifest))  # 8-bit class-index masks
-        gpu_masks = manifest["masks"].get(GPU_FORM)
-        if gpu_masks:
+        gpu_masks = manifest["masks"].get(GPU_FORM) or {}
+        if gpu_masks.get("files"):  # (left out, with the reason, when a mask is over nvCOMP's limit)
             data = replace(data, gpu_masks=tuple(str(root / m) for m in gpu_masks["files"]))
         if not packs:
             return data
@@ -217,10 +219,10 @@ class SegmentationData:
 
 
 def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
-    if not (pairing.unpaired_images or pairing.unpaired_masks or pairing.missing or pairing.broken_links):
+    # (links that lead nowhere and unreadable folders were refused by pair_files itself)
+    if not (pairing.unpaired_images or pairing.unpaired_masks or pairing.missing):
         return
-    lines = [f"  broken link: {p} -> {target} (points at nothing)" for p, target in pairing.broken_links[:20]]
-    lines += [f"  listed in {where} but missing: {p}" for p, where in pairing.missing[:20]]
+    lines = [f"  listed in {where} but missing: {p}" for p, where in pairing.missing[:20]]
     lines += [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
     lines += [f"  mask without image: {p}" for p in pairing.unpaired_masks[:20]]
     more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) + len(pairing.missing) - len(lines)

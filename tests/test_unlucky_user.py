@@ -548,3 +548,22 @@ def test_smaller_argument_traps_say_what_is_wrong(tmp_path, index_data):
     (tmp_path / "twice.csv").write_text("name,r,g,b\nroad,1,2,3\nsky,4,5,6\nRoad,7,8,9\n")
     with pytest.raises(dl.DataError, match=r"twice\.csv:4: the class name 'Road' is already on line 2"):
         dl.ClassMap.from_csv(tmp_path / "twice.csv")
+
+
+def test_explicit_pairs_inside_an_unfinished_prepare_are_refused(tmp_path):
+    data = dataset(tmp_path / "d", 3, 11)
+    (Path(data.images[0]).parent.parent / INCOMPLETE_MARKER).write_text("")
+    with pytest.raises(dl.DataError, match="unfinished output of a `daliloader prepare`"):
+        dl.SegmentationData.from_pairs(list(zip(data.images, data.masks)), data.classes)
+
+
+def test_a_copy_whose_gpu_masks_were_left_out_loads(tmp_path):
+    """Masks over nvCOMP's limit leave the GPU form out, with the reason in the manifest: the copy loads
+    without it (the loaders then read the PNG masks)."""
+    out = tmp_path / "out"
+    prepare(dataset(tmp_path / "d", 3, 12), out, progress=False)
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["masks"]["gpu"] = {"left_out": "3 masks are over nvCOMP's 16 MiB"}
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    copy = dl.SegmentationData.from_prepared(out)
+    assert len(copy) == 3 and copy.gpu_masks is None
