@@ -457,9 +457,10 @@ def train_bound(plan: Plan, names, steps: int, workers: int) -> dict:
 
     def fed_step(source) -> float:
         trained = model()
-        trained.fit(source, steps_per_epoch=min(3, steps), epochs=1, verbose=0)  # trace, warm up
+        trained.fit(source, steps_per_epoch=min(3, steps), epochs=1, verbose=0,
+                    shuffle=False)  # trace, warm up (the loader shuffles: no Keras warning that it ignores shuffle)
         start = time.perf_counter()
-        trained.fit(source, steps_per_epoch=steps, epochs=1, verbose=0)
+        trained.fit(source, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
         return (time.perf_counter() - start) / steps
 
     def floor_step(batch) -> float:

@@ -139,13 +139,13 @@ def resolve(name: str, product: str, plan=None) -> Backend:
 
 
 def _why_on_the_cpu(plan) -> str:
-    """Why auto takes dali-cpu without a GPU, from the committed measurements (README, "Benchmarks")."""
+    """Why auto takes dali-cpu without a GPU, from the committed measurements (docs/benchmarks.md)."""
     why = ("; without a GPU it is the faster of the CPU backends that make a tf.data.Dataset (dali-cpu, tfdata): "
-           "measured 1.2-2.1x tfdata on the 2-core VM, plain and augmented. Compare on this machine and recipe "
+           "measured 1.1-1.5x tfdata on the 2-core VM, plain and augmented. Compare on this machine and recipe "
            "with `daliloader bench --backends dali-cpu,tfdata,opencv`")
     if plan is not None and (plan.spec.rotates or plan.spec.colours):
-        why += (". With rotation or colour jitter, keras_sequence (OpenCV, a Keras PyDataset) was faster still "
-                "(1.2-1.8x dali-cpu on the 2-core VM): DALI's CPU kernels for them are slow")
+        why += (". With rotation or colour jitter, keras_sequence (OpenCV, a Keras PyDataset) was as fast or "
+                "faster (1.0-1.7x dali-cpu on the 2-core VM): DALI's CPU kernels for them are slow")
     return why
 
 
