@@ -3,7 +3,7 @@
 For each thread count T (1, 2, 4, ... up to every core): dali-cpu through ``tf_dataset`` (what users
 run) with ``num_threads=T``, once with DALI running several batches at once (at least
 ``SAMPLES_PER_THREAD`` samples per thread, split again by tf.data: what daliloader does) and once with
-one DALI batch per batch (before); and the pair-decode ceiling of T OpenCV threads doing nothing else.
+one DALI batch per batch; and the pair-decode ceiling of T OpenCV threads doing nothing else.
 All in one run, on the embedded dataset (or DATA), int labels, random 512x512 crops.
 
   usage: python benchmarks/cpu_scaling.py [DATA] [--batch-size 8] [--seconds 2] [--repeats 3] [--json OUT]
@@ -52,7 +52,7 @@ def main() -> None:
               "image_size": [512, 512], "samples_per_thread": grouped,
               "method": "images/s, median of repeats after a one-epoch warm-up; dali-cpu through tf_dataset; "
                         "ceiling: T OpenCV threads reading and decoding pairs, nothing else", "rows": []}
-    print(f"{'threads':>7} {'ceiling':>9} {'dali-cpu':>9} {'before':>9} {'share':>6}")
+    print(f"{'threads':>7} {'ceiling':>9} {'dali-cpu':>9} {'one/batch':>9} {'share':>6}")
     for threads in thread_counts(os.cpu_count() or 1):
         ceiling = statistics.median(cpu_decode_ceiling(data, threads, args.seconds, args.repeats))
         now = statistics.median(rate(data, args.batch_size, threads, grouped, args.seconds, args.repeats))

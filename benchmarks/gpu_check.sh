@@ -35,7 +35,7 @@ step "JPEG decoders: nvJPEG against libjpeg-turbo" \
   "$py" benchmarks/jpeg_decoders.py --json "$out-jpeg-decoders.json"
 step "mask forms, CPU and GPU" \
   "$py" benchmarks/mask_forms.py --json "$out-mask-forms.json"
-step "dali-cpu against the decode ceiling on 1, 2, 4, ... cores (several DALI batches at once, and before)" \
+step "dali-cpu against the decode ceiling on 1, 2, 4, ... cores (several DALI batches at once, and one per batch)" \
   "$py" benchmarks/cpu_scaling.py --json "$out-cpu-scaling.json"
 step "augmentation kernels: DALI GPU and CPU, OpenCV, TensorFlow" \
   "$py" benchmarks/augment_ops.py --json "$out-augment-ops.json"
@@ -50,14 +50,14 @@ echo
 echo "== what to commit"
 ls -l "$out"*.json 2>/dev/null
 cat <<EOT
-- Commit the JSON files above that the README quotes (not the .png), under benchmarks/results/.
-- README "Benchmarks": the GPU table from $out.json (machine, DALI build, dali-gpu against its
+- Commit the JSON files above that the documentation quotes (not the .png), under benchmarks/results/.
+- docs/benchmarks.md: the GPU table from $out.json (machine, DALI build, dali-gpu against its
   binding ceiling: the smaller of nvJPEG images and CPU mask decodes; prepared and packs columns, where
   dali-gpu inflates the LZ4 masks; dali-gpu against opencv; the training floor), the lz4 rows of
   $out-mask-forms.json (GPU and CPU), dali-cpu's share of the ceiling on 16 cores from
   $out-cpu-scaling.json, and the share of throughput full augmentation keeps ($out-augment.json).
 - tests/test_backends.py NVJPEG_MAX_DIFF: set it from the dali-mixed row of $out-jpeg-decoders.json,
-  and the README's dali-gpu image tolerance with it.
+  and the dali-gpu image tolerance of docs/gpu.md and docs/training.md with it.
 EOT
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}" >&2

@@ -1,7 +1,8 @@
 """daliloader: GPU data loading for TensorFlow/Keras semantic segmentation with NVIDIA DALI.
 
 Importing this package is cheap: TensorFlow and DALI are imported only by the backends that use them.
-It sets one default, ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (see :mod:`daliloader.environment`).
+It sets two process-wide defaults, unless you set them first: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` and
+``DALI_NVIMGCODEC_LOG_LEVEL=1`` (see :mod:`daliloader.environment`).
 """
 
 from . import environment  # noqa: F401  (first: the TF_FORCE_GPU_ALLOW_GROWTH default)

@@ -1,6 +1,6 @@
 """Throughput benchmarks: every backend on the same files, next to the decode ceilings that bound it.
 
-Method (see README): each figure is the median of ``repeats`` timed windows of ``seconds`` each,
+Method (see docs/benchmarks.md): each figure is the median of ``repeats`` timed windows of ``seconds`` each,
 after a warm-up of one epoch and then until the rate is steady (two windows within 10%); batches are
 forced to exist (one element read back) before the clock counts them. A report warns when windows
 held too few batches for the figures they give, when a warm-up never settled, and when a stage cost
@@ -360,6 +360,7 @@ def machine_info() -> dict:
         except ImportError:
             pass
     info["dali_build"] = dali_build()
+    info["daliloader"] = code_version()
     try:
         import subprocess
 
@@ -370,6 +371,21 @@ def machine_info() -> dict:
     except (OSError, subprocess.SubprocessError):
         pass
     return info
+
+
+def code_version() -> str:
+    """The daliloader measured: its version and, from a git checkout, the commit (``+`` if changed)."""
+    import subprocess
+
+    from . import __version__
+
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty=+", "--abbrev=12"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return f"{__version__} {commit.stdout.strip()}" if commit.returncode == 0 and commit.stdout.strip() else __version__
 
 
 def dali_build() -> str | None:

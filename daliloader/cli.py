@@ -253,7 +253,8 @@ def version() -> str:
     import daliloader
 
     found = []
-    for name in ("nvidia-dali-cuda120", "nvidia-dali-tf-plugin-cuda120", "tensorflow", "keras", "opencv-python-headless"):
+    for name in ("nvidia-dali-cuda120", "nvidia-dali-cuda130", "nvidia-dali-tf-plugin-cuda120",
+                 "nvidia-dali-tf-plugin-cuda130", "tensorflow", "keras", "opencv-python-headless"):
         try:
             found.append(f"{name} {installed(name)}")
         except PackageNotFoundError:
@@ -307,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="threads for opencv and the CPU ceilings (default: all cores)")
     bench.add_argument("--no-stages", action="store_true", help="skip the per-stage breakdown")
     bench.add_argument("--train", action="store_true",
-                       help="also train a small U-Net fed by each backend and by one cached batch: input-bound analysis")
+                       help="also train a small U-Net fed by each backend, against its step on one batch resident on "
+                            "the device: how much of each step waits for input")
     bench.add_argument("--prepared", action="store_true",
                        help="also measure every backend on a prepared copy (8-bit class-index masks, see "
                             "`daliloader prepare`), and the DALI backends reading its packs; the copy is made "
@@ -333,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_report)
 
     preview = sub.add_parser("preview", parents=[verbose],
-                           help="a picture of what a recipe makes: samples beside (or under) their coloured masks",
+                           help="a picture of what a recipe makes: samples beside (or over) their coloured masks",
                              description="Run a loader with a recipe (the loaders' options; by default random crops "
                                          "with zoom 0.5-2, or --eval for the evaluation recipe) and write a grid: each "
                                          "sample's image beside its mask coloured with the class palette, the mask "
@@ -341,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_arguments(preview, default=True)
     preview.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
     preview.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
-    preview.add_argument("--batches", type=_positive_int, default=2, help="batches to draw, one row each (default: 2)")
+    preview.add_argument("--batches", type=_positive_int, default=2,
+                         help="batches to draw, a row per sample (default: 2)")
     preview.add_argument("--batch-size", type=_positive_int, default=3, help="samples per batch (default: 3)")
     add_image_size(preview, (256, 256), "the samples' size")
     preview.add_argument("--view", choices=("side", "overlay", "both"), default="side",

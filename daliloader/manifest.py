@@ -35,7 +35,7 @@ PACK_INDEX_EXT = "index"
 INDEX_VERSION = "v1.2"
 
 #: The GPU mask form: ``LZ4_MAGIC``, height and width as little-endian int32, then the (H, W) uint8 class
-#: indices, row-major, as one LZ4 block (the format DALI's ``fn.experimental.inflate`` reads, through
+#: indices, row-major, as one LZ4 block (the format DALI's ``fn.decoders.inflate`` reads, through
 #: nvCOMP; python-lz4's ``lz4.block`` writes and reads it on the CPU).
 LZ4_MAGIC = b"DLZ4"
 LZ4_HEADER = len(LZ4_MAGIC) + 8

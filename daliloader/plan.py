@@ -56,7 +56,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
               caller: str = "make_plan", **options) -> Plan:
     """Validate a loader's arguments and plan the loader.
 
-    ``training`` (True) or evaluation (False) sets the defaults (README, "Train and validate"):
+    ``training`` (True) or evaluation (False) sets the defaults (docs/training.md, "Evaluation mode"):
 
     ==================  =========================  ===========================================
     argument            training=True              training=False (evaluate, predict)

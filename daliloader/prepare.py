@@ -60,11 +60,11 @@ from .parallel import threaded_map
 
 #: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
 #: class indices: without them the masks decode several times faster and are smaller (measured in the
-#: README, "Which mask form": benchmarks/mask_forms.py).
+#: docs/prepared.md, "Which mask form": benchmarks/mask_forms.py).
 MASK_PNG_PARAMS = (cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE, cv2.IMWRITE_PNG_COMPRESSION, 9)
 #: How the GPU form is described in the manifest.
 LZ4_ENCODING = (f"{LZ4_MAGIC.decode()} + height, width (int32 LE) + one LZ4 block (high compression) of the (H, W) "
-                "uint8 class indices; inflated on the GPU by DALI's fn.experimental.inflate")
+                "uint8 class indices; inflated on the GPU by DALI's fn.decoders.inflate")
 
 
 def encode_lz4_mask(labels: np.ndarray) -> bytes:

@@ -105,8 +105,10 @@ def preview(data, out: Path, batches: int = 2, batch_size: int = 3, *, view: str
               "both": ("image", "mask (class palette)", "mask over the image")}[view]
     h, w = plan.spec.image_size
     panel_w = 2.4 * min(max(w / h, 1.0), 3.0)  # wide samples get wide panels: the picture fills its panel
+    # The legend needs two of its columns; fewer panels grow to that width instead of leaving margins.
+    width = max(panel_w * len(panels), 2 * LEGEND_COLUMN)
+    panel_w = width / len(panels)
     panel_h = panel_w * h / w
-    width = max(panel_w * len(panels), 5.0)
     columns = max(1, int(width // LEGEND_COLUMN))
     legend_height = 0.2 + LEGEND_ROW * -(-len(handles) // columns)  # below the grid, never over it
     height = (panel_h + 0.15) * len(rows) + legend_height + 0.3

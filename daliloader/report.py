@@ -48,8 +48,11 @@ CEILING_NAMES = {"cpu_decode_pairs": "CPU pairs", "cpu_decode_images": "CPU imag
 
 
 def share(r: dict) -> str:
-    """A figure's share of its ceiling, or why there is none."""
-    return "noisy" if r.get("fraction_of_ceiling") is None else f"{100 * r['fraction_of_ceiling']:.0f}%"
+    """A figure's share of its ceiling, or why there is none (judged again here: older reports stored a
+    share for figures that are now called noisy)."""
+    if r.get("fraction_of_ceiling") is None or _noisy(r):
+        return "noisy"
+    return f"{100 * r['fraction_of_ceiling']:.0f}%"
 
 
 def print_report(console, report: dict) -> None:
@@ -83,7 +86,7 @@ def print_report(console, report: dict) -> None:
                       *augment_cell(r.get("augment", "none")), f"{r['median']:.1f}", f"{r['min']:.0f}-{r['max']:.0f}",
                       share(r))
     for name, rows in report.get("stages", {}).items():
-        stages = Table(title=f"where time goes: {name}, ms per image")
+        stages = Table(title=f"where time goes: {name}, ms per image", min_width=46)  # the title on one line
         stages.add_column("stage")
         stages.add_column("ms/img", justify="right")
         for row in rows:
@@ -91,7 +94,10 @@ def print_report(console, report: dict) -> None:
         console.print(stages)
     console.print(table)  # the main table last (after the breakdowns), unless --train adds its own
     if "train" in report:
-        train = Table(title="small U-Net: step time, fed and on one batch resident on the device")
+        cached = any("floor_ms" not in row for row in report["train"].values())  # an older report's floor
+        train = Table(title="small U-Net: step time, fed and " + ("on one tf.data-cached batch (an older report's "
+                                                                  "floor, copied to the device every step)" if cached
+                                                                  else "on one batch resident on the device"))
         for col in ("loader", "step ms", "floor ms", "waiting for input"):
             train.add_column(col, justify="left" if col == "loader" else "right")
         for name, row in report["train"].items():

@@ -141,11 +141,11 @@ def resolve(name: str, product: str, plan=None) -> Backend:
 def _why_on_the_cpu(plan) -> str:
     """Why auto takes dali-cpu without a GPU, from the committed measurements (docs/benchmarks.md)."""
     why = ("; without a GPU it is the faster of the CPU backends that make a tf.data.Dataset (dali-cpu, tfdata): "
-           "measured 1.1-1.5x tfdata on the 2-core VM, plain and augmented. Compare on this machine and recipe "
-           "with `daliloader bench --backends dali-cpu,tfdata,opencv`")
+           "measured 1.1-1.5x tfdata on a 2-core machine without a GPU (docs/benchmarks.md), plain and augmented. "
+           "Compare on this machine and recipe with `daliloader bench --backends dali-cpu,tfdata,opencv`")
     if plan is not None and (plan.spec.rotates or plan.spec.colours):
         why += (". With rotation or colour jitter, keras_sequence (OpenCV, a Keras PyDataset) was as fast or "
-                "faster (1.0-1.7x dali-cpu on the 2-core VM): DALI's CPU kernels for them are slow")
+                "faster (1.0-1.7x dali-cpu on that machine): DALI's CPU kernels for them are slow")
     return why
 
 
@@ -182,8 +182,8 @@ def require(needs, backend: str) -> None:
         raise SpecError(f"backend={backend!r} needs a CUDA GPU that DALI can see; none was found (use "
                         "backend='dali-cpu', or 'auto' to choose)")
     if "dali" in lacking:
-        raise MissingDependency("NVIDIA DALI is not installed. Install it with `pip install 'daliloader[cuda120]'` "
-                                "(or [cuda130] for a CUDA 13 driver)")
+        raise MissingDependency("NVIDIA DALI is not installed. Install it with `pip install nvidia-dali-cuda120==2.4.0` "
+                                "(nvidia-dali-cuda130 for a CUDA 13 driver), or run `make install` in a clone")
     raise MissingDependency(f"backend={backend!r} needs {', '.join(lacking)}. Install TensorFlow, then `pip install "
                             "--no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, or run `make install`")
 

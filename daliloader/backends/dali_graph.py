@@ -16,7 +16,7 @@ index from the same record, and one input marks the padding positions
 Run alone, the pipeline computes its inputs in ``external_source`` callbacks; under TensorFlow they
 are placeholders fed by native ``tf.data`` streams (``fed``), because the plugin would otherwise call
 the callbacks one sample at a time through ``tf.data.Dataset.from_generator``, which is much slower
-(measured in the README, "How it is built").
+(measured: docs/design.md, "What makes the CPU graph fast").
 
 Cropping happens while decoding: the crop window is known from the image header
 (``peek_image_shape``), so on the CPU only the part of the window inside the image is decoded
@@ -117,7 +117,7 @@ def host_batch_size(plan: Plan, device: str) -> int:
     and each one spreads a batch over the thread pool one sample per task and waits for the slowest.
     A batch of 8 samples therefore keeps at most 8 threads busy: on 16 cores, half of them wait
     (measured on the 2-core VM: one sample per batch runs at the speed of one thread whatever
-    ``num_threads`` says; README, "Using every core"). Where the batches reach TensorFlow on the host,
+    ``num_threads`` says; docs/benchmarks.md, "Using every core"). Where the batches reach TensorFlow on the host,
     the graph runs :data:`SAMPLES_PER_THREAD` samples per thread at least, and tf.data's ``rebatch``
     splits them back into ``plan.batch_size`` batches: the same samples in the same order (each
     position's draws are fed by TensorFlow). Batches handed over on the GPU stay at ``plan.batch_size``
@@ -299,7 +299,7 @@ def decode_window(encoded, start, shape, device: str, kind, dtype):
     build (nvJPEG < 13.2: "ROI decode with fancy upsampling may produce wrong results on image edge")
     and falls back to a slower decoder, printing a warning per picture. Measured on the H100 with that
     build: nvJPEG decodes whole photos at 2213/s, while the region decode made the whole loader 447/s
-    (README, "Decoding on the GPU").
+    (docs/gpu.md, "DALI builds").
     """
     options = dict(device="cpu" if device == "cpu" else "mixed", output_type=kind, dtype=dtype,
                    adjust_orientation=False, jpeg_fancy_upsampling=True)

@@ -255,7 +255,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     ``masks`` are the mask files the graph reads (:func:`.dali_graph.mask_files`). Python runs once per
     :data:`CHUNK` positions, or an epoch's if fewer (the sampler's indices, and the guard vetting pairs
     it has not seen); the per-sample work is ``tf.gather`` on constant path tables (a Python call per
-    sample or per batch, as ``from_generator`` makes, was measured slower: README). The draws are
+    sample or per batch, as ``from_generator`` makes, was measured slower: docs/design.md). The draws are
     TensorFlow's stateless uniforms of (seed, position), in blocks of CHUNK. Reading files, the streams start at the epoch ``passes``
     holds when the pipeline starts (see :class:`EpochDataset`); the pack reader always starts at its
     first pass. Streams live on the CPU and are copied to the dataset's device when that is a GPU, as

@@ -59,7 +59,7 @@ def one_hot(labels, num_classes: int):
     """encode (:func:`daliloader.stages.encode`): class indices (any integer dtype) -> float32 one-hot
     ``[..., num_classes]``, rows of :func:`daliloader.stages.one_hot_table` (``ignore_index``, and every
     value >= ``num_classes``, gives all zeros, as ``tf.one_hot``). A gather of rows is faster than
-    ``tf.one_hot`` (measured: README, How it is built)."""
+    ``tf.one_hot`` (measured: docs/design.md, "What makes the CPU graph fast")."""
     return tf.gather(tf.constant(stages.one_hot_table(num_classes)), tf.minimum(tf.cast(labels, tf.int32), num_classes))
 
 
