@@ -9,7 +9,7 @@ Markdown (MyST), which GitHub renders too. ``tests/test_docs.py`` builds the sit
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # autodoc imports Keras: no TensorFlow start-up lines
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # autodoc imports Keras: fewer TensorFlow log lines
 
 import daliloader  # noqa: E402
 
