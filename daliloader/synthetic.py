@@ -101,8 +101,8 @@ def cache_way_out() -> str:
 def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960)) -> SegmentationData:
     """The embedded dataset (what the CLI and the benchmarks run on without DATA), generated once into
     :func:`cache_dir`: atomically, under a lock (a second process waits for the first, then uses its
-    copy; see :func:`daliloader.prepare.made_once`)."""
-    from .prepare import made_once
+    copy; see :func:`daliloader.folders.made_once`)."""
+    from .folders import made_once
 
     root = cache_dir() / f"synthetic-{image_format}-{image_size[1]}x{image_size[0]}-n{n}"
 

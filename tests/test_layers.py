@@ -16,7 +16,7 @@ LAYERS = [
     ["environment", "errors", "parallel"],
     ["spec", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "layouts", "data"],
-    ["codecs"],
+    ["codecs", "folders"],
     ["checks", "balance"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations

@@ -26,7 +26,8 @@ import pytest
 import daliloader as dl
 from conftest import PALETTE, block_labels, write_pairs
 from daliloader.pairing import INCOMPLETE_MARKER
-from daliloader.prepare import MANIFEST, atomic_folder, prepare, verify
+from daliloader.folders import atomic_folder
+from daliloader.prepare import MANIFEST, prepare, verify
 
 PY = sys.executable
 #: A child process's start: it says it is ready (a file beside the start file, named by its first
@@ -257,7 +258,7 @@ def test_leftovers_removed_only_when_marked_and_named_when_they_cannot_be(tmp_pa
 def test_a_refused_run_never_names_a_dead_holder(tmp_path):
     """A killed run leaves its note; the next holder replaces it a moment after taking the lock, and a
     run refused in between must not name the dead process."""
-    from daliloader.prepare import _holder
+    from daliloader.folders import _holder
 
     gone = subprocess.Popen([PY, "-c", "pass"])
     gone.wait()
