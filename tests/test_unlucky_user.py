@@ -47,8 +47,14 @@ def env(**extra) -> dict:
     return {**os.environ, "PYTHONPATH": str(Path.cwd()), **extra}
 
 
+#: The command line as a user's terminal runs it: Ctrl-C raises KeyboardInterrupt even where this test
+#: process inherited SIGINT ignored (a shell's background job does that), which Python would keep.
+AS_FROM_A_TERMINAL = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                      "runpy.run_module('daliloader.cli', run_name='__main__', alter_sys=True)")
+
+
 def run_cli(*args, cwd=None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([PY, "-m", "daliloader.cli", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+    return subprocess.Popen([PY, "-c", AS_FROM_A_TERMINAL, *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=kw.pop("env", env()), **kw)
 
 
