@@ -448,8 +448,8 @@ class PairGuard:
     naming the pair's files; later reads cost two ``stat`` calls, and a file whose size, modification
     time, inode or change time changed since is vetted again (a file replaced between epochs by an
     image of another size would otherwise train as a misaligned pair). For ``dali-gpu`` on a prepared
-    copy, the header of the mask's GPU form (LZ4) is read too: it must give the image's size. It also remembers the last pairs asked for, so that when a decoder
-    fails anyway (corrupt data inside an intact-looking file), :meth:`explain` can decode exactly those
+    copy, the header of the mask's GPU form (LZ4) is read too: it must give the image's size. It also
+    remembers the last pairs asked for, so that when a decoder fails anyway (corrupt data inside an intact-looking file), :meth:`explain` can decode exactly those
     pairs and name the culprit.
     """
 

@@ -37,14 +37,9 @@ def cmd_bench(args) -> int:
             return fn()
 
     result = bench.run(data, settings, status=status, say=console.print)
-    report.print_report(console, result)
     if args.json:
         report.write_json(result, args.json)
-        console.print(f"wrote {args.json}")
-    if args.plot:
-        report.plot_report(result, args.plot)
-        console.print(f"wrote {args.plot}")
-    return 0
+    return show_report(console, result, args.plot, written=args.json)
 
 
 def cmd_report(args) -> int:
@@ -52,12 +47,19 @@ def cmd_report(args) -> int:
 
     from daliloader import report
 
-    result = report.read_report(args.report, data=args.data)
-    console = Console()
+    return show_report(Console(), report.read_report(args.report, data=args.data), args.plot)
+
+
+def show_report(console, result: dict, plot: Path | None, written: Path | None = None) -> int:
+    """A bench report's tables, the chart (``plot``), and what was written."""
+    from daliloader import report
+
     report.print_report(console, result)
-    if args.plot:
-        report.plot_report(result, args.plot)
-        console.print(f"wrote {args.plot}")
+    if plot:
+        report.plot_report(result, plot)
+    for path in (written, plot):
+        if path:
+            console.print(f"wrote {path}")
     return 0
 
 
@@ -395,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--jpeg-quality", type=_positive_int, default=None, metavar="Q",
                       help="re-encode non-JPEG photos as JPEG of quality Q (1-100), decodable by nvJPEG on the GPU; "
                            "the quality lost (PSNR) is reported. Default: images are copied unchanged")
-    prep.add_argument("--packs", dest="packs", type=_positive_int, default=None, metavar="N",
+    prep.add_argument("--packs", type=_positive_int, default=None, metavar="N",
                       help="also write packs of N samples: webdataset tars (image, mask and index of each sample "
                            "side by side) with their DALI .idx files")
     prep.add_argument("--no-gpu-masks", action="store_true",

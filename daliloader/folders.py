@@ -44,9 +44,9 @@ def atomic_folder(out: str | Path, what: str = "daliloader prepare", way_out: st
     * a second writer to the same ``out`` is refused with the first one's name (:func:`exclusive`);
     * a new ``out`` is written as a temporary sibling, ``OUT.incomplete-*``, renamed to ``out`` at the
       end; an existing empty folder (a mount point, or a link to a folder, which no rename can replace)
-      is written in place. Either folder carries :data:`~daliloader.pairing.INCOMPLETE_MARKER` from before the first file
-      until after the last, which every loader and ``check`` refuse: an interruption leaves no folder
-      that loads, only a marked one;
+      is written in place. Either folder carries :data:`~daliloader.pairing.INCOMPLETE_MARKER` from
+      before the first file until after the last, which every loader and ``check`` refuse: an
+      interruption leaves no folder that loads, only a marked one;
     * a later run removes the leftovers of interrupted ones, saying so;
     * a file that cannot be written ends the run with one line naming it and why (the disk is full,
       the folder is read-only), and ``way_out``.

@@ -28,11 +28,15 @@ def read_report(path: Path, data=None) -> dict:
     except FileNotFoundError:
         raise DataError(f"{path}: no such file; pass a report written by `daliloader bench --json`") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: not a JSON report ({e}); pass a report written by `daliloader bench --json`") from None
+        raise DataError(f"{path}: not a JSON report ({e}); pass a report written by `daliloader bench "
+                        "--json`") from None
+    if not isinstance(report, dict):  # (JSON may hold a number or a list)
+        raise DataError(f"{path}: not a bench report (not a JSON object); pass a report written by `daliloader "
+                        "bench --json`")
     missing = [key for key in ("machine", "settings", "results", "ceilings") if key not in report]
-    if not isinstance(report, dict) or missing:
-        raise DataError(f"{path}: not a bench report (it lacks {', '.join(missing) or 'a JSON object'}); pass a "
-                        "report written by `daliloader bench --json`")
+    if missing:
+        raise DataError(f"{path}: not a bench report (it lacks {', '.join(missing)}); pass a report written by "
+                        "`daliloader bench --json`")
     if data is not None:
         wanted = {key for key, name in DATA_NAMES.items() if name in data}
         prepared = bool(wanted & {"prepared", "shards"})
@@ -119,7 +123,8 @@ def _noisy(measurement: dict) -> bool:
 
 def dali_named(machine: dict) -> str:
     """The DALI build a report ran (older reports name only DALI's version)."""
-    return machine.get("dali_build") or f"DALI {machine.get('versions', {}).get('nvidia.dali', '?')} (build not recorded)"
+    version = machine.get("versions", {}).get("nvidia.dali", "?")
+    return machine.get("dali_build") or f"DALI {version} (build not recorded)"
 
 
 def plot_report(report: dict, out: Path) -> None:

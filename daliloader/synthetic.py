@@ -107,7 +107,7 @@ def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960
     root = cache_dir() / f"synthetic-{image_format}-{image_size[1]}x{image_size[0]}-n{n}"
 
     def make(folder: Path) -> None:
-        _write_dataset(folder, n, image_format, image_size, 0, 90, "train", True)
+        _write_dataset(folder, n, image_format, image_size, seed=0, quality=90, split="train", progress=True)
         (folder / ".complete").touch()
 
     made_once(root, ".complete", "daliloader (the embedded dataset)", cache_way_out(), make)

@@ -265,7 +265,8 @@ def test_noisy_figures_and_stages_that_are_off(synth_data):
 
     assert noisy({"median": 100, "min": 77, "max": 186}) and not noisy({"median": 100, "min": 95, "max": 110})
     steady = {"median": 100, "min": 95, "max": 110}
-    assert share({**steady, "fraction_of_ceiling": None}) == "noisy" and share({**steady, "fraction_of_ceiling": 0.5}) == "50%"
+    assert share({**steady, "fraction_of_ceiling": None}) == "noisy"
+    assert share({**steady, "fraction_of_ceiling": 0.5}) == "50%"
     assert share({"median": 100, "min": 77, "max": 186, "fraction_of_ceiling": 0.5}) == "noisy"  # an older report's
     stages = [row["stage"] for row in opencv_stages(bench_plan(synth_data, 2, (32, 32), "int"), samples=2)]
     assert "rotate" not in stages and "flip" in stages  # random crops flip by default; nothing rotates
@@ -296,7 +297,9 @@ def test_report_prints_and_charts_a_saved_report_and_names_a_bad_one(tmp_path, c
     out = capsys.readouterr().out
     assert "1117.8" in out and "447.1" not in out
     (tmp_path / "bad.json").write_text('{"results": []}')
-    for bad in (tmp_path / "bad.json", tmp_path / "none.json", committed.parent.parent / "cpu_vs_gpu.sh"):
+    (tmp_path / "number.json").write_text("3")
+    for bad in (tmp_path / "bad.json", tmp_path / "number.json", tmp_path / "none.json",
+                committed.parent.parent / "cpu_vs_gpu.sh"):
         assert cli(["report", str(bad)]) == 2
         err = capsys.readouterr().err
         assert str(bad) in err and "bench --json" in err, err

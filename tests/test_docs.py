@@ -57,9 +57,10 @@ def test_every_python_block_is_found_and_every_one_left_out_says_why():
     that does not run names its reason."""
     for page in PAGES:
         text = page.read_text()
-        hidden = [n + 1 for n, line in enumerate(text.splitlines())
-                  if re.match(r"^\s*(```|~~~)\s*(\{code-block\}\s*)?(python|py|python3)\b", line) and not FENCE.match(line)]
-        assert not hidden, f"{page.name}: Python blocks at lines {hidden} would not be run: fence them with a bare ```python at the margin"
+        python = re.compile(r"^\s*(```|~~~)\s*(\{code-block\}\s*)?(python|py|python3)\b")
+        hidden = [n + 1 for n, line in enumerate(text.splitlines()) if python.match(line) and not FENCE.match(line)]
+        assert not hidden, (f"{page.name}: Python blocks at lines {hidden} would not be run: fence them with a bare "
+                            "```python at the margin")
         for mark in re.finditer(r"<!-- not run:(.*?)-->", text):
             assert len(mark[1].strip()) > 10, f"{page.name}: '{mark[0]}' must say why the block is not run"
     found = [b for page in PAGES for b in blocks(page)]

@@ -182,8 +182,9 @@ def require(needs, backend: str) -> None:
         raise SpecError(f"backend={backend!r} needs a CUDA GPU that DALI can see; none was found (use "
                         "backend='dali-cpu', or 'auto' to choose)")
     if "dali" in lacking:
-        raise MissingDependency("NVIDIA DALI is not installed. Install it with `pip install nvidia-dali-cuda120==2.4.0` "
-                                "(nvidia-dali-cuda130 for a CUDA 13 driver), or run `make install` in a clone")
+        raise MissingDependency("NVIDIA DALI is not installed. Install it with `pip install "
+                                "nvidia-dali-cuda120==2.4.0` (nvidia-dali-cuda130 for a CUDA 13 driver), or run "
+                                "`make install` in a clone")
     raise MissingDependency(f"backend={backend!r} needs {', '.join(lacking)}. Install TensorFlow, then `pip install "
                             "--no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, or run `make install`")
 
