@@ -229,9 +229,9 @@ def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode
     h, w = image_size
     palette = tf.constant(data.classes.palette(), tf.uint8)
 
-    def load(image_path, mask_path):
-        image = tf.io.decode_image(tf.io.read_file(image_path), channels=3, expand_animations=False)
-        mask = tf.io.decode_image(tf.io.read_file(mask_path), channels=3, expand_animations=False)
+    def load(image_bytes, mask_bytes):
+        image = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
+        mask = tf.io.decode_image(mask_bytes, channels=3, expand_animations=False)
         image = tf.image.resize_with_crop_or_pad(image, h, w)
         mask = tf.image.resize_with_crop_or_pad(mask, h, w)
         onehot = tf.stack([tf.reduce_all(mask == palette[c], axis=-1) for c in range(data.classes.num_classes)], -1)
@@ -240,7 +240,16 @@ def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode
             labels = tf.where(tf.reduce_any(onehot, -1), tf.argmax(labels, -1, output_type=tf.int32), 255)
         return tf.cast(image, tf.float32) / 255.0, labels
 
-    ds = tf.data.Dataset.from_tensor_slices((list(data.images), list(data.masks)))
+    if data.records is not None:  # the same, from TFRecords as people first read them
+        from .tfrecord import part_file
+
+        keys = data.records
+        features = {key: tf.io.FixedLenFeature([], tf.string) for key in (keys.image_key, keys.mask_key)}
+        ds = tf.data.TFRecordDataset(sorted({part_file(p) for p in data.images})).map(
+            lambda s: tf.io.parse_single_example(s, features)).map(lambda f: (f[keys.image_key], f[keys.mask_key]))
+    else:
+        ds = tf.data.Dataset.from_tensor_slices((list(data.images), list(data.masks))).map(
+            lambda image, mask: (tf.io.read_file(image), tf.io.read_file(mask)))
     ds = ds.shuffle(len(data), seed=0).repeat().map(load, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
@@ -278,7 +287,17 @@ def nvjpeg_ceiling(data: SegmentationData, batch_size: int, seconds: float, repe
 
     @pipeline_def(batch_size=batch_size, num_threads=os.cpu_count(), device_id=device_id, prefetch_queue_depth=2)
     def decode_only():
-        encoded, _ = fn.readers.file(files=list(data.images), random_shuffle=True, seed=0)
+        if data.records is not None:
+            from nvidia.dali import tfrecord as tfrec
+
+            from .tfrecord import reader_files
+
+            paths, indexes = reader_files(data.images)
+            key = data.records.image_key
+            encoded = fn.readers.tfrecord(path=paths, index_path=indexes, random_shuffle=True, seed=0,
+                                          features={key: tfrec.FixedLenFeature((), tfrec.string, "")})[key]
+        else:
+            encoded, _ = fn.readers.file(files=list(data.images), random_shuffle=True, seed=0)
         return fn.decoders.image(encoded, device="mixed", output_type=types.RGB, jpeg_fancy_upsampling=True)
 
     pipe = decode_only()
@@ -516,6 +535,7 @@ class Settings:
     train_steps: int = 8
     prepared: str | None = None  # a folder for the prepared copy, "cache" for one in the cache, or None
     augment: bool = False  # also measure each backend with AUGMENT on
+    tfrecord: bool = False  # also measure the same pairs in the other container (TFRecords, or files)
 
 
 def augment_kept(results: list[dict]) -> dict:
@@ -538,17 +558,54 @@ def choose_backends(settings: Settings) -> list[str]:
     return chosen
 
 
+def dataset_digest(data: SegmentationData) -> str:
+    """A short digest of a dataset's pairs (their names), for the names of the bench's cached copies."""
+    return hashlib.sha1("\n".join(map(str, data.images + data.masks)).encode(errors="surrogateescape")).hexdigest()[:12]
+
+
+def other_container(data: SegmentationData, status=None) -> tuple[str, SegmentationData]:
+    """``--tfrecord``: the same pairs in the other container, made once in the cache: ``("tfrecord",
+    data)`` for files, ``("files", data)`` for TFRecords (see :mod:`daliloader.convert`)."""
+    from . import convert
+    from .environment import cache_dir, cache_way_out
+
+    which = "files" if data.records is not None else "tfrecord"
+    out = cache_dir() / f"{which}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
+    return which, (status or _quiet)(f"writing {len(data)} pairs as {which} into {out} (or waiting for a run "
+                                     "writing them)", lambda: convert.other_container(data, out, cache_way_out()))
+
+
+def place_name(data: SegmentationData) -> str:
+    """A short name of where a dataset's pairs are: the folder of its first file."""
+    from .tfrecord import part_file
+
+    return Path(part_file(data.images[0])).parent.name
+
+
+def container_kept(results: list[dict]) -> dict:
+    """``--tfrecord``: per backend and labels, the rate on TFRecords over the rate on files (same run)."""
+    medians = {(r["name"], r["label_mode"], r.get("data", "original")): r["median"] for r in results
+               if r.get("augment", "none") == "none"}
+    out = {}
+    for (name, mode, which), rate in medians.items():
+        other = {"tfrecord": "original", "files": "original"}.get(which)
+        if other and (name, mode, other) in medians:
+            records, files = (rate, medians[(name, mode, other)]) if which == "tfrecord" else \
+                (medians[(name, mode, other)], rate)
+            out[f"{name} {mode}"] = round(records / files, 3)
+    return out
+
+
 def prepared_copy(data: SegmentationData, where: str, status=None) -> Path:
     """The folder of the prepared copy (with packs) the bench compares with: ``where`` names one (made
     there if absent), or is ``"cache"``: made once for this dataset in the cache folder, where a bench
     that finds another one making it waits for it and then uses its copy."""
     from .prepare import MANIFEST, VERSION, prepare, prepare_cached
-    from .synthetic import cache_dir, cache_way_out
+    from .environment import cache_dir, cache_way_out
 
     source = {"made_by": "daliloader bench --prepared"}
     if where == "cache":
-        digest = hashlib.sha1("\n".join(data.images + data.masks).encode()).hexdigest()[:12]
-        out = cache_dir() / f"prepared-v{VERSION}-{Path(data.images[0]).parent.name}-n{len(data)}-{digest}"
+        out = cache_dir() / f"prepared-v{VERSION}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
         (status or _quiet)(f"preparing {len(data)} pairs into {out} (or waiting for a run making it)",
                            lambda: prepare_cached(data, out, cache_way_out(), pack_size=BENCH_PACK_SIZE, source=source))
         return out
@@ -567,6 +624,7 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
     """Measure everything ``settings`` asks for; returns the report (machine, settings, ceilings, results,
     stages, training). ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
     from .manifest import PACKS, load_manifest
+    from .tfrecord import part_file
 
     status = status or _quiet
     names = choose_backends(settings)
@@ -575,7 +633,7 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
     gpu = backends.dali_gpu_count() > 0
     workers = settings.workers or os.cpu_count() or 1
     size = (settings.image_size,) * 2 if isinstance(settings.image_size, int) else tuple(settings.image_size)
-    images_dir = str(Path(data.images[0]).parent)
+    images_dir = str(Path(part_file(data.images[0])).parent)
     report = {"machine": machine_info(),
               "dataset": {"images": images_dir, "pairs": len(data), "classes": data.classes.num_classes},
               "settings": {"batch_size": settings.batch_size, "image_size": list(size), "crop": "random",
@@ -612,8 +670,13 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
             ceiling(f"cpu_decode_{what}_prepared", f"{what}/s", lambda: cpu_decode_ceiling(
                 datasets["prepared"], workers, settings.seconds, settings.repeats, what))
 
+    if settings.tfrecord:
+        which, other = other_container(data, status)
+        datasets[which] = other
+        report["dataset"][which] = str(Path(part_file(other.images[0])).parent)
+
     for which, source in datasets.items():
-        suffix = "" if which == "original" else "_prepared"
+        suffix = "_prepared" if which in ("prepared", "shards") else ""  # other containers: the same bytes
         # packs are read by DALI's webdataset reader; opencv and tfdata read the prepared files
         for name in (b for b in names if which != "shards" or backends.BACKENDS.get(b, None) and
                      backends.BACKENDS[b].reads_packs):
@@ -642,6 +705,8 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
                 stream.close()  # a generator: stops its workers (opencv) and drops its pipeline
     if settings.augment:
         report["augment_kept"] = augment_kept(report["results"])
+    if settings.tfrecord:
+        report["tfrecord_vs_files"] = container_kept(report["results"])
 
     if settings.stages:
         plan = bench_plan(data, settings.batch_size, size, settings.label_modes[0])

@@ -21,6 +21,7 @@ Nothing here imports TensorFlow or DALI.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -33,7 +34,7 @@ import cv2
 import numpy as np
 
 from .classes import ClassMap
-from .codecs import decode_file, mask_flags
+from .codecs import decode, decode_file, mask_flags
 from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
 from .errors import WHAT_TO_DO, DataError, LoadError
@@ -41,6 +42,7 @@ from .layouts import find
 from .manifest import LZ4_HEADER, lz4_mask_size
 from .pairing import listing_problems, pair_files
 from .parallel import threaded_map
+from .tfrecord import RecordPart, RecordProblem, file_stamp, image_source, open_part, part_file, read_part
 
 #: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
 SUPPORTED_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
@@ -64,6 +66,11 @@ class Problem:
     message: str
     partner: str | None = None  # the other file of the pair
     details: dict = field(default_factory=dict)
+
+    def __post_init__(self):  # a record's part is named by its str(): file, record, byte offset, key
+        object.__setattr__(self, "path", str(self.path))
+        if self.partner is not None:
+            object.__setattr__(self, "partner", str(self.partner))
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -101,26 +108,32 @@ class FileProblem(Exception):
 
 
 # ---------------------------------------------------------------- one file
-def peek(path: str) -> Header:
+def peek(path) -> Header:
     """Format and size from the header, and a complete-file test from the tail; raises FileProblem.
+    ``path``: a file, or a record's picture (a :class:`~daliloader.tfrecord.RecordPart`, read whole).
 
     Cheap (no decode): what the loaders run on every new pair. A JPEG/PNG without its end marker is
     decoded once to tell a truncated file from one with trailing data after the marker.
     """
+    blob = _record_bytes(path) if isinstance(path, RecordPart) else None
     try:
-        size = os.path.getsize(path)
+        size = len(blob) if blob is not None else os.path.getsize(path)
     except FileNotFoundError:
         raise FileProblem("missing", "file not found") from None
     if size == 0:
         raise FileProblem("empty", "empty file (0 bytes)")
+
+    def opened():
+        return io.BytesIO(blob) if blob is not None else open(path, "rb")
+
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
+        with Image.open(io.BytesIO(blob) if blob is not None else path) as im:
             fmt, (width, height), mode = im.format, im.size, im.mode
             palette = tuple(im.getpalette() or ()) if mode == "P" else None
     except UnidentifiedImageError:
-        with open(path, "rb") as fh:
+        with opened() as fh:
             head = fh.read(12)
         for fmt, magic in _MAGIC.items():
             if head.startswith(magic):
@@ -135,13 +148,32 @@ def peek(path: str) -> Header:
         raise FileProblem("empty", f"the image is {width}x{height} pixels")
     marker = _END_MARKERS.get(fmt)
     if marker is not None:
-        with open(path, "rb") as fh:
+        with opened() as fh:
             fh.seek(max(size - _TAIL, 0))
             complete = marker in fh.read()
-        if not complete and decode_file(path, cv2.IMREAD_UNCHANGED) is None:
+        if not complete and decode(np.frombuffer(blob if blob is not None else read_part(path), np.uint8),
+                                   cv2.IMREAD_UNCHANGED) is None:
             raise FileProblem("truncated", f"truncated {fmt} ({size} bytes, no end marker): an incomplete "
                                            "download or copy?")
     return Header(fmt, width, height, mode, palette)
+
+
+#: The problem kind of each way a record cannot be read.
+_RECORD_KINDS = {"truncated": "truncated", "crc": "corrupt", "parse": "corrupt", "missing_key": "missing",
+                 "unreadable": "missing"}
+
+
+def _record_bytes(part: RecordPart) -> bytes:
+    """A record's picture, or the FileProblem that says why it cannot be read: the file changed since it
+    was indexed (its records may have moved), or the record is damaged."""
+    if part.changed():
+        raise FileProblem("changed", f"{part.file} changed (or went away) since it was indexed, when the dataset was "
+                                     "loaded: its records may have moved. Load the dataset again "
+                                     "(SegmentationData.from_tfrecord / from_tfds), which indexes it anew")
+    try:
+        return part.read()
+    except RecordProblem as e:
+        raise FileProblem(_RECORD_KINDS.get(e.kind, "corrupt"), e.what) from None
 
 
 def quick_problems(image: str, mask: str, expect: Expect | None = None) -> list[Problem]:
@@ -174,7 +206,7 @@ def _quick(image: str, mask: str, expect: Expect | None = None) -> tuple[list[Pr
     return problems, headers
 
 
-def _undecodable(path: str, partner: str, fmt: str, expect: Expect) -> Problem:
+def _undecodable(path, partner, fmt: str, expect: Expect) -> Problem:
     able = [name for name, formats in expect.decoders.items() if fmt in formats]
     return Problem("undecodable", path, f"{fmt} cannot be decoded by backend={expect.backend!r}; "
                                         f"{', '.join(able) or 'no backend'} can, or convert the file", partner)
@@ -209,11 +241,11 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[str, st
     return None
 
 
-def palette_indices(path: str) -> str:
+def palette_indices(path) -> str:
     """The indices a palette PNG uses, for messages."""
     from PIL import Image
 
-    with Image.open(path) as im:
+    with Image.open(image_source(path)) as im:
         indices = np.unique(np.asarray(im)).tolist()
     runs = [[indices[0], indices[0]]]  # consecutive indices as first-last
     for i in indices[1:]:
@@ -224,16 +256,17 @@ def palette_indices(path: str) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SIDE, mask_depth: int | None = None
+def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_depth: int | None = None
                ) -> list[Problem]:
     """Every check of one pair: the quick ones, then a full decode of both files and the mask's values.
-    ``mask_depth``: the dataset's (default: this mask's own)."""
+    ``mask_depth``: the dataset's (default: this mask's own). ``image`` and ``mask``: files, or a
+    record's pictures (:class:`~daliloader.tfrecord.RecordPart`)."""
     if mask_depth is None:
         mask_depth = data_mask_depth(mask)
     problems, headers = _quick(image, mask, Expect(classes, mask_depth))
     problems = [replace(p, message=f"{p.message}. Its indices: {palette_indices(mask)}")
-                if p.path == mask and p.kind == "palette_mask" else p for p in problems]
-    if any(p.path == mask and p.kind in MASK_KINDS for p in problems):
+                if p.path == str(mask) and p.kind == "palette_mask" else p for p in problems]
+    if any(p.path == str(mask) and p.kind in MASK_KINDS for p in problems):
         headers.pop(mask, None)  # the map cannot read it: its values say nothing more
     for path, partner in ((image, mask), (mask, image)):
         if path in headers:
@@ -247,7 +280,7 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
             problems.append(Problem("tiny", image, f"tiny image: {width}x{height} pixels (a side below {min_side})",
                                     mask))
     if mask in headers:
-        m = decode_file(mask, mask_flags(classes))
+        m = decode(np.frombuffer(read_part(mask), np.uint8), mask_flags(classes))
         if m is None:
             problems.append(Problem("corrupt", mask, "corrupt: the decoder rejects the data", image))
         else:
@@ -272,7 +305,7 @@ def check_pair(image: str, mask: str, classes: ClassMap, min_side: int = MIN_SID
     return problems
 
 
-def strict_decode(path: str) -> str | None:
+def strict_decode(path) -> str | None:
     """Decode a file whole, refusing the damaged data that the loaders' decoders (OpenCV, DALI,
     TensorFlow) only warn about on stderr before decoding it into garbage pixels: what is wrong, or None.
 
@@ -282,7 +315,7 @@ def strict_decode(path: str) -> str | None:
     in their compressed data decode without a word). Other formats go through Pillow, which refuses a
     PNG whose data fails its checksums or ends early."""
     try:
-        with open(path, "rb") as fh:
+        with open_part(path) as fh:
             head = fh.read(3)
             if head == _MAGIC["JPEG"]:
                 import simplejpeg
@@ -292,7 +325,7 @@ def strict_decode(path: str) -> str | None:
                 return None
         from PIL import Image
 
-        with Image.open(path) as im:
+        with Image.open(image_source(path)) as im:
             im.load()
     except (OSError, ValueError, SyntaxError) as e:
         return f"{e} (the decoders the loaders use would fill the damaged part with garbage and only warn)"
@@ -325,7 +358,7 @@ def _stray_indices(mask: str, image: str, classes: ClassMap) -> list[Problem]:
     or, where the palette gives them the colour of a class, as that class."""
     from PIL import Image
 
-    with Image.open(mask) as im:
+    with Image.open(image_source(mask)) as im:
         indices, counts = np.unique(np.asarray(im), return_counts=True)
     n, pal = classes.num_classes, classes.palette_masks
     stray = [(int(i), int(c)) for i, c in zip(indices, counts) if i >= n and i != classes.ignore_index]
@@ -394,13 +427,16 @@ class Report:
 
 
 def check(data: SegmentationData | str | Path | dict, *, split: str | None = None, classes=None,
-          workers: int | None = None, min_side: int = MIN_SIDE, progress: bool = False) -> Report:
+          workers: int | None = None, min_side: int = MIN_SIDE, progress: bool = False, image_key: str | None = None,
+          mask_key: str | None = None) -> Report:
     """Check every pair of ``data``: a SegmentationData, a dataset folder in a known layout (see
-    :mod:`daliloader.layouts`), or the ``from_dirs`` arguments as a dict. ``classes`` replaces the
-    class map, as in ``from_folder`` (:func:`~daliloader.data.choose_classes`; None: the layout's,
-    or the ids in the masks).
+    :mod:`daliloader.layouts`: TFRecord files and TFDS folders too, whose features ``image_key`` and
+    ``mask_key`` may name), or the ``from_dirs`` arguments as a dict. ``classes`` replaces the class
+    map, as in ``from_folder`` (:func:`~daliloader.data.choose_classes`; None: the layout's, or the ids
+    in the masks).
 
-    Folders are paired leniently: files without a partner are reported instead of raised.
+    Folders are paired leniently: files without a partner are reported instead of raised, and so are
+    TFRecord records that cannot be read or lack the keys (named by file, record and byte offset).
     ``workers`` threads decode in parallel (default: every core).
     """
     unpaired: list[Problem] = []
@@ -417,15 +453,17 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
             classes = data.get("classes") if classes is None else classes
         else:
             with listing_problems():
-                found = find(data, split)
+                found = find(data, split, image_key, mask_key)
             if classes is None and found.needs_classes:
                 raise DataError(found.needs_classes)
             pairing, published, layout, source = found.pairing, found.classes, found.layout, f"{data} ({found.layout})"
+            unpaired = [Problem(_RECORD_KINDS.get(p.kind, "corrupt"), f"{p.file} [record {p.record} at byte {p.offset}]",
+                                p.what) for p in found.record_problems]
         pairs = pairing.pairs
         masks = [m for _, m in pairs]
         classes = choose_classes(classes, masks, published, layout, progress) if pairs else None
         depth = data_mask_depth(masks[0]) if masks else 8
-        unpaired = ([Problem("broken_link", p, f"a symbolic link to {why}") for p, why in pairing.broken_links]
+        unpaired += ([Problem("broken_link", p, f"a symbolic link to {why}") for p, why in pairing.broken_links]
                     + [Problem("unreadable", folder, f"this folder cannot be read ({why}): the files in it were not "
                                                      "checked; make it readable") for folder, why in pairing.unreadable]
                     + [Problem("missing", p, f"listed in {where}, but missing") for p, where in pairing.missing]
@@ -468,9 +506,7 @@ class PairGuard:
             self._recent.append(index)
         image, mask = self.data.images[index], self.data.masks[index]
         try:
-            # the inode and the change time too: a replacement of the same size whose mtime was carried over
-            # (cp -p, rsync -t, tar) is another inode, or at least a new ctime, which no tool can set back
-            stamp = tuple((s.st_size, s.st_mtime_ns, s.st_ino, s.st_ctime_ns) for s in (os.stat(image), os.stat(mask)))
+            stamp = (file_stamp(part_file(image)), file_stamp(part_file(mask)))
         except OSError:
             stamp = None  # gone: the quick checks say so, naming the file
         if stamp is not None and self._vetted.get(index) == stamp:
@@ -488,6 +524,8 @@ class PairGuard:
         if "LoadError: " in text:  # our own verify() failed inside the pipeline: pass its message on
             return LoadError(text.split("LoadError: ", 1)[1].split("\nTraceback", 1)[0].strip())
         first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        if self.data.records is not None:
+            return self._explain_records(error, first_line)
         if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
             folder = Path(self.data.packs.tars[0]).parent
             return LoadError(f"loading a batch from the packed webdataset shards in {folder} failed ({first_line}). "
@@ -504,6 +542,24 @@ class PairGuard:
         files = "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in recent)
         return LoadError(f"loading a batch failed ({first_line}); the pairs in flight all decode here, so the "
                          f"cause may not be the data. Pairs in flight:\n{files}\nOriginal error:\n{error}")
+
+
+    def _explain_records(self, error: BaseException, first_line: str) -> LoadError:
+        """A decoder failure while DALI's reader read TFRecords: every record it can have read was vetted
+        (see :meth:`verify`), so the culprit is damage the quick checks do not see; the records vetted
+        last, which hold every record the reader can have read lately, are decoded here to name it."""
+        with self._lock:
+            recent = sorted(set(self._recent))
+        problems = [p for i in recent
+                    for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0,
+                                        mask_depth=self.data.mask_depth)
+                    if p.kind not in ("unknown_values", "lossy_mask")]
+        if problems:
+            return LoadError(_message(f"loading a batch failed ({first_line})", problems))
+        files = sorted({part_file(self.data.images[i]) for i in recent})
+        return LoadError(f"loading a batch from the TFRecord files {', '.join(files)} failed ({first_line}); the "
+                         f"{len(recent)} records read last all decode here, so the cause may not be the data. Run "
+                         f"`daliloader check` on them.\nOriginal error:\n{error}")
 
 
 def _gpu_mask_problems(path: str, image: Header, partner: str) -> list[Problem]:

@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .catalog import ADE20K_CLASSES, CITYSCAPES, VOC_CLASSES, VOC_IGNORE, voc_colormap
+from .catalog import ADE20K_CLASSES, CAMVID_CLASSES, CITYSCAPES, OXFORD_PETS_CLASSES, VOC_CLASSES, VOC_IGNORE, voc_colormap
 from .errors import DataError, SpecError
 
 #: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
@@ -55,7 +55,8 @@ class ClassMap:
     """The classes of a dataset and how mask pixels map to them.
 
     Build one with :meth:`from_csv`, :meth:`from_palette`, :meth:`from_palette_indices` or
-    :meth:`from_ids`, or take a known dataset's: :meth:`cityscapes`, :meth:`voc`, :meth:`ade20k`.
+    :meth:`from_ids`, or take a known dataset's: :meth:`cityscapes`, :meth:`voc`, :meth:`ade20k`,
+    :meth:`camvid`, :meth:`oxford_iiit_pet` (by name: :meth:`named`).
     """
 
     names: tuple[str, ...]
@@ -235,9 +236,13 @@ class ClassMap:
         return replace(cm, colors=np.array([c for _, _, c in trained], dtype=np.uint8))
 
     @classmethod
-    def voc(cls) -> "ClassMap":
+    def voc(cls, indexed: bool = True) -> "ClassMap":
         """Pascal VOC 2012 ``SegmentationClass`` masks: palette PNGs whose indices 0-20 are the classes
-        and whose index 255 (object borders) is ignored (see :data:`daliloader.catalog.VOC_CLASSES`)."""
+        and whose index 255 (object borders) is ignored (see :data:`daliloader.catalog.VOC_CLASSES`).
+        ``indexed=False``: the same classes in single-channel id masks (0-20, 255 ignored), as DeepLab's
+        ``SegmentationClassRaw`` and the TFRecords of DeepLab and TF Model Garden store them."""
+        if not indexed:
+            return cls.from_ids(len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE, source="Pascal VOC 2012 (ids)")
         return cls.from_palette_indices(voc_colormap(), len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE,
                                         source="Pascal VOC 2012")
 
@@ -247,6 +252,32 @@ class ClassMap:
         ("other objects") is ignored (see :data:`daliloader.catalog.ADE20K_CLASSES`)."""
         table = {0: 255, **{k: k - 1 for k in range(1, len(ADE20K_CLASSES) + 1)}}
         return cls.from_ids(table, ADE20K_CLASSES, ignore_index=255, source="ADE20K")
+
+    @classmethod
+    def camvid(cls) -> "ClassMap":
+        """CamVid's 32 classes in colour masks, as its ``class_dict.csv`` gives them (see
+        :data:`daliloader.catalog.CAMVID_CLASSES`)."""
+        return cls.from_palette([c[1:] for c in CAMVID_CLASSES], [c[0] for c in CAMVID_CLASSES],
+                                source="CamVid palette")
+
+    @classmethod
+    def oxford_iiit_pet(cls) -> "ClassMap":
+        """The Oxford-IIIT Pet trimaps (TFDS's ``oxford_iiit_pet``): 1 pet, 2 background, 3 border ->
+        classes 0-2, as TensorFlow's segmentation tutorial reads them (see
+        :data:`daliloader.catalog.OXFORD_PETS_CLASSES`); to ignore the border instead, pass
+        ``ClassMap.from_ids({1: 0, 2: 1}, ["pet", "background"])``."""
+        return cls.from_ids({k + 1: k for k in range(len(OXFORD_PETS_CLASSES))}, OXFORD_PETS_CLASSES,
+                            ignore_index=255, source="Oxford-IIIT Pet trimaps")
+
+    @classmethod
+    def named(cls, name: str) -> "ClassMap":
+        """A published class table by its catalogue name (:data:`CATALOGUE`, case and ``-`` or ``_``
+        aside); an unknown name is refused, listing the names."""
+        key = name.strip().lower().replace("-", "_")
+        if key not in CATALOGUE:
+            raise DataError(f"no class table is named {name!r}; the known ones: {', '.join(CATALOGUE)} (or give a "
+                            "class_dict.csv, a class count or a ClassMap)")
+        return getattr(cls, CATALOGUE[key])()
 
     def _check_ignore(self) -> None:
         if not self.num_classes <= self.ignore_index < _LUT_KEYS:
@@ -385,15 +416,30 @@ class ClassMap:
         return pal[idx]
 
 
+#: The published class tables by name: what ``classes="cityscapes"`` (``--classes cityscapes``) means,
+#: the :class:`ClassMap` constructor of each.
+CATALOGUE = {"cityscapes": "cityscapes", "voc": "voc", "ade20k": "ade20k", "camvid": "camvid",
+             "oxford_iiit_pet": "oxford_iiit_pet"}
+
+
+def is_named(classes) -> bool:
+    """Whether ``classes`` is a catalogue name (:data:`CATALOGUE`) rather than a file."""
+    return (isinstance(classes, str) and classes.strip().lower().replace("-", "_") in CATALOGUE
+            and not Path(classes).exists())
+
+
 def _pack(rgb: np.ndarray) -> np.ndarray:
     rgb = rgb.astype(np.int64)
     return (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
 
 
 def as_classmap(classes: "ClassMap | str | Path | int | Mapping[int, int] | Sequence") -> ClassMap:
-    """Accept what users naturally pass: a ClassMap, a class_dict.csv path, a class count or a remap."""
+    """Accept what users naturally pass: a ClassMap, a catalogue name (:data:`CATALOGUE`), a
+    class_dict.csv path, a class count or a remap."""
     if isinstance(classes, ClassMap):
         return classes
+    if is_named(classes):
+        return ClassMap.named(classes)
     if isinstance(classes, (str, Path)):
         return ClassMap.from_csv(classes)
     if isinstance(classes, (int, np.integer, Mapping)):

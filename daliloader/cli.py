@@ -25,12 +25,12 @@ def cmd_bench(args) -> int:
 
     console = Console()
     data = load_data(args)
-    console.print(f"dataset: {data}, {Path(data.images[0]).parent}")
+    console.print(f"dataset: {data}, {dataset_place(data)}")
     settings = bench.Settings(backends=tuple(args.backends) if args.backends else None, batch_size=args.batch_size,
                               image_size=args.image_size, label_modes=tuple(args.label_mode), seconds=args.seconds,
                               repeats=args.repeats, workers=args.workers, stages=not args.no_stages,
                               train=args.train, train_steps=args.train_steps,
-                              prepared=prepared_where(args), augment=args.augment)
+                              prepared=prepared_where(args), augment=args.augment, tfrecord=args.tfrecord)
 
     def status(what: str, fn):
         with console.status(f"measuring {what} ..."):
@@ -61,6 +61,17 @@ def show_report(console, result: dict, plot: Path | None, written: Path | None =
         if path:
             console.print(f"wrote {path}")
     return 0
+
+
+def dataset_place(data) -> str:
+    """Where a dataset's files are, for the bench's header: their common folder (or TFRecord files)."""
+    from daliloader.tfrecord import part_file
+
+    files = sorted({part_file(p) for p in data.images})
+    common = os.path.commonpath(files) if len(files) > 1 else files[0]
+    if data.records is not None:
+        return f"{len(files)} TFRecord file(s) in {os.path.dirname(files[0]) if len(files) == 1 else common}"
+    return common if len(files) > 1 else os.path.dirname(common)
 
 
 def prepared_where(args) -> str | None:
@@ -105,6 +116,9 @@ def data_source(args):
         if args.split is not None:
             raise SpecError("--split picks a split of DATA, a dataset folder; with --images/--masks, name the "
                             "split's folders")
+        if args.image_key or args.mask_key:
+            raise SpecError("--image-key and --mask-key name the features of TFRecord files (DATA); --images/--masks "
+                            "are folders of files")
         return dict(images=args.images, masks=args.masks, classes=args.classes, mask_suffix=args.mask_suffix,
                     image_suffix=args.image_suffix)
     if args.mask_suffix is not None or args.image_suffix:
@@ -124,7 +138,8 @@ def load_data(args, default: bool = True):
         return dl.synthetic.default_dataset(args.n)
     if isinstance(source, dict):
         return dl.SegmentationData.from_dirs(**source)
-    return dl.SegmentationData.from_folder(source, split=args.split, classes=args.classes)
+    return dl.SegmentationData.from_folder(source, split=args.split, classes=args.classes, image_key=args.image_key,
+                                           mask_key=args.mask_key)
 
 
 def cmd_check(args) -> int:
@@ -134,7 +149,7 @@ def cmd_check(args) -> int:
     if source is None:
         raise SpecError("name the dataset to check: DATA (a dataset folder) or --images/--masks")
     report = check(source, split=args.split, classes=None if isinstance(source, dict) else args.classes,
-                   workers=args.workers, progress=not args.quiet)
+                   workers=args.workers, progress=not args.quiet, image_key=args.image_key, mask_key=args.mask_key)
     print(report)
     if args.json:
         Path(args.json).write_text(report.to_json())
@@ -149,7 +164,7 @@ def cmd_prepare(args) -> int:
 
     data = load_data(args, default=False)
     # the split actually read (a layout's default, or none for a folder of one split)
-    split = find(args.data, args.split).split if args.data is not None else None
+    split = find(args.data, args.split, args.image_key, args.mask_key).split if args.data is not None else None
     source = {"data": str(args.data or ""), "split": split}
     manifest = prepare(data, args.out, jpeg_quality=args.jpeg_quality, pack_size=args.packs, workers=args.workers,
                        progress=not args.quiet, source=source, gpu_masks=not args.no_gpu_masks)
@@ -213,27 +228,34 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
     parser.add_argument("data", nargs="?", type=Path, default=None, metavar="DATA",
                         help="a dataset folder as shipped: Cityscapes, Pascal VOC 2012 (VOC2012 or VOCdevkit), ADE20K "
                              "(ADEChallengeData2016), CamVid (SPLIT/ + SPLIT_labels/ + class_dict.csv), images/ + "
-                             "masks/ (+ class_dict.csv), or a prepared copy"
+                             "masks/ (+ class_dict.csv), a prepared copy, a folder prepared by TensorFlow Datasets, or "
+                             "TFRecord files (a file, a quoted glob, or a folder of them)"
                              + ("; default: the embedded synthetic dataset" if default else ""))
     parser.add_argument("--split", default=None, help="the split to read in DATA (default: train, or the whole "
                                                       "folder where it has no split folders; ADE20K's training/"
                                                       "validation and VOC's train/val/trainval too)")
     parser.add_argument("--images", type=Path, help="image folder (instead of DATA)")
     parser.add_argument("--masks", type=Path, help="mask folder (instead of DATA)")
-    parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N",
-                        help="the classes: a class_dict.csv (name,r,g,b) for colour masks, or N for id masks whose "
-                             "ids 0..N-1 are the classes (others ignored). With DATA it replaces the layout's own; "
+    parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N|NAME",
+                        help="the classes: a class_dict.csv (name,r,g,b) for colour masks, N for id masks whose "
+                             "ids 0..N-1 are the classes (others ignored), or a published table by name (cityscapes, "
+                             "voc, ade20k, camvid, oxford_iiit_pet). With DATA it replaces the layout's own; "
                              "with --images/--masks and no --classes, the ids in the masks are read")
     parser.add_argument("--mask-suffix", default=None, help="with --images/--masks: the masks' name suffix, e.g. _L "
                                                             "(default: detected); with it, files without it are not "
                                                             "masks")
     parser.add_argument("--image-suffix", default="", help="with --images/--masks: a suffix stripped from image "
                                                            "names before pairing (Cityscapes: _leftImg8bit)")
+    parser.add_argument("--image-key", default=None, help="with TFRecord files: the feature holding the encoded image "
+                                                          "(default: found for Model Garden/DeepLab and TFDS layouts)")
+    parser.add_argument("--mask-key", default=None, help="with TFRecord files: the feature holding the encoded mask "
+                                                         "(default: found as --image-key is)")
 
 
 def _classes(text: str):
-    """--classes: a number of classes, or a class_dict.csv."""
-    return int(text) if text.strip().isdigit() else Path(text)
+    """--classes: a number of classes, a class_dict.csv, or a published table's name (see
+    :data:`daliloader.classes.CATALOGUE`; a file of that name wins)."""
+    return int(text) if text.strip().isdigit() else text
 
 
 def _choices(allowed):
@@ -322,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also measure each backend with every photometric option, rotation and zoom on "
                             "(scale 0.5-2, rotate 15, brightness/contrast/saturation 0.3, hue 10), and say how much "
                             "of its throughput that keeps")
+    bench.add_argument("--tfrecord", action="store_true",
+                       help="also measure every backend on the same pairs in the other container: files written into "
+                            "TFRecord files (or TFRecords written out as files), byte for byte, once in the cache; "
+                            "says what the container costs or saves")
     bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
     bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
@@ -331,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Print the tables of a report written by `daliloader bench --json` again, "
                                      "and chart it (--plot), for example one measured on another machine.")
     rep.add_argument("report", type=Path, metavar="REPORT", help="a JSON report written by bench --json")
-    rep.add_argument("--data", type=_choices(("original", "prepared", "packs")), default=None,
+    rep.add_argument("--data", type=_choices(("original", "prepared", "packs", "tfrecord", "files")), default=None,
                      help="keep only the figures on these data, comma-separated (default: all)")
     rep.add_argument("--plot", type=Path, metavar="OUT.png", help="write the bar chart PNG here")
     rep.set_defaults(func=cmd_report)

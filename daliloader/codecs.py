@@ -15,12 +15,12 @@ import numpy as np
 
 from .classes import ClassMap
 from .errors import WHAT_TO_DO, LoadError
+from .tfrecord import read_part
 
 
-def read(path: str) -> np.ndarray:
-    """A file's bytes, as uint8."""
-    with open(path, "rb") as fh:
-        return np.frombuffer(fh.read(), dtype=np.uint8)
+def read(path) -> np.ndarray:
+    """A file's bytes (or a record's picture's: a :class:`~daliloader.tfrecord.RecordPart`), as uint8."""
+    return np.frombuffer(read_part(path), dtype=np.uint8)
 
 
 # OpenCV's own warnings about corrupt data would only repeat, without the file's name, what callers report
@@ -32,7 +32,7 @@ def decode(encoded: np.ndarray, flags: int) -> np.ndarray | None:
     return cv2.imdecode(encoded, flags | cv2.IMREAD_IGNORE_ORIENTATION)
 
 
-def decode_file(path: str, flags: int) -> np.ndarray | None:
+def decode_file(path, flags: int) -> np.ndarray | None:
     return decode(read(path), flags)
 
 

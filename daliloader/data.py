@@ -5,18 +5,20 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
-from . import layouts
-from .classes import ClassMap, as_classmap
+from . import layouts, tfds_folder, tfrecord
+from .classes import ClassMap, as_classmap, is_named
 from .errors import DataError
 from .manifest import GPU_FORM, PACKS, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
+from .tfrecord import Records, RecordPart, image_source
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
 #: read by every decoder as 0 and 255.
@@ -40,6 +42,21 @@ class Packs:
     gpu_mask_ext: str | None = None  # the masks' GPU form (LZ4), in packs written since it exists
 
 
+class Container(Enum):
+    """How a dataset's pairs are stored, which says how the DALI backends read them: files, each read by
+    path in the order of one :class:`~daliloader.sampler.Sampler`; or a container that DALI's own
+    reader walks through (packs, webdataset tars of a prepared copy; TFRecord files), shuffling
+    within its buffer (:class:`~daliloader.sampler.ReaderEpochs`)."""
+
+    FILES = "files"
+    PACKS = "packs"
+    TFRECORD = "tfrecord"
+
+    @property
+    def read_by_reader(self) -> bool:
+        return self is not Container.FILES
+
+
 @dataclass(frozen=True)
 class SegmentationData:
     """Paired image and mask files plus the ClassMap that reads the masks.
@@ -50,15 +67,19 @@ class SegmentationData:
     (id masks above 255 need 16), found from the first mask; the loaders check every other one.
     ``gpu_masks``: a prepared copy's masks in the form the GPU decodes (LZ4, see
     :func:`daliloader.manifest.read_lz4_mask`), ``gpu_masks[i]`` the same indices as ``masks[i]``;
-    dali-gpu reads them, the CPU backends the PNG masks.
+    dali-gpu reads them, the CPU backends the PNG masks. ``records``: the pairs are records of
+    TFRecord files (:meth:`from_tfrecord`, :meth:`from_tfds`); ``images[i]`` and ``masks[i]`` are then
+    :class:`~daliloader.tfrecord.RecordPart`\ s where they are paths otherwise, and ``str()`` of one
+    names the file, the record and its byte offset.
     """
 
-    images: tuple[str, ...]
-    masks: tuple[str, ...]
+    images: tuple[str | RecordPart, ...]
+    masks: tuple[str | RecordPart, ...]
     classes: ClassMap
     packs: Packs | None = None
     mask_depth: int = 8
     gpu_masks: tuple[str, ...] | None = None
+    records: Records | None = None
 
     def __post_init__(self):
         if len(self.images) != len(self.masks):
@@ -69,13 +90,21 @@ class SegmentationData:
     def __len__(self) -> int:
         return len(self.images)
 
+    @property
+    def container(self) -> Container:
+        """How the pairs are stored (see :class:`Container`)."""
+        return Container.PACKS if self.packs else Container.TFRECORD if self.records else Container.FILES
+
     @functools.cached_property
     def image_sizes(self) -> Counter:
         """How many images have each size ``(height, width)``, read from their headers (all cores)."""
         def size(path: str) -> tuple[int, int]:
             try:
-                with Image.open(path) as im:
+                with Image.open(image_source(path)) as im:
                     return im.size[1], im.size[0]
+            except UnidentifiedImageError:
+                raise DataError(f"cannot read the size of image {path}: not an image in a format Pillow knows. Run "
+                                "`daliloader check` on the dataset") from None
             except (OSError, ValueError) as e:
                 raise DataError(f"cannot read the size of image {path}: {e}. Run `daliloader check` on the "
                                 "dataset") from None
@@ -95,6 +124,8 @@ class SegmentationData:
 
     def __repr__(self) -> str:
         packed = f", {len(self.packs.tars)} packs" if self.packs else ""
+        if self.records:
+            packed += f", {len({p.file for p in self.images})} TFRecord files"
         depth = ", 16-bit masks" if self.mask_depth == 16 else ""
         return (f"SegmentationData({len(self)} pair{'s' if len(self) != 1 else ''}, {self.classes.num_classes} classes, "
                 f"kind={self.classes.kind}{depth}{packed})")
@@ -102,11 +133,11 @@ class SegmentationData:
     @classmethod
     def _of(cls, pairs: Sequence[tuple[str, str]], classes, progress: bool = True) -> "SegmentationData":
         """The dataset of ``pairs`` read with ``classes`` (None: inferred from the masks)."""
-        masks = tuple(str(m) for _, m in pairs)
+        masks = tuple(_part(m) for _, m in pairs)
         if not masks:
             raise DataError("the dataset is empty: no image/mask pairs")
         classmap = classes if isinstance(classes, ClassMap) else choose_classes(classes, masks, progress=progress)
-        return cls(tuple(str(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]))
+        return cls(tuple(_part(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]))
 
     @classmethod
     def from_dirs(
@@ -145,19 +176,69 @@ class SegmentationData:
         return cls._of(pairs, classes)
 
     @classmethod
-    def from_folder(cls, root: str | Path, split: str | None = None, classes=None) -> "SegmentationData":
-        """A dataset folder as shipped: Cityscapes, Pascal VOC 2012, ADE20K, CamVid, or images/ + masks/
-        (see :mod:`daliloader.layouts`), with the class map its layout publishes. ``split``: the
-        layout's split (None: its training split; a folder without splits, such as a prepared copy or
-        a flat images/ + masks/, is read whole, and an explicit split there is refused). ``classes``
-        replaces that map, or gives one where the layout has none (images/ + masks/ without
-        class_dict.csv: a class count, or None to read the ids in the masks)."""
-        found = layouts.find(root, split)
+    def from_folder(cls, root: str | Path, split: str | None = None, classes=None, *, image_key: str | None = None,
+                    mask_key: str | None = None) -> "SegmentationData":
+        """A dataset folder as shipped: Cityscapes, Pascal VOC 2012, ADE20K, CamVid, images/ + masks/,
+        a folder prepared by TensorFlow Datasets or a folder of TFRecord files (see
+        :mod:`daliloader.layouts`), with the class map its layout publishes. ``split``: the layout's split
+        (None: its training split; a folder without splits, such as a prepared copy or a flat images/ +
+        masks/, is read whole, and an explicit split there is refused). ``classes`` replaces that map, or
+        gives one where the layout has none (images/ + masks/ without class_dict.csv, TFRecords: a
+        class count, a catalogue name, or None to read the ids in the masks). ``root`` may also be a
+        TFRecord file or a glob of them, and ``image_key``/``mask_key`` name their features (see
+        :meth:`from_tfrecord`)."""
+        found = layouts.find(root, split, image_key, mask_key)
         _refuse_unpaired(found.pairing, f"{found.layout} layout in {found.root}")
+        tfrecord.refuse(found.record_problems)
         if classes is None and found.needs_classes:
             raise DataError(found.needs_classes)
         masks = [m for _, m in found.pairing.pairs]
-        return cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout))
+        data = cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout))
+        return replace(data, records=found.records) if found.records else data
+
+    @classmethod
+    def from_tfrecord(cls, files, *, classes=None, image_key: str | None = None,
+                      mask_key: str | None = None) -> "SegmentationData":
+        """The pairs stored in TFRecord files of ``tf.train.Example``: ``files`` is a path, a glob pattern
+        or a list of either (read in that order, each glob's matches sorted), uncompressed.
+
+        ``image_key``/``mask_key``: the features holding the encoded image and mask; found by
+        themselves for the known layouts (TF Model Garden and DeepLab: ``image/encoded`` +
+        ``image/segmentation/class/encoded``; TFDS: ``image`` + ``segmentation_mask``, ``image_left``
+        + ``segmentation_label``). ``classes`` as for :meth:`from_folder` (a ClassMap, a catalogue name
+        such as ``"voc"``, a class_dict.csv, a class count, or None to read the ids in the masks).
+
+        Each file is indexed once (every record's offset and CRCs, DALI's index file), beside it or in
+        the cache when its folder is read-only, and again when it changes
+        (:func:`daliloader.tfrecord.indexed`). A damaged record, a record without the keys or a
+        compressed file is a DataError naming the file, the record and its byte offset
+        (``daliloader check`` lists every one). The DALI backends read the records with
+        ``fn.readers.tfrecord``, ``tfdata`` with ``tf.data.TFRecordDataset``, ``opencv`` in Python.
+        """
+        scans = [tfrecord.indexed(f) for f in tfrecord.expand(files)]
+        return cls._of_records(scans, classes, image_key, mask_key)
+
+    @classmethod
+    def from_tfds(cls, path_or_name, split: str = "train", *, data_dir=None, classes=None) -> "SegmentationData":
+        """A split of a dataset prepared by TensorFlow Datasets, read without importing it: a version
+        folder (``~/tensorflow_datasets/oxford_iiit_pet/4.0.0``), a dataset folder holding versions (the
+        newest is read), or ``"name[/config][:version]"`` found under ``data_dir`` as ``tfds.load``
+        finds it (``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``). The image and mask features come
+        from its ``features.json``; ``classes`` (as for :meth:`from_tfrecord`) defaults to the table
+        TFDS's dataset is published with (oxford_iiit_pet: pet, background, border; cityscapes: the 19
+        train ids), else the ids in the masks (see docs/tfrecord.md)."""
+        found = tfds_folder.find(path_or_name, split, data_dir)
+        scans = [tfrecord.indexed(f) for f in found.files]
+        return cls._of_records(scans, classes if classes is not None else found.classes, found.keys.image_key,
+                               found.keys.mask_key)
+
+    @classmethod
+    def _of_records(cls, scans: list, classes, image_key: str | None, mask_key: str | None) -> "SegmentationData":
+        """The dataset of the records that ``scans`` found (see :meth:`from_tfrecord`)."""
+        keys = tfrecord.first_keys(scans, image_key, mask_key)
+        pairs, problems = tfrecord.record_pairs(scans, keys)
+        tfrecord.refuse(problems)
+        return replace(cls._of(pairs, classes), records=keys)
 
     @classmethod
     def from_prepared(cls, root: str | Path, packs: bool = False) -> "SegmentationData":
@@ -194,10 +275,10 @@ class SegmentationData:
         return replace(data, packs=found)
 
     def subset(self, indices: Sequence[int]) -> "SegmentationData":
-        """The pairs at ``indices``, read from their files (packs hold the whole dataset)."""
+        """The pairs at ``indices``, read from their files (packs hold the whole dataset) or records."""
         gpu_masks = None if self.gpu_masks is None else tuple(self.gpu_masks[i] for i in indices)
         return SegmentationData(tuple(self.images[i] for i in indices), tuple(self.masks[i] for i in indices),
-                                self.classes, mask_depth=self.mask_depth, gpu_masks=gpu_masks)
+                                self.classes, mask_depth=self.mask_depth, gpu_masks=gpu_masks, records=self.records)
 
     def split(self, fraction: float, seed: int = 0) -> tuple["SegmentationData", "SegmentationData"]:
         """``(train, val)``: ``val`` holds ``round(fraction * len(self))`` pairs drawn with ``seed``, ``train``
@@ -234,14 +315,19 @@ def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
     raise DataError(f"{what} ({hint}):\n" + "\n".join(lines))
 
 
-def mask_depth(path: str | Path) -> int:
-    """Bits per value of a mask file: 16 for 16-bit single-channel images, else 8 (from its header)."""
+def _part(part) -> str | RecordPart:
+    """A pair's file as SegmentationData keeps it: a path as a string, a record's feature as is."""
+    return part if isinstance(part, RecordPart) else str(part)
+
+
+def mask_depth(path: str | Path | RecordPart) -> int:
+    """Bits per value of a mask: 16 for 16-bit single-channel images, else 8 (from its header)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
+        with Image.open(image_source(path)) as im:
             return 16 if im.mode in SIXTEEN_BIT_MODES else 8
-    except (OSError, UnidentifiedImageError):
+    except (OSError, UnidentifiedImageError, DataError):
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
 
@@ -256,7 +342,11 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     give wrong labels without an error. Anything else goes to :func:`~daliloader.classes.as_classmap`.
     """
     if given is None:
-        return infer_classes(masks, progress) if published is None else as_classmap(published)
+        given, published = published, None
+        if given is None:
+            return infer_classes(masks, progress)
+    if is_named(given) and given.strip().lower() == "voc" and masks and _palette(masks[0]) is None:
+        return ClassMap.voc(indexed=False)  # VOC's classes in id masks (DeepLab's SegmentationClassRaw)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
     if isinstance(published, ClassMap) and published.palette_masks is None:
@@ -277,9 +367,9 @@ def _palette(path: str) -> np.ndarray | None:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
+        with Image.open(image_source(path)) as im:
             return np.asarray(im.getpalette(), np.uint8).reshape(-1, 3) if im.mode == "P" else None
-    except (OSError, UnidentifiedImageError):
+    except (OSError, UnidentifiedImageError, DataError):
         return None
 
 
@@ -287,7 +377,7 @@ def mask_values(path: str) -> np.ndarray:
     """A single-channel mask's values as the decoders read them (a 1-bit mask as 0 and 255)."""
     from PIL import Image
 
-    with Image.open(path) as im:
+    with Image.open(image_source(path)) as im:
         return np.asarray(im.convert("L") if im.mode == "1" else im)
 
 
@@ -299,8 +389,8 @@ def infer_classes(masks: Sequence[str], progress: bool = True) -> ClassMap:
     name a class map instead, so they are refused."""
     from PIL import Image
 
-    def values(path: str) -> np.ndarray:
-        with Image.open(path) as im:
+    def values(path) -> np.ndarray:
+        with Image.open(image_source(path)) as im:
             mode = im.mode
         if mode not in SINGLE_CHANNEL_MODES:
             what = "a palette PNG (its indices are read with classes=N, N classes)" if mode == "P" else \

@@ -1,9 +1,10 @@
-"""The process-wide defaults daliloader sets on import, each only where the user has not set it:
+"""The process-wide defaults daliloader sets on import, each only where the user has not set it, and
+where it keeps what it generates (:func:`cache_dir`):
 
 * ``TF_FORCE_GPU_ALLOW_GROWTH=true``: TensorFlow otherwise reserves nearly all of a GPU's memory when it
   starts and DALI, on the same GPU, runs out. TensorFlow reads the variable when it first starts a GPU,
   so the default only helps a TensorFlow that has not started yet (see
-  :func:`daliloader.backends.dali_tf.leave_gpu_memory_for_dali`, which checks the rest).
+  ``daliloader.backends.dali_tf.leave_gpu_memory_for_dali``, which checks the rest).
 * ``DALI_NVIMGCODEC_LOG_LEVEL=1``: DALI's own switch for what nvImageCodec (its image decoders) prints
   to stderr: 1 keeps errors, DALI's default 2 adds warnings, which in normal use are lines a user
   cannot act on, printed once per picture into Keras' progress bar (the CUDA 12 build's "ROI decode
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 
 def _tensorflow_started() -> bool:
@@ -45,3 +47,13 @@ def show_native_warnings() -> None:
     nvImageCodec, unless the user chose one. Decoders created from now on follow it."""
     if NVIMGCODEC_LEVEL_DEFAULTED:
         os.environ[NVIMGCODEC_LOG_LEVEL] = "2"
+
+
+def cache_dir() -> Path:
+    """Where generated data lives: $DALILOADER_CACHE, or ~/.cache/daliloader."""
+    return Path(os.environ.get("DALILOADER_CACHE", Path.home() / ".cache" / "daliloader"))
+
+
+def cache_way_out() -> str:
+    """What to do when the cache folder cannot be written: the end of the messages about it."""
+    return f"set DALILOADER_CACHE to a writable folder with free space (the cache is now {cache_dir()})"

@@ -22,10 +22,13 @@ prepared copy         ``manifest.json`` (``daliloader prepare``)     8-bit class
 
 from __future__ import annotations
 
+import glob
+import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import tfds_folder, tfrecord
 from .classes import ClassMap
 from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
@@ -49,18 +52,35 @@ class Found:
     classes: ClassMap | str | Path | None
     split: str | None = None
     needs_classes: str | None = None
+    #: TFRecord layouts: the keys of image and mask (the pairs are RecordParts), and the records that
+    #: are no pair (damaged, or without the keys), which the loaders refuse and ``check`` lists
+    records: tfrecord.Records | None = None
+    record_problems: list = field(default_factory=list)
 
 
-def find(root: str | Path, split: str | None = None) -> Found:
+def find(root: str | Path, split: str | None = None, image_key: str | None = None,
+         mask_key: str | None = None) -> Found:
     """Recognise the dataset under ``root`` and pair its ``split`` (None: the layout's training split,
     or the whole folder where it has no split folders); a folder in no known layout is an error that
-    lists every layout."""
+    lists every layout. ``root`` may also be a TFRecord file or a glob of them; ``image_key`` and
+    ``mask_key`` name the features of TFRecord layouts (see
+    :meth:`~daliloader.data.SegmentationData.from_tfrecord`)."""
     root = Path(root)
+    keys = (image_key, mask_key)
+    if root.is_file() or (not root.exists() and glob.has_magic(str(root))):
+        return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
     if not root.is_dir():
         raise DataError(f"dataset folder {root} does not exist or is not a folder")
     refuse_incomplete(root)
     for detect in (_prepared, _cityscapes, _voc, _ade20k, _camvid, _images_masks):
         found = detect(root, split)
+        if found is not None:
+            if keys != (None, None):
+                raise DataError(f"{root} is a {found.layout} folder: image_key and mask_key (--image-key, "
+                                "--mask-key) name the features of TFRecord files; leave them out")
+            return found
+    for detect in (_tfds, _tfrecord_folder):
+        found = detect(root, split, keys)
         if found is not None:
             return found
     split = split or "train"
@@ -74,6 +94,8 @@ def find(root: str | Path, split: str | None = None) -> Found:
         f"  CamVid: {split}/ + {split}_labels/ + class_dict.csv\n"
         f"  images/ + masks/ (+ class_dict.csv for colour masks), with or without split folders (images/{split}/)\n"
         f"  a prepared copy: {MANIFEST} (daliloader prepare)\n"
+        f"  TFDS: a folder prepared by TensorFlow Datasets ({tfds_folder.INFO}, or version folders holding it)\n"
+        f"  TFRecord files: a folder of them (a split: the files whose name holds it), a file or a glob\n"
         "or give the folders explicitly (SegmentationData.from_dirs, or --images/--masks/--classes)")
 
 
@@ -188,3 +210,50 @@ def _images_masks(root: Path, split: str | None) -> Found | None:
     if split not in splits:
         raise _missing_split(root, "images/ + masks/ with split folders", split, images / split, splits)
     return Found("images + masks", root, pair_files(images / split, masks / split), classes, split)
+
+
+def _records(files: list[str], root: Path, split: str | None, keys: tuple, layout: str,
+             classes: str | None = None) -> Found:
+    """The pairs of TFRecord ``files``: every record scanned (kept indexes), keys chosen, problems listed."""
+    scans = [tfrecord.indexed(f) for f in files]
+    found = tfrecord.first_keys(scans, *keys)
+    pairs, problems = tfrecord.record_pairs(scans, found)
+    return Found(layout, root, Pairing(pairs, [], [], ""), classes, split, records=found, record_problems=problems)
+
+
+def _tfds(root: Path, split: str | None, keys: tuple) -> Found | None:
+    """A folder prepared by TensorFlow Datasets: a version folder, or a dataset (or config) folder of them."""
+    marked = (root / tfds_folder.INFO).is_file() or any(
+        (p / tfds_folder.INFO).is_file() or any((v / tfds_folder.INFO).is_file() for v in p.iterdir() if v.is_dir())
+        for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not marked:
+        return None
+    found = tfds_folder.find(root, split or "train")
+    given = tuple(k if k is not None else default for k, default in zip(keys, (found.keys.image_key,
+                                                                              found.keys.mask_key)))
+    return _records(list(found.files), found.folder, found.split, given, f"TFDS {found.name} {found.version}",
+                    found.classes)
+
+
+#: Names of TFRecord files: ``*.tfrecord``, ``*.tfrecord-00000-of-00004`` (TFDS), ``*.tfrec``, ``*.record``.
+_TFRECORD_NAME = re.compile(r"\.(tfrecords?|tfrec|record)(-\d+-of-\d+)?$")
+
+
+def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None:
+    """A folder of TFRecord files; a split is the files whose name holds it as a word (``train-00000-of-
+    00004.tfrecord``, ``voc-val.tfrecord``), where names hold split words, else the whole folder."""
+    files = sorted(str(p) for p in root.iterdir() if p.is_file() and _TFRECORD_NAME.search(p.name))
+    if not files:
+        return None
+    words = {f: set(re.split(r"[-_.]", Path(f).name.lower())) for f in files}
+    splits = {w for held in words.values() for w in held if w in _SPLIT_NAMES}
+    if not splits:
+        if split is not None:
+            raise DataError(f"{root} holds TFRecord files whose names name no split: it is one split, read whole; "
+                            f"drop split={split!r}")
+        return _records(files, root, None, keys, "TFRecord files")
+    split = split or "train"
+    chosen = [f for f in files if split.lower() in words[f]]
+    if not chosen:
+        raise _missing_split(root, "a folder of TFRecord files", split, root / f"{split}-*.tfrecord", splits)
+    return _records(chosen, root, split, keys, "TFRecord files")

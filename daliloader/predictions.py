@@ -26,6 +26,7 @@ from .data import SegmentationData
 from .errors import DataError, LoadError, SpecError, cannot_write
 from .plan import make_plan
 from .spec import Preprocess
+from .tfrecord import image_source, part_stem
 
 #: Loader options that predict fixes, with the value it needs: any other would drop pairs (training,
 #: drop_remainder, a worker's shard), mix their order (shuffle) or choose other outputs.
@@ -40,13 +41,17 @@ FIXED = {"training": (False, "draw random crops and drop the last pairs"),
 @dataclass(frozen=True)
 class Prediction:
     """The prediction for pair ``index`` of the dataset: class indices ``(H, W)`` (the loader's size, or
-    the image's own with ``original_size``), and the pair's files (``written``: the PNG written, if any)."""
+    the image's own with ``original_size``), and the pair's files (``written``: the PNG written, if any).
+    For data read from TFRecords, ``image`` and ``mask`` name the record (file, record number, byte
+    offset, key) and ``name`` is its file-name feature, where it has one; for files, ``name`` is the
+    image's file name."""
 
     index: int
     image: str
     mask: str
     labels: np.ndarray
     written: str | None = None
+    name: str | None = None
 
 
 def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None, crop: str | None = None,
@@ -59,7 +64,8 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
     ``opencv`` runs without Keras' PyDataset). ``model`` maps image batches ``[B, h, w, 3]`` to class
     scores ``[B, h, w, C]`` (logits or probabilities); it is called as ``model.predict_on_batch``.
     ``out_dir``: also write ``<image stem>.png`` per pair there (implies ``original_size``: masks at the
-    images' own size). Options that would drop pairs or mix their order (``training=True``,
+    images' own size); a record is named by its file-name feature's stem, or ``<TFRecord file>-<record
+    number>`` where it has none. Options that would drop pairs or mix their order (``training=True``,
     ``drop_remainder=True``, ``shuffle=True``, ``shard_id``/``num_shards``) or change what a batch holds
     (``outputs``) raise a SpecError before anything is loaded; predict some pairs with
     ``data.subset(indices)``.
@@ -77,7 +83,7 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
     if out_dir is not None:
         original_size = True
         out_dir = Path(out_dir)
-        stems = [Path(p).stem for p in data.images]
+        stems = [part_stem(p) for p in data.images]
         if len(set(stems)) < len(stems):
             twice = sorted({s for s in stems if stems.count(s) > 1})[:3]
             raise DataError(f"predict(out_dir=...): several images are named {', '.join(twice)}, so their masks "
@@ -100,7 +106,9 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
             if original_size:
                 labels = to_original_size(labels, plan.spec, data, i)
             written = _write(out_dir, data, i, labels) if out_dir is not None else None
-            found[i] = Prediction(i, data.images[i], data.masks[i], labels, written)
+            image = data.images[i]
+            found[i] = Prediction(i, str(image), str(data.masks[i]), labels, written,
+                                  getattr(image, "name", None) or Path(image).name)
     if sorted(found) != list(range(len(data))):
         raise DataError(f"predict: {len(found)} of {len(data)} pairs came back from backend {chosen.name!r}; this is "
                         "a bug in daliloader, please report it")
@@ -112,7 +120,7 @@ def to_original_size(labels: np.ndarray, spec: Preprocess, data: SegmentationDat
     image's own pixels (nearest neighbour); pixels the loader cropped away get the ignore index."""
     from PIL import Image
 
-    with Image.open(data.images[index]) as im:
+    with Image.open(image_source(data.images[index])) as im:
         width, height = im.size
     win = stages.window(spec, height, width, np.zeros(stages.DRAWS, np.float32))  # evaluation draws nothing
     if spec.resizes:  # resize / fit: the whole image, scaled (fit: then padded)
@@ -133,7 +141,7 @@ def _write(out_dir: Path, data: SegmentationData, index: int, labels: np.ndarray
     the whole file reached the disk (a full disk can leave a short file behind an encoder's success)."""
     from PIL import Image
 
-    path = out_dir / f"{Path(data.images[index]).stem}.png"
+    path = out_dir / f"{part_stem(data.images[index])}.png"
     classes = data.classes
     if classes.palette_masks is not None:  # indexed, as the masks: index = class, ignore_index = border
         image = Image.fromarray(np.where(labels < classes.num_classes, labels, classes.ignore_index).astype(np.uint8))

@@ -48,6 +48,7 @@ from .manifest import (FORMAT, GPU_FORM, INDEX_VERSION, LZ4_MAGIC, LZ4_MAX_BYTES
                        PACK_IMAGE_EXTS, PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION, load_manifest, original_classes,
                        read_lz4_mask, read_manifest)
 from .parallel import threaded_map
+from .tfrecord import RecordPart, file_stamp, part_file, part_stem, read_part
 
 #: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
 #: class indices: without them the masks decode several times faster and are smaller (measured in the
@@ -143,8 +144,7 @@ def _write(data: SegmentationData, out: Path, jpeg_quality, pack_size, workers, 
         "format": FORMAT, "version": VERSION, "daliloader": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": round(time.perf_counter() - started, 1),
-        "source": {**(source or {}), "images": [os.path.abspath(p) for p in data.images],
-                   "masks": [os.path.abspath(p) for p in data.masks]},
+        "source": {**(source or {}), **_sources(data)},
         "classes": _classes_entry(data.classes),
         "masks": {"encoding": "png, 1 channel, 8-bit class indices",
                   "how": _how(data.classes),
@@ -160,10 +160,21 @@ def _write(data: SegmentationData, out: Path, jpeg_quality, pack_size, workers, 
     return manifest
 
 
-def file_stem(index: int, path: str) -> str:
-    """The prepared files' name for pair ``index``: its number and the image's stem, cut so that the
-    longest file name made of it (``.labels.png``, an image extension) stays within 255 bytes."""
-    stem = f"{index:07d}-{Path(path).stem}"
+def _sources(data: SegmentationData) -> dict:
+    """Where the pairs came from, for ``verify``: the files' absolute paths; for records, their names
+    and, under "records", each pair's ``[file, record number, byte offset, size]`` and the keys."""
+    if data.records is None:
+        return {"images": [os.path.abspath(p) for p in data.images], "masks": [os.path.abspath(p) for p in data.masks]}
+    return {"images": [str(p) for p in data.images], "masks": [str(p) for p in data.masks],
+            "records": [[p.file, p.record, p.offset, p.size] for p in data.images],
+            "keys": [data.records.image_key, data.records.mask_key]}
+
+
+def file_stem(index: int, path) -> str:
+    """The prepared files' name for pair ``index``: its number and the image's stem (a record's: see
+    :func:`daliloader.tfrecord.part_stem`), cut so that the longest file name made of it
+    (``.labels.png``, an image extension) stays within 255 bytes."""
+    stem = f"{index:07d}-{part_stem(path)}"
     room = 255 - len(".labels.jpeg")
     return stem.encode()[:room].decode(errors="ignore")
 
@@ -221,7 +232,7 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality:
         unknown = sum(count for _, count in data.classes.unknown_values(decoded))
         row = {"mask": f"masks/{name}.png", "unknown_pixels": unknown, "psnr": None, "lz4": None}
         files[row["mask"]] = encode(".png", labels, MASK_PNG_PARAMS)
-        suffix = Path(image).suffix.lower()
+        suffix = image_suffix(image)
         if gpu_masks and labels.nbytes <= LZ4_MAX_BYTES:
             row["lz4"] = f"masks_lz4/{name}.lz4"
             files[row["lz4"]] = encode_lz4_mask(labels)
@@ -235,12 +246,25 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality:
             row["psnr"] = cv2.PSNR(rgb, back)
         else:
             row["image"] = f"images/{name}{suffix}"
-            files[row["image"]] = Path(image).read_bytes()
+            files[row["image"]] = read_part(image)
     except (LoadError, OSError, ValueError) as e:
         return {"error": f"{image} + {mask}: {str(e).splitlines()[0]}"}
     for path, blob in files.items():
         write_file(out / path, blob)
     return row
+
+
+#: File extensions by the first bytes of an encoded image (for images read from records).
+_MAGIC_SUFFIXES = ((b"\xff\xd8\xff", ".jpg"), (b"\x89PNG", ".png"), (b"BM", ".bmp"), (b"II*\x00", ".tif"),
+                   (b"MM\x00*", ".tif"), (b"RIFF", ".webp"))
+
+
+def image_suffix(image) -> str:
+    """The file extension of an image: a file's own (lower case); a record's picture's from its first bytes."""
+    if not isinstance(image, RecordPart):
+        return Path(image).suffix.lower()
+    head = read_part(image)[:4]
+    return next((suffix for magic, suffix in _MAGIC_SUFFIXES if head.startswith(magic)), ".bin")
 
 
 def _how(classes: ClassMap) -> str:
@@ -406,8 +430,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     out = Path(out)
     manifest = load_manifest(out)
     originals = original_classes(manifest)
-    src_images = [_source(p, out) for p in manifest["source"]["images"]]
-    src_masks = [_source(p, out) for p in manifest["source"]["masks"]]
+    src_images, src_masks = _original_parts(manifest, out)
     pairs = manifest["pairs"]
     gpu_masks = _gpu_files(manifest["masks"].get(GPU_FORM))
     report = VerifyReport(pairs=len(pairs))
@@ -415,16 +438,16 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     def one(i: int) -> dict:
         image, mask = pairs[i]
         problems, found = [], {"mask": False, "gpu": False, "image": False}
-        moved = not (src_masks[i].is_file() and src_images[i].is_file())
+        moved = not (_exists(src_masks[i]) and _exists(src_images[i]))
         got = cv2.imread(str(out / mask), cv2.IMREAD_UNCHANGED) if (out / mask).is_file() else None
         if got is None or got.dtype != np.uint8 or got.ndim != 2:
             problems.append(f"{out / mask}: missing, or not a single-channel 8-bit PNG")
             got = None
         want = None
-        if src_masks[i].is_file():
+        if _exists(src_masks[i]):
             try:
-                want = originals.map_mask(decode_mask(read(str(src_masks[i])), str(src_masks[i]), originals))
-            except (LoadError, OSError) as e:
+                want = originals.map_mask(decode_mask(read(src_masks[i]), str(src_masks[i]), originals))
+            except (LoadError, OSError, DataError) as e:
                 problems.append(str(e).splitlines()[0])
         if got is not None and want is not None:
             problems += _differences(out / mask, got, want, src_masks[i])
@@ -441,13 +464,15 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
                     problems += _differences(out / gpu_masks[i], inflated, reference,
                                              src_masks[i] if want is not None else out / mask)
                     found["gpu"] = True
-        copied = Path(image).suffix.lower() == src_images[i].suffix.lower() and src_images[i].is_file()
         try:
-            if copied and (out / image).read_bytes() != src_images[i].read_bytes():
+            copied = _exists(src_images[i]) and Path(image).suffix.lower() == image_suffix(src_images[i])
+            if copied and (out / image).read_bytes() != read_part(src_images[i]):
                 problems.append(f"{out / image}: bytes differ from {src_images[i]}")
             found["image"] = copied
         except OSError as e:
             problems.append(f"{e.filename or out / image}: cannot read it ({e.strerror or e})")
+        except DataError as e:  # a record that cannot be read
+            problems.append(str(e))
         return {"problems": problems, "found": found, "moved": moved}
 
     moved = []
@@ -460,7 +485,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
             moved.append(i)
     if moved:
         report.originals_missing = len(moved)
-        first = next(p for p in (src_masks[moved[0]], src_images[moved[0]]) if not p.is_file())
+        first = next(p for p in (src_masks[moved[0]], src_images[moved[0]]) if not _exists(p))
         report.mismatches.insert(0, f"the originals of {len(moved)} of {len(pairs)} pairs are not where the manifest "
                                     f"says (first: {first}): moved or deleted? Their masks and images were not "
                                     "compared with them; everything else was checked")
@@ -468,6 +493,27 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
         report.pack_members_checked, report.indexes_checked, problems = _verify_packs(out, manifest)
         report.mismatches += problems
     return report
+
+
+def _original_parts(manifest: dict, out: Path) -> tuple[list, list]:
+    """The originals of each pair: files, or the records they were read from (see :func:`_sources`)."""
+    source = manifest["source"]
+    if "records" not in source:
+        return [_source(p, out) for p in source["images"]], [_source(p, out) for p in source["masks"]]
+    stamps: dict[str, tuple] = {}
+
+    def part(row, key):
+        file, record, offset, size = row
+        if file not in stamps:
+            stamps[file] = file_stamp(file) if os.path.isfile(file) else ()
+        return RecordPart(file, record, offset, size, key, None, stamps[file])
+
+    image_key, mask_key = source["keys"]
+    return [part(r, image_key) for r in source["records"]], [part(r, mask_key) for r in source["records"]]
+
+
+def _exists(part) -> bool:
+    return os.path.isfile(part_file(part))
 
 
 def _source(path: str, out: Path) -> Path:

@@ -15,13 +15,16 @@ def write_json(report: dict, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
 
-#: How the report names each data column ("shards" in the JSON is the packs).
-DATA_NAMES = {"original": "original", "prepared": "prepared", "shards": "packs"}
+#: How the report names each data column ("shards" in the JSON is the packs; "tfrecord" and "files": the
+#: original pairs in the other container, ``bench --tfrecord``).
+DATA_NAMES = {"original": "original", "prepared": "prepared", "shards": "packs", "tfrecord": "tfrecord",
+              "files": "files"}
 
 
 def read_report(path: Path, data=None) -> dict:
     """A report written by ``daliloader bench --json``, keeping only the figures on ``data`` (names of
-    :data:`DATA_NAMES`' values: original, prepared, packs; None: all), to print or chart it again."""
+    :data:`DATA_NAMES`' values: original, prepared, packs, tfrecord, files; None: all), to print or chart it
+    again."""
     path = Path(path)
     try:
         report = json.loads(path.read_text())
@@ -40,9 +43,10 @@ def read_report(path: Path, data=None) -> dict:
     if data is not None:
         wanted = {key for key, name in DATA_NAMES.items() if name in data}
         prepared = bool(wanted & {"prepared", "shards"})
+        original = bool(wanted & {"original", "tfrecord", "files"})  # the same bytes: the same ceilings
         report = dict(report, results=[r for r in report["results"] if r.get("data", "original") in wanted],
                       ceilings={k: c for k, c in report["ceilings"].items()  # each with the data it bounds
-                                if (prepared if k.endswith("_prepared") else "original" in wanted)})
+                                if (prepared if k.endswith("_prepared") else original)})
     return report
 
 
@@ -111,6 +115,8 @@ def print_report(console, report: dict) -> None:
         console.print(train)
     for key, kept in report.get("augment_kept", {}).items():
         console.print(f"full augmentation keeps {100 * kept:.0f}% of {key}'s throughput (same run)")
+    for key, ratio in report.get("tfrecord_vs_files", {}).items():
+        console.print(f"{key} on TFRecords: {100 * ratio:.0f}% of its throughput on the same pairs as files (same run)")
     for warning in report.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {warning}")
 

@@ -95,6 +95,11 @@ class Sampler:
         return self.indices(step * self.batch_size, (step + 1) * self.batch_size)
 
 
+#: Samples a reader of a container (DALI's webdataset and TFRecord readers, tf.data on TFRecords) holds
+#: to shuffle within: DALI's default ``initial_fill``.
+SHUFFLE_BUFFER = 1024
+
+
 class ReaderEpochs:
     """The stream of DALI's own reader, for data read from packs (webdataset tars), fitted to a Sampler's epochs.
 
@@ -121,7 +126,9 @@ class ReaderEpochs:
         n, shards, shard = sampler.n, sampler.num_shards, sampler.shard_id
         self.batch_size = sampler.batch_size
         self.padded = not sampler.drop_remainder
-        self.size = (shard + 1) * n // shards - shard * n // shards
+        self.shuffled = sampler.shuffle
+        self.start = shard * n // shards  # the worker's first sample
+        self.size = (shard + 1) * n // shards - self.start
         self.reader_steps = -(-(-(-n // shards)) // self.batch_size)
 
     @property
@@ -134,3 +141,17 @@ class ReaderEpochs:
         if not self.padded:
             return position >= 0
         return position % self.period < self.size
+
+    def sample(self, position, as_int=int):
+        """The sample the reader reads at its stream position, in its worker's order (padding: the last
+        sample again): the sample it outputs there unless it shuffles. ``as_int`` turns a truth value
+        into 0 or 1 in the caller's arithmetic (``int``, or a cast for tensors)."""
+        if not self.padded:
+            return self.start + position % self.size
+        offset = position % self.period
+        return self.start + offset + as_int(offset >= self.size) * (self.size - 1 - offset)
+
+    def index(self, position, as_int=int):
+        """The sample index at a stream position, -1 on padding, for a reader that does not shuffle (a
+        shuffling reader outputs the samples it read in another order)."""
+        return as_int(self.real(position)) * (self.sample(position, as_int) + 1) - 1

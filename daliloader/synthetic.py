@@ -16,30 +16,15 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from .catalog import CAMVID_CLASSES
 from .classes import ClassMap
 from .codecs import encode, write_file
 from .data import SegmentationData
+from .environment import cache_dir, cache_way_out
 from .errors import LoadError, SpecError, cannot_write
 
-#: CamVid's 32 classes and colours, as in its class_dict.csv.
-CAMVID_CLASSES = (
-    ("Animal", 64, 128, 64), ("Archway", 192, 0, 128), ("Bicyclist", 0, 128, 192),
-    ("Bridge", 0, 128, 64), ("Building", 128, 0, 0), ("Car", 64, 0, 128),
-    ("CartLuggagePram", 64, 0, 192), ("Child", 192, 128, 64), ("Column_Pole", 192, 192, 128),
-    ("Fence", 64, 64, 128), ("LaneMkgsDriv", 128, 0, 192), ("LaneMkgsNonDriv", 192, 0, 64),
-    ("Misc_Text", 128, 128, 64), ("MotorcycleScooter", 192, 0, 192), ("OtherMoving", 128, 64, 64),
-    ("ParkingBlock", 64, 192, 128), ("Pedestrian", 64, 64, 0), ("Road", 128, 64, 128),
-    ("RoadShoulder", 128, 128, 192), ("Sidewalk", 0, 0, 192), ("SignSymbol", 192, 128, 128),
-    ("Sky", 128, 128, 128), ("SUVPickupTruck", 64, 128, 192), ("TrafficCone", 0, 0, 64),
-    ("TrafficLight", 0, 64, 64), ("Train", 192, 64, 128), ("Tree", 128, 128, 0),
-    ("Truck_Bus", 192, 128, 192), ("Tunnel", 64, 0, 64), ("VegetationMisc", 192, 192, 0),
-    ("Void", 0, 0, 0), ("Wall", 64, 192, 0),
-)
-
-
 def camvid_classmap() -> ClassMap:
-    return ClassMap.from_palette([c[1:] for c in CAMVID_CLASSES], [c[0] for c in CAMVID_CLASSES],
-                                 source="CamVid palette")
+    return ClassMap.camvid()
 
 
 def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
@@ -88,19 +73,9 @@ def _write_dataset(out: Path, n: int, image_format: str, image_size: tuple[int, 
         write_file(mask_dir / f"{i:05d}_L.png", encode(".png", palette[labels][..., ::-1]))
 
 
-def cache_dir() -> Path:
-    """Where generated data lives: $DALILOADER_CACHE, or ~/.cache/daliloader."""
-    return Path(os.environ.get("DALILOADER_CACHE", Path.home() / ".cache" / "daliloader"))
-
-
-def cache_way_out() -> str:
-    """What to do when the cache folder cannot be written: the end of the messages about it."""
-    return f"set DALILOADER_CACHE to a writable folder with free space (the cache is now {cache_dir()})"
-
-
 def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960)) -> SegmentationData:
     """The embedded dataset (what the CLI and the benchmarks run on without DATA), generated once into
-    :func:`cache_dir`: atomically, under a lock (a second process waits for the first, then uses its
+    :func:`~daliloader.environment.cache_dir`: atomically, under a lock (a second process waits for the first, then uses its
     copy; see :func:`daliloader.folders.made_once`)."""
     from .folders import made_once
 

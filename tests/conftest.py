@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import daliloader as dl
-from daliloader.synthetic import CAMVID_CLASSES, write_class_dict
+from daliloader.catalog import CAMVID_CLASSES
+from daliloader.synthetic import write_class_dict
 
 
 def _gpu_count() -> int:

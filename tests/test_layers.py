@@ -15,13 +15,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
 LAYERS = [
     ["environment", "errors", "parallel"],
     ["spec", "catalog", "classes", "sampler", "stages"],
-    ["pairing", "manifest", "layouts", "data"],
+    ["pairing", "manifest", "tfrecord", "tfds_folder", "layouts", "data"],
     ["codecs", "folders"],
     ["checks", "balance"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations
     ["loaders", "losses", "metrics"],
-    ["bench", "report", "preview", "prepare", "synthetic", "predictions"],
+    ["bench", "report", "preview", "prepare", "convert", "synthetic", "predictions"],
     ["cli"],
 ]
 ROOT_ALLOWED_FROM = len(LAYERS) - 2  # the jobs and the CLI

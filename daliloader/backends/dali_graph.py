@@ -37,22 +37,24 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
-from nvidia.dali import fn, math as dmath, types
+from nvidia.dali import fn, math as dmath, tfrecord as tfrec, types
 from nvidia.dali.pipeline import Pipeline
 
 from .. import stages
 from ..checks import PairGuard
 from ..classes import ClassMap
-from ..data import SegmentationData
+from ..data import Container, SegmentationData
 from ..errors import SpecError
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
-from ..sampler import ReaderEpochs, Sampler
+from ..sampler import SHUFFLE_BUFFER, ReaderEpochs, Sampler
 from ..spec import Preprocess
+from ..tfrecord import reader_files
 from . import pair_guard
 
 log = logging.getLogger("daliloader")
@@ -68,9 +70,13 @@ DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max,
 #: draws afresh for the next epoch's positions instead of replaying its generator.
 INPUTS = ("image_path", "mask_path", "index")
 PACK_INPUTS = ("real",)
+#: When reading TFRecords: the sample index of each position (-1: padding).
+RECORD_INPUTS = ("index",)
 DRAWS = "draws"
-#: Name of the webdataset reader (for ``pipeline.reader_meta``).
+#: Name of the webdataset or TFRecord reader (for ``pipeline.reader_meta``).
 READER = "packs"
+#: Samples DALI's TFRecord reader buffers to shuffle (its ``initial_fill``).
+RECORD_FILL = SHUFFLE_BUFFER
 #: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
 STAGES = ("read", "decode", "labels", "crop", "normalize")
 
@@ -125,7 +131,7 @@ def host_batch_size(plan: Plan, device: str) -> int:
     pad each pass to a whole DALI batch (:class:`~daliloader.sampler.ReaderEpochs`).
     """
     batch = plan.batch_size
-    if outputs_on(device, plan) != "cpu" or (plan.data.packs is not None and not plan.sampler.drop_remainder):
+    if outputs_on(device, plan) != "cpu" or (plan.data.container.read_by_reader and not plan.sampler.drop_remainder):
         return batch
     return batch * max(1, -(-SAMPLES_PER_THREAD * threads(plan) // batch))
 
@@ -148,6 +154,10 @@ class SegmentationPipeline(Pipeline):
         self.guard = guard if guard is not None else pair_guard(plan.data, f"dali-{device}")
         if self.spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
+        if plan.data.container is Container.TFRECORD and plan.sampler.shuffle and "index" in plan.outputs:
+            raise SpecError("outputs with 'index' and shuffle=True on TFRecords: DALI's reader shuffles within its "
+                            "buffer and does not say which record it output; pass shuffle=False (the records' order), "
+                            "or leave 'index' out")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
         super().__init__(batch_size=batch_size or plan.batch_size, num_threads=threads(plan),
                          device_id=plan.device_id if device == "gpu" else None, prefetch_queue_depth=plan.prefetch,
@@ -260,8 +270,10 @@ def mask_files(data: SegmentationData, device: str) -> tuple[str, ...]:
 
 def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
     """read: the encoded image and mask, and the sample index (``-1``: padding), per position."""
-    if data.packs is not None:
+    if data.container is Container.PACKS:
         return _read_packs(data, sampler, fed, device)
+    if data.container is Container.TFRECORD:
+        return _read_records(data, sampler, guard, fed)
     sources = ((None, None, None) if fed else
                (_PathSource(sampler, data.images, guard), _PathSource(sampler, mask_files(data, device)),
                 _IndexSource(sampler)))
@@ -288,6 +300,51 @@ def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str
     real = fn.external_source(source=None if fed else _RealSource(ReaderEpochs(sampler)), batch=False,
                               name=PACK_INPUTS[0], dtype=types.INT64, ndim=0)
     return image_bytes, mask_bytes, real * (index[0] + 1) - 1
+
+
+def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool):
+    """One TFRecord reader: image and mask from the same record, so paired by construction; one input gives
+    each position's sample index (-1: padding), which is exact where the reader does not shuffle.
+
+    Like the pack reader (:class:`ReaderEpochs`), it shuffles within its buffer (:data:`RECORD_FILL`
+    samples), gives each worker a contiguous range and pads its passes for evaluation only. It reads
+    the records in the data's order from DALI index files made for them
+    (:func:`daliloader.tfrecord.reader_files`). Run alone, the index input vets the records the reader can
+    have read by then (:class:`AheadOfReader`); fed by TensorFlow, the stream does
+    (:func:`daliloader.backends.dali_tf.dataset`)."""
+    keys = data.records
+    paths, indexes = reader_files(data.images)
+    features = {key: tfrec.FixedLenFeature((), tfrec.string, "") for key in (keys.image_key, keys.mask_key)}
+    found = fn.readers.tfrecord(path=paths, index_path=indexes, features=features, random_shuffle=sampler.shuffle,
+                                initial_fill=RECORD_FILL, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
+                                pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, name=READER)
+    epochs = ReaderEpochs(sampler)
+    source = None if fed else _RecordIndexSource(epochs, AheadOfReader(guard, epochs, sampler.batch_size))
+    index = fn.external_source(source=source, batch=False, name=RECORD_INPUTS[0], dtype=types.INT64, ndim=0)
+    fn.copy(index, preserve=True)  # the input runs, and vets, even where no output uses the index
+    return found[keys.image_key], found[keys.mask_key], index
+
+
+class AheadOfReader:
+    """Vets, before a stream position is asked for, every sample DALI's reader can have read by then:
+    a reader of a container reads its samples in order (:meth:`ReaderEpochs.sample`), at most its
+    shuffle buffer (:data:`RECORD_FILL`) and a few batches of prefetch ahead of the position the
+    pipeline outputs. Each sample is vetted at every pass (a file changed since is vetted again)."""
+
+    def __init__(self, guard: PairGuard | None, epochs: ReaderEpochs, batch_size: int):
+        self.guard, self.epochs = guard, epochs
+        self.ahead = RECORD_FILL + 4 * batch_size
+        self.next = 0  # the first reader position not vetted yet
+        self._lock = threading.Lock()
+
+    def upto(self, position: int) -> None:
+        if self.guard is None:
+            return
+        with self._lock:
+            stop = position + self.ahead
+            for q in range(self.next, stop):
+                self.guard.verify(int(self.epochs.sample(q)))
+            self.next = max(self.next, stop)
 
 
 def decode_window(encoded, start, shape, device: str, kind, dtype):
@@ -493,6 +550,18 @@ class _RealSource:
 
     def __call__(self, info):
         return np.array(self.epochs.real(info.idx_in_epoch), dtype=np.int64)
+
+
+class _RecordIndexSource:
+    """The sample index (``-1`` for padding) at the reader's position ``info.idx_in_epoch``, as a 0-d int64,
+    after vetting what the reader can have read by then."""
+
+    def __init__(self, epochs: ReaderEpochs, ahead: AheadOfReader):
+        self.epochs, self.ahead = epochs, ahead
+
+    def __call__(self, info):
+        self.ahead.upto(info.idx_in_epoch)
+        return np.array(self.epochs.index(info.idx_in_epoch), dtype=np.int64)
 
 
 def to_numpy(outputs) -> list[np.ndarray]:

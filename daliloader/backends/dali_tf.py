@@ -32,6 +32,7 @@ from tensorflow.python.framework import ops
 
 from ..checks import PairGuard
 from ..classes import ClassMap
+from ..data import Container
 from ..environment import GROWTH_DEFAULT_TOO_LATE
 from ..errors import SpecError, user_stacklevel
 from ..plan import Plan
@@ -39,8 +40,8 @@ from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
 from ..stages import DRAWS as DRAW_COUNT
-from .dali_graph import (DRAWS, PACK_INPUTS, SegmentationPipeline, graph_spec, host_batch_size, mask_files,
-                         needs_draws, outputs_on)
+from .dali_graph import (DRAWS, PACK_INPUTS, RECORD_FILL, RECORD_INPUTS, AheadOfReader, SegmentationPipeline, graph_spec,
+                         host_batch_size, mask_files, needs_draws, outputs_on)
 from .tfops import one_hot
 
 
@@ -100,19 +101,20 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
     """
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
-                 passes: tf.Variable | None = None, packs: bool = False, restart: bool = False):
+                 passes: tf.Variable | None = None, by_reader: bool = False, restart: bool = False):
         self._stream = stream
         self._steps = steps
         self._guard = guard
         self._restart = restart  # every iter() from the first batch, on a new pipeline (evaluation)
         self._iterator: _EpochIterator | None = None
-        super().__init__(stream, self._one_epoch(stream, steps, passes, packs and not restart)._variant_tensor)
+        super().__init__(stream, self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor)
 
     @staticmethod
-    def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, packs: bool) -> tf.data.Dataset:
+    def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, by_reader: bool
+                   ) -> tf.data.Dataset:
         def start(_):
             done = passes.assign_add(1)
-            if packs:
+            if by_reader:
                 with tf.control_dependencies([tf.debugging.assert_less(done, tf.constant(1, tf.int64),
                                                                        message=PACKS_REPLAY)]):
                     done = tf.identity(done)
@@ -139,11 +141,11 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
         return self._iterator._start_epoch()
 
 
-#: What a second chained pass over a pack reader says.
-PACKS_REPLAY = ("daliloader: this dataset reads packs (webdataset tars), and a chained tf.data transformation builds "
-                "DALI's reader anew for every pass, which would replay the first pass's order and crops. Iterate the "
-                "dataset itself (model.fit(ds) keeps one pipeline for all epochs), or load the prepared copy with "
-                "packs=False to chain transformations")
+#: What a second chained pass over a pack or TFRecord reader says.
+PACKS_REPLAY = ("daliloader: this dataset is read by DALI's own reader (packs, webdataset tars; or TFRecord files), and "
+                "a chained tf.data transformation builds that reader anew for every pass, which would replay the first "
+                "pass's order and crops. Iterate the dataset itself (model.fit(ds) keeps one pipeline for all epochs); "
+                "or, to chain transformations, load a prepared copy with packs=False, or use backend='tfdata'")
 
 #: tf.data transformations without GPU kernels, refused on a GPU stream (prefetch and with_options have them).
 CPU_ONLY = ("map", "filter", "batch", "unbatch", "padded_batch", "rebatch", "cache", "take", "skip", "repeat",
@@ -189,7 +191,8 @@ def dataset(plan: Plan, device: str) -> EpochDataset:
     restart = not (plan.sampler.drop_remainder or plan.sampler.shuffle or needs_draws(plan.spec))
     if on_gpu:
         return GPUEpochDataset(endless, plan.steps, guard, restart=restart)
-    return EpochDataset(endless, plan.steps, guard, passes, packs=plan.data.packs is not None, restart=restart)
+    return EpochDataset(endless, plan.steps, guard, passes, by_reader=plan.data.container.read_by_reader,
+                        restart=restart)
 
 
 def stream(plan: Plan, device: str) -> tf.data.Dataset:
@@ -218,9 +221,12 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
                         "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
     dali_spec = graph_spec(spec, on)
     batch = host_batch_size(plan, device)
-    guard = pair_guard(plan.data, f"dali-{device}", remember=2 * CHUNK + batch * (plan.prefetch + 2))
+    # the pairs explain() decodes: those in flight (files), or every one the reader can have read (TFRecords)
+    remember = 2 * CHUNK + batch * (plan.prefetch + 2) + (RECORD_FILL + 4 * batch) * (
+        plan.data.container is Container.TFRECORD)
+    guard = pair_guard(plan.data, f"dali-{device}", remember=remember)
     pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard, batch_size=batch)
-    reader = ReaderEpochs(plan.sampler) if plan.data.packs is not None else None
+    reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
     dtypes, shapes = output_signature(dali_spec, plan.data.classes, batch, plan.outputs)
     if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
         leave_gpu_memory_for_dali()
@@ -231,7 +237,7 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
         endless = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=batch, device_id=pipe.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=plan.prefetch,
-            input_datasets=_inputs(plan, reader, guard, where, passes, mask_files(plan.data, device)),
+            input_datasets=_inputs(plan, reader, guard, where, passes, mask_files(plan.data, device), batch),
             output_dtypes=dtypes, output_shapes=shapes)
         if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
             endless = endless.rebatch(plan.batch_size, drop_remainder=True)
@@ -247,7 +253,7 @@ CHUNK = 128
 
 
 def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, passes: tf.Variable,
-            masks) -> dict:
+            masks, batch: int) -> dict:
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS`` and ``DRAWS`` in :mod:`.dali_graph`)
     as native tf.data streams (the index, or the padding marks when reading packs, only when an output
     uses them: DALI drops unused nodes).
@@ -297,9 +303,22 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
         return chunks(from_passes).map(lambda start: tf.random.stateless_uniform(
             [chunk_size, DRAW_COUNT], seed=tf.stack([seed, start]))).unbatch()
 
+    def record_indices():  # each position's index, vetting first what the reader can have read by then
+        ahead = AheadOfReader(guard, reader, batch)
+
+        def vet(start):
+            ahead.upto(int(start) + chunk_size)
+            return start
+
+        starts = chunks(from_passes=False).map(lambda start: tf.numpy_function(vet, [start], tf.int64, stateful=True))
+        return starts.flat_map(lambda start: tf.data.Dataset.range(start, start + chunk_size)).map(
+            lambda p: reader.index(p, lambda b: tf.cast(b, tf.int64)))
+
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
-        if data.packs is not None:
+        if data.container is Container.TFRECORD:
+            streams = {RECORD_INPUTS[0]: record_indices()}
+        elif data.container is Container.PACKS:
             real = tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
             streams = {PACK_INPUTS[0]: real} if positional else {}
         else:
@@ -309,7 +328,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
             if positional:
                 streams["index"] = indices(vet=False)
         if needs_draws(plan.spec):
-            streams[DRAWS] = draws(from_passes=data.packs is None)
+            streams[DRAWS] = draws(from_passes=not data.container.read_by_reader)
     if tf.DeviceSpec.from_string(device).device_type == "GPU":
         streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
     return {name: Input(stream, batch=False) for name, stream in streams.items()}

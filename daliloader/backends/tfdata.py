@@ -9,11 +9,14 @@ the cheap per-pixel work (normalise, one-hot) is vectorised after ``batch``; the
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from .. import stages
 from ..classes import ClassMap
+from ..data import Container
 from ..plan import Plan
+from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
 from .tfops import TF_MATH, colour, one_hot, rotate, to_uint8, weights
@@ -24,11 +27,51 @@ AUTOTUNE = tf.data.AUTOTUNE
 def dataset(plan: Plan) -> tf.data.Dataset:
     """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order at every ``iter()``),
     sharded like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples
-    (index -1, weight 0), as on the other backends, so that every backend gives the same batches."""
+    (index -1, weight 0), as on the other backends, so that every backend gives the same batches.
+    TFRecords are read with ``tf.data.TFRecordDataset`` (see :func:`_records`)."""
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
-    n = len(data)
+    guard = pair_guard(data, "tfdata")
+
+    def vet(index, payload):  # the PairGuard's checks, once per pair: a bad file fails with its name
+        guard.verify(int(index))
+        return index, payload
+
+    if data.container is Container.TFRECORD:
+        stream = _records(plan)
+        keys = data.records
+        features = {key: tf.io.FixedLenFeature([], tf.string) for key in (keys.image_key, keys.mask_key)}
+
+        def fetch(_, serialized):
+            parsed = tf.io.parse_single_example(serialized, features)
+            return parsed[keys.image_key], parsed[keys.mask_key]
+    else:
+        stream = _files(plan).map(lambda index: (index, tf.constant(b"")))
+        images, masks = tf.constant(data.images), tf.constant(data.masks)
+
+        def fetch(read, _):
+            return tf.io.read_file(images[read]), tf.io.read_file(masks[read])
+
+    def load(index, payload, seed):
+        # vetted before anything is read or decoded: what is read (the index, the record) comes out of vet
+        read, payload = tf.numpy_function(vet, [tf.maximum(index, 0), payload], (tf.int64, tf.string),
+                                          stateful=False)  # padding reads sample 0
+        image_bytes, mask_bytes = fetch(read, payload)
+        image, labels = sample_from_bytes(image_bytes, mask_bytes, spec, classes, lut, tf.stack([seed, read]),
+                                          data.mask_depth)
+        return image, labels, index
+
+    seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
+    ds = tf.data.Dataset.zip(stream, seeds).map(lambda pair, seed: load(*pair, seed), num_parallel_calls=AUTOTUNE)
+    ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
+    ds = ds.map(lambda x, y, i: finish(x, y, i, spec, classes, plan.outputs), num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)
+
+
+def _files(plan: Plan) -> tf.data.Dataset:
+    """Sample indices of one epoch of files: the worker's stride of the dataset, shuffled whole, padded."""
+    sampler, n = plan.sampler, len(plan.data)
     indices = tf.data.Dataset.range(n)
     if sampler.num_shards > 1:
         indices = indices.shard(sampler.num_shards, sampler.shard_id)
@@ -38,24 +81,47 @@ def dataset(plan: Plan) -> tf.data.Dataset:
         mine = len(range(sampler.shard_id, n, sampler.num_shards))
         indices = indices.concatenate(tf.data.Dataset.from_tensors(tf.constant(-1, tf.int64))
                                       .repeat(sampler.per_epoch - mine))
-    seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
-    images, masks = tf.constant(data.images), tf.constant(data.masks)
+    return indices
 
-    guard = pair_guard(data, "tfdata")
 
-    def vet(index):  # the PairGuard's checks, once per pair: a bad file fails with its name
-        guard.verify(int(index))
-        return index
+def _records(plan: Plan) -> tf.data.Dataset:
+    """``(sample index, serialized Example)`` of one epoch of TFRecords, read as DALI's reader reads them
+    (:class:`~daliloader.sampler.ReaderEpochs`): the worker's contiguous range, shuffled within a buffer of
+    :data:`~daliloader.sampler.SHUFFLE_BUFFER` records, an epoch of full batches for training or every
+    record once and padding (index -1) for evaluation."""
+    sampler, epochs = plan.sampler, ReaderEpochs(plan.sampler)
+    records = _record_runs(plan.data.images).skip(epochs.start).take(epochs.size)
+    if sampler.shuffle:
+        records = records.shuffle(SHUFFLE_BUFFER, seed=sampler.seed, reshuffle_each_iteration=True)
+    if sampler.drop_remainder:
+        return records.take(sampler.per_epoch)
+    padding = records.take(1).map(lambda index, serialized: (tf.constant(-1, tf.int64), serialized))
+    return records.concatenate(padding.repeat(sampler.per_epoch - epochs.size))
 
-    def load(index, seed):
-        read = tf.numpy_function(vet, [tf.maximum(index, 0)], tf.int64, stateful=False)  # padding reads sample 0
-        image, labels = sample(images[read], masks[read], spec, classes, lut, tf.stack([seed, read]), data.mask_depth)
-        return image, labels, index
 
-    ds = tf.data.Dataset.zip(indices, seeds).map(load, num_parallel_calls=AUTOTUNE)
-    ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
-    ds = ds.map(lambda x, y, i: finish(x, y, i, spec, classes, plan.outputs), num_parallel_calls=AUTOTUNE)
-    return ds.prefetch(AUTOTUNE)
+def _record_runs(parts) -> tf.data.Dataset:
+    """``(sample index, serialized Example)`` of the records of ``parts`` in their order: each run of
+    consecutive parts of one file, in the file's order, is one pass of a ``TFRecordDataset`` over the
+    file up to the run's last record, keeping the run's records."""
+    runs: list[list[tuple[int, int]]] = []  # (record number, sample index)
+    files = []
+    for index, part in enumerate(parts):
+        if runs and files[-1] == part.file and part.record > runs[-1][-1][0]:
+            runs[-1].append((part.record, index))
+        else:
+            runs.append([(part.record, index)])
+            files.append(part.file)
+    found = None
+    for file, run in zip(files, runs):
+        table = np.full(run[-1][0] + 1, -1, np.int64)
+        for record, index in run:
+            table[record] = index
+        ds = tf.data.TFRecordDataset(file).take(len(table)).enumerate().map(
+            lambda k, serialized, table=tf.constant(table): (table[k], serialized))
+        if len(run) < len(table):
+            ds = ds.filter(lambda index, _: index >= 0)
+        found = ds if found is None else found.concatenate(ds)
+    return found
 
 
 def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8):

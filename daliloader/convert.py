@@ -1,0 +1,59 @@
+"""The same pairs in the other container, byte for byte: files written into TFRecord files, or the
+records of TFRecord files written out as files. ``daliloader bench --tfrecord`` measures both, so that
+a user sees what the container costs or saves on their own data.
+
+TFRecords are written in the layout of TF Model Garden and DeepLab (``image/encoded``,
+``image/segmentation/class/encoded``, ``image/filename``, ``image/format``), :data:`RECORDS_PER_FILE`
+records per file; files as ``images/`` + ``masks/`` with the pictures' own extensions. Both keep the
+dataset's order, so sample ``i`` is the same pair in either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .data import SegmentationData
+from .folders import made_once
+from .prepare import image_suffix
+from .tfrecord import Writer, part_stem, read_part
+
+#: Records per TFRecord file written (files of a few hundred MB for photos of a few hundred KB).
+RECORDS_PER_FILE = 1024
+#: What marks a finished copy.
+COMPLETE = ".complete"
+
+
+def to_tfrecord(data: SegmentationData, out: Path) -> None:
+    """Write the pairs of ``data`` into ``out/NNNNN.tfrecord`` files, in order."""
+    for first in range(0, len(data), RECORDS_PER_FILE):
+        with Writer(out / f"{first // RECORDS_PER_FILE:05d}.tfrecord") as writer:
+            for i in range(first, min(first + RECORDS_PER_FILE, len(data))):
+                writer.write({"image/encoded": read_part(data.images[i]),
+                              "image/segmentation/class/encoded": read_part(data.masks[i]),
+                              "image/filename": part_stem(data.images[i]).encode(),
+                              "image/format": image_suffix(data.images[i]).lstrip(".").encode()})
+
+
+def to_files(data: SegmentationData, out: Path) -> None:
+    """Write the pairs of ``data`` as ``out/images/NNNNNNN<ext>`` and ``out/masks/NNNNNNN<ext>``, in order."""
+    for folder in ("images", "masks"):
+        (out / folder).mkdir()
+    for i, (image, mask) in enumerate(zip(data.images, data.masks)):
+        (out / "images" / f"{i:07d}{image_suffix(image)}").write_bytes(read_part(image))
+        (out / "masks" / f"{i:07d}{image_suffix(mask)}").write_bytes(read_part(mask))
+
+
+def other_container(data: SegmentationData, out: Path, way_out: str) -> SegmentationData:
+    """The pairs of ``data`` in the other container (TFRecords for files, files for TFRecords), written
+    into the cache folder ``out`` once, whole (a second process waits for the first: see
+    :func:`daliloader.folders.made_once`); ``way_out`` says what to do when ``out`` cannot be written."""
+    write = to_files if data.records is not None else to_tfrecord
+
+    def make(folder: Path) -> None:
+        write(data, folder)
+        (folder / COMPLETE).touch()
+
+    made_once(out, COMPLETE, "daliloader bench --tfrecord", way_out, make)
+    if data.records is not None:
+        return SegmentationData.from_dirs(out / "images", out / "masks", data.classes, mask_suffix="")
+    return SegmentationData.from_tfrecord(str(out / "*.tfrecord"), classes=data.classes)

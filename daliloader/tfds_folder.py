@@ -1,0 +1,164 @@
+"""Folders prepared by TensorFlow Datasets (what ``tfds.load`` reads), read without importing it.
+
+A prepared TFDS dataset is a version folder, ``DATA_DIR/NAME[/CONFIG]/VERSION/``, holding
+``dataset_info.json`` (the name, the splits, each split's shard lengths and file-name template),
+``features.json`` (each feature's class and shape) and the splits' TFRecord shards
+(``NAME-SPLIT.tfrecord-00000-of-00004``). Image features are stored as encoded bytes under their own
+key (nested feature dicts join their keys with ``/``); a segmentation mask is an ``Image`` feature of
+one channel.
+
+:func:`find` resolves what a user names (a version folder, a dataset folder holding versions, or
+``"name[/config][:version]"`` under ``data_dir`` as ``tfds.load`` finds it) and reads a split's files
+and keys. :data:`PUBLISHED` names the class tables of the segmentation datasets TFDS ships.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DataError
+from .tfrecord import Records
+
+#: What TFDS calls its files.
+INFO, FEATURES = "dataset_info.json", "features.json"
+IMAGE_CLASS = "tensorflow_datasets.core.features.image_feature.Image"
+#: Mask features of TFDS's segmentation datasets and the catalogue name of their class table
+#: (:func:`daliloader.classes.ClassMap.named`): oxford_iiit_pet's trimaps, cityscapes' labelIds.
+PUBLISHED = {"oxford_iiit_pet": "oxford_iiit_pet", "cityscapes": "cityscapes"}
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+@dataclass(frozen=True)
+class TFDSSplit:
+    """One split of a prepared TFDS dataset: its files in shard order, the image and mask keys, the
+    dataset's name and version, the splits it has, and the catalogue name of its class table (None
+    where TFDS's dataset has none that daliloader knows)."""
+
+    name: str
+    version: str
+    folder: Path
+    split: str
+    files: tuple[str, ...]
+    keys: Records
+    splits: tuple[str, ...]
+    classes: str | None
+
+
+def data_dir(given: str | os.PathLike | None) -> Path:
+    """Where ``tfds.load`` looks: ``data_dir``, else ``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``."""
+    return Path(given or os.environ.get("TFDS_DATA_DIR") or Path.home() / "tensorflow_datasets").expanduser()
+
+
+def find(path_or_name: str | os.PathLike, split: str = "train", data_dir_: str | os.PathLike | None = None
+         ) -> TFDSSplit:
+    """The split ``split`` of the TFDS dataset at ``path_or_name`` (see the module's docstring)."""
+    folder = version_folder(path_or_name, data_dir_)
+    info = _read_json(folder / INFO)
+    splits = {s.get("name"): s for s in info.get("splits", []) if isinstance(s, dict)}
+    if split not in splits:
+        raise DataError(f"{folder} has no split {split!r}; its splits: {', '.join(sorted(splits)) or 'none'}")
+    file_format = info.get("fileFormat", "tfrecord")
+    if file_format != "tfrecord":
+        raise DataError(f"{folder} stores its examples as {file_format}, not TFRecord: prepare it again with "
+                        "tfds.builder(...).download_and_prepare(file_format='tfrecord')")
+    files = split_files(folder, info.get("name", folder.parent.name), split, splits[split], file_format)
+    name = info.get("name", "")
+    return TFDSSplit(name, info.get("version", folder.name), folder, split, tuple(files),
+                     image_and_mask(folder, name), tuple(splits), PUBLISHED.get(name))
+
+
+def version_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike | None = None) -> Path:
+    """The version folder that ``path_or_name`` names: itself, the newest version inside a dataset (or
+    config) folder, or ``name[/config][:version]`` under :func:`data_dir`."""
+    path = Path(path_or_name).expanduser()
+    if not path.is_dir():
+        name, _, version = str(path_or_name).partition(":")
+        root = data_dir(data_dir_)
+        path = root / name / version if version else root / name
+        if not path.is_dir():
+            held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "downloads") if root.is_dir() \
+                else []
+            raise DataError(f"no TFDS dataset {str(path_or_name)!r}: neither a folder nor prepared under {root} "
+                            f"({', '.join(held) or 'which holds no dataset'}). daliloader reads prepared datasets "
+                            "only: prepare it first (tfds.builder(name, data_dir=...).download_and_prepare()), or "
+                            "pass data_dir=")
+    if (path / INFO).is_file():
+        return path
+    versions = sorted((p for p in path.iterdir() if p.is_dir() and _VERSION.match(p.name) and (p / INFO).is_file()),
+                      key=lambda p: tuple(int(v) for v in p.name.split(".")))
+    if versions:
+        return versions[-1]
+    configs = sorted(p.name for p in path.iterdir() if p.is_dir() and any(
+        _VERSION.match(v.name) and (v / INFO).is_file() for v in p.iterdir() if v.is_dir()))
+    if configs:
+        raise DataError(f"{path} holds the configs {', '.join(configs)} of a TFDS dataset: name one "
+                        f"({path / configs[0]})")
+    raise DataError(f"{path} is no prepared TFDS dataset: no {INFO} in it nor in a version folder (such as 1.0.0/) "
+                    "inside it")
+
+
+def split_files(folder: Path, name: str, split: str, info: dict, file_format: str) -> list[str]:
+    """The split's shards, as its ``filepathTemplate`` names them, in shard order; every one must be there."""
+    shards = len(info.get("shardLengths", [])) or 1
+    template = info.get("filepathTemplate") or "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
+    files = [str(folder / template.format(DATASET=name, SPLIT=split, FILEFORMAT=file_format,
+                                          SHARD_X_OF_Y=f"{i:05d}-of-{shards:05d}", SHARD_INDEX=i, NUM_SHARDS=shards))
+             for i in range(shards)]
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        raise DataError(f"{folder}: {len(missing)} of the {shards} shards of split {split!r} are missing, such as "
+                        f"{missing[0]}: the dataset is incomplete; prepare it again")
+    return files
+
+
+def features(folder: Path) -> dict[str, dict]:
+    """``features.json`` flattened: each feature's key (nested dicts joined with ``/``) -> its description."""
+    def walk(node: dict, prefix: str) -> dict:
+        found = {}
+        inner = node.get("featuresDict", {}).get("features")
+        if inner is None:
+            return {prefix: node} if prefix else {}
+        for key, value in inner.items():
+            found.update(walk(value, f"{prefix}/{key}" if prefix else key))
+        return found
+
+    return walk(_read_json(folder / FEATURES), "")
+
+
+def image_and_mask(folder: Path, name: str) -> Records:
+    """The keys of the image (an Image feature of three channels) and of the mask (an Image feature of
+    one channel), preferring the names TFDS's datasets use; a dataset without such a pair is refused,
+    listing its features."""
+    found = features(folder)
+    images = {k: v["image"] for k, v in found.items() if v.get("pythonClassName") == IMAGE_CLASS and "image" in v}
+
+    def channels(description: dict) -> int | None:
+        dims = description.get("shape", {}).get("dimensions", [])
+        return int(dims[-1]) if dims else None
+
+    photos = [k for k, v in images.items() if channels(v) == 3]
+    masks = [k for k, v in images.items() if channels(v) == 1]
+    if not photos or not masks:
+        listed = ", ".join(f"{k} ({v.get('pythonClassName', '?').rsplit('.', 1)[-1]})" for k, v in found.items())
+        raise DataError(f"{folder} ({name}) holds no image and segmentation mask (an Image feature of 3 channels and "
+                        f"one of 1 channel); its features: {listed}. TFDS's voc, for one, holds boxes only: read "
+                        "the VOC download with SegmentationData.from_folder")
+    photo = next((k for k in ("image", "image_left") if k in photos), photos[0])
+    mask = next((k for k in masks if "segmentation" in k or "mask" in k or "label" in k), masks[0])
+    return Records(photo, mask)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e.strerror or e})") from None
+    except ValueError as e:
+        raise DataError(f"{path} is damaged: not valid JSON ({e}); prepare the dataset again") from None
+    if not isinstance(found, dict):
+        raise DataError(f"{path} is damaged: not a JSON object; prepare the dataset again")
+    return found

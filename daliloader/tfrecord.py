@@ -1,0 +1,628 @@
+"""TFRecord files as TensorFlow writes them, read and written without TensorFlow.
+
+A TFRecord file is a sequence of records, each framed as ``length`` (uint64, little-endian), the masked
+CRC-32C of those 8 bytes, ``length`` bytes of payload and the masked CRC-32C of the payload (the
+format of ``tf.io.TFRecordWriter``; the CRC is that of TensorFlow's ``crc32c::Mask``). Segmentation
+datasets store one ``tf.train.Example`` per record: a map from feature keys to a list of bytes, floats
+or int64s, with the encoded image and mask as bytes.
+
+:func:`scan` reads a file once, checking every CRC, and records what the loaders need: each record's
+offset and size (DALI's ``fn.readers.tfrecord`` index, ``"offset size"`` per line, as DALI's
+``tfrecord2idx`` writes it), each record's feature keys, and the value of a file-name feature where
+records have one. :func:`indexed` keeps that scan in an index beside the file (or in the cache when
+the file's folder is read-only) and scans again when the file changes. :func:`read_record` and
+:func:`example_bytes` read one record and take a feature out of it; :class:`Writer` writes TFRecord
+files of Examples (the bench's TFRecord copy of a dataset).
+
+Compressed files (``TFRecordOptions(compression_type="GZIP" | "ZLIB")``) cannot be read at an offset,
+which DALI's reader needs: they are refused with the command that decompresses them.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import hashlib
+import io
+import json
+import os
+import struct
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .environment import cache_dir
+from .errors import DataError
+
+#: Bytes before a record's payload (length, CRC of the length) and after it (CRC of the payload).
+HEADER, FOOTER = 12, 4
+#: The index kept for each TFRecord file: ``INDEX_FOLDER/<file name>.idx`` (DALI's format) and
+#: ``.json`` (the scan), beside the file or in the cache.
+INDEX_FOLDER = ".daliloader-index"
+INDEX_VERSION = 1
+#: Features that name a record's source file, in the order they are looked for (Model Garden and
+#: DeepLab, TFDS's oxford_iiit_pet, TFDS's cityscapes, others).
+NAME_KEYS = ("image/filename", "file_name", "image_id", "filename", "image/source_id")
+#: The command that decompresses a GZIP or ZLIB TFRecord file (zlib's window bits 47 read either header).
+DECOMPRESS = ("python -c \"import sys, zlib; d = zlib.decompressobj(47); "
+              "[sys.stdout.buffer.write(d.decompress(b)) for b in iter(lambda: sys.stdin.buffer.read(1 << 20), b'')]\" "
+              "< {file} > {file}.uncompressed")
+
+
+def masked_crc(data: bytes) -> int:
+    """TensorFlow's masked CRC-32C of ``data``: the CRC rotated right by 15 bits plus a constant."""
+    import google_crc32c
+
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+class RecordProblem(DataError):
+    """A record that cannot be read: ``kind`` says why (truncated, crc, compressed, not_tfrecord, parse,
+    missing_key), and the message names the file, the record number and its byte offset."""
+
+    def __init__(self, kind: str, file: str, record: int, offset: int, what: str):
+        super().__init__(f"{file}: record {record} (at byte {offset}): {what}")
+        self.kind, self.file, self.record, self.offset, self.what = kind, file, record, offset, what
+
+
+# ---------------------------------------------------------------- tf.train.Example, the wire format
+#: A feature's kind, as ``tf.train.Feature`` numbers its oneof fields.
+KINDS = {1: "bytes", 2: "float", 3: "int64"}
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("a varint runs past its message")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(buf: bytes, start: int, end: int):
+    """The fields of the message ``buf[start:end]``: ``(number, wire type, value)`` where a
+    length-delimited value is its ``(start, end)`` and a varint its int."""
+    pos = start
+    while pos < end:
+        tag, pos = _varint(buf, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            value = (pos, pos + length)
+            pos += length
+        elif wire in (1, 5):
+            value, pos = None, pos + (8 if wire == 1 else 4)
+        else:
+            raise ValueError(f"wire type {wire} has no place in a tf.train.Example")
+        if pos > end:
+            raise ValueError("a field runs past its message")
+        yield number, wire, value
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature of an Example: its kind ("bytes", "float", "int64"), how many values it holds, and
+    where its bytes values lie in the payload (``(start, end)`` each)."""
+
+    kind: str
+    count: int
+    spans: tuple[tuple[int, int], ...] = ()
+
+
+def parse_example(payload: bytes) -> dict[str, Feature]:
+    """The features of a serialized ``tf.train.Example`` (raises ValueError when it is not one)."""
+    features = {}
+    for number, wire, span in _fields(payload, 0, len(payload)):
+        if number != 1 or wire != 2:
+            continue  # Example.features is field 1
+        for entry_number, entry_wire, entry in _fields(payload, *span):
+            if entry_number != 1 or entry_wire != 2:
+                continue  # Features.feature: a map, each entry a message (key 1, value 2)
+            key, value = None, None
+            for f, w, v in _fields(payload, *entry):
+                if f == 1 and w == 2:
+                    key = payload[v[0]:v[1]].decode("utf-8", errors="replace")
+                elif f == 2 and w == 2:
+                    value = _feature(payload, v)
+            if key is not None:
+                features[key] = value or Feature("bytes", 0)
+    return features
+
+
+def _feature(payload: bytes, span: tuple[int, int]) -> Feature:
+    for number, wire, inner in _fields(payload, *span):
+        if number in KINDS and wire == 2:
+            kind = KINDS[number]
+            if kind == "bytes":
+                values = tuple(v for f, w, v in _fields(payload, *inner) if f == 1 and w == 2)
+                return Feature(kind, len(values), values)
+            return Feature(kind, _count(payload, inner, kind))
+    return Feature("bytes", 0)
+
+
+def _count(payload: bytes, span: tuple[int, int], kind: str) -> int:
+    count = 0
+    for number, wire, value in _fields(payload, *span):
+        if number != 1:
+            continue
+        if wire == 2 and kind == "float":  # packed
+            count += (value[1] - value[0]) // 4
+        elif wire == 2:  # packed varints
+            pos = value[0]
+            while pos < value[1]:
+                _, pos = _varint(payload, pos)
+                count += 1
+        else:
+            count += 1
+    return count
+
+
+def _bytes_field(number: int, data: bytes) -> bytes:
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(data)) + data
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def encode_example(features: dict[str, bytes | int]) -> bytes:
+    """A serialized ``tf.train.Example`` of bytes (one value each) and int64 features."""
+    entries = b""
+    for key, value in features.items():
+        if isinstance(value, int):
+            kind = _bytes_field(3, _bytes_field(1, _encode_varint(value & (2**64 - 1))))
+        else:
+            kind = _bytes_field(1, _bytes_field(1, bytes(value)))
+        entries += _bytes_field(1, _bytes_field(1, key.encode()) + _bytes_field(2, kind))
+    return _bytes_field(1, entries)
+
+
+# ---------------------------------------------------------------- records
+def frame(payload: bytes) -> bytes:
+    """One record as TFRecord files hold it."""
+    length = struct.pack("<Q", len(payload))
+    return length + struct.pack("<I", masked_crc(length)) + payload + struct.pack("<I", masked_crc(payload))
+
+
+def read_record(file: str, record: int, offset: int, size: int) -> bytes:
+    """The payload of record number ``record`` at byte ``offset`` of ``file`` (``size`` bytes, framing
+    included), its CRCs checked; a RecordProblem names the file, the record and the offset."""
+    try:
+        with open(file, "rb") as fh:
+            fh.seek(offset)
+            blob = fh.read(size)
+    except OSError as e:
+        raise RecordProblem("unreadable", file, record, offset, f"cannot be read ({e.strerror or e})") from None
+    return _payload(blob, file, record, offset, size)
+
+
+def _payload(blob: bytes, file: str, record: int, offset: int, size: int) -> bytes:
+    if len(blob) < size:
+        raise RecordProblem("truncated", file, record, offset, f"the file ends {size - len(blob)} bytes into it: "
+                                                               "truncated (an incomplete download or copy?)")
+    length, crc = struct.unpack("<QI", blob[:HEADER])
+    if masked_crc(blob[:8]) != crc or length != size - HEADER - FOOTER:
+        raise RecordProblem("crc", file, record, offset, "its length field fails its CRC: the file is damaged, or "
+                                                         "changed since it was indexed")
+    payload = blob[HEADER:HEADER + length]
+    if masked_crc(payload) != struct.unpack("<I", blob[HEADER + length:])[0]:
+        raise RecordProblem("crc", file, record, offset, "its data fails its CRC: the file is damaged")
+    return payload
+
+
+def example_bytes(payload: bytes, key: str) -> bytes:
+    """The one bytes value of feature ``key`` in an Example's payload (ValueError without one)."""
+    feature = parse_example(payload).get(key)
+    if feature is None or feature.kind != "bytes" or feature.count != 1:
+        raise ValueError(f"no single bytes value under {key!r}")
+    start, end = feature.spans[0]
+    return payload[start:end]
+
+
+# ---------------------------------------------------------------- scanning a file
+@dataclass(frozen=True)
+class Scan:
+    """What one pass over a TFRecord file found: each readable record's offset and size (framing
+    included), its feature keys (an index into ``keysets``: sorted ``(key, kind, count)``), and the
+    value of its name feature (:data:`NAME_KEYS`, None without one); and the records that cannot be
+    read, as RecordProblems (a damaged length or a truncated end stops the scan: what follows cannot
+    be found)."""
+
+    file: str
+    stamp: tuple[int, ...]
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    keysets: tuple[tuple[tuple[str, str, int], ...], ...]
+    record_keysets: tuple[int, ...]
+    names: tuple[str | None, ...]
+    problems: tuple[RecordProblem, ...] = ()
+    index: str = ""  # DALI's index file for it (set by :func:`indexed`)
+    numbers: tuple[int, ...] = field(default=())  # each readable record's number in the file
+
+    def keys(self, i: int) -> tuple[tuple[str, str, int], ...]:
+        """The ``(key, kind, count)`` of readable record ``i``."""
+        return self.keysets[self.record_keysets[i]]
+
+
+def file_stamp(path: str | os.PathLike) -> tuple[int, ...]:
+    """The stat stamp by which a file is known unchanged: size, modification time, inode and change time
+    (a replacement of the same size whose modification time was carried over, as by ``cp -p``, still has
+    a new change time)."""
+    s = os.stat(path)
+    return s.st_size, s.st_mtime_ns, s.st_ino, s.st_ctime_ns
+
+
+def scan(file: str) -> Scan:
+    """Read ``file`` once, record by record (see :class:`Scan`); raises a DataError for a file that is no
+    TFRecord file at all (compressed, or another format), naming it and what to do."""
+    stamp = file_stamp(file)
+    offsets, sizes, numbers, record_keysets, names, problems = [], [], [], [], [], []
+    keysets: dict[tuple, int] = {}
+    with open(file, "rb") as fh:
+        offset, number = 0, 0
+        while offset < stamp[0]:
+            head = fh.read(HEADER)
+            if number == 0:
+                _refuse_foreign(file, head)
+            if len(head) < HEADER:
+                problems.append(RecordProblem("truncated", file, number, offset, f"only {len(head)} bytes of its "
+                                              "12-byte header are there: the file is truncated"))
+                break
+            length, crc = struct.unpack("<QI", head)
+            if masked_crc(head[:8]) != crc:
+                problems.append(RecordProblem("crc", file, number, offset, "its length field fails its CRC: the file "
+                                              "is damaged here, and nothing after this record can be found"))
+                break
+            size = HEADER + length + FOOTER
+            blob = head + fh.read(length + FOOTER)
+            try:
+                payload = _payload(blob, file, number, offset, size)
+                features = parse_example(payload)
+            except RecordProblem as e:
+                problems.append(e)
+                if e.kind == "truncated":
+                    break
+            except ValueError as e:
+                problems.append(RecordProblem("parse", file, number, offset, f"its data is no tf.train.Example ({e})"))
+            else:
+                keyset = tuple(sorted((k, f.kind, f.count) for k, f in features.items()))
+                record_keysets.append(keysets.setdefault(keyset, len(keysets)))
+                names.append(_name(payload, features))
+                offsets.append(offset)
+                sizes.append(size)
+                numbers.append(number)
+            offset += size
+            number += 1
+    return Scan(file, stamp, tuple(offsets), tuple(sizes), tuple(keysets), tuple(record_keysets), tuple(names),
+                tuple(problems), numbers=tuple(numbers))
+
+
+def _name(payload: bytes, features: dict[str, Feature]) -> str | None:
+    for key in NAME_KEYS:
+        f = features.get(key)
+        if f is not None and f.kind == "bytes" and f.count == 1:
+            start, end = f.spans[0]
+            return payload[start:end].decode("utf-8", errors="replace")
+    return None
+
+
+def _refuse_foreign(file: str, head: bytes) -> None:
+    """A file whose first record header is no TFRecord header: compressed, or something else."""
+    if len(head) >= 8 and len(head) == HEADER and masked_crc(head[:8]) == struct.unpack("<I", head[8:])[0]:
+        return
+    if head[:2] == b"\x1f\x8b" or (len(head) >= 2 and head[0] == 0x78 and (head[0] << 8 | head[1]) % 31 == 0):
+        kind = "GZIP" if head[:2] == b"\x1f\x8b" else "ZLIB"
+        raise DataError(f"{file} is a {kind}-compressed TFRecord file, which cannot be read at a record's offset as "
+                        "DALI's reader does: decompress it once, then load the uncompressed file:\n  "
+                        + DECOMPRESS.format(file=file))
+    if len(head) >= HEADER:
+        raise DataError(f"{file} is not a TFRecord file: its first 12 bytes ({head!r}) are no record header (a length "
+                        "and its CRC)")
+
+
+# ---------------------------------------------------------------- the index, kept
+def indexed(file: str | os.PathLike) -> Scan:
+    """The scan of ``file``, kept in an index that is read instead while the file is unchanged (its
+    :func:`file_stamp`); written beside the file in :data:`INDEX_FOLDER`, or in the cache
+    (``$DALILOADER_CACHE``) when that folder cannot be written. The index holds DALI's index file
+    (``Scan.index``). Two processes indexing one file wait for each other instead of scanning twice."""
+    from filelock import FileLock
+
+    file = os.path.abspath(file)
+    if not os.path.isfile(file):
+        raise DataError(f"TFRecord file {file} does not exist")
+    stamp = file_stamp(file)
+    for folder in _index_folders(file):
+        found = _read_index(folder, file, stamp)
+        if found is not None:
+            return found
+    for folder in _index_folders(file):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(folder / f"{Path(file).name}.lock")):
+                found = _read_index(folder, file, file_stamp(file))
+                return found if found is not None else _write_index(folder, scan(file))
+        except PermissionError:
+            continue
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES):  # a folder that cannot be written: try the cache
+                raise
+    raise DataError(f"cannot write an index for {file} beside it nor in the cache {cache_dir()}: set "
+                    "DALILOADER_CACHE to a writable folder")
+
+
+def _index_folders(file: str) -> list[Path]:
+    """Beside the file, then in the cache (under a name unique to the file's path)."""
+    digest = hashlib.sha1(file.encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
+    return [Path(file).parent / INDEX_FOLDER, cache_dir() / "tfrecord-index" / digest]
+
+
+def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:
+    """The kept scan of ``file`` in ``folder`` if it is there, whole, and of this version of the file."""
+    name = Path(file).name
+    try:
+        kept = json.loads((folder / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("version") != INDEX_VERSION or kept.get("stamp") != list(stamp):
+        return None
+    index = folder / f"{name}.idx"
+    if not index.is_file():
+        return None
+    problems = tuple(RecordProblem(*p) for p in kept["problems"])
+    return Scan(file, stamp, tuple(kept["offsets"]), tuple(kept["sizes"]),
+                tuple(tuple(tuple(k) for k in ks) for ks in kept["keysets"]), tuple(kept["record_keysets"]),
+                tuple(kept["names"]), problems, str(index), tuple(kept["numbers"]))
+
+
+def _write_index(folder: Path, found: Scan) -> Scan:
+    """Write DALI's index file and the scan, each to a temporary file renamed into place (the JSON last:
+    it says the index is complete)."""
+    name = Path(found.file).name
+    index = folder / f"{name}.idx"
+    _write_whole(index, "".join(f"{o} {s}\n" for o, s in zip(found.offsets, found.sizes)))
+    kept = {"version": INDEX_VERSION, "file": found.file, "stamp": list(found.stamp), "offsets": found.offsets,
+            "sizes": found.sizes, "numbers": found.numbers, "keysets": found.keysets,
+            "record_keysets": found.record_keysets, "names": found.names,
+            "problems": [[p.kind, p.file, p.record, p.offset, p.what] for p in found.problems]}
+    _write_whole(folder / f"{name}.json", json.dumps(kept))
+    return replace(found, index=str(index))
+
+
+def _write_whole(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- a dataset's pairs in records
+@dataclass(frozen=True)
+class RecordPart:
+    """The image (or the mask) of one pair stored in a TFRecord file: feature ``key`` of record number
+    ``record`` at byte ``offset`` of ``file`` (``size`` bytes, framing included); ``name``: the record's
+    file-name feature, where it has one (:data:`NAME_KEYS`); ``stamp``: the file's :func:`file_stamp`
+    when it was indexed (a file that changed since may have moved its records).
+
+    It stands where a file path stands for files (``SegmentationData.images[i]``); ``str()`` names it
+    in messages."""
+
+    file: str
+    record: int
+    offset: int
+    size: int
+    key: str
+    name: str | None
+    stamp: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.file} [record {self.record} at byte {self.offset}, {self.key}]"
+
+    def read(self) -> bytes:
+        """The encoded picture; a RecordProblem names the record when it cannot be read."""
+        payload = read_record(self.file, self.record, self.offset, self.size)
+        try:
+            return example_bytes(payload, self.key)
+        except ValueError:
+            raise RecordProblem("missing_key", self.file, self.record, self.offset,
+                                f"it holds no single bytes value under {self.key!r}") from None
+
+    def changed(self) -> bool:
+        """Whether the file changed since it was indexed (or is gone)."""
+        try:
+            return file_stamp(self.file) != self.stamp
+        except OSError:
+            return True
+
+
+#: Where a sample's image or mask is: a file's path, or a feature of a TFRecord record.
+Part = str | RecordPart
+
+
+def read_part(part) -> bytes:
+    """The bytes of a file (a path) or of a record's feature (a RecordPart)."""
+    if isinstance(part, RecordPart):
+        return part.read()
+    with open(part, "rb") as fh:
+        return fh.read()
+
+
+def open_part(part):
+    """A binary file object to read a part (a path, or a RecordPart) from; the caller closes it."""
+    return io.BytesIO(part.read()) if isinstance(part, RecordPart) else open(part, "rb")
+
+
+def image_source(part):
+    """What ``PIL.Image.open`` takes for a part: a file's path (Pillow then closes the file it opens), or
+    the bytes of a record's picture."""
+    return io.BytesIO(part.read()) if isinstance(part, RecordPart) else part
+
+
+def part_file(part) -> str:
+    """The file that holds a part."""
+    return part.file if isinstance(part, RecordPart) else str(part)
+
+
+def part_stem(part) -> str:
+    """A part's name without folder and extension: a file's stem; a record's file-name feature's stem, or
+    ``<file name>-<record number>`` for a record without one."""
+    if not isinstance(part, RecordPart):
+        return Path(part).stem
+    return Path(part.name).stem if part.name else f"{Path(part.file).name}-{part.record:06d}"
+
+
+@dataclass(frozen=True)
+class Records:
+    """How a dataset stored in TFRecord files is read: the features that hold each record's image and
+    mask (``SegmentationData.images[i]`` and ``masks[i]`` are the RecordParts of record ``i``)."""
+
+    image_key: str
+    mask_key: str
+
+
+#: Known layouts: (image key, mask key, who writes them), tried in this order.
+KNOWN_KEYS = (("image/encoded", "image/segmentation/class/encoded", "TF Model Garden / DeepLab"),
+              ("image", "segmentation_mask", "TFDS (oxford_iiit_pet)"),
+              ("image_left", "segmentation_label", "TFDS (cityscapes)"))
+
+
+def expand(files) -> list[str]:
+    """TFRecord files from a path, a glob pattern or a list of either, in that order (each glob's
+    matches sorted); a pattern that matches nothing, a folder or a missing file is a DataError."""
+    if isinstance(files, (str, os.PathLike)):
+        files = [files]
+    found = []
+    for given in files:
+        given = os.fspath(given)
+        if glob.has_magic(given):
+            matches = sorted(m for m in glob.glob(given) if os.path.isfile(m))
+            if not matches:
+                raise DataError(f"no TFRecord file matches {given!r}")
+            found += matches
+        elif os.path.isdir(given):
+            raise DataError(f"{given} is a folder: pass its TFRecord files (a glob such as '{given}/*.tfrecord*'), "
+                            "or SegmentationData.from_tfds for a folder prepared by TensorFlow Datasets")
+        elif not os.path.isfile(given):
+            raise DataError(f"TFRecord file {given} does not exist")
+        else:
+            found.append(given)
+    if not found:
+        raise DataError("no TFRecord file given")
+    return found
+
+
+def choose_keys(keys: tuple[tuple[str, str, int], ...], image_key: str | None, mask_key: str | None,
+                where: str) -> Records:
+    """The image and mask keys: as given, else a known layout's (:data:`KNOWN_KEYS`) that the first record
+    (``keys``, at ``where``) holds; an unknown layout is refused, listing the keys it holds."""
+    held = {k for k, kind, count in keys if kind == "bytes" and count == 1}
+    if image_key is None or mask_key is None:
+        for image, mask, _ in KNOWN_KEYS:
+            if (image_key in (None, image)) and (mask_key in (None, mask)) and {image, mask} <= held:
+                return Records(image, mask)
+    if image_key is not None and mask_key is not None:
+        return Records(image_key, mask_key)
+    listed = ", ".join(f"{k!r} ({kind} x{count})" for k, kind, count in keys) or "none"
+    known = "; ".join(f"{image!r} + {mask!r} ({who})" for image, mask, who in KNOWN_KEYS)
+    raise DataError(f"{where} holds no known segmentation layout ({known}). Its keys: {listed}. Pass "
+                    "image_key= and mask_key= (--image-key/--mask-key): the features holding the encoded image and "
+                    "mask")
+
+
+def record_pairs(scans: list[Scan], keys: Records) -> tuple[list[tuple[RecordPart, RecordPart]], list[RecordProblem]]:
+    """The (image, mask) RecordParts of every record, and the records that are no pair: those the scans
+    could not read, and those whose keys do not hold one encoded picture each (named with the keys
+    they hold). Loaders refuse the data for the first problem; ``check`` lists them all."""
+    pairs, problems = [], [p for found in scans for p in found.problems]
+    for found in scans:
+        for i, (offset, size, number) in enumerate(zip(found.offsets, found.sizes, found.numbers)):
+            held = {k: (kind, count) for k, kind, count in found.keys(i)}
+            lacking = [key for key in (keys.image_key, keys.mask_key) if held.get(key) != ("bytes", 1)]
+            if lacking:
+                key = lacking[0]
+                what = f"holds {held[key][0]} x{held[key][1]} under {key!r}" if key in held else f"has no {key!r}"
+                problems.append(RecordProblem("missing_key", found.file, number, offset,
+                                              f"it {what}, where one encoded picture belongs; its keys: "
+                                              f"{', '.join(sorted(held))}"))
+                continue
+            pairs.append(tuple(RecordPart(found.file, number, offset, size, key, found.names[i], found.stamp)
+                               for key in (keys.image_key, keys.mask_key)))
+    return pairs, problems
+
+
+def refuse(problems: list[RecordProblem]) -> None:
+    """Raise the first problem, saying how many more there are."""
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more problems: `daliloader check` lists them)" if len(problems) > 1 else ""
+        raise RecordProblem(first.kind, first.file, first.record, first.offset, first.what + more)
+
+
+def first_keys(scans: list[Scan], image_key: str | None, mask_key: str | None) -> Records:
+    """The image and mask keys of the records ``scans`` found (:func:`choose_keys` on the first record)."""
+    first = next((found for found in scans if found.offsets), None)
+    if first is None:
+        refuse([p for found in scans for p in found.problems])
+        raise DataError(f"the TFRecord files hold no record: {', '.join(found.file for found in scans)}")
+    return choose_keys(first.keys(0), image_key, mask_key, f"{first.file} (record {first.numbers[0]})")
+
+
+def reader_files(parts) -> tuple[list[str], list[str]]:
+    """DALI's ``fn.readers.tfrecord`` inputs that read ``parts`` in their order: a path and an index file
+    per run of consecutive parts of one file. A run that is a whole file in its order uses the file's
+    kept index; any other (a subset, another order) gets an index of its own in the cache."""
+    paths, indexes = [], []
+    runs: list[list[RecordPart]] = []
+    for part in parts:
+        if runs and runs[-1][0].file == part.file:
+            runs[-1].append(part)
+        else:
+            runs.append([part])
+    for run in runs:
+        kept = indexed(run[0].file)
+        lines = "".join(f"{p.offset} {p.size}\n" for p in run)
+        if [(p.offset, p.size) for p in run] == list(zip(kept.offsets, kept.sizes)):
+            index = kept.index
+        else:
+            folder = cache_dir() / "tfrecord-index" / "runs"
+            folder.mkdir(parents=True, exist_ok=True)
+            index = str(folder / f"{hashlib.sha1((run[0].file + lines).encode(errors='surrogateescape')).hexdigest()}.idx")
+            if not os.path.isfile(index):
+                _write_whole(Path(index), lines)
+        paths.append(run[0].file)
+        indexes.append(index)
+    return paths, indexes
+
+
+# ---------------------------------------------------------------- writing
+class Writer:
+    """Writes a TFRecord file of Examples (uncompressed, as ``tf.io.TFRecordWriter`` does by default)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        self._fh = open(path, "wb")
+
+    def write(self, features: dict[str, bytes | int]) -> None:
+        self._fh.write(frame(encode_example(features)))
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
