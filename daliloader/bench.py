@@ -128,17 +128,38 @@ def _window(next_batch, batch_size: int, seconds: float) -> tuple[float, int]:
 def measure(next_batch, batch_size: int, seconds: float, repeats: int, warmup_batches: int) -> Rates:
     """Items/s of ``repeats`` windows of about ``seconds`` each, after ``warmup_batches`` batches and
     then short windows until two in a row agree within :data:`STEADY` (at most STEADY_WINDOWS)."""
+    steady = _warm_up(next_batch, batch_size, seconds, warmup_batches)
+    windows = [_window(next_batch, batch_size, seconds) for _ in range(repeats)]
+    return Rates([r for r, _ in windows], [n for _, n in windows], steady)
+
+
+def measure_in_turn(next_batches: list, batch_size: int, seconds: float, repeats: int,
+                    warmup_batches: int) -> list[Rates]:
+    """:func:`measure` for several sources whose ratio matters (the same pairs in two containers): each
+    warmed up, then their timed windows taken in turn, A B A B ..., so that a machine that slows down or
+    speeds up during the run weighs on both alike. Before each window a short one, untimed, drains
+    what the source prefetched while the others ran."""
+    steady = [_warm_up(n, batch_size, seconds, warmup_batches) for n in next_batches]
+    windows: list[list] = [[] for _ in next_batches]
+    for _ in range(repeats):
+        for next_batch, taken in zip(next_batches, windows):
+            _window(next_batch, batch_size, max(seconds / 4, 0.05))
+            taken.append(_window(next_batch, batch_size, seconds))
+    return [Rates([r for r, _ in w], [n for _, n in w], ok) for w, ok in zip(windows, steady)]
+
+
+def _warm_up(next_batch, batch_size: int, seconds: float, warmup_batches: int) -> bool:
+    """``warmup_batches`` batches, then short windows until two in a row agree within :data:`STEADY` (at
+    most STEADY_WINDOWS); whether they did."""
     for _ in range(warmup_batches):
         next_batch()
-    previous, steady = None, False
+    previous = None
     for _ in range(STEADY_WINDOWS):
         rate, _ = _window(next_batch, batch_size, max(seconds / 4, 0.05))
         if previous is not None and abs(rate - previous) <= STEADY * max(rate, previous):
-            steady = True
-            break
+            return True
         previous = rate
-    windows = [_window(next_batch, batch_size, seconds) for _ in range(repeats)]
-    return Rates([r for r, _ in windows], [n for _, n in windows], steady)
+    return False
 
 
 def timing_warnings(name: str, rates: Rates) -> list[str]:
@@ -620,6 +641,60 @@ def _quiet(what: str, fn):
     return fn()
 
 
+@dataclass(frozen=True)
+class Cell:
+    """One figure of the bench: a backend on some data (which: original, prepared, shards, tfrecord,
+    files), with labels and augmentation, and the plan it is built from."""
+
+    which: str
+    name: str
+    mode: str
+    augment: str
+    plan: Plan
+
+    @property
+    def what(self) -> str:
+        return f"{self.name} / {self.mode} / {self.which}" + (" / augmented" if self.augment == "full" else "")
+
+
+def cell_groups(datasets: dict, names: list[str], settings: "Settings") -> list[list[Cell]]:
+    """Every figure to measure, in groups measured together (:func:`measure_in_turn`): a backend on the
+    original pairs and on the same pairs in the other container (``--tfrecord``) form one group; every
+    other figure is a group of its own."""
+    size = (settings.image_size,) * 2 if isinstance(settings.image_size, int) else tuple(settings.image_size)
+    groups: dict[tuple, list[Cell]] = {}
+    for which, source in datasets.items():
+        # packs are read by DALI's webdataset reader; opencv and tfdata read the prepared files
+        for name in (b for b in names if which != "shards" or backends.BACKENDS.get(b, None) and
+                     backends.BACKENDS[b].reads_packs):
+            augments = ("none", "full") if settings.augment and which == "original" and name != BASELINE else ("none",)
+            for mode, augment in itertools.product(settings.label_modes, augments):
+                plan = bench_plan(source, settings.batch_size, size, mode, **(AUGMENT if augment == "full" else {}))
+                together = which in ("original", "tfrecord", "files") and augment == "none"
+                key = (name, mode, augment) if together else (which, name, mode, augment)
+                groups.setdefault(key, []).append(Cell(which, name, mode, augment, plan))
+    return list(groups.values())
+
+
+def _result(cell: Cell, rates: Rates, ceilings: dict, warned: list[str]) -> dict:
+    """A figure of the report: the rates and their spread, and its share of the ceiling that bounds it."""
+    suffix = "_prepared" if cell.which in ("prepared", "shards") else ""  # other containers: the same bytes
+    m = {**Measurement(cell.name, cell.mode, rates).to_dict(), "data": cell.which, "via": via(cell.name),
+         "augment": cell.augment}
+    bound_keys = [f"cpu_decode_pairs{suffix}"]
+    if cell.name in backends.BACKENDS and backends.BACKENDS[cell.name].gpu:  # nvJPEG or the masks, whichever binds
+        bound_keys = ["nvjpeg_images", f"cpu_decode_masks{suffix}"]
+    m["noisy"] = noisy(m)
+    ceiling_noisy = any(noisy(ceilings[k]) for k in bound_keys)
+    share = m["median"] / min(ceilings[k]["median"] for k in bound_keys)
+    # a share is only read where both figures hold still and the ceiling bounds the figure
+    m["fraction_of_ceiling"] = None if m["noisy"] or ceiling_noisy or share > 1 else round(share, 3)
+    if share > 1 and not (m["noisy"] or ceiling_noisy):
+        warned.append(f"{cell.what}: {share:.0%} of its ceiling, which is then no ceiling (the ceiling ran while the "
+                      "machine was busier?); raise --seconds or --repeats")
+    return m
+
+
 def run(data: SegmentationData, settings: Settings, status=None, say=print) -> dict:
     """Measure everything ``settings`` asks for; returns the report (machine, settings, ceilings, results,
     stages, training). ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
@@ -675,34 +750,18 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
         datasets[which] = other
         report["dataset"][which] = str(Path(part_file(other.images[0])).parent)
 
-    for which, source in datasets.items():
-        suffix = "_prepared" if which in ("prepared", "shards") else ""  # other containers: the same bytes
-        # packs are read by DALI's webdataset reader; opencv and tfdata read the prepared files
-        for name in (b for b in names if which != "shards" or backends.BACKENDS.get(b, None) and
-                     backends.BACKENDS[b].reads_packs):
-            augments = ("none", "full") if settings.augment and which == "original" and name != BASELINE else ("none",)
-            for mode, augment in itertools.product(settings.label_modes, augments):
-                plan = bench_plan(source, settings.batch_size, size, mode, **(AUGMENT if augment == "full" else {}))
-                stream = backend_stream(name, plan, workers)
-                what = f"{name} / {mode} / {which}" + (" / augmented" if augment == "full" else "")
-                rates = status(what, lambda: measure(
-                    lambda: touch(next(stream)), plan.batch_size, settings.seconds, settings.repeats,
-                    warmup_batches=max(1, len(source) // plan.batch_size)))
-                warned.extend(timing_warnings(what, rates))
-                m = {**Measurement(name, mode, rates).to_dict(), "data": which, "via": via(name), "augment": augment}
-                bound_keys = [f"cpu_decode_pairs{suffix}"]
-                if name in backends.BACKENDS and backends.BACKENDS[name].gpu:  # nvJPEG or the masks, whichever binds
-                    bound_keys = ["nvjpeg_images", f"cpu_decode_masks{suffix}"]
-                m["noisy"] = noisy(m)
-                ceiling_noisy = any(noisy(ceilings[k]) for k in bound_keys)
-                share = m["median"] / min(ceilings[k]["median"] for k in bound_keys)
-                # a share is only read where both figures hold still and the ceiling bounds the figure
-                m["fraction_of_ceiling"] = None if m["noisy"] or ceiling_noisy or share > 1 else round(share, 3)
-                if share > 1 and not (m["noisy"] or ceiling_noisy):
-                    warned.append(f"{what}: {share:.0%} of its ceiling, which is then no ceiling (the ceiling ran "
-                                  "while the machine was busier?); raise --seconds or --repeats")
-                report["results"].append(m)
-                stream.close()  # a generator: stops its workers (opencv) and drops its pipeline
+    for group in cell_groups(datasets, names, settings):
+        streams = [backend_stream(c.name, c.plan, workers) for c in group]
+        what = " + ".join(c.what for c in group)
+        warmup = max(1, len(group[0].plan.data) // group[0].plan.batch_size)
+        found = status(what, lambda: measure_in_turn([lambda s=s: touch(next(s)) for s in streams],
+                                                     group[0].plan.batch_size, settings.seconds, settings.repeats,
+                                                     warmup))
+        for cell, rates in zip(group, found):
+            warned.extend(timing_warnings(cell.what, rates))
+            report["results"].append(_result(cell, rates, ceilings, warned))
+        for stream in streams:
+            stream.close()  # a generator: stops its workers (opencv) and drops its pipeline
     if settings.augment:
         report["augment_kept"] = augment_kept(report["results"])
     if settings.tfrecord:

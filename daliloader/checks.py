@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 
 from .classes import ClassMap
-from .codecs import decode, decode_file, mask_flags
+from .codecs import decode, mask_flags
 from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
 from .errors import WHAT_TO_DO, DataError, LoadError
@@ -487,8 +487,10 @@ class PairGuard:
     time, inode or change time changed since is vetted again (a file replaced between epochs by an
     image of another size would otherwise train as a misaligned pair). For ``dali-gpu`` on a prepared
     copy, the header of the mask's GPU form (LZ4) is read too: it must give the image's size. It also
-    remembers the last pairs asked for, so that when a decoder fails anyway (corrupt data inside an intact-looking file), :meth:`explain` can decode exactly those
-    pairs and name the culprit.
+    remembers the last pairs asked for, so that when a decoder fails anyway (corrupt data inside an
+    intact-looking file), :meth:`explain` can decode exactly those pairs and name the culprit. A pair
+    read from a TFRecord file is stamped by that file, whose records must not have moved since it was
+    indexed (:func:`peek` refuses one that changed).
     """
 
     def __init__(self, data: SegmentationData, remember: int = 64, backend: str = "",

@@ -166,7 +166,7 @@ def _sources(data: SegmentationData) -> dict:
     if data.records is None:
         return {"images": [os.path.abspath(p) for p in data.images], "masks": [os.path.abspath(p) for p in data.masks]}
     return {"images": [str(p) for p in data.images], "masks": [str(p) for p in data.masks],
-            "records": [[p.file, p.record, p.offset, p.size] for p in data.images],
+            "records": [[os.path.abspath(p.file), p.record, p.offset, p.size] for p in data.images],
             "keys": [data.records.image_key, data.records.mask_key]}
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 
 import cv2

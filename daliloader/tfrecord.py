@@ -339,7 +339,7 @@ def indexed(file: str | os.PathLike) -> Scan:
     (``Scan.index``). Two processes indexing one file wait for each other instead of scanning twice."""
     from filelock import FileLock
 
-    file = os.path.abspath(file)
+    file = os.fspath(file)  # the parts keep the path as given, as SegmentationData keeps file paths
     if not os.path.isfile(file):
         raise DataError(f"TFRecord file {file} does not exist")
     stamp = file_stamp(file)
@@ -363,8 +363,8 @@ def indexed(file: str | os.PathLike) -> Scan:
 
 
 def _index_folders(file: str) -> list[Path]:
-    """Beside the file, then in the cache (under a name unique to the file's path)."""
-    digest = hashlib.sha1(file.encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
+    """Beside the file, then in the cache (under a name unique to the file's absolute path)."""
+    digest = hashlib.sha1(os.path.abspath(file).encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
     return [Path(file).parent / INDEX_FOLDER, cache_dir() / "tfrecord-index" / digest]
 
 

@@ -6,6 +6,7 @@ GPU backends are skipped (not faked) where DALI sees no CUDA device.
 from __future__ import annotations
 
 import os
+import subprocess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -140,3 +141,26 @@ def crop_or_pad(a: np.ndarray, h: int, w: int, fill) -> np.ndarray:
     ch, cw = min(h, H), min(w, W)
     out[dy:dy + ch, dx:dx + cw] = a[sy:sy + ch, sx:sx + cw]
     return out
+
+
+@pytest.fixture
+def tmpfs():
+    """``mount(folder, *options)``: a tmpfs at ``folder`` (made), unmounted after the test; the test
+    skips, saying why, where mounting is not allowed."""
+    mounted = []
+
+    def mount(folder: Path, *options: str) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options or ("size=1m",)), "tmpfs",
+                                   str(folder)], capture_output=True, text=True)
+        except FileNotFoundError:
+            pytest.skip("no mount command here: the case needs a small tmpfs")
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}): the case needs one")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in reversed(mounted):
+        subprocess.run(["umount", "-l", str(folder)], check=False)

@@ -59,15 +59,19 @@ def pretend_gpu(monkeypatch, gpus: int = 1, visible: list[int] | None = None):
 
     traced: list = []
 
+    def trace(pipeline):  # as Pipeline.build and serialize do: the graph is defined once
+        if not pipeline._py_graph_built:
+            pipeline._build_graph()
+
     def serialize(pipeline):
-        pipeline._build_graph()
+        trace(pipeline)
         traced.append(pipeline)
         return b""
 
     monkeypatch.setattr(registry, "dali_gpu_count", lambda: gpus)
     monkeypatch.setattr(dali_tf, "serialize_pipeline", serialize)
     # the plugin builds the pipeline to look up its external sources; tracing gives it the same graph
-    monkeypatch.setattr(Pipeline, "build", lambda self: self._build_graph())
+    monkeypatch.setattr(Pipeline, "build", trace)
     def gpu(i):
         return tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU")
 

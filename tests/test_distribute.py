@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent("""
 
     root = sys.argv[1]
     data = (dl.SegmentationData.from_prepared(root, packs=True) if sys.argv[2] == "shards"
-            else dl.SegmentationData.from_folder(root))
+            else dl.SegmentationData.from_folder(root, classes="camvid" if sys.argv[2] == "tfrecord" else None))
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     out = {"replicas": strategy.num_replicas_in_sync, "epochs": []}
     ds = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center",
@@ -53,7 +53,16 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("read", ["files", "shards"])
+def as_records(data, folder: Path) -> str:
+    """A folder of TFRecord files holding ``data``'s pairs (Model Garden's layout), read by DALI's reader."""
+    from daliloader import convert
+
+    folder.mkdir()
+    convert.to_tfrecord(data, folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("read", ["files", "shards", "tfrecord"])
 def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
     root = str(Path(index_data.images[0]).parent.parent)
     if read == "shards":  # the prepared copy, read through DALI's webdataset reader
@@ -61,6 +70,8 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
 
         prepare(index_data, tmp_path / "prepared", pack_size=4, progress=False)
         root = str(tmp_path / "prepared")
+    if read == "tfrecord":  # TFRecord files, read through DALI's TFRecord reader
+        root = as_records(index_data, tmp_path / "records")
     proc = subprocess.run([sys.executable, "-c", SCRIPT, root, read], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -130,7 +141,7 @@ WORKER = textwrap.dedent("""
     import daliloader as dl
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TF_CONFIG names this worker and its peer
-    data = dl.SegmentationData.from_folder(sys.argv[1])
+    data = dl.SegmentationData.from_folder(sys.argv[1], classes=sys.argv[2] if len(sys.argv) > 2 else None)
     ds = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center", label_mode="int",
                        drop_remainder=False, backend="dali-cpu", seed=5)
     batches, seen = iter(ds), []
@@ -185,7 +196,8 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def test_multi_worker_strategy_two_processes(index_data):
+@pytest.mark.parametrize("read", ["files", "tfrecord"])
+def test_multi_worker_strategy_two_processes(index_data, read, tmp_path):
     """Two worker processes on loopback (TF_CONFIG), each with MultiWorkerMirroredStrategy and its own
     DALI CPU pipeline: their parts of an epoch are disjoint and cover the dataset once, and two epochs of
     training finish on both. Bounded: both are killed after 240 s.
@@ -195,12 +207,14 @@ def test_multi_worker_strategy_two_processes(index_data):
     batch as a nested structure). The test asserts that failure, so that it says when Keras fixes it."""
     import os
 
-    root = str(Path(index_data.images[0]).parent.parent)
+    args = [str(Path(index_data.images[0]).parent.parent)]
+    if read == "tfrecord":  # each worker's DALI TFRecord reader takes its part of the records
+        args = [as_records(index_data, tmp_path / "records"), "camvid"]
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     workers = []
     for i in range(2):
         env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
-        workers.append(subprocess.Popen([sys.executable, "-c", WORKER, root], env=env, text=True,
+        workers.append(subprocess.Popen([sys.executable, "-c", WORKER, *args], env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     results = []
     try:

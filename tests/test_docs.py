@@ -5,7 +5,8 @@
   the site's front page, so its links are checked too.
 * Every Python block of README.md and docs/*.md runs. A page's blocks run in page order in one namespace
   (a block may use what an earlier one made), in a fresh folder that holds small trees laid out like the
-  downloads the pages load (``cityscapes/``, ``VOCdevkit/``, ``ADEChallengeData2016/``). A block that
+  downloads the pages load (``cityscapes/``, ``VOCdevkit/``, ``ADEChallengeData2016/``; for the TFRecord
+  page, DeepLab's VOC TFRecords and a TFDS folder). A block that
   cannot run here says why on the line before it, ``<!-- not run: the reason -->``; a block after
   ``<!-- gpu -->`` runs only where DALI sees a CUDA GPU (skipped, not faked, elsewhere).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HAS_GPU
-from trees import ade20k_tree, cityscapes_tree, voc_tree
+from trees import ade20k_tree, cityscapes_tree, tfds_pets, voc_tfrecords, voc_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -67,10 +68,15 @@ def test_every_python_block_is_found_and_every_one_left_out_says_why():
     assert sum(b.not_run is None and not b.gpu for b in found) >= 10  # the pages' examples do run
 
 
+#: Trees only some pages load (TFDS's builder takes a few seconds).
+PAGE_TREES = {"tfrecord.md": (voc_tfrecords, tfds_pets)}
+
+
 @pytest.fixture
-def downloads(tmp_path, monkeypatch) -> Path:
+def downloads(tmp_path, monkeypatch, request) -> Path:
     """A folder with small trees laid out like the downloads, as the current directory."""
-    for build in (cityscapes_tree, voc_tree, ade20k_tree):
+    page = request.node.callspec.params.get("page") if hasattr(request.node, "callspec") else None
+    for build in (cityscapes_tree, voc_tree, ade20k_tree) + PAGE_TREES.get(getattr(page, "name", ""), ()):
         build(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -39,17 +39,28 @@ def packed(synth_data, tmp_path_factory) -> dl.SegmentationData:
     return dl.SegmentationData.from_prepared(out, packs=True)
 
 
+@pytest.fixture(scope="module")
+def records(synth_data, tmp_path_factory) -> dl.SegmentationData:
+    """synth_data's pairs in TFRecord files (Model Garden's layout), read by DALI's TFRecord reader."""
+    from daliloader import convert
+
+    out = tmp_path_factory.mktemp("records")
+    convert.to_tfrecord(synth_data, out)
+    return dl.SegmentationData.from_tfrecord(str(out / "*.tfrecord"), classes=synth_data.classes)
+
+
 @pytest.fixture
-def datasets(synth_data, id_data, packed):
+def datasets(synth_data, id_data, packed, records):
     prepared = dl.SegmentationData.from_prepared(packed.packs.tars[0].rsplit("/shards/", 1)[0])
-    return {"colour masks": synth_data, "id masks": id_data, "shards": packed, "prepared": prepared}
+    return {"colour masks": synth_data, "id masks": id_data, "shards": packed, "prepared": prepared,
+            "tfrecord": records}
 
 
 def assert_none(problems: list[str]) -> None:
     assert not problems, "\n".join(problems)
 
 
-DATA = ["colour masks", "id masks", "shards", "prepared"]
+DATA = ["colour masks", "id masks", "shards", "prepared", "tfrecord"]
 CASES = {
     "train onehot random zoom": dict(label_mode="onehot", crop="random", scale=(0.5, 2.0)),
     "train int center": dict(label_mode="int", crop="center"),
@@ -89,6 +100,7 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     ops = {(o._op._schema.Name(), o._op.device) for o in built.pipelines[0]._ops}
     assert (("decoders__Inflate", "gpu") in ops) == (which in ("shards", "prepared"))
     assert ("decoders__Image", "mixed") in ops
+    assert (("readers___TFRecord", "cpu") in ops) == (which == "tfrecord")
 
 
 @pytest.mark.parametrize("case", ["train onehot random zoom", "eval int random zoom float16"])
@@ -132,7 +144,7 @@ def mirrored(gpus: int):
 
 
 @pytest.mark.parametrize("drop_remainder", [True, False])
-@pytest.mark.parametrize("which", ["colour masks", "shards"])
+@pytest.mark.parametrize("which", ["colour masks", "shards", "tfrecord"])
 def test_mirrored_strategy_places_one_pipeline_per_gpu(monkeypatch, datasets, which, drop_remainder):
     """Two replicas on TF's GPU:0 and GPU:1, which are CUDA devices 2 and 3 (GPUs 0 and 1 hidden with
     set_visible_devices): each DALI dataset on its replica's GPU with DALI's device_id = the CUDA

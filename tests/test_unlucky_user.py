@@ -85,29 +85,6 @@ def refused_everywhere(folder: Path) -> None:
             attempt()
 
 
-@pytest.fixture
-def tmpfs():
-    """``mount(folder, *options)``: a tmpfs at ``folder`` (made), unmounted after the test; the test
-    skips, saying why, where mounting is not allowed."""
-    mounted = []
-
-    def mount(folder: Path, *options: str) -> Path:
-        folder.mkdir(parents=True, exist_ok=True)
-        try:
-            done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options or ("size=1m",)), "tmpfs",
-                                   str(folder)], capture_output=True, text=True)
-        except FileNotFoundError:
-            pytest.skip("no mount command here: the case needs a small tmpfs")
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}): the case needs one")
-        mounted.append(folder)
-        return folder
-
-    yield mount
-    for folder in reversed(mounted):
-        subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
 def fill(disk: Path) -> None:
     """Write zeros into ``disk`` until it is full."""
     block = bytes(4096)

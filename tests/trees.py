@@ -119,3 +119,77 @@ def ade20k_tree(parent: Path):
     (root / "objectInfo150.csv").write_text("Idx,Ratio,Train,Val,Name\n1,0.1,1,1,wall\n")
     (root / "sceneCategories.txt").write_text("ADE_train_00000001 bathroom\n")
     return root, truth
+
+
+def voc_tfrecords(parent: Path):
+    """parent/voc-tfrecord/{train-0000k-of-00002,val-00000-of-00001}.tfrecord as DeepLab's
+    ``build_voc2012_data.py`` (and TF Model Garden) write them, with ``tf.io.TFRecordWriter``: per record
+    ``image/encoded`` (JPEG), ``image/filename``, ``image/format``, ``image/height``, ``image/width``,
+    ``image/channels``, ``image/segmentation/class/encoded`` (a single-channel PNG of the class ids 0-20,
+    255 on object borders: DeepLab's SegmentationClassRaw) and ``image/segmentation/class/format``.
+    Returns (folder, {split: {image/filename: expected labels}}), the records in this order."""
+    import tensorflow as tf
+
+    def feature(value):
+        if isinstance(value, int):
+            return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+    folder = parent / "voc-tfrecord"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    truth, number = {}, 0
+    for split, files, per_file in (("train", 2, 3), ("val", 1, 2)):
+        truth[split] = {}
+        for f in range(files):
+            with tf.io.TFRecordWriter(str(folder / f"{split}-{f:05d}-of-{files:05d}.tfrecord")) as writer:
+                for _ in range(per_file):
+                    name, number = f"2007_{number:06d}", number + 1
+                    ids = blocks(rng, np.arange(21)).astype(np.uint8)
+                    ids[::7, :] = 255
+                    image = tf.io.encode_jpeg(photo(rng), quality=95).numpy()
+                    mask = tf.io.encode_png(ids[..., None]).numpy()
+                    example = {"image/encoded": image, "image/filename": name.encode(), "image/format": b"jpeg",
+                               "image/height": H, "image/width": W, "image/channels": 3,
+                               "image/segmentation/class/encoded": mask, "image/segmentation/class/format": b"png"}
+                    writer.write(tf.train.Example(features=tf.train.Features(
+                        feature={key: feature(value) for key, value in example.items()})).SerializeToString())
+                    truth[split][name] = ids
+    return folder, truth
+
+
+def tfds_pets(parent: Path):
+    """parent/tensorflow_datasets/oxford_iiit_pet/4.0.0, prepared by TFDS's own builder: TFDS's
+    oxford_iiit_pet (its name, version and features: a JPEG image, the trimap as a one-channel PNG
+    ``segmentation_mask`` of 1 pet, 2 background, 3 border, ``file_name``, labels, a box), generating a
+    few made-up pets instead of reading the download. Returns (data_dir, {split: {file_name: trimap}})."""
+    import inspect
+
+    import tensorflow_datasets as tfds
+    from etils import epath
+    from tensorflow_datasets.datasets.oxford_iiit_pet.oxford_iiit_pet_dataset_builder import Builder
+
+    truth = {"train": {}, "test": {}}
+
+    class Pets(Builder, skip_registration=True):
+        name = "oxford_iiit_pet"
+
+        @classmethod
+        def _get_pkg_dir_path(cls):  # the real builder's metadata (description, citation)
+            return epath.Path(inspect.getfile(Builder)).parent
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples("train", 5), "test": self._generate_examples("test", 3)}
+
+        def _generate_examples(self, split, n):
+            rng = np.random.default_rng(len(split))
+            for i in range(n):
+                trimap = blocks(rng, np.array([1, 2, 3])).astype(np.uint8)
+                name = f"{split.capitalize()}_Pet_{i}.jpg"
+                truth[split][name] = trimap
+                yield name, {"image": photo(rng), "label": i % 3, "species": i % 2, "file_name": name,
+                             "segmentation_mask": trimap[..., None], "head_bbox": tfds.features.BBox(0.1, 0.1, 0.5, 0.5)}
+
+    data_dir = parent / "tensorflow_datasets"
+    Pets(data_dir=str(data_dir)).download_and_prepare()
+    return data_dir, truth

@@ -142,10 +142,11 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
 
 
 #: What a second chained pass over a pack or TFRecord reader says.
-PACKS_REPLAY = ("daliloader: this dataset is read by DALI's own reader (packs, webdataset tars; or TFRecord files), and "
-                "a chained tf.data transformation builds that reader anew for every pass, which would replay the first "
-                "pass's order and crops. Iterate the dataset itself (model.fit(ds) keeps one pipeline for all epochs); "
-                "or, to chain transformations, load a prepared copy with packs=False, or use backend='tfdata'")
+PACKS_REPLAY = ("daliloader: this dataset is read by a DALI reader (of packs, webdataset tars, or of TFRecord files), "
+                "and a chained tf.data transformation builds that reader anew for every pass, which would replay the "
+                "order and crops of the first pass. Iterate the dataset itself (model.fit(ds) keeps one pipeline for "
+                "all epochs); or, to chain transformations, load a prepared copy with packs=False, or use "
+                "backend=tfdata")
 
 #: tf.data transformations without GPU kernels, refused on a GPU stream (prefetch and with_options have them).
 CPU_ONLY = ("map", "filter", "batch", "unbatch", "padded_batch", "rebatch", "cache", "take", "skip", "repeat",

@@ -1,0 +1,387 @@
+"""TFRecord files and TFDS folders, as TensorFlow and TFDS write them, on every backend.
+
+The trees (tests/trees.py) are written by ``tf.io.TFRecordWriter`` in DeepLab's / Model Garden's layout
+and by TFDS's own builder (oxford_iiit_pet's definition); labels are checked against TensorFlow's own
+parse and decode, and against the same pairs as files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import daliloader as dl
+from conftest import BACKENDS, one_epoch
+from daliloader import codecs, tfrecord
+from trees import tfds_pets, voc_tfrecords
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def voc(tmp_path_factory):
+    """DeepLab's VOC TFRecords (train: 2 files of 3 records, val: 1 of 2) and their labels."""
+    return voc_tfrecords(tmp_path_factory.mktemp("voc"))
+
+
+@pytest.fixture(scope="module")
+def pets(tmp_path_factory):
+    """oxford_iiit_pet prepared by TFDS (train 5, test 3) and its trimaps."""
+    pytest.importorskip("tensorflow_datasets")
+    return tfds_pets(tmp_path_factory.mktemp("tfds"))
+
+
+@pytest.fixture(scope="module")
+def index_records(index_data, tmp_path_factory) -> dl.SegmentationData:
+    """index_data (ten 24x32 pairs whose red channel is 10 * index) in two TFRecord files of 5."""
+    from daliloader import convert
+
+    out = tmp_path_factory.mktemp("index-records")
+    with tfrecord.Writer(out / "a.tfrecord") as a, tfrecord.Writer(out / "b.tfrecord") as b:
+        for i, (image, mask) in enumerate(zip(index_data.images, index_data.masks)):
+            (a if i < 5 else b).write({"image/encoded": Path(image).read_bytes(),
+                                       "image/segmentation/class/encoded": Path(mask).read_bytes(),
+                                       "image/filename": f"pair{i}".encode()})
+    assert convert.RECORDS_PER_FILE > 10
+    return dl.SegmentationData.from_tfrecord(sorted(map(str, out.glob("*.tfrecord"))), classes=index_data.classes)
+
+
+def tf_labels(records: list[str], classes: dl.ClassMap) -> dict[str, np.ndarray]:
+    """TensorFlow's own reading of DeepLab's records: parse_single_example, decode_png, the class map."""
+    spec = {"image/filename": tf.io.FixedLenFeature([], tf.string),
+            "image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string)}
+    out = {}
+    for serialized in tf.data.TFRecordDataset(records):
+        parsed = tf.io.parse_single_example(serialized, spec)
+        mask = tf.io.decode_png(parsed["image/segmentation/class/encoded"]).numpy()[..., 0]
+        out[parsed["image/filename"].numpy().decode()] = classes.map_mask(mask)
+    return out
+
+
+def real_samples(batches) -> tuple[np.ndarray, np.ndarray]:
+    """The images and labels of an evaluation epoch's batches, padding (weight 0 everywhere) left out."""
+    images = np.concatenate([b[0] for b in batches])
+    labels = np.concatenate([b[1] for b in batches])
+    weights = np.concatenate([b[2] for b in batches])
+    real = weights.reshape(len(weights), -1).max(axis=1) > 0
+    return images[real], labels[real]
+
+
+# ---------------------------------------------------------------- the container
+def test_the_index_is_dalis_and_the_parser_reads_what_tensorflow_writes(voc, tmp_path):
+    folder, _ = voc
+    file = str(folder / "train-00000-of-00002.tfrecord")
+    subprocess.run([str(Path(sys.executable).parent / "tfrecord2idx"), file, str(tmp_path / "ref.idx")], check=True)
+    found = tfrecord.indexed(file)
+    assert Path(found.index).read_text() == (tmp_path / "ref.idx").read_text()
+    assert Path(found.index).parent == folder / tfrecord.INDEX_FOLDER  # beside the data
+    example = tf.train.Example(features=tf.train.Features(feature={
+        "b": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"x", b"yz"])),
+        "f": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5, 2.5, 3.5])),
+        "i": tf.train.Feature(int64_list=tf.train.Int64List(value=[-1, 2 ** 40]))}))
+    parsed = tfrecord.parse_example(example.SerializeToString())
+    assert {k: (f.kind, f.count) for k, f in parsed.items()} == {"b": ("bytes", 2), "f": ("float", 3), "i": ("int64", 2)}
+    with tfrecord.Writer(tmp_path / "ours.tfrecord") as writer:  # and TensorFlow reads what we write
+        writer.write({"image/encoded": b"\x00\xff", "n": 7})
+    got = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(str(tmp_path / "ours.tfrecord")))).numpy())
+    assert got.features.feature["image/encoded"].bytes_list.value == [b"\x00\xff"]
+    assert got.features.feature["n"].int64_list.value == [7]
+
+
+def test_the_index_is_kept_and_made_again_when_the_file_changes(voc, tmp_path, monkeypatch):
+    folder, _ = voc
+    copy = tmp_path / "x.tfrecord"
+    copy.write_bytes((folder / "val-00000-of-00001.tfrecord").read_bytes())
+    calls = []
+    monkeypatch.setattr(tfrecord, "scan", lambda f, real=tfrecord.scan: calls.append(f) or real(f))
+    first = tfrecord.indexed(copy)
+    assert tfrecord.indexed(copy).offsets == first.offsets and len(calls) == 1  # read back, not scanned again
+    with open(copy, "ab") as fh:  # one more record: the kept index is stale
+        fh.write(tfrecord.frame(tfrecord.encode_example({"image/encoded": b"x"})))
+    again = tfrecord.indexed(copy)
+    assert len(again.offsets) == len(first.offsets) + 1 and len(calls) == 2
+    assert len(Path(again.index).read_text().splitlines()) == len(again.offsets)
+
+
+def test_a_read_only_folder_gets_its_index_in_the_cache(voc, tmp_path, tmpfs, monkeypatch):
+    folder, _ = voc
+    disk = tmpfs(tmp_path / "ro", "size=1m")
+    (disk / "val.tfrecord").write_bytes((folder / "val-00000-of-00001.tfrecord").read_bytes())
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
+    data = dl.SegmentationData.from_tfrecord(disk / "val.tfrecord", classes="voc")
+    assert Path(tfrecord.indexed(disk / "val.tfrecord").index).is_relative_to(tmp_path / "cache")
+    pipe, steps = dl.dali_pipeline(data, batch_size=2, training=False, backend="dali-cpu")
+    assert steps == 1 and len(pipe.run()) == 3  # DALI reads the records by the cached index
+
+
+def test_keys_are_found_for_the_known_layouts_and_an_unknown_one_is_refused_with_its_keys(voc, tmp_path):
+    folder, _ = voc
+    data = dl.SegmentationData.from_tfrecord(str(folder / "train-*.tfrecord"), classes="voc")
+    assert data.records == tfrecord.Records("image/encoded", "image/segmentation/class/encoded")
+    assert data.classes.kind == "id" and data.classes.names[15] == "person"  # VOC's classes, in id masks
+    with tfrecord.Writer(tmp_path / "odd.tfrecord") as writer:
+        writer.write({"photo": b"\xff\xd8\xff", "label_png": b"\x89PNG", "height": 3})
+    with pytest.raises(dl.DataError, match=r"holds no known segmentation layout.*Its keys: 'height' \(int64 x1\), "
+                                           r"'label_png' \(bytes x1\), 'photo' \(bytes x1\).*image_key= and mask_key="):
+        dl.SegmentationData.from_tfrecord(tmp_path / "odd.tfrecord", classes=2)
+    with pytest.raises(dl.DataError, match="no TFRecord file matches"):
+        dl.SegmentationData.from_tfrecord(str(tmp_path / "none-*.tfrecord"))
+
+
+# ---------------------------------------------------------------- every backend
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_labels_equal_tensorflows_own_parse_and_decode_on_every_backend(voc, backend):
+    folder, truth = voc
+    files = sorted(map(str, folder.glob("train-*.tfrecord")))
+    data = dl.SegmentationData.from_tfrecord(files, classes="voc")
+    reference = tf_labels(files, data.classes)
+    _, labels = real_samples(one_epoch(backend, data, tf=True, batch_size=4, training=False, label_mode="int"))
+    names = [p.name for p in data.images]
+    assert len(labels) == len(names) == 6
+    for name, got in zip(names, labels):
+        np.testing.assert_array_equal(got, reference[name])
+        np.testing.assert_array_equal(got, truth["train"][name])  # ids as written, 255 on borders
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_same_pairs_as_records_and_as_files_give_the_same_batches(index_data, index_records, backend):
+    """Evaluation (every record once, in order, padding last) and a seeded training epoch with random
+    crops and flips: the records give what the files give, bit for bit (training: the same samples
+    under the same draws, each where the reader put it)."""
+    options = dict(batch_size=4, image_size=(24, 32), label_mode="int", training=False)
+    as_files = real_samples(one_epoch(backend, index_data, tf=True, **options))
+    as_records = real_samples(one_epoch(backend, index_records, tf=True, **options))
+    for a, b in zip(as_files, as_records):
+        np.testing.assert_array_equal(a, b)
+    indices = [int(round(v * 25.5)) for v in as_records[0][:, 0, 0, 0]]
+    assert indices == list(range(10))  # each record once, in order
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_epochs_shuffle_every_record_and_shards_split_the_records(index_records, backend):
+    from conftest import batch_indices
+
+    epochs = []
+    for epoch in one_epochs(backend, index_records, 2, batch_size=2, image_size=(24, 32), crop="center", seed=3):
+        seen = [i for batch in epoch for i in batch_indices(batch[0])]
+        assert len(seen) == len(set(seen)) == 10  # every record once per epoch
+        epochs.append(seen)
+    assert epochs[0] != list(range(10)) or epochs[1] != list(range(10))  # shuffled
+    parts = []
+    for shard in range(3):
+        epoch = one_epoch(backend, index_records, tf=True, batch_size=2, image_size=(24, 32), training=False,
+                          label_mode="int", shard_id=shard, num_shards=3)
+        assert len(epoch) == 2  # the same number of batches on every shard (ceil(4 / 2))
+        parts.append([i for x, _, w in epoch for i, real in zip(batch_indices(x), w[:, 0, 0]) if real])
+    assert sorted(sum(parts, [])) == list(range(10)) and all(set(a).isdisjoint(b) for a in parts for b in parts
+                                                            if a is not b)
+
+
+def one_epochs(backend: str, data, epochs: int, **options):
+    """``epochs`` training epochs of numpy batches from one loader (Keras' way: iter() per epoch)."""
+    if backend == "opencv":
+        seq = dl.keras_sequence(data, **options)
+        for _ in range(epochs):
+            yield [seq[i] for i in range(len(seq))]
+            seq.on_epoch_end()
+        return
+    ds = dl.tf_dataset(data, backend=backend, **options)
+    for _ in range(epochs):
+        yield [tuple(t.numpy() for t in batch) for batch in ds]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_predict_names_each_prediction_by_its_record_and_file_name(voc, backend, tmp_path):
+    import keras
+
+    folder, truth = voc
+    data = dl.SegmentationData.from_folder(folder, "val", classes="voc")
+    model = keras.Sequential([keras.Input((None, None, 3)), keras.layers.Conv2D(21, 1)])
+    found = dl.predict(model, data, batch_size=4, backend=backend, out_dir=tmp_path / "out")
+    assert [p.name for p in found] == list(truth["val"])
+    assert all(f"val-00000-of-00001.tfrecord [record {i} at byte" in p.image for i, p in enumerate(found))
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(f"{n}.png" for n in truth["val"])
+
+
+def test_a_record_without_a_file_name_is_named_by_its_file_and_number(index_records):
+    unnamed = tfrecord.RecordPart("/d/train.tfrecord", 7, 0, 1, "image/encoded", None, ())
+    assert tfrecord.part_stem(unnamed) == "train.tfrecord-000007"
+    assert tfrecord.part_stem(index_records.images[3]) == "pair3"
+
+
+# ---------------------------------------------------------------- TFDS
+def test_tfds_folders_by_path_and_by_name_without_importing_tfds(pets, tmp_path):
+    data_dir, truth = pets
+    code = (f"import sys, daliloader as dl\n"
+            f"a = dl.SegmentationData.from_tfds({str(data_dir / 'oxford_iiit_pet' / '4.0.0')!r})\n"
+            f"b = dl.SegmentationData.from_tfds('oxford_iiit_pet', 'test', data_dir={str(data_dir)!r})\n"
+            f"c = dl.SegmentationData.from_tfds({str(data_dir / 'oxford_iiit_pet')!r}, 'test')\n"
+            "print(len(a), len(b), len(c), a.classes.names, a.records.image_key, a.records.mask_key,\n"
+            "      'tensorflow_datasets' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["5", "3", "3", "('pet',", "'background',", "'border')", "image",
+                                  "segmentation_mask", "False"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tfds_trimaps_load_as_tfds_stores_them_on_every_backend(pets, backend):
+    data_dir, truth = pets
+    data = dl.SegmentationData.from_tfds("oxford_iiit_pet", "test", data_dir=data_dir)
+    _, labels = real_samples(one_epoch(backend, data, tf=True, batch_size=2, training=False, label_mode="int"))
+    for part, got in zip(data.images, labels):
+        np.testing.assert_array_equal(got, truth["test"][part.name] - 1)  # 1 pet, 2 background, 3 border
+
+
+def test_tfds_refusals_name_what_is_there(pets, tmp_path):
+    data_dir, _ = pets
+    with pytest.raises(dl.DataError, match=r"no split 'validation'; its splits: test, train"):
+        dl.SegmentationData.from_tfds("oxford_iiit_pet", "validation", data_dir=data_dir)
+    with pytest.raises(dl.DataError, match=r"no TFDS dataset 'voc'.*\(oxford_iiit_pet\).*prepare it first"):
+        dl.SegmentationData.from_tfds("voc", data_dir=data_dir)
+    boxes = tmp_path / "voc" / "2012" / "5.0.0"  # TFDS's voc: boxes, no masks
+    boxes.mkdir(parents=True)
+    (boxes / "dataset_info.json").write_text('{"name": "voc", "splits": [{"name": "train", "shardLengths": ["1"]}]}')
+    (boxes / "voc-train.tfrecord-00000-of-00001").write_bytes(b"")
+    image = {"pythonClassName": "tensorflow_datasets.core.features.image_feature.Image",
+             "image": {"shape": {"dimensions": ["-1", "-1", "3"]}}}
+    (boxes / "features.json").write_text(json.dumps({"featuresDict": {"features": {
+        "image": image, "image/filename": {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text"}}}}))
+    with pytest.raises(dl.DataError, match=r"holds no image and segmentation mask.*image/filename \(Text\).*"
+                                           r"TFDS's voc, for one, holds boxes only"):
+        dl.SegmentationData.from_tfds(boxes)
+    with pytest.raises(dl.DataError, match=r"holds the configs 2012 of a TFDS dataset"):
+        dl.SegmentationData.from_tfds(tmp_path / "voc")
+    (boxes / "dataset_info.json").write_text('{"name": "voc", "fileFormat": "array_record", "splits": [{"name": '
+                                             '"train", "shardLengths": ["1"]}]}')
+    with pytest.raises(dl.DataError, match=r"stores its examples as array_record.*download_and_prepare\(file_format="):
+        dl.SegmentationData.from_tfds(boxes)
+
+
+# ---------------------------------------------------------------- bad input
+def damaged(voc, tmp_path: Path, how: str) -> Path:
+    """A copy of DeepLab's val file with one kind of damage."""
+    folder, _ = voc
+    source = folder / "val-00000-of-00001.tfrecord"
+    blob, found = source.read_bytes(), tfrecord.scan(str(source))
+    out = tmp_path / f"{how}.tfrecord"
+    if how == "truncated":
+        out.write_bytes(blob[:-100])
+    elif how == "crc":
+        broken = bytearray(blob)
+        broken[found.offsets[1] + 100] ^= 0xFF
+        out.write_bytes(bytes(broken))
+    else:
+        payload = tfrecord.read_record(str(source), 0, found.offsets[0], found.sizes[0])
+        image = tfrecord.example_bytes(payload, "image/encoded")
+        mask = tfrecord.example_bytes(payload, "image/segmentation/class/encoded")
+        with tfrecord.Writer(out) as writer:
+            writer.write({"image/encoded": image, "image/segmentation/class/encoded": mask})
+            if how == "missing key":
+                writer.write({"image/encoded": image})
+            else:  # undecodable
+                writer.write({"image/encoded": b"<html>not found</html>", "image/segmentation/class/encoded": mask})
+    return out
+
+
+@pytest.mark.parametrize("how, message", [
+    ("truncated", r"record 1 \(at byte \d+\): the file ends \d+ bytes into it: truncated"),
+    ("crc", r"record 1 \(at byte \d+\): its data fails its CRC: the file is damaged"),
+    ("missing key", r"record 1 \(at byte \d+\): it has no 'image/segmentation/class/encoded'.*its keys: image/encoded"),
+])
+def test_a_damaged_file_is_refused_naming_the_record_and_check_lists_it(voc, tmp_path, how, message):
+    bad = damaged(voc, tmp_path, how)
+    with pytest.raises(dl.DataError, match=f"{bad}: {message}"):
+        dl.SegmentationData.from_tfrecord(bad, classes="voc")
+    report = dl.check(bad, classes="voc")
+    assert not report.ok and len(report.problems) == 1 and f"{bad} [record 1 at byte" in report.problems[0].path
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_undecodable_picture_inside_a_record_is_a_load_error_naming_it(voc, tmp_path, backend):
+    bad = damaged(voc, tmp_path, "undecodable")
+    data = dl.SegmentationData.from_tfrecord(bad, classes="voc")
+    with pytest.raises((dl.LoadError, tf.errors.UnknownError),
+                       match=rf"{bad} \[record 1 at byte \d+, image/encoded\]: not an image in a known format"):
+        one_epoch(backend, data, tf=True, batch_size=2, image_size=(24, 40), training=False)
+    assert "not an image" in str(dl.check(bad, classes="voc"))
+
+
+def test_compressed_files_are_refused_with_the_command_that_decompresses_them(voc, tmp_path):
+    folder, _ = voc
+    source = str(folder / "val-00000-of-00001.tfrecord")
+    for kind in ("GZIP", "ZLIB"):
+        packed = tmp_path / f"{kind}.tfrecord"
+        with tf.io.TFRecordWriter(str(packed), options=kind) as writer:
+            for serialized in tf.data.TFRecordDataset(source):
+                writer.write(serialized.numpy())
+        with pytest.raises(dl.DataError, match=f"{packed} is a {kind}-compressed TFRecord file") as refused:
+            dl.SegmentationData.from_tfrecord(packed, classes="voc")
+        command = str(refused.value).splitlines()[-1].strip()
+        subprocess.run(command, shell=True, check=True, cwd=tmp_path)
+        plain = dl.SegmentationData.from_tfrecord(f"{packed}.uncompressed", classes="voc")
+        assert len(plain) == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_file_changed_since_it_was_indexed_is_refused(voc, tmp_path, backend):
+    folder, _ = voc
+    copy = tmp_path / "val.tfrecord"
+    copy.write_bytes((folder / "val-00000-of-00001.tfrecord").read_bytes())
+    data = dl.SegmentationData.from_tfrecord(copy, classes="voc")
+    other = tmp_path / "other.tfrecord"  # the same records in another order, swapped in whole
+    with tfrecord.Writer(other) as writer:
+        for part in reversed(data.images):
+            payload = tfrecord.read_record(part.file, part.record, part.offset, part.size)
+            writer.write({k: tfrecord.example_bytes(payload, k) for k in (data.records.image_key,
+                                                                          data.records.mask_key)})
+    os.replace(other, copy)
+    with pytest.raises((dl.LoadError, tf.errors.UnknownError), match=f"{copy} changed .* since it was indexed"):
+        one_epoch(backend, data, tf=True, batch_size=2, image_size=(24, 40), training=False)
+
+
+# ---------------------------------------------------------------- the command line
+@pytest.mark.parametrize("source", ["folder of TFRecords", "glob", "TFDS"])
+def test_check_preview_prepare_and_bench_take_tfrecord_and_tfds_sources(voc, pets, source, tmp_path, capsys):
+    from daliloader.cli import main as cli
+
+    pattern = str(voc[0] / "train-*.tfrecord")
+    args, load = {
+        "folder of TFRecords": ([str(voc[0]), "--split", "val", "--classes", "voc"],
+                                lambda: dl.SegmentationData.from_folder(voc[0], "val", classes="voc")),
+        "glob": ([pattern, "--classes", "voc"], lambda: dl.SegmentationData.from_tfrecord(pattern, classes="voc")),
+        "TFDS": ([str(pets[0] / "oxford_iiit_pet"), "--split", "test"],
+                 lambda: dl.SegmentationData.from_tfds(pets[0] / "oxford_iiit_pet", "test")),
+    }[source]
+    assert cli(["check", *args, "--quiet"]) == 0, capsys.readouterr().out
+    assert cli(["preview", *args, "-o", str(tmp_path / "p.png"), "--batches", "1", "--batch-size", "1",
+                "--image-size", "16"]) == 0
+    assert cli(["prepare", *args, str(tmp_path / "copy"), "--quiet", "--verify"]) == 0, capsys.readouterr()
+    original, copy = load(), dl.SegmentationData.from_prepared(tmp_path / "copy")
+    for mask, prepared in zip(original.masks, copy.masks):  # the same labels, as 8-bit class indices
+        want = original.classes.map_mask(codecs.decode_mask(codecs.read(mask), str(mask), original.classes))
+        np.testing.assert_array_equal(codecs.decode_mask(codecs.read(prepared), prepared, copy.classes), want)
+    assert cli(["bench", *args, "--backends", "dali-cpu", "--batch-size", "1", "--image-size", "16", "--tfrecord",
+                "--seconds", "0.05", "--repeats", "1", "--no-stages", "--json", str(tmp_path / "b.json")]) == 0
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert [r["data"] for r in report["results"]] == ["original", "files"]  # the records, and them as files
+    assert set(report["tfrecord_vs_files"]) == {"dali-cpu onehot"}
+    assert "dali-cpu onehot on TFRecords:" in capsys.readouterr().out
+
+
+def test_a_second_chained_pass_over_records_is_refused_and_the_dataset_itself_goes_on(index_records):
+    """DALI's TFRecord reader restarts with its seed when a chain builds it again: the second pass would
+    replay the first, so it fails with daliloader's message; iterating the dataset keeps one pipeline."""
+    ds = dl.tf_dataset(index_records, batch_size=2, image_size=(24, 32), crop="center", backend="dali-cpu", seed=1)
+    mapped = ds.map(lambda x, y: x)
+    assert sum(1 for _ in mapped) == len(ds)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="daliloader: this dataset is read by a DALI reader"):
+        list(mapped)
+    assert sum(1 for _ in ds) == sum(1 for _ in ds) == len(ds)
