@@ -262,7 +262,7 @@ def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode
         return tf.cast(image, tf.float32) / 255.0, labels
 
     if data.records is not None:  # the same, from TFRecords as people first read them
-        from .tfrecord import part_file
+        from .parts import part_file
 
         keys = data.records
         features = {key: tf.io.FixedLenFeature([], tf.string) for key in (keys.image_key, keys.mask_key)}
@@ -598,7 +598,7 @@ def other_container(data: SegmentationData, status=None) -> tuple[str, Segmentat
 
 def place_name(data: SegmentationData) -> str:
     """A short name of where a dataset's pairs are: the folder of its first file."""
-    from .tfrecord import part_file
+    from .parts import part_file
 
     return Path(part_file(data.images[0])).parent.name
 
@@ -699,7 +699,7 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
     """Measure everything ``settings`` asks for; returns the report (machine, settings, ceilings, results,
     stages, training). ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
     from .manifest import PACKS, load_manifest
-    from .tfrecord import part_file
+    from .parts import part_file
 
     status = status or _quiet
     names = choose_backends(settings)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -42,7 +43,8 @@ from .layouts import find
 from .manifest import LZ4_HEADER, lz4_mask_size
 from .pairing import listing_problems, pair_files
 from .parallel import threaded_map
-from .tfrecord import RecordPart, RecordProblem, file_stamp, image_source, open_part, part_file, read_part
+from .parts import open_image, open_part, part_file, read_part
+from .tfrecord import RecordPart, RecordProblem, file_stamp
 
 #: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
 SUPPORTED_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
@@ -126,10 +128,10 @@ def peek(path) -> Header:
     def opened():
         return io.BytesIO(blob) if blob is not None else open(path, "rb")
 
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(blob) if blob is not None else path) as im:
+        with open_image(io.BytesIO(blob) if blob is not None else path) as im:
             fmt, (width, height), mode = im.format, im.size, im.mode
             palette = tuple(im.getpalette() or ()) if mode == "P" else None
     except UnidentifiedImageError:
@@ -243,9 +245,7 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[str, st
 
 def palette_indices(path) -> str:
     """The indices a palette PNG uses, for messages."""
-    from PIL import Image
-
-    with Image.open(image_source(path)) as im:
+    with open_image(path) as im:
         indices = np.unique(np.asarray(im)).tolist()
     runs = [[indices[0], indices[0]]]  # consecutive indices as first-last
     for i in indices[1:]:
@@ -323,9 +323,8 @@ def strict_decode(path) -> str | None:
                 # fast DCT and upsampling: the errors come from the entropy decoding, which both variants run whole
                 simplejpeg.decode_jpeg(head + fh.read(), strict=True, fastdct=True, fastupsample=True)
                 return None
-        from PIL import Image
 
-        with Image.open(image_source(path)) as im:
+        with open_image(path) as im:
             im.load()
     except (OSError, ValueError, SyntaxError) as e:
         return f"{e} (the decoders the loaders use would fill the damaged part with garbage and only warn)"
@@ -356,9 +355,7 @@ def _looks_binary(mask: np.ndarray, classes: ClassMap) -> bool:
 def _stray_indices(mask: str, image: str, classes: ClassMap) -> list[Problem]:
     """Palette indices read by index that are neither a class nor the ignore index: they load as ignored,
     or, where the palette gives them the colour of a class, as that class."""
-    from PIL import Image
-
-    with Image.open(image_source(mask)) as im:
+    with open_image(mask) as im:
         indices, counts = np.unique(np.asarray(im), return_counts=True)
     n, pal = classes.num_classes, classes.palette_masks
     stray = [(int(i), int(c)) for i, c in zip(indices, counts) if i >= n and i != classes.ignore_index]
@@ -525,7 +522,7 @@ class PairGuard:
         text = str(error)
         if "LoadError: " in text:  # our own verify() failed inside the pipeline: pass its message on
             return LoadError(text.split("LoadError: ", 1)[1].split("\nTraceback", 1)[0].strip())
-        first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        first_line = _first_line(text) or type(error).__name__
         if self.data.records is not None:
             return self._explain_records(error, first_line)
         if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
@@ -562,6 +559,16 @@ class PairGuard:
         return LoadError(f"loading a batch from the TFRecord files {', '.join(files)} failed ({first_line}); the "
                          f"{len(recent)} records read last all decode here, so the cause may not be the data. Run "
                          f"`daliloader check` on them.\nOriginal error:\n{error}")
+
+
+def _first_line(text: str) -> str:
+    """The first line of an error's text that says something, without TensorFlow's ``{{function_node
+    ...}}`` prefix."""
+    for line in text.strip().splitlines():
+        line = re.sub(r"\{\{[^}]*\}\}\s*", "", line).strip()
+        if line:
+            return line
+    return ""
 
 
 def _gpu_mask_problems(path: str, image: Header, partner: str) -> list[Problem]:

@@ -65,7 +65,7 @@ def show_report(console, result: dict, plot: Path | None, written: Path | None =
 
 def dataset_place(data) -> str:
     """Where a dataset's files are, for the bench's header: their common folder (or TFRecord files)."""
-    from daliloader.tfrecord import part_file
+    from daliloader.parts import part_file
 
     files = sorted({part_file(p) for p in data.images})
     common = os.path.commonpath(files) if len(files) > 1 else files[0]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .classes import ClassMap
 from .errors import WHAT_TO_DO, LoadError
-from .tfrecord import read_part
+from .parts import read_part
 
 
 def read(path) -> np.ndarray:

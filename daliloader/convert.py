@@ -15,7 +15,8 @@ from pathlib import Path
 from .data import SegmentationData
 from .folders import made_once
 from .prepare import image_suffix
-from .tfrecord import Writer, part_stem, read_part
+from .parts import part_stem, read_part
+from .tfrecord import Writer
 
 #: Records per TFRecord file written (files of a few hundred MB for photos of a few hundred KB).
 RECORDS_PER_FILE = 1024

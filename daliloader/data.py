@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import UnidentifiedImageError
 
 from . import layouts, tfds_folder, tfrecord
 from .classes import ClassMap, as_classmap, is_named
@@ -18,7 +18,8 @@ from .errors import DataError
 from .manifest import GPU_FORM, PACKS, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
-from .tfrecord import Records, RecordPart, image_source
+from .parts import open_image
+from .tfrecord import Records, RecordPart
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
 #: read by every decoder as 0 and 255.
@@ -100,7 +101,7 @@ class SegmentationData:
         """How many images have each size ``(height, width)``, read from their headers (all cores)."""
         def size(path: str) -> tuple[int, int]:
             try:
-                with Image.open(image_source(path)) as im:
+                with open_image(path) as im:
                     return im.size[1], im.size[0]
             except UnidentifiedImageError:
                 raise DataError(f"cannot read the size of image {path}: not an image in a format Pillow knows. Run "
@@ -322,10 +323,10 @@ def _part(part) -> str | RecordPart:
 
 def mask_depth(path: str | Path | RecordPart) -> int:
     """Bits per value of a mask: 16 for 16-bit single-channel images, else 8 (from its header)."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
-        with Image.open(image_source(path)) as im:
+        with open_image(path) as im:
             return 16 if im.mode in SIXTEEN_BIT_MODES else 8
     except (OSError, UnidentifiedImageError, DataError):
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
@@ -364,10 +365,10 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
 
 def _palette(path: str) -> np.ndarray | None:
     """A palette PNG's palette as (n, 3) uint8; None for other masks (or an unreadable one, reported later)."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
-        with Image.open(image_source(path)) as im:
+        with open_image(path) as im:
             return np.asarray(im.getpalette(), np.uint8).reshape(-1, 3) if im.mode == "P" else None
     except (OSError, UnidentifiedImageError, DataError):
         return None
@@ -375,9 +376,7 @@ def _palette(path: str) -> np.ndarray | None:
 
 def mask_values(path: str) -> np.ndarray:
     """A single-channel mask's values as the decoders read them (a 1-bit mask as 0 and 255)."""
-    from PIL import Image
-
-    with Image.open(image_source(path)) as im:
+    with open_image(path) as im:
         return np.asarray(im.convert("L") if im.mode == "1" else im)
 
 
@@ -387,10 +386,9 @@ def infer_classes(masks: Sequence[str], progress: bool = True) -> ClassMap:
     65535 in 16-bit ones) stays the ignore index, as in every known dataset; masks holding only 0 and
     255 are refused as ambiguous (binary masks, or background and ignore?). Colour and palette masks
     name a class map instead, so they are refused."""
-    from PIL import Image
 
     def values(path) -> np.ndarray:
-        with Image.open(image_source(path)) as im:
+        with open_image(path) as im:
             mode = im.mode
         if mode not in SINGLE_CHANNEL_MODES:
             what = "a palette PNG (its indices are read with classes=N, N classes)" if mode == "P" else \

@@ -26,7 +26,7 @@ from .data import SegmentationData
 from .errors import DataError, LoadError, SpecError, cannot_write
 from .plan import make_plan
 from .spec import Preprocess
-from .tfrecord import image_source, part_stem
+from .parts import open_image, part_stem
 
 #: Loader options that predict fixes, with the value it needs: any other would drop pairs (training,
 #: drop_remainder, a worker's shard), mix their order (shuffle) or choose other outputs.
@@ -118,9 +118,7 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
 def to_original_size(labels: np.ndarray, spec: Preprocess, data: SegmentationData, index: int) -> np.ndarray:
     """The inverse of the loader's geometry for pair ``index``: labels at the loader's size back on the
     image's own pixels (nearest neighbour); pixels the loader cropped away get the ignore index."""
-    from PIL import Image
-
-    with Image.open(image_source(data.images[index])) as im:
+    with open_image(data.images[index]) as im:
         width, height = im.size
     win = stages.window(spec, height, width, np.zeros(stages.DRAWS, np.float32))  # evaluation draws nothing
     if spec.resizes:  # resize / fit: the whole image, scaled (fit: then padded)

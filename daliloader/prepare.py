@@ -48,7 +48,8 @@ from .manifest import (FORMAT, GPU_FORM, INDEX_VERSION, LZ4_MAGIC, LZ4_MAX_BYTES
                        PACK_IMAGE_EXTS, PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION, load_manifest, original_classes,
                        read_lz4_mask, read_manifest)
 from .parallel import threaded_map
-from .tfrecord import RecordPart, file_stamp, part_file, part_stem, read_part
+from .parts import part_file, part_stem, read_part
+from .tfrecord import RecordPart, file_stamp
 
 #: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
 #: class indices: without them the masks decode several times faster and are smaller (measured in the
@@ -172,7 +173,7 @@ def _sources(data: SegmentationData) -> dict:
 
 def file_stem(index: int, path) -> str:
     """The prepared files' name for pair ``index``: its number and the image's stem (a record's: see
-    :func:`daliloader.tfrecord.part_stem`), cut so that the longest file name made of it
+    :func:`daliloader.parts.part_stem`), cut so that the longest file name made of it
     (``.labels.png``, an image extension) stays within 255 bytes."""
     stem = f"{index:07d}-{part_stem(path)}"
     room = 255 - len(".labels.jpeg")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import glob
 import hashlib
-import io
 import json
 import os
 import struct
@@ -446,42 +445,6 @@ class RecordPart:
             return file_stamp(self.file) != self.stamp
         except OSError:
             return True
-
-
-#: Where a sample's image or mask is: a file's path, or a feature of a TFRecord record.
-Part = str | RecordPart
-
-
-def read_part(part) -> bytes:
-    """The bytes of a file (a path) or of a record's feature (a RecordPart)."""
-    if isinstance(part, RecordPart):
-        return part.read()
-    with open(part, "rb") as fh:
-        return fh.read()
-
-
-def open_part(part):
-    """A binary file object to read a part (a path, or a RecordPart) from; the caller closes it."""
-    return io.BytesIO(part.read()) if isinstance(part, RecordPart) else open(part, "rb")
-
-
-def image_source(part):
-    """What ``PIL.Image.open`` takes for a part: a file's path (Pillow then closes the file it opens), or
-    the bytes of a record's picture."""
-    return io.BytesIO(part.read()) if isinstance(part, RecordPart) else part
-
-
-def part_file(part) -> str:
-    """The file that holds a part."""
-    return part.file if isinstance(part, RecordPart) else str(part)
-
-
-def part_stem(part) -> str:
-    """A part's name without folder and extension: a file's stem; a record's file-name feature's stem, or
-    ``<file name>-<record number>`` for a record without one."""
-    if not isinstance(part, RecordPart):
-        return Path(part).stem
-    return Path(part.name).stem if part.name else f"{Path(part.file).name}-{part.record:06d}"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Bad input: broken datasets built on the fly, ``check`` reports them, every loader names the file."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -149,14 +150,12 @@ def test_loading_names_the_bad_file(broken, backend, via_tf):
     data, path, kind = broken
     if via_tf and backend in ("opencv", "tfdata"):
         pytest.skip("no separate tf_dataset path")
-    if backend == "tfdata" and kind == "corrupt":
-        pytest.skip("known limit: tf.image's decode error inside tf.data names no file (see README)")
     with pytest.raises(Exception) as err:
         one_epoch(backend, data, tf=via_tf, batch_size=2, image_size=(32, 32), shuffle=False)
     message = str(err.value)
     assert path in message and "daliloader check" in message
-    if backend == "opencv" or (via_tf and backend != "tfdata"):
-        assert isinstance(err.value, dl.LoadError)
+    if backend in ("opencv", "tfdata") or via_tf:  # a tf.data loader iterated in Python: daliloader's own error
+        assert isinstance(err.value, dl.LoadError), repr(err.value)
 
 
 def test_model_fit_names_the_bad_file(tmp_path):
@@ -205,3 +204,55 @@ def test_strict_jpeg_decoding_passes_every_sound_jpeg(tmp_path, mode, progressiv
     path = tmp_path / "x.jpg"
     Image.fromarray(rng.integers(0, 256, (H, W, 3), np.uint8)).convert(mode).save(path, progressive=progressive)
     assert strict_decode(str(path)) is None
+
+
+def test_a_file_replaced_mid_run_never_gives_a_misaligned_pair(tmp_path, backend):
+    """An image replaced by a smaller valid picture while the loader runs, inside the positions it vetted
+    ahead (issue 27): no batch ever holds the misaligned pair (the crop window comes from the new image,
+    and the mask fits it); the loader stops, naming the file, once it reads the new one. The masks are the images themselves, so a batch whose labels are not the
+    classes of its pixels is a misaligned pair. The DALI loaders vet an epoch of this size at its start,
+    so the swap lands among positions vetted already."""
+    import cv2
+
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(5)
+    colours = [PALETTE[block_labels(rng, H, W)] for _ in range(48)]
+    data = write_pairs(tmp_path / "d", colours, colours)  # PNG photos: their colours are exact
+    kw = dict(batch_size=3, image_size=(H, W), crop="center", shuffle=False, label_mode="int")
+    loader = dl.keras_sequence(data, **kw) if backend == "opencv" else dl.tf_dataset(data, backend=backend, **kw)
+    epochs = iter(loader) if backend != "opencv" else None
+    replaced, seen = Path(data.images[30]), 0
+    named = f"({replaced}|{data.masks[30]}): .*32x24"  # the pair: its image, or its mask "but its image is 32x24"
+    with pytest.raises((dl.LoadError, tf.errors.OpError), match=named):
+        for step in range(2 * 16):  # two epochs of 16 batches
+            if backend == "opencv":
+                x, y = loader[step % 16]
+            else:
+                try:
+                    x, y = next(epochs)
+                except StopIteration:
+                    epochs = iter(loader)
+                    x, y = next(epochs)
+            if step == 0:  # the loader has vetted every position of this epoch and more: swap a file now
+                cv2.imwrite(str(replaced.with_suffix(".new.png")), np.zeros((24, 32, 3), np.uint8))
+                os.replace(replaced.with_suffix(".new.png"), replaced)
+            for image, labels in zip(np.asarray(x), np.asarray(y)):
+                colours_now = np.rint(image * 255).astype(np.uint8)
+                assert np.array_equal(data.classes.map_mask(colours_now), labels), "a misaligned pair"
+                seen += 1
+    assert seen >= 3
+
+
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
+def test_keras_class_weight_is_refused_naming_the_loss_that_takes_it(synth_data, backend):
+    """model.fit(ds, class_weight=...) maps the dataset to per-sample weights, which a segmentation batch
+    cannot have: refused at once, naming dl.losses' class_weights (it failed deep in the loss before)."""
+    keras = pytest.importorskip("keras")
+    n = synth_data.classes.num_classes
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(n, 1)])
+    model.compile("adam", dl.losses.SparseCategoricalCrossentropy())
+    ds = dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 32), label_mode="int", backend=backend)
+    with pytest.raises(dl.SpecError, match=r"class_weight=.*dl.losses.SparseCategoricalCrossentropy\(class_weights="):
+        model.fit(ds, class_weight={0: 1.0, 1: 2.0}, epochs=1, verbose=0)
+    assert len(ds.map(lambda x, y: x).take(1).as_numpy_iterator().next()) == 2  # other maps still chain
+

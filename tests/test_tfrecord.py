@@ -18,7 +18,7 @@ import pytest
 
 import daliloader as dl
 from conftest import BACKENDS, one_epoch
-from daliloader import codecs, tfrecord
+from daliloader import codecs, parts, tfrecord
 from trees import tfds_pets, voc_tfrecords
 
 tf = pytest.importorskip("tensorflow")
@@ -212,8 +212,8 @@ def test_predict_names_each_prediction_by_its_record_and_file_name(voc, backend,
 
 def test_a_record_without_a_file_name_is_named_by_its_file_and_number(index_records):
     unnamed = tfrecord.RecordPart("/d/train.tfrecord", 7, 0, 1, "image/encoded", None, ())
-    assert tfrecord.part_stem(unnamed) == "train.tfrecord-000007"
-    assert tfrecord.part_stem(index_records.images[3]) == "pair3"
+    assert parts.part_stem(unnamed) == "train.tfrecord-000007"
+    assert parts.part_stem(index_records.images[3]) == "pair3"
 
 
 # ---------------------------------------------------------------- TFDS

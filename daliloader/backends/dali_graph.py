@@ -204,7 +204,10 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
 
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
     # PNG is decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
-    size = fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32)
+    gpu_masks = reads_gpu_masks(data, device)
+    size = same_size(fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32),
+                     lz4_header(mask_bytes)[0] if gpu_masks else
+                     fn.peek_image_shape(mask_bytes, adjust_orientation=False, dtype=types.INT32))
     start, shape, flip = crop_window(size, spec, u)
     inside_start, inside_shape = _inside(start, shape, size)
     # jpeg_fancy_upsampling: nvJPEG upsamples chroma like libjpeg-turbo on the CPU (OpenCV, TensorFlow,
@@ -214,7 +217,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
     mask_dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
     image = decode_window(image_bytes, inside_start, inside_shape, device, types.RGB, types.UINT8)
-    if reads_gpu_masks(data, device):
+    if gpu_masks:
         mask = inflate_window(mask_bytes, inside_start, inside_shape)
     else:
         mask = decode_window(mask_bytes, inside_start, inside_shape, device, mask_type, mask_dtype)
@@ -231,6 +234,19 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     cuts["normalize"] = (image, labels)
     return {"image": image, "labels": encode(labels, spec, data.classes),
             "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
+
+
+def same_size(image_size, mask_size):
+    """``image_size``, through a check that stops the pipeline where the image and the mask it read differ
+    in size, before they become a misaligned pair: the guard vets each pair's headers before DALI reads
+    it, but a file replaced in the meantime (by a valid picture of another size) is read as it is now.
+    DALI has no assertion: one byte is reshaped to ``2 - same`` bytes, which fails exactly when the sizes
+    differ, and the size comes out plus that byte (0), so that every output waits for the check (an op
+    kept with ``preserve`` may fail only after its iteration's outputs are out). The guard's ``explain``
+    then names the file, which now fails its vetting."""
+    same = fn.reductions.min(fn.cast(image_size[0:2] == mask_size[0:2], dtype=types.INT32))
+    zero = fn.reshape(fn.constant(idata=[0], dtype=types.UINT8), shape=fn.stack(2 - same))
+    return image_size + fn.cast(zero[0], dtype=types.INT32)
 
 
 def reads_gpu_masks(data: SegmentationData, device: str) -> bool:

@@ -21,13 +21,13 @@ second on the 2-core VM).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
 import numpy as np
 import tensorflow as tf
 from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
-from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from tensorflow.python.framework import ops
 
 from ..checks import PairGuard
@@ -42,10 +42,11 @@ from . import pair_guard
 from ..stages import DRAWS as DRAW_COUNT
 from .dali_graph import (DRAWS, PACK_INPUTS, RECORD_FILL, RECORD_INPUTS, AheadOfReader, SegmentationPipeline, graph_spec,
                          host_batch_size, mask_files, needs_draws, outputs_on)
+from .tfloader import ExplainingIterator, LoaderDataset, refuse_class_weight
 from .tfops import one_hot
 
 
-class _EpochIterator(iterator_ops.OwnedIterator):
+class _EpochIterator(ExplainingIterator):
     """An iterator over an endless stream that stops (in eager loops) after one epoch of batches.
 
     Graph code (Keras' compiled train step) reads the underlying iterator directly and counts steps
@@ -53,10 +54,9 @@ class _EpochIterator(iterator_ops.OwnedIterator):
     """
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
-        super().__init__(dataset=stream)
+        super().__init__(stream, guard)
         self._steps = steps
         self._left = steps
-        self._guard = guard
 
     def get_next(self):
         """What tf.distribute calls (eager loops over a distributed dataset); ends the epoch the same way."""
@@ -74,15 +74,10 @@ class _EpochIterator(iterator_ops.OwnedIterator):
         if self._left <= 0:
             raise StopIteration
         self._left -= 1
-        try:
-            return super().__next__()
-        except tf.errors.OpError as e:
-            if isinstance(e, tf.errors.OutOfRangeError) or self._guard is None:
-                raise
-            raise self._guard.explain(e) from e
+        return super().__next__()
 
 
-class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
+class EpochDataset(LoaderDataset):
     """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs.
 
     Iterated itself (``for batch in ds``, ``model.fit(ds)``), it hands out one persistent iterator:
@@ -104,10 +99,9 @@ class EpochDataset(dataset_ops.UnaryUnchangedStructureDataset):
                  passes: tf.Variable | None = None, by_reader: bool = False, restart: bool = False):
         self._stream = stream
         self._steps = steps
-        self._guard = guard
         self._restart = restart  # every iter() from the first batch, on a new pipeline (evaluation)
         self._iterator: _EpochIterator | None = None
-        super().__init__(stream, self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor)
+        super().__init__(stream, guard, self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor)
 
     @staticmethod
     def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, by_reader: bool
@@ -156,31 +150,30 @@ CPU_ONLY = ("map", "filter", "batch", "unbatch", "padded_batch", "rebatch", "cac
 
 class GPUEpochDataset(EpochDataset):
     """An :class:`EpochDataset` whose batches arrive on the GPU. tf.data's transformations have CPU
-    kernels only, so chaining one would fail later with a placement error that names neither
-    daliloader nor a way out; here it fails at once, and says what to do."""
+    kernels only, so chaining one (:data:`CPU_ONLY`) would fail later with a placement error that names
+    neither daliloader nor a way out; here it fails at once, and says what to do."""
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None, restart: bool = False):
         self._stream = stream
         self._steps = steps
-        self._guard = guard
         self._restart = restart
         self._iterator = None
-        dataset_ops.UnaryUnchangedStructureDataset.__init__(self, stream, stream._variant_tensor)
+        LoaderDataset.__init__(self, stream, guard)
+
+    def __getattribute__(self, name: str):
+        if name in CPU_ONLY:
+            return functools.partial(_refuse_on_gpu, name)
+        return super().__getattribute__(name)
 
 
-def _refuse_on_gpu(name: str):
-    def refuse(self, *args, **kwargs):
-        raise SpecError(f"daliloader: ds.{name}() on a backend='dali-gpu' dataset: its batches are on the GPU, where "
-                        "tf.data has no kernels for map, batch, cache, repeat and the like. Do that work in the model "
-                        "(Keras layers run on the GPU), or in the loader's options; or use backend='dali-cpu' to "
-                        "chain tf.data transformations. model.fit(ds) needs no repeat() or take(): the dataset "
-                        "knows its epoch length")
-    refuse.__name__ = name
-    return refuse
-
-
-for _name in CPU_ONLY:
-    setattr(GPUEpochDataset, _name, _refuse_on_gpu(_name))
+def _refuse_on_gpu(name: str, *args, **kwargs):
+    if name == "map" and args:
+        refuse_class_weight(args[0])  # Keras' fit(class_weight=...): say where class weights go instead
+    raise SpecError(f"daliloader: ds.{name}() on a backend='dali-gpu' dataset: its batches are on the GPU, where "
+                    "tf.data has no kernels for map, batch, cache, repeat and the like. Do that work in the model "
+                    "(Keras layers run on the GPU), or in the loader's options; or use backend='dali-cpu' to "
+                    "chain tf.data transformations. model.fit(ds) needs no repeat() or take(): the dataset "
+                    "knows its epoch length")
 
 
 def dataset(plan: Plan, device: str) -> EpochDataset:
@@ -323,9 +316,8 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
             real = tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
             streams = {PACK_INPUTS[0]: real} if positional else {}
         else:
-            streams = {"image_path": paths(data.images, vet=True)}
-            if {"labels", "weight"} & set(plan.outputs):  # DALI drops the mask's nodes otherwise
-                streams["mask_path"] = paths(masks, vet=False)
+            # the mask is read whatever the outputs: the graph checks that it has its image's size
+            streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(masks, vet=False)}
             if positional:
                 streams["index"] = indices(vet=False)
         if needs_draws(plan.spec):

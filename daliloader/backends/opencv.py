@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import codecs, stages
+from ..errors import WHAT_TO_DO, LoadError
 from ..plan import Plan
 from . import pair_guard
 
@@ -36,6 +37,10 @@ class OpenCVLoader:
         tick("read")
         image = codecs.decode_image(image_bytes, image_path)
         mask = codecs.decode_mask(mask_bytes, mask_path, classes)
+        if image.shape[:2] != mask.shape[:2]:  # a file replaced after it was vetted: never a misaligned pair
+            raise LoadError(f"cannot load sample {index}: {mask_path} is {mask.shape[1]}x{mask.shape[0]} but its image "
+                            f"{image_path} is {image.shape[1]}x{image.shape[0]} (a file changed after it was vetted?)."
+                            f"\n{WHAT_TO_DO}")
         tick("decode")
         labels = classes.map_mask(mask)
         tick("labels")

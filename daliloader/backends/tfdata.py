@@ -9,6 +9,8 @@ the cheap per-pixel work (normalise, one-hot) is vectorised after ``batch``; the
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -19,12 +21,13 @@ from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
+from .tfloader import LoaderDataset
 from .tfops import TF_MATH, colour, one_hot, rotate, to_uint8, weights
 
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def dataset(plan: Plan) -> tf.data.Dataset:
+def dataset(plan: Plan) -> LoaderDataset:
     """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order at every ``iter()``),
     sharded like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples
     (index -1, weight 0), as on the other backends, so that every backend gives the same batches.
@@ -48,7 +51,8 @@ def dataset(plan: Plan) -> tf.data.Dataset:
             return parsed[keys.image_key], parsed[keys.mask_key]
     else:
         stream = _files(plan).map(lambda index: (index, tf.constant(b"")))
-        images, masks = tf.constant(data.images), tf.constant(data.masks)
+        # bytes, as the file system names them (a name that is no UTF-8 is no TensorFlow string)
+        images, masks = (tf.constant([os.fsencode(p) for p in paths]) for paths in (data.images, data.masks))
 
         def fetch(read, _):
             return tf.io.read_file(images[read]), tf.io.read_file(masks[read])
@@ -59,14 +63,16 @@ def dataset(plan: Plan) -> tf.data.Dataset:
                                           stateful=False)  # padding reads sample 0
         image_bytes, mask_bytes = fetch(read, payload)
         image, labels = sample_from_bytes(image_bytes, mask_bytes, spec, classes, lut, tf.stack([seed, read]),
-                                          data.mask_depth)
+                                          data.mask_depth, tf.gather(names, read))
         return image, labels, index
 
+    names = tf.constant([f"{image} + {mask}".encode(errors="surrogateescape")
+                         for image, mask in zip(data.images, data.masks)])  # for messages
     seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
     ds = tf.data.Dataset.zip(stream, seeds).map(lambda pair, seed: load(*pair, seed), num_parallel_calls=AUTOTUNE)
     ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
     ds = ds.map(lambda x, y, i: finish(x, y, i, spec, classes, plan.outputs), num_parallel_calls=AUTOTUNE)
-    return ds.prefetch(AUTOTUNE)
+    return LoaderDataset(ds.prefetch(AUTOTUNE), guard)
 
 
 def _files(plan: Plan) -> tf.data.Dataset:
@@ -124,19 +130,22 @@ def _record_runs(parts) -> tf.data.Dataset:
     return found
 
 
-def sample(image_path, mask_path, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8):
-    """read, then :func:`sample_from_bytes`."""
-    return sample_from_bytes(tf.io.read_file(image_path), tf.io.read_file(mask_path), spec, classes, lut, seed, depth)
-
-
-def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8):
+def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8,
+                      name=""):
     """decode, colour, labels, crop (pad, resize), rotate, flip of one pair; returns uint8 RGB and class
-    indices. The sample's draws (:data:`daliloader.stages.DRAWS`) are stateless, from ``seed``."""
+    indices. The sample's draws (:data:`daliloader.stages.DRAWS`) are stateless, from ``seed``. An image
+    and a mask of different sizes (a file replaced after it was vetted) fail here, before they become a
+    misaligned pair, with an error that shows ``name`` (the pair's files)."""
     u = tf.random.stateless_uniform([stages.DRAWS], seed=seed)
     inside = (lambda part: colour(part, stages.draw_colour(spec, u))) if spec.colours else None
-    image, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, u, inside)
+    image, size, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, u, inside)
     image_fill, label_fill = stages.fills(classes.ignore_index)
-    labels = map_labels(decode_mask(mask_bytes, classes, depth), classes, lut)
+    mask = decode_mask(mask_bytes, classes, depth)
+    same = tf.debugging.Assert(tf.reduce_all(tf.shape(mask)[:2] == size), [
+        "daliloader: an image and its mask differ in size (a file changed after it was vetted?):", name, "image",
+        size, "mask", tf.shape(mask)[:2]])
+    with tf.control_dependencies([same]):
+        labels = map_labels(tf.identity(mask), classes, lut)
     labels = crop(labels[..., None], top, left, win_h, win_w, label_fill)
     h, w = spec.image_size
     if spec.resizes:
@@ -179,6 +188,8 @@ def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs
 def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
     """decode + crop: each format decoded once, the window drawn from the image's shape and the draws
     ``u``; ``inside`` (the colour stage) applies to the decoded pixels of the window, before padding.
+    Returns the window's pixels, the image's ``(height, width)``, and the window (top, left, height,
+    width, flip).
 
     JPEG: the shape comes from the header, and a window inside the image is decoded alone with
     ``decode_and_crop_jpeg``; other formats are decoded whole and cropped.
@@ -196,13 +207,13 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
                                                       dct_method="INTEGER_ACCURATE")),
             lambda: crop(tf.io.decode_jpeg(image_bytes, channels=3, dct_method="INTEGER_ACCURATE"),
                          top, left, win_h, win_w, image_fill, inside))
-        return image, top, left, win_h, win_w, flip
+        return image, shape[:2], top, left, win_h, win_w, flip
 
     def other():
         image = tf.io.decode_image(image_bytes, channels=3, dtype=tf.uint8, expand_animations=False)
         shape = tf.shape(image)
         top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
-        return crop(image, top, left, win_h, win_w, image_fill, inside), top, left, win_h, win_w, flip
+        return crop(image, top, left, win_h, win_w, image_fill, inside), shape[:2], top, left, win_h, win_w, flip
 
     return tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
 

@@ -1,0 +1,66 @@
+"""What every ``tf.data.Dataset`` a loader hands out has in common, whatever the backend behind it.
+
+* Iterated in Python (``for batch in ds``, ``next(iter(ds))``), a failure of the loader is a
+  :class:`~daliloader.errors.LoadError` naming the files: TensorFlow wraps an error raised inside a
+  ``tf.data`` graph (a pair refused by the vetting, a decoder's failure) into an ``OpError``, which
+  :meth:`daliloader.checks.PairGuard.explain` turns back into the LoadError it was, or into one naming
+  the bad pair among those read last. Inside a compiled function (Keras' ``fit``), TensorFlow raises
+  before daliloader regains control: there the error stays TensorFlow's, with the same message.
+* ``model.fit(ds, class_weight=...)`` is refused at once, saying where class weights go: Keras turns
+  ``class_weight`` into per-sample weights by mapping the dataset, which cannot weigh the pixels of a
+  segmentation batch and fails later with a shape error deep in the loss.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops, iterator_ops
+from tensorflow.python.framework import ops
+
+from ..checks import PairGuard
+from ..errors import SpecError
+
+
+class ExplainingIterator(iterator_ops.OwnedIterator):
+    """An iterator whose failures in eager code are LoadErrors naming the files (see the module)."""
+
+    def __init__(self, dataset: tf.data.Dataset, guard: PairGuard | None):
+        super().__init__(dataset=dataset)
+        self._guard = guard
+
+    def __next__(self):
+        try:
+            return super().__next__()
+        except tf.errors.OpError as e:
+            if isinstance(e, tf.errors.OutOfRangeError) or self._guard is None:
+                raise
+            raise self._guard.explain(e) from e
+
+
+class LoaderDataset(dataset_ops.UnaryUnchangedStructureDataset):
+    """A loader's dataset: ``dataset`` (its batches), or ``variant`` built on it, with the ``guard`` that
+    names the files of a failure (see the module)."""
+
+    def __init__(self, dataset: tf.data.Dataset, guard: PairGuard | None, variant=None):
+        self._guard = guard
+        super().__init__(dataset, dataset._variant_tensor if variant is None else variant)
+
+    def __iter__(self):
+        if not tf.executing_eagerly() or ops.inside_function():
+            return super().__iter__()
+        return ExplainingIterator(self, self._guard)
+
+    def map(self, map_func, *args, **kwargs):
+        refuse_class_weight(map_func)
+        return super().map(map_func, *args, **kwargs)
+
+
+def refuse_class_weight(map_func) -> None:
+    """Refuse the map with which Keras' ``fit`` applies ``class_weight`` (see the module)."""
+    if getattr(map_func, "__name__", "") == "class_weights_map_fn" and \
+            getattr(map_func, "__module__", "").startswith("keras"):
+        raise SpecError("model.fit(..., class_weight=...) weighs whole samples by a class label, which a segmentation "
+                        "batch does not have (its labels are per pixel). Give the class weights to the loss instead: "
+                        "dl.losses.SparseCategoricalCrossentropy(class_weights=[...]) (int labels) or "
+                        "dl.losses.CategoricalCrossentropy(class_weights=[...]) (one-hot); "
+                        "dl.class_weights(dl.class_frequencies(data)) computes them")

@@ -1,0 +1,67 @@
+"""Where a sample's image or mask is, and reading it whichever it is: a file (its path, a ``str``) or a
+picture inside a TFRecord record (a :class:`~daliloader.tfrecord.RecordPart`).
+
+``SegmentationData.images[i]`` and ``masks[i]`` hold one or the other; everything that reads a pair's
+bytes outside a DALI or tf.data graph (the checks, the OpenCV backend, ``prepare``, ``predict``, class
+detection) reads them through these functions, so it reads files and records alike.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from pathlib import Path
+
+from .tfrecord import RecordPart
+
+#: Where a sample's image or mask is: a file's path, or a feature of a TFRecord record.
+Part = str | RecordPart
+
+
+def read_part(part: Part) -> bytes:
+    """The bytes of a file (a path) or of a record's picture (a RecordPart)."""
+    if isinstance(part, RecordPart):
+        return part.read()
+    with open(part, "rb") as fh:
+        return fh.read()
+
+
+def open_part(part: Part):
+    """A binary file object to read a part from; the caller closes it."""
+    return io.BytesIO(part.read()) if isinstance(part, RecordPart) else open(part, "rb")
+
+
+def part_file(part: Part) -> str:
+    """The file that holds a part."""
+    return part.file if isinstance(part, RecordPart) else str(part)
+
+
+def part_stem(part: Part) -> str:
+    """A part's name without folder and extension: a file's stem; a record's file-name feature's stem, or
+    ``<file name>-<record number>`` for a record without one."""
+    if not isinstance(part, RecordPart):
+        return Path(part).stem
+    return Path(part.name).stem if part.name else f"{Path(part.file).name}-{part.record:06d}"
+
+
+#: Held while Pillow's pixel limit is lifted (see :func:`open_image`).
+_NO_PIXEL_LIMIT = threading.Lock()
+
+
+def open_image(part):
+    """``PIL.Image.open`` of a part (a file, a record's picture, or a file object), lazily as Pillow opens: the header is
+    read, the pixels when asked for. Use it as ``with open_image(part) as im``.
+
+    Without Pillow's decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``, 89 million pixels, an error at
+    twice that): daliloader opens the pictures a user's loaders decode anyway, and OpenCV, TensorFlow and
+    DALI decode a 14000x14000 photo without complaint. The limit is Pillow's one global setting, so it is
+    lifted only while a picture's header is read, under a lock, and put back as it was."""
+    from PIL import Image
+
+    source = io.BytesIO(part.read()) if isinstance(part, RecordPart) else part
+    with _NO_PIXEL_LIMIT:
+        limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+        try:
+            return Image.open(source)
+        finally:
+            Image.MAX_IMAGE_PIXELS = limit
