@@ -81,8 +81,9 @@ class ClassMap:
 
     # ----------------------------------------------------------------- constructors
     @classmethod
-    def from_csv(cls, path: str | Path, ignore_index: int = 255) -> "ClassMap":
-        """Read a CamVid-style ``class_dict.csv`` with a header ``name,r,g,b``."""
+    def from_csv(cls, path: str | Path, ignore_index: int | None = None) -> "ClassMap":
+        """Read a CamVid-style ``class_dict.csv`` with a header ``name,r,g,b`` (``ignore_index``: see
+        :meth:`from_palette`)."""
         path = Path(path)
         if not path.is_file():
             raise DataError(f"class map file {path} does not exist")
@@ -122,11 +123,12 @@ class ClassMap:
         cls,
         colors: Sequence[Sequence[int]] | np.ndarray,
         names: Sequence[str] | None = None,
-        ignore_index: int = 255,
+        ignore_index: int | None = None,
         source: str = "palette",
         ignore_colors: Sequence[Sequence[int]] | None = None,
     ) -> "ClassMap":
-        """Colour masks: class ``i`` is drawn in ``colors[i]`` (RGB); ``ignore_colors`` mean ``ignore_index``."""
+        """Colour masks: class ``i`` is drawn in ``colors[i]`` (RGB); ``ignore_colors`` mean ``ignore_index``
+        (default: 255, or 65535 with more than 255 classes, as for id maps: :func:`default_ignore`)."""
         arr = np.asarray(colors, dtype=np.int64)
         if arr.ndim != 2 or arr.shape[1] != 3 or len(arr) == 0:
             raise DataError(f"a palette is a list of (r, g, b) triples; got shape {arr.shape}")
@@ -143,6 +145,7 @@ class ClassMap:
         ignored = None if ignore_colors is None else np.asarray(ignore_colors, dtype=np.uint8).reshape(-1, 3)
         if ignored is not None and np.isin(_pack(ignored), codes).any():
             raise DataError(f"{source}: a colour is given both to a class and to ignore_colors")
+        ignore_index = default_ignore(len(arr)) if ignore_index is None else ignore_index
         cm = cls(names=names, kind="rgb", colors=arr.astype(np.uint8), ignore_index=ignore_index, source=source,
                  ignore_colors=ignored)
         cm._check_ignore()
@@ -194,21 +197,28 @@ class ClassMap:
         ``id_to_class`` is either the number of classes ``C`` (ids ``0..C-1`` are the classes) or a
         remap table ``{raw_id: class}`` such as Cityscapes' labelIds -> trainIds. Ids mapped to
         ``ignore_index`` or absent from the table become ``ignore_index``. ``ignore_index`` defaults
-        to 255, or 65535 when there are more than 255 classes. With a class count, masks may hold the
-        ignore index itself (the common convention: VOC, Cityscapes trainIds); it is not an unknown id.
+        to 255, or 65535 when there are more than 255 classes; it lies above the classes, so an ignore
+        index that is one of them is refused. With a class count, masks may hold the ignore index itself
+        (the common convention: VOC, Cityscapes trainIds); it is not an unknown id.
         """
         if isinstance(id_to_class, (int, np.integer)) and not isinstance(id_to_class, bool):
             if not 0 < id_to_class < _LUT_KEYS:
                 raise DataError(f"the number of classes must be in 1..65535, got {id_to_class}")
             if ignore_index is None:
-                ignore_index = 255 if id_to_class <= 255 else _LUT_KEYS - 1
+                ignore_index = default_ignore(int(id_to_class))
+            if not isinstance(ignore_index, (int, np.integer)) or not id_to_class <= ignore_index < _LUT_KEYS:
+                raise DataError(f"ignore_index={ignore_index!r} with {id_to_class} classes: the ignore index is no "
+                                f"class, so it must lie in {id_to_class}..65535. Leave it out (255), or, where an id "
+                                f"below {id_to_class} means 'ignore' (ADE20K's 0), map the ids yourself: "
+                                "ClassMap.from_ids({0: 255, 1: 0, 2: 1, ...})")
             table = {i: i for i in range(int(id_to_class))}
-            if id_to_class <= ignore_index < _LUT_KEYS:
-                table[ignore_index] = ignore_index
+            table[ignore_index] = ignore_index
         else:
             table = {int(k): int(v) for k, v in dict(id_to_class).items()}
-            if ignore_index is None:
-                ignore_index = 255 if max(table.values(), default=0) < 255 else _LUT_KEYS - 1
+            if ignore_index is None:  # 255, also where the table maps ids to it; 65535 above 255 classes
+                ignore_index = default_ignore(max((v for v in table.values() if v != 255), default=0) + 1)
+            else:
+                _refuse_ignore_as_class(table, ignore_index)
         for k in table:
             if not 0 <= k < _LUT_KEYS:
                 raise DataError(f"mask id {k} is outside 0-65535")
@@ -426,6 +436,23 @@ def is_named(classes) -> bool:
     """Whether ``classes`` is a catalogue name (:data:`CATALOGUE`) rather than a file."""
     return (isinstance(classes, str) and classes.strip().lower().replace("-", "_") in CATALOGUE
             and not Path(classes).exists())
+
+
+def default_ignore(num_classes: int) -> int:
+    """The ignore index of a map that names none: 255, or 65535 where 255 would be a class."""
+    return 255 if num_classes <= 255 else _LUT_KEYS - 1
+
+
+def _refuse_ignore_as_class(table: Mapping[int, int], ignore_index: int) -> None:
+    """A remap table whose classes would run through ``ignore_index`` (``{7: 0, 26: 1}`` with
+    ``ignore_index=1``): the ids mapped there are meant as a class, and would load as ignored."""
+    values = set(table.values())
+    if ignore_index in values and ignore_index < len(values):
+        ids = sorted(k for k, v in table.items() if v == ignore_index)
+        raise DataError(f"ignore_index={ignore_index} is also the class that the table gives to id(s) "
+                        f"{', '.join(map(str, ids[:5]))}: they would load as ignored. The classes are 0..C-1 and the "
+                        "ignore index lies above them: leave ignore_index out (255), or map the ids you want ignored "
+                        f"to it explicitly, e.g. {{{ids[0]}: 255}}")
 
 
 def _pack(rgb: np.ndarray) -> np.ndarray:

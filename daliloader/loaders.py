@@ -118,7 +118,7 @@ def dali_pipeline(data, batch_size: int = 8, image_size=None, crop: str | None =
 
 
 @shows_options("shard_id", "num_shards", "device_id")
-def distribute(strategy, data, global_batch_size: int, image_size=None, crop: str | None = None,
+def distribute(strategy, data, global_batch_size: int | None = None, image_size=None, crop: str | None = None,
                label_mode: str = "onehot", shuffle: bool | None = None, seed: int | None = None, backend: str = "auto",
                **options):
     """``tf_dataset`` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.
@@ -145,6 +145,11 @@ def distribute(strategy, data, global_batch_size: int, image_size=None, crop: st
     if isinstance(data, Plan):
         raise SpecError("distribute(strategy, data, ...) takes a SegmentationData, not a plan: it plans one input "
                         "pipeline per replica or worker itself")
+    if "batch_size" in options or global_batch_size is None:
+        got = f"batch_size={options['batch_size']!r}" if "batch_size" in options else "no global_batch_size"
+        raise SpecError(f"distribute() got {got}: it takes global_batch_size=, the batch of all replicas together "
+                        f"(each of the strategy's {strategy.num_replicas_in_sync} replicas gets global_batch_size // "
+                        "replicas samples), e.g. global_batch_size=8 * strategy.num_replicas_in_sync")
     fixed = sorted(set(options) & {"shard_id", "num_shards", "device_id", "outputs"})
     if fixed:
         raise SpecError(f"distribute() got {fixed[0]}=, which it sets itself for each replica or worker (shards from "

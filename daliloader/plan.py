@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import os
 from dataclasses import dataclass
 
 from .data import SegmentationData
@@ -88,6 +89,12 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
                         "dl.losses.SparseCategoricalCrossentropy(class_weights=...) (int labels) or "
                         "dl.losses.CategoricalCrossentropy(class_weights=...) (one-hot)")
     unknown = sorted(options)
+    split = [name for name in unknown if name in ("validation_split", "subset")]
+    if split:
+        raise SpecError(f"{caller}() got {split[0]}=: keras.utils.image_dataset_from_directory splits a folder by "
+                        "these, but a loader reads the pairs it is given. Split them first: train, val = "
+                        "data.split(0.2, seed=0) (SegmentationData.split: disjoint, the same for the same seed), then "
+                        "one loader for each (val with training=False)")
     if unknown:
         close = ([FOREIGN_NAMES[unknown[0]]] if unknown[0] in FOREIGN_NAMES else
                  difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
@@ -120,6 +127,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise SpecError(f"{name} must be an integer >= {least}{' or None' if name in ('seed', 'num_threads') else ''}, "
                             f"got {value!r}")
+    check_threads(num_threads)
     shuffle = training if shuffle is None else shuffle
     drop_remainder = training if drop_remainder is None else drop_remainder
     if outputs is None:  # weights for evaluation (padding, ignored pixels)
@@ -130,6 +138,22 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                       shard_id=shard_id, num_shards=num_shards)
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
+
+
+#: DALI's CPU threads per core of the machine that a loader takes at most (see :func:`check_threads`).
+THREADS_PER_CORE = 4
+
+
+def check_threads(num_threads: int | None) -> None:
+    """Refuse more DALI threads than :data:`THREADS_PER_CORE` per core (and at least 8 in all): DALI's
+    CPU threads share the cores, and each holds its own buffers, so more threads than that add memory
+    and no speed, and DALI crashes with a few hundred (a segmentation fault or an abort, not an error)."""
+    cores = os.cpu_count() or 1
+    most = max(8, THREADS_PER_CORE * cores)
+    if num_threads is not None and num_threads > most:
+        raise SpecError(f"num_threads={num_threads} is more than DALI's CPU threads can use here: this machine has "
+                        f"{cores} cores, and a loader takes at most {most} threads ({THREADS_PER_CORE} per core). Pass "
+                        "at most that, or leave num_threads out (one thread per core)")
 
 
 _SIGNATURE = inspect.signature(make_plan)

@@ -40,7 +40,7 @@ import numpy as np
 from . import __version__
 from .checks import Expect, quick_problems
 from .classes import ClassMap
-from .codecs import decode_image, decode_mask, encode, read, write_file
+from .codecs import decode_file, decode_image, decode_mask, encode, read, write_file
 from .data import SegmentationData
 from .errors import DataError, LoadError
 from .folders import OUT_WAY_OUT, atomic_folder, made_once
@@ -174,10 +174,11 @@ def _sources(data: SegmentationData) -> dict:
 def file_stem(index: int, path) -> str:
     """The prepared files' name for pair ``index``: its number and the image's stem (a record's: see
     :func:`daliloader.parts.part_stem`), cut so that the longest file name made of it
-    (``.labels.png``, an image extension) stays within 255 bytes."""
+    (``.labels.png``, an image extension) stays within 255 bytes, in UTF-8: bytes of a name that are no
+    UTF-8 (a Latin-1 ``café``) are left out, and the number keeps the names apart."""
     stem = f"{index:07d}-{part_stem(path)}"
     room = 255 - len(".labels.jpeg")
-    return stem.encode()[:room].decode(errors="ignore")
+    return os.fsencode(stem)[:room].decode("utf-8", errors="ignore")
 
 
 def summary(manifest: dict, out: str | Path) -> str:
@@ -440,7 +441,8 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
         image, mask = pairs[i]
         problems, found = [], {"mask": False, "gpu": False, "image": False}
         moved = not (_exists(src_masks[i]) and _exists(src_images[i]))
-        got = cv2.imread(str(out / mask), cv2.IMREAD_UNCHANGED) if (out / mask).is_file() else None
+        # (read by Python, decoded from memory: OpenCV's own file functions crash on names that are no UTF-8)
+        got = decode_file(out / mask, cv2.IMREAD_UNCHANGED) if (out / mask).is_file() else None
         if got is None or got.dtype != np.uint8 or got.ndim != 2:
             problems.append(f"{out / mask}: missing, or not a single-channel 8-bit PNG")
             got = None

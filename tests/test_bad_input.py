@@ -256,3 +256,27 @@ def test_keras_class_weight_is_refused_naming_the_loss_that_takes_it(synth_data,
         model.fit(ds, class_weight={0: 1.0, 1: 2.0}, epochs=1, verbose=0)
     assert len(ds.map(lambda x, y: x).take(1).as_numpy_iterator().next()) == 2  # other maps still chain
 
+
+
+def test_a_file_name_that_is_no_utf8_loads_checks_and_prepares(tmp_path, backend):
+    """Issue 27: a Latin-1 name (b"caf\\xe9.png"): check said "no problems", then tfdata failed converting it
+    to a TensorFlow string, naming no file, and prepare crashed at the copy's file name."""
+    import cv2
+
+    root = os.fsencode(tmp_path)
+    for folder in (b"images", b"masks"):
+        os.makedirs(root + b"/" + folder)
+    for name in (b"caf\xe9", b"plain"):  # written by Python: OpenCV's file functions crash on such names
+        with open(root + b"/images/" + name + b".png", "wb") as fh:
+            fh.write(cv2.imencode(".png", np.full((32, 40, 3), 90, np.uint8))[1].tobytes())
+        with open(root + b"/masks/" + name + b".png", "wb") as fh:
+            fh.write(cv2.imencode(".png", np.ones((32, 40), np.uint8))[1].tobytes())
+    data = dl.SegmentationData.from_dirs(os.fsdecode(root + b"/images"), os.fsdecode(root + b"/masks"), classes=3)
+    assert dl.check(data).ok
+    batches = one_epoch(backend, data, tf=True, batch_size=2, training=False, label_mode="int")
+    assert [b[1].tolist() for b in batches] == [np.ones((2, 32, 40), np.int32).tolist()]
+    if backend == "dali-cpu":  # prepare and verify once
+        out = tmp_path / "prepared"
+        assert cli(["prepare", "--images", data.images[0].rsplit("/", 1)[0], "--masks",
+                    data.masks[0].rsplit("/", 1)[0], "--classes", "3", str(out), "--quiet", "--verify"]) == 0
+        assert sorted(os.listdir(out / "images")) == ["0000000-caf.png", "0000001-plain.png"]  # UTF-8 names

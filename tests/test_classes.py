@@ -70,6 +70,34 @@ def test_ignore_index_must_not_be_a_class():
         dl.ClassMap.from_ids(10, ignore_index=5)
 
 
+@pytest.mark.parametrize("table, ignore, match", [
+    ({7: 0, 26: 1}, 1, r"ignore_index=1 is also the class that the table gives to id\(s\) 26: they would load as "
+                       r"ignored.*e.g. \{26: 255\}"),
+    (3, 0, r"ignore_index=0 with 3 classes: the ignore index is no class, so it must lie in 3..65535.*"
+           r"ClassMap.from_ids\(\{0: 255, 1: 0, 2: 1, ...\}\)"),
+])
+def test_an_ignore_index_that_is_a_class_is_refused_saying_why(table, ignore, match):
+    """Issue 27: {7: 0, 26: 1} with ignore_index=1 made class 26 ignored without a word; ignore_index=0 with a
+    class count said "missing [0]"."""
+    with pytest.raises(DataError, match=match):
+        dl.ClassMap.from_ids(table, ignore_index=ignore)
+    ade_like = dl.ClassMap.from_ids({0: 255, 1: 0, 2: 1})  # the way out the message gives works
+    assert ade_like.ignore_index == 255 and ade_like.map_mask(np.array([[0, 1, 2]], np.uint8)).tolist() == [[255, 0, 1]]
+
+
+def test_more_than_255_colours_take_the_wide_ignore_index(tmp_path):
+    """Issue 27: a 300-colour class_dict.csv was refused ("ignore_index must be >= 300 ... got 255"), where id
+    maps switch to 65535 above 255 classes; colour maps now do too."""
+    colours = [(i // 20 * 10, 7, i % 20 * 10) for i in range(300)]
+    csv = tmp_path / "class_dict.csv"
+    csv.write_text("name,r,g,b\n" + "".join(f"c{i},{r},{g},{b}\n" for i, (r, g, b) in enumerate(colours)))
+    cm = dl.ClassMap.from_csv(csv)
+    assert (cm.num_classes, cm.ignore_index, cm.label_dtype) == (300, 65535, np.uint16)
+    mask = np.array([[colours[0], colours[299], (1, 2, 3)]], np.uint8)
+    assert cm.map_mask(mask).tolist() == [[0, 299, 65535]]
+    assert cm.rgb_tables().num_prefixes == 15  # and DALI's two tables hold it
+
+
 def test_rgb_tables_are_exact_for_every_colour():
     """Replay the two DALI lookup tables in numpy over all colours near and far from the palette."""
     rng = np.random.default_rng(0)

@@ -96,6 +96,9 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
     ({"device_id": 0}, "distribute() got device_id=, which it sets itself"),
     ({"outputs": ("images",)}, "distribute() got outputs=, which it sets itself"),
     ({"global_batch_size": 0}, "global_batch_size must be a positive integer, got 0"),
+    # issue 27: an internal TypeError (batch_size twice), and a bare missing-argument error
+    ({"batch_size": 4}, "distribute() got batch_size=4: it takes global_batch_size=, the batch of all replicas"),
+    ({"global_batch_size": None}, "distribute() got no global_batch_size: it takes global_batch_size="),
 ])
 def test_distribute_refuses_what_it_sets_itself(index_data, kwargs, message):
     import tensorflow as tf

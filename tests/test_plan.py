@@ -112,3 +112,22 @@ def test_every_loader_shows_its_keyword_options(call):
     assert ("num_threads" in params) == (call != "keras_sequence")
     assert "rotate=None" in pydoc.render_doc(getattr(dl, call))
     assert call in dir(dl)
+
+
+@pytest.mark.parametrize("option", ["validation_split", "subset"])
+def test_keras_split_options_point_at_the_way_to_split(index_data, option):
+    """Issue 27: tf_dataset(validation_split=0.2) listed the options, not the way to split."""
+    with pytest.raises(dl.SpecError, match=rf"tf_dataset\(\) got {option}=.*train, val = data.split\(0.2, seed=0\)"):
+        dl.tf_dataset(index_data, **{option: 0.2 if option == "validation_split" else "training"})
+
+
+def test_num_threads_is_bounded_by_the_cores(index_data, monkeypatch):
+    """Issue 27: 256 DALI threads segfaulted in some runs, 30000 aborted the process: refused, naming the limit."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert dl.make_plan(index_data, num_threads=8).num_threads == 8
+    with pytest.raises(dl.SpecError, match=r"num_threads=256 is more than .*2 cores, and a loader takes at most 8 "
+                                           r"threads \(4 per core\)"):
+        dl.dali_pipeline(index_data, num_threads=256, backend="dali-cpu")
+
