@@ -261,13 +261,13 @@ def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode
             labels = tf.where(tf.reduce_any(onehot, -1), tf.argmax(labels, -1, output_type=tf.int32), 255)
         return tf.cast(image, tf.float32) / 255.0, labels
 
-    if data.records is not None:  # the same, from TFRecords as people first read them
-        from .parts import part_file
+    if data.records is not None:  # the same, from TFRecords as people first read them (TFRecordDataset)
+        from .backends.tfdata import record_stream
 
         keys = data.records
         features = {key: tf.io.FixedLenFeature([], tf.string) for key in (keys.image_key, keys.mask_key)}
-        ds = tf.data.TFRecordDataset(sorted({part_file(p) for p in data.images})).map(
-            lambda s: tf.io.parse_single_example(s, features)).map(lambda f: (f[keys.image_key], f[keys.mask_key]))
+        ds = record_stream(data.images).map(lambda _, s: tf.io.parse_single_example(s, features)).map(
+            lambda f: (f[keys.image_key], f[keys.mask_key]))
     else:
         ds = tf.data.Dataset.from_tensor_slices((list(data.images), list(data.masks))).map(
             lambda image, mask: (tf.io.read_file(image), tf.io.read_file(mask)))
@@ -596,6 +596,15 @@ def other_container(data: SegmentationData, status=None) -> tuple[str, Segmentat
                                      "writing them)", lambda: convert.other_container(data, out, cache_way_out()))
 
 
+def dataset_place(data: SegmentationData) -> str:
+    """Where a dataset's files are: the folder that holds them all (a multi-city split: the split's
+    folder, not its first city's), or the TFRecord files' folder."""
+    from .parts import part_file
+
+    folders = sorted({os.path.dirname(os.path.abspath(part_file(p))) for p in data.images})
+    return folders[0] if len(folders) == 1 else os.path.commonpath(folders)
+
+
 def place_name(data: SegmentationData) -> str:
     """A short name of where a dataset's pairs are: the folder of its first file."""
     from .parts import part_file
@@ -708,7 +717,7 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
     gpu = backends.dali_gpu_count() > 0
     workers = settings.workers or os.cpu_count() or 1
     size = (settings.image_size,) * 2 if isinstance(settings.image_size, int) else tuple(settings.image_size)
-    images_dir = str(Path(part_file(data.images[0])).parent)
+    images_dir = dataset_place(data)
     report = {"machine": machine_info(),
               "dataset": {"images": images_dir, "pairs": len(data), "classes": data.classes.num_classes},
               "settings": {"batch_size": settings.batch_size, "image_size": list(size), "crop": "random",
@@ -750,7 +759,12 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
         datasets[which] = other
         report["dataset"][which] = str(Path(part_file(other.images[0])).parent)
 
-    for group in cell_groups(datasets, names, settings):
+    groups = cell_groups(datasets, names, settings)
+    figures = sum(map(len, groups))
+    say(f"measuring {figures} figure{'s' * (figures != 1)}, each at least {settings.repeats + 1} windows of {settings.seconds:g} s after a "
+        f"warm-up epoch: {figures * (settings.repeats + 1) * settings.seconds:.0f} s or more")
+    done = 0
+    for group in groups:
         streams = [backend_stream(c.name, c.plan, workers) for c in group]
         what = " + ".join(c.what for c in group)
         warmup = max(1, len(group[0].plan.data) // group[0].plan.batch_size)
@@ -760,6 +774,8 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> d
         for cell, rates in zip(group, found):
             warned.extend(timing_warnings(cell.what, rates))
             report["results"].append(_result(cell, rates, ceilings, warned))
+            done += 1
+            say(f"  {done}/{figures} {cell.what}: {report['results'][-1]['median']:.1f} images/s")
         for stream in streams:
             stream.close()  # a generator: stops its workers (opencv) and drops its pipeline
     if settings.augment:

@@ -35,7 +35,7 @@ import cv2
 import numpy as np
 
 from .classes import ClassMap
-from .codecs import decode, mask_flags
+from .codecs import decode, mask_pixels
 from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
 from .errors import WHAT_TO_DO, DataError, LoadError
@@ -43,7 +43,7 @@ from .layouts import find
 from .manifest import LZ4_HEADER, lz4_mask_size
 from .pairing import listing_problems, pair_files
 from .parallel import threaded_map
-from .parts import open_image, open_part, part_file, read_part
+from .parts import open_image, open_part, part_file, read_part, sniff
 from .tfrecord import RecordPart, RecordProblem, file_stamp
 
 #: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
@@ -53,7 +53,6 @@ LOSSY_MASK_FORMATS = ("JPEG", "WEBP")
 MIN_SIDE = 16
 #: Bytes read from the end of a file to find its end marker.
 _TAIL = 4096
-_MAGIC = {"JPEG": b"\xff\xd8\xff", "PNG": b"\x89PNG", "BMP": b"BM", "TIFF": b"II*\x00", "WEBP": b"RIFF"}
 _END_MARKERS = {"JPEG": b"\xff\xd9", "PNG": b"IEND"}
 
 
@@ -137,9 +136,9 @@ def peek(path) -> Header:
     except UnidentifiedImageError:
         with opened() as fh:
             head = fh.read(12)
-        for fmt, magic in _MAGIC.items():
-            if head.startswith(magic):
-                raise FileProblem("corrupt", f"corrupt: starts like a {fmt} but its header is damaged") from None
+        fmt = sniff(head)
+        if fmt is not None:
+            raise FileProblem("corrupt", f"corrupt: starts like a {fmt} but its header is damaged") from None
         raise FileProblem("unsupported", f"not an image in a known format (content starts with {head!r}); "
                                          f"supported: {', '.join(SUPPORTED_FORMATS)}") from None
     except OSError as e:
@@ -169,8 +168,8 @@ def _record_bytes(part: RecordPart) -> bytes:
     """A record's picture, or the FileProblem that says why it cannot be read: the file changed since it
     was indexed (its records may have moved), or the record is damaged."""
     if part.changed():
-        raise FileProblem("changed", f"{part.file} changed (or went away) since it was indexed, when the dataset was "
-                                     "loaded: its records may have moved. Load the dataset again "
+        raise FileProblem("changed", "the TFRecord file changed (or went away) since it was indexed, when the dataset "
+                                     "was loaded: its records may have moved. Load the dataset again "
                                      "(SegmentationData.from_tfrecord / from_tfds), which indexes it anew")
     try:
         return part.read()
@@ -280,12 +279,10 @@ def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_de
             problems.append(Problem("tiny", image, f"tiny image: {width}x{height} pixels (a side below {min_side})",
                                     mask))
     if mask in headers:
-        m = decode(np.frombuffer(read_part(mask), np.uint8), mask_flags(classes))
+        m = mask_pixels(np.frombuffer(read_part(mask), np.uint8), classes)
         if m is None:
             problems.append(Problem("corrupt", mask, "corrupt: the decoder rejects the data", image))
         else:
-            if classes.kind == "rgb":
-                m = cv2.cvtColor(m, cv2.COLOR_BGR2RGB)
             unknown = classes.unknown_values(m)
             if unknown and headers[mask].mode == "P" and classes.palette_masks is None:
                 problems.append(_palette_read_as_colours(mask, image, classes))
@@ -317,7 +314,7 @@ def strict_decode(path) -> str | None:
     try:
         with open_part(path) as fh:
             head = fh.read(3)
-            if head == _MAGIC["JPEG"]:
+            if sniff(head) == "JPEG":
                 import simplejpeg
 
                 # fast DCT and upsampling: the errors come from the entropy decoding, which both variants run whole
@@ -518,13 +515,12 @@ class PairGuard:
         self._vetted[index] = stamp
 
     def explain(self, error: BaseException) -> LoadError:
-        """A LoadError naming the bad files among the pairs in flight when ``error`` happened."""
+        """A LoadError naming the bad files among the pairs in flight when ``error`` happened (reading
+        TFRecords: among every record the reader can have read lately, which the guard remembers)."""
         text = str(error)
         if "LoadError: " in text:  # our own verify() failed inside the pipeline: pass its message on
             return LoadError(text.split("LoadError: ", 1)[1].split("\nTraceback", 1)[0].strip())
         first_line = _first_line(text) or type(error).__name__
-        if self.data.records is not None:
-            return self._explain_records(error, first_line)
         if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
             folder = Path(self.data.packs.tars[0]).parent
             return LoadError(f"loading a batch from the packed webdataset shards in {folder} failed ({first_line}). "
@@ -532,33 +528,27 @@ class PairGuard:
                              f"{folder.parent}`.\nOriginal error:\n{error}")
         with self._lock:
             recent = sorted(set(self._recent))
+        if self.data.records is not None:  # a file that changed or went away fails before any record is vetted
+            stamps = {p.file: p for p in self.data.images}
+            moved = [p for p in stamps.values() if p.changed()]
+            if moved:
+                return LoadError(_message(f"loading a batch failed ({first_line})", [
+                    Problem("changed", p.file, "changed (or went away) since it was indexed, when the dataset was loaded: "
+                            "its records may have moved. Load the dataset again") for p in moved]))
         problems = [p for i in recent
                     for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0,
                                         mask_depth=self.data.mask_depth)
                     if p.kind not in ("unknown_values", "lossy_mask")]
         if problems:
             return LoadError(_message(f"loading a batch failed ({first_line})", problems))
-        files = "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in recent)
-        return LoadError(f"loading a batch failed ({first_line}); the pairs in flight all decode here, so the "
-                         f"cause may not be the data. Pairs in flight:\n{files}\nOriginal error:\n{error}")
-
-
-    def _explain_records(self, error: BaseException, first_line: str) -> LoadError:
-        """A decoder failure while DALI's reader read TFRecords: every record it can have read was vetted
-        (see :meth:`verify`), so the culprit is damage the quick checks do not see; the records vetted
-        last, which hold every record the reader can have read lately, are decoded here to name it."""
-        with self._lock:
-            recent = sorted(set(self._recent))
-        problems = [p for i in recent
-                    for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0,
-                                        mask_depth=self.data.mask_depth)
-                    if p.kind not in ("unknown_values", "lossy_mask")]
-        if problems:
-            return LoadError(_message(f"loading a batch failed ({first_line})", problems))
-        files = sorted({part_file(self.data.images[i]) for i in recent})
-        return LoadError(f"loading a batch from the TFRecord files {', '.join(files)} failed ({first_line}); the "
-                         f"{len(recent)} records read last all decode here, so the cause may not be the data. Run "
-                         f"`daliloader check` on them.\nOriginal error:\n{error}")
+        if self.data.records is not None:
+            files = sorted({part_file(self.data.images[i]) for i in recent})
+            read = f"the {len(recent)} records read last (of {', '.join(files)})"
+        else:
+            read = "the pairs in flight:\n" + "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}"
+                                                     for i in recent)
+        return LoadError(f"loading a batch failed ({first_line}); nothing is wrong here with {read}\nso the cause "
+                         f"may not be the data (`daliloader check` decodes every pair).\nOriginal error:\n{error}")
 
 
 def _first_line(text: str) -> str:

@@ -435,7 +435,7 @@ CATALOGUE = {"cityscapes": "cityscapes", "voc": "voc", "ade20k": "ade20k", "camv
 def is_named(classes) -> bool:
     """Whether ``classes`` is a catalogue name (:data:`CATALOGUE`) rather than a file."""
     return (isinstance(classes, str) and classes.strip().lower().replace("-", "_") in CATALOGUE
-            and not Path(classes).exists())
+            and not Path(classes).is_file())
 
 
 def default_ignore(num_classes: int) -> int:

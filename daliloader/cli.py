@@ -25,7 +25,7 @@ def cmd_bench(args) -> int:
 
     console = Console()
     data = load_data(args)
-    console.print(f"dataset: {data}, {dataset_place(data)}")
+    console.print(f"dataset: {data}, {bench.dataset_place(data)}")
     settings = bench.Settings(backends=tuple(args.backends) if args.backends else None, batch_size=args.batch_size,
                               image_size=args.image_size, label_modes=tuple(args.label_mode), seconds=args.seconds,
                               repeats=args.repeats, workers=args.workers, stages=not args.no_stages,
@@ -61,17 +61,6 @@ def show_report(console, result: dict, plot: Path | None, written: Path | None =
         if path:
             console.print(f"wrote {path}")
     return 0
-
-
-def dataset_place(data) -> str:
-    """Where a dataset's files are, for the bench's header: their common folder (or TFRecord files)."""
-    from daliloader.parts import part_file
-
-    files = sorted({part_file(p) for p in data.images})
-    common = os.path.commonpath(files) if len(files) > 1 else files[0]
-    if data.records is not None:
-        return f"{len(files)} TFRecord file(s) in {os.path.dirname(files[0]) if len(files) == 1 else common}"
-    return common if len(files) > 1 else os.path.dirname(common)
 
 
 def prepared_where(args) -> str | None:

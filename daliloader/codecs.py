@@ -37,25 +37,47 @@ def decode_file(path, flags: int) -> np.ndarray | None:
 
 
 def mask_flags(classes: ClassMap) -> int:
-    """How a mask is read, losslessly: its colours for colour maps (a palette expanded), its values as
-    stored (8 or 16 bits) for id maps."""
-    return cv2.IMREAD_COLOR if classes.kind == "rgb" else cv2.IMREAD_UNCHANGED
+    """How a mask is read, losslessly: its colours for colour maps (a palette expanded; 16-bit colours kept
+    for :func:`to_8bit`), its values as stored (8 or 16 bits) for id maps."""
+    return COLOUR if classes.kind == "rgb" else cv2.IMREAD_UNCHANGED
 
 
-def decode_image(encoded: np.ndarray, path: str) -> np.ndarray:
-    """RGB uint8; grayscale and RGBA become RGB, 16-bit becomes 8-bit."""
-    img = decode(encoded, cv2.IMREAD_COLOR)
+#: How pictures are read: in colour, 16-bit samples kept (as 16 bits) for :func:`to_8bit`.
+COLOUR = cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH
+
+
+def to_8bit(pixels: np.ndarray) -> np.ndarray:
+    """Colour samples as 8 bits: 16-bit ones rounded to the nearest level, ``round(x / 257)``, as DALI's
+    decoders do (OpenCV alone would keep the high byte, one level lower for part of the values); 8-bit
+    ones as they are. One rule on every backend (tf.data: :func:`daliloader.backends.tfdata.to_8bit`)."""
+    if pixels.dtype != np.uint16:
+        return pixels
+    return ((pixels.astype(np.uint32) + 128) // 257).astype(np.uint8)
+
+
+def mask_pixels(encoded: np.ndarray, classes: ClassMap) -> np.ndarray | None:
+    """A mask's pixels as the class map reads them: RGB uint8 for colour maps (see :func:`to_8bit`),
+    (H, W) uint8 or uint16 ids for id maps; None when the data is corrupt (the caller names the file)."""
+    mask = decode(encoded, mask_flags(classes))
+    if mask is None or classes.kind != "rgb":
+        return mask
+    return cv2.cvtColor(to_8bit(mask), cv2.COLOR_BGR2RGB)
+
+
+def decode_image(encoded: np.ndarray, path) -> np.ndarray:
+    """RGB uint8; grayscale and RGBA become RGB, 16-bit becomes 8-bit (:func:`to_8bit`)."""
+    img = decode(encoded, COLOUR)
     if img is None:
         raise LoadError(f"cannot decode image {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return cv2.cvtColor(to_8bit(img), cv2.COLOR_BGR2RGB)
 
 
-def decode_mask(encoded: np.ndarray, path: str, classes: ClassMap) -> np.ndarray:
-    """RGB uint8 for colour maps, (H, W) uint8 or uint16 ids for id maps."""
-    mask = decode(encoded, mask_flags(classes))
+def decode_mask(encoded: np.ndarray, path, classes: ClassMap) -> np.ndarray:
+    """:func:`mask_pixels`, or a LoadError naming ``path``."""
+    mask = mask_pixels(encoded, classes)
     if mask is None:
         raise LoadError(f"cannot decode mask {path}: corrupt, truncated or not an image.\n{WHAT_TO_DO}")
-    return cv2.cvtColor(mask, cv2.COLOR_BGR2RGB) if classes.kind == "rgb" else mask
+    return mask
 
 
 def encode(extension: str, pixels: np.ndarray, params=()) -> bytes:

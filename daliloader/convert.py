@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .codecs import write_file
 from .data import SegmentationData
 from .folders import made_once
-from .prepare import image_suffix
-from .parts import part_stem, read_part
+from .parts import image_suffix, part_stem, read_part
 from .tfrecord import Writer
 
 #: Records per TFRecord file written (files of a few hundred MB for photos of a few hundred KB).
@@ -29,19 +29,20 @@ def to_tfrecord(data: SegmentationData, out: Path) -> None:
     for first in range(0, len(data), RECORDS_PER_FILE):
         with Writer(out / f"{first // RECORDS_PER_FILE:05d}.tfrecord") as writer:
             for i in range(first, min(first + RECORDS_PER_FILE, len(data))):
-                writer.write({"image/encoded": read_part(data.images[i]),
-                              "image/segmentation/class/encoded": read_part(data.masks[i]),
-                              "image/filename": part_stem(data.images[i]).encode(),
-                              "image/format": image_suffix(data.images[i]).lstrip(".").encode()})
+                image = read_part(data.images[i])
+                writer.write({"image/encoded": image, "image/segmentation/class/encoded": read_part(data.masks[i]),
+                              "image/filename": part_stem(data.images[i]).encode(errors="surrogateescape"),
+                              "image/format": image_suffix(data.images[i], image).lstrip(".").encode()})
 
 
 def to_files(data: SegmentationData, out: Path) -> None:
     """Write the pairs of ``data`` as ``out/images/NNNNNNN<ext>`` and ``out/masks/NNNNNNN<ext>``, in order."""
     for folder in ("images", "masks"):
         (out / folder).mkdir()
-    for i, (image, mask) in enumerate(zip(data.images, data.masks)):
-        (out / "images" / f"{i:07d}{image_suffix(image)}").write_bytes(read_part(image))
-        (out / "masks" / f"{i:07d}{image_suffix(mask)}").write_bytes(read_part(mask))
+    for i, pair in enumerate(zip(data.images, data.masks)):
+        for folder, part in zip(("images", "masks"), pair):
+            blob = read_part(part)
+            write_file(out / folder / f"{i:07d}{image_suffix(part, blob)}", blob)
 
 
 def other_container(data: SegmentationData, out: Path, way_out: str) -> SegmentationData:

@@ -160,8 +160,10 @@ class SegmentationData:
         error that lists it. ``classes``: see :func:`choose_classes`; None reads the ids in the masks.
         """
         pairing = pair_files(images, masks, mask_suffix, image_suffix, only_suffixed=mask_suffix is not None)
-        hint = (f"mask suffix {pairing.mask_suffix!r} was detected; pass mask_suffix= if that is wrong"
-                if mask_suffix is None else f"mask_suffix={mask_suffix!r}")
+        detected = ([f"image suffix {pairing.image_suffix!r}"] if pairing.image_suffix != image_suffix else []) + (
+            [f"mask suffix {pairing.mask_suffix!r}"] if mask_suffix is None else [])
+        hint = (f"{' and '.join(detected)} {'were' if len(detected) > 1 else 'was'} detected; pass image_suffix=/"
+                f"mask_suffix= if that is wrong" if detected else f"mask_suffix={mask_suffix!r}")
         _refuse_unpaired(pairing, hint)
         return cls._of(pairing.pairs, classes)
 
@@ -220,15 +222,17 @@ class SegmentationData:
         return cls._of_records(scans, classes, image_key, mask_key)
 
     @classmethod
-    def from_tfds(cls, path_or_name, split: str = "train", *, data_dir=None, classes=None) -> "SegmentationData":
+    def from_tfds(cls, path_or_name, split: str = "train", *, data_dir=None, classes=None,
+                  image_key: str | None = None, mask_key: str | None = None) -> "SegmentationData":
         """A split of a dataset prepared by TensorFlow Datasets, read without importing it: a version
         folder (``~/tensorflow_datasets/oxford_iiit_pet/4.0.0``), a dataset folder holding versions (the
         newest is read), or ``"name[/config][:version]"`` found under ``data_dir`` as ``tfds.load``
         finds it (``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``). The image and mask features come
-        from its ``features.json``; ``classes`` (as for :meth:`from_tfrecord`) defaults to the table
-        TFDS's dataset is published with (oxford_iiit_pet: pet, background, border; cityscapes: the 19
-        train ids), else the ids in the masks (see docs/tfrecord.md)."""
-        found = tfds_folder.find(path_or_name, split, data_dir)
+        from its ``features.json`` (or ``image_key``/``mask_key``); ``classes`` (as for
+        :meth:`from_tfrecord`) defaults to the table TFDS's dataset is published with (oxford_iiit_pet:
+        pet, background, border; cityscapes: the 19 train ids), else the ids in the masks (see
+        docs/tfrecord.md)."""
+        found = tfds_folder.find(path_or_name, split, data_dir, image_key, mask_key)
         scans = [tfrecord.indexed(f) for f in found.files]
         return cls._of_records(scans, classes if classes is not None else found.classes, found.keys.image_key,
                                found.keys.mask_key)
@@ -236,7 +240,7 @@ class SegmentationData:
     @classmethod
     def _of_records(cls, scans: list, classes, image_key: str | None, mask_key: str | None) -> "SegmentationData":
         """The dataset of the records that ``scans`` found (see :meth:`from_tfrecord`)."""
-        keys = tfrecord.first_keys(scans, image_key, mask_key)
+        keys = tfrecord.keys_of(scans, image_key, mask_key)
         pairs, problems = tfrecord.record_pairs(scans, keys)
         tfrecord.refuse(problems)
         return replace(cls._of(pairs, classes), records=keys)

@@ -216,7 +216,7 @@ def _records(files: list[str], root: Path, split: str | None, keys: tuple, layou
              classes: str | None = None) -> Found:
     """The pairs of TFRecord ``files``: every record scanned (kept indexes), keys chosen, problems listed."""
     scans = [tfrecord.indexed(f) for f in files]
-    found = tfrecord.first_keys(scans, *keys)
+    found = tfrecord.keys_of(scans, *keys)
     pairs, problems = tfrecord.record_pairs(scans, found)
     return Found(layout, root, Pairing(pairs, [], [], ""), classes, split, records=found, record_problems=problems)
 
@@ -228,11 +228,9 @@ def _tfds(root: Path, split: str | None, keys: tuple) -> Found | None:
         for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not marked:
         return None
-    found = tfds_folder.find(root, split or "train")
-    given = tuple(k if k is not None else default for k, default in zip(keys, (found.keys.image_key,
-                                                                              found.keys.mask_key)))
-    return _records(list(found.files), found.folder, found.split, given, f"TFDS {found.name} {found.version}",
-                    found.classes)
+    found = tfds_folder.find(root, split or "train", None, *keys)
+    return _records(list(found.files), found.folder, found.split, (found.keys.image_key, found.keys.mask_key),
+                    f"TFDS {found.name} {found.version}", found.classes)
 
 
 #: Names of TFRecord files: ``*.tfrecord``, ``*.tfrecord-00000-of-00004`` (TFDS), ``*.tfrec``, ``*.record``.
@@ -240,13 +238,14 @@ _TFRECORD_NAME = re.compile(r"\.(tfrecords?|tfrec|record)(-\d+-of-\d+)?$")
 
 
 def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None:
-    """A folder of TFRecord files; a split is the files whose name holds it as a word (``train-00000-of-
-    00004.tfrecord``, ``voc-val.tfrecord``), where names hold split words, else the whole folder."""
+    """A folder of TFRecord files; a split is the files whose name holds it as a word, the shard numbers
+    and the extension aside (``train-00000-of-00004.tfrecord``, ``train_aug-...``, ``voc-val.tfrecord``),
+    where names hold split words, else the whole folder."""
     files = sorted(str(p) for p in root.iterdir() if p.is_file() and _TFRECORD_NAME.search(p.name))
     if not files:
         return None
-    words = {f: set(re.split(r"[-_.]", Path(f).name.lower())) for f in files}
-    splits = {w for held in words.values() for w in held if w in _SPLIT_NAMES}
+    words = {f: _name_words(Path(f).name) for f in files}
+    splits = {w for held in words.values() for w in held if set(w.split("_")) & _SPLIT_NAMES}
     if not splits:
         if split is not None:
             raise DataError(f"{root} holds TFRecord files whose names name no split: it is one split, read whole; "
@@ -257,3 +256,10 @@ def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None
     if not chosen:
         raise _missing_split(root, "a folder of TFRecord files", split, root / f"{split}-*.tfrecord", splits)
     return _records(chosen, root, split, keys, "TFRecord files")
+
+
+def _name_words(name: str) -> set[str]:
+    """The words of a TFRecord file's name, its shard numbers and extension left out: ``train_aug-00001-of-
+    00004.tfrecord`` -> {"train_aug"}, ``voc-val.tfrecord-00000-of-00001`` -> {"voc", "val"}."""
+    stem = _TFRECORD_NAME.sub("", re.sub(r"-\d+-of-\d+", "", name))
+    return {w for w in re.split(r"[-.]", stem.lower()) if w}

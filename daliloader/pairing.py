@@ -32,6 +32,8 @@ class Pairing:
     broken_links: list[tuple[str, str]] = field(default_factory=list)
     #: folders that cannot be listed (permissions, I/O errors): (folder, why); their files are unknown
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    #: the tail stripped from image names before pairing (given, or detected: see :func:`detect_tails`)
+    image_suffix: str = ""
 
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
@@ -64,6 +66,11 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
     suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
     best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
+    if mask_suffix is None and not image_suffix and _count_pairs(mask_files, mask_dir, best, image_keys) < len(
+            image_keys):  # names that differ by more than a mask suffix (Cityscapes): their tails
+        tails = detect_tails(image_files, image_dir, mask_files, mask_dir)
+        if tails is not None:
+            return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
     mask_keys = {}
     for p in mask_files:
         k = _key(p, mask_dir, best)
@@ -81,7 +88,37 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
             pairs.append((str(img), str(found[0])))
     paired_masks = {m for _, m in pairs}
     unpaired_masks = [str(p) for p in mask_files if str(p) not in paired_masks]
-    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable)
+    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable,
+                   image_suffix=image_suffix)
+
+
+def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path], mask_dir: Path
+                 ) -> tuple[str, str] | None:
+    """The tails that image and mask names carry beyond their shared stem, where no common mask suffix
+    pairs them (Cityscapes' ``_leftImg8bit`` and ``_gtFine_labelIds``): of the images' common tail, each
+    part from a separator on, with the mask tail that then pairs the most images; a common mask suffix
+    first where several do (gtFine holds ``_gtFine_color``, ``_gtFine_instanceIds`` and
+    ``_gtFine_labelIds`` beside each image), then the shortest image tail. None where no tail pairs more
+    images than the common mask suffixes do."""
+    stems = [p.stem for p in image_files]
+    common = os.path.commonprefix([s[::-1] for s in stems])[::-1][:min(map(len, stems)) - 1]
+    candidates = [common[i:] for i, char in enumerate(common) if char in "_-"]
+    best, best_rank = None, None
+    for image_tail in candidates:
+        keys = {_key(p, image_dir, image_tail) for p in image_files}
+        counts: dict[str, int] = {}
+        for p in mask_files:
+            folder, stem = p.parent.relative_to(mask_dir), p.stem
+            for i, char in enumerate(stem):
+                if char in "_-" and str(folder / stem[:i]) in keys:
+                    counts[stem[i:]] = counts.get(stem[i:], 0) + 1
+        for mask_tail, n in counts.items():
+            rank = (n, mask_tail in COMMON_MASK_SUFFIXES, -len(image_tail))
+            if best_rank is None or rank > best_rank:
+                best, best_rank = (image_tail, mask_tail), rank
+    plain = max(_count_pairs(mask_files, mask_dir, s, {_key(p, image_dir, ""): p for p in image_files})
+                for s in COMMON_MASK_SUFFIXES)
+    return best if best_rank is not None and best_rank[0] > plain else None
 
 
 #: True while ``check`` pairs folders: links that lead nowhere and unreadable folders are then listed in

@@ -44,6 +44,25 @@ def part_stem(part: Part) -> str:
     return Path(part.name).stem if part.name else f"{Path(part.file).name}-{part.record:06d}"
 
 
+#: The first bytes of each picture format the loaders decode, and the file extension each is written with.
+MAGIC = {"JPEG": (b"\xff\xd8\xff",), "PNG": (b"\x89PNG",), "BMP": (b"BM",), "TIFF": (b"II*\x00", b"MM\x00*"),
+         "WEBP": (b"RIFF",)}
+SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "BMP": ".bmp", "TIFF": ".tif", "WEBP": ".webp"}
+
+
+def sniff(head: bytes) -> str | None:
+    """The format whose first bytes ``head`` starts with (:data:`MAGIC`), or None."""
+    return next((fmt for fmt, magics in MAGIC.items() if head.startswith(magics)), None)
+
+
+def image_suffix(part: Part, data: bytes | None = None) -> str:
+    """The file extension of a picture: a file's own (lower case); a record's from its first bytes
+    (``data``, when read already)."""
+    if not isinstance(part, RecordPart):
+        return Path(part).suffix.lower()
+    return SUFFIXES.get(sniff((data if data is not None else part.read())[:4]), ".bin")
+
+
 #: Held while Pillow's pixel limit is lifted (see :func:`open_image`).
 _NO_PIXEL_LIMIT = threading.Lock()
 

@@ -27,6 +27,7 @@ from .errors import DataError, LoadError, SpecError, cannot_write
 from .plan import make_plan
 from .spec import Preprocess
 from .parts import open_image, part_stem
+from .tfrecord import RecordPart
 
 #: Loader options that predict fixes, with the value it needs: any other would drop pairs (training,
 #: drop_remainder, a worker's shard), mix their order (shuffle) or choose other outputs.
@@ -107,8 +108,8 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
                 labels = to_original_size(labels, plan.spec, data, i)
             written = _write(out_dir, data, i, labels) if out_dir is not None else None
             image = data.images[i]
-            found[i] = Prediction(i, str(image), str(data.masks[i]), labels, written,
-                                  getattr(image, "name", None) or Path(image).name)
+            name = image.name if isinstance(image, RecordPart) else Path(image).name
+            found[i] = Prediction(i, str(image), str(data.masks[i]), labels, written, name)
     if sorted(found) != list(range(len(data))):
         raise DataError(f"predict: {len(found)} of {len(data)} pairs came back from backend {chosen.name!r}; this is "
                         "a bug in daliloader, please report it")

@@ -48,7 +48,7 @@ from .manifest import (FORMAT, GPU_FORM, INDEX_VERSION, LZ4_MAGIC, LZ4_MAX_BYTES
                        PACK_IMAGE_EXTS, PACK_INDEX_EXT, PACK_MASK_EXT, PACKS, VERSION, load_manifest, original_classes,
                        read_lz4_mask, read_manifest)
 from .parallel import threaded_map
-from .parts import part_file, part_stem, read_part
+from .parts import image_suffix, part_file, part_stem, read_part
 from .tfrecord import RecordPart, file_stamp
 
 #: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
@@ -234,12 +234,13 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality:
         unknown = sum(count for _, count in data.classes.unknown_values(decoded))
         row = {"mask": f"masks/{name}.png", "unknown_pixels": unknown, "psnr": None, "lz4": None}
         files[row["mask"]] = encode(".png", labels, MASK_PNG_PARAMS)
-        suffix = image_suffix(image)
+        image_bytes = read_part(image)
+        suffix = image_suffix(image, image_bytes)
         if gpu_masks and labels.nbytes <= LZ4_MAX_BYTES:
             row["lz4"] = f"masks_lz4/{name}.lz4"
             files[row["lz4"]] = encode_lz4_mask(labels)
         if jpeg_quality is not None and suffix not in (".jpg", ".jpeg"):
-            rgb = decode_image(read(image), image)
+            rgb = decode_image(np.frombuffer(image_bytes, np.uint8), image)
             row["image"] = f"images/{name}.jpg"
             files[row["image"]] = encode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
                                          (cv2.IMWRITE_JPEG_QUALITY, jpeg_quality))
@@ -248,25 +249,12 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, jpeg_quality:
             row["psnr"] = cv2.PSNR(rgb, back)
         else:
             row["image"] = f"images/{name}{suffix}"
-            files[row["image"]] = read_part(image)
+            files[row["image"]] = image_bytes
     except (LoadError, OSError, ValueError) as e:
         return {"error": f"{image} + {mask}: {str(e).splitlines()[0]}"}
     for path, blob in files.items():
         write_file(out / path, blob)
     return row
-
-
-#: File extensions by the first bytes of an encoded image (for images read from records).
-_MAGIC_SUFFIXES = ((b"\xff\xd8\xff", ".jpg"), (b"\x89PNG", ".png"), (b"BM", ".bmp"), (b"II*\x00", ".tif"),
-                   (b"MM\x00*", ".tif"), (b"RIFF", ".webp"))
-
-
-def image_suffix(image) -> str:
-    """The file extension of an image: a file's own (lower case); a record's picture's from its first bytes."""
-    if not isinstance(image, RecordPart):
-        return Path(image).suffix.lower()
-    head = read_part(image)[:4]
-    return next((suffix for magic, suffix in _MAGIC_SUFFIXES if head.startswith(magic)), ".bin")
 
 
 def _how(classes: ClassMap) -> str:

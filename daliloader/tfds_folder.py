@@ -53,9 +53,10 @@ def data_dir(given: str | os.PathLike | None) -> Path:
     return Path(given or os.environ.get("TFDS_DATA_DIR") or Path.home() / "tensorflow_datasets").expanduser()
 
 
-def find(path_or_name: str | os.PathLike, split: str = "train", data_dir_: str | os.PathLike | None = None
-         ) -> TFDSSplit:
-    """The split ``split`` of the TFDS dataset at ``path_or_name`` (see the module's docstring)."""
+def find(path_or_name: str | os.PathLike, split: str = "train", data_dir_: str | os.PathLike | None = None,
+         image_key: str | None = None, mask_key: str | None = None) -> TFDSSplit:
+    """The split ``split`` of the TFDS dataset at ``path_or_name`` (see the module's docstring); its image
+    and mask features, or those named."""
     folder = version_folder(path_or_name, data_dir_)
     info = _read_json(folder / INFO)
     splits = {s.get("name"): s for s in info.get("splits", []) if isinstance(s, dict)}
@@ -68,17 +69,20 @@ def find(path_or_name: str | os.PathLike, split: str = "train", data_dir_: str |
     files = split_files(folder, info.get("name", folder.parent.name), split, splits[split], file_format)
     name = info.get("name", "")
     return TFDSSplit(name, info.get("version", folder.name), folder, split, tuple(files),
-                     image_and_mask(folder, name), tuple(splits), PUBLISHED.get(name))
+                     image_and_mask(folder, name, image_key, mask_key), tuple(splits), PUBLISHED.get(name))
 
 
 def version_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike | None = None) -> Path:
     """The version folder that ``path_or_name`` names: itself, the newest version inside a dataset (or
     config) folder, or ``name[/config][:version]`` under :func:`data_dir`."""
     path = Path(path_or_name).expanduser()
+    name, _, version = str(path_or_name).partition(":")
+    root = data_dir(data_dir_)
+    under = root / name / version if version else root / name
+    if under.is_dir() and (data_dir_ is not None or not path.is_dir()):  # data_dir named: it comes first
+        path = under
     if not path.is_dir():
-        name, _, version = str(path_or_name).partition(":")
-        root = data_dir(data_dir_)
-        path = root / name / version if version else root / name
+        path = under
         if not path.is_dir():
             held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "downloads") if root.is_dir() \
                 else []
@@ -95,15 +99,15 @@ def version_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike
     configs = sorted(p.name for p in path.iterdir() if p.is_dir() and any(
         _VERSION.match(v.name) and (v / INFO).is_file() for v in p.iterdir() if v.is_dir()))
     if configs:
-        raise DataError(f"{path} holds the configs {', '.join(configs)} of a TFDS dataset: name one "
-                        f"({path / configs[0]})")
+        raise DataError(f"{path} holds {', '.join(configs)}, each with version folders: the configs of a TFDS dataset, "
+                        f"or the datasets of a TFDS data_dir. Name one ({path / configs[0]})")
     raise DataError(f"{path} is no prepared TFDS dataset: no {INFO} in it nor in a version folder (such as 1.0.0/) "
                     "inside it")
 
 
 def split_files(folder: Path, name: str, split: str, info: dict, file_format: str) -> list[str]:
     """The split's shards, as its ``filepathTemplate`` names them, in shard order; every one must be there."""
-    shards = len(info.get("shardLengths", [])) or 1
+    shards = len(info.get("shardLengths", [])) or int(info.get("numShards", 1))  # (numShards: older TFDS)
     template = info.get("filepathTemplate") or "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
     files = [str(folder / template.format(DATASET=name, SPLIT=split, FILEFORMAT=file_format,
                                           SHARD_X_OF_Y=f"{i:05d}-of-{shards:05d}", SHARD_INDEX=i, NUM_SHARDS=shards))
@@ -129,10 +133,15 @@ def features(folder: Path) -> dict[str, dict]:
     return walk(_read_json(folder / FEATURES), "")
 
 
-def image_and_mask(folder: Path, name: str) -> Records:
+#: Words in the name of a one-channel Image feature that mark it as a segmentation mask.
+MASK_WORDS = ("segmentation", "mask", "label", "trimap", "annotation")
+
+
+def image_and_mask(folder: Path, name: str, image_key: str | None = None, mask_key: str | None = None) -> Records:
     """The keys of the image (an Image feature of three channels) and of the mask (an Image feature of
-    one channel), preferring the names TFDS's datasets use; a dataset without such a pair is refused,
-    listing its features."""
+    one channel whose name says so: :data:`MASK_WORDS`), or the keys given; a dataset without such a pair
+    is refused, listing its features (a one-channel Image may be something else: cityscapes'
+    disparity maps)."""
     found = features(folder)
     images = {k: v["image"] for k, v in found.items() if v.get("pythonClassName") == IMAGE_CLASS and "image" in v}
 
@@ -141,14 +150,20 @@ def image_and_mask(folder: Path, name: str) -> Records:
         return int(dims[-1]) if dims else None
 
     photos = [k for k, v in images.items() if channels(v) == 3]
-    masks = [k for k, v in images.items() if channels(v) == 1]
-    if not photos or not masks:
-        listed = ", ".join(f"{k} ({v.get('pythonClassName', '?').rsplit('.', 1)[-1]})" for k, v in found.items())
-        raise DataError(f"{folder} ({name}) holds no image and segmentation mask (an Image feature of 3 channels and "
-                        f"one of 1 channel); its features: {listed}. TFDS's voc, for one, holds boxes only: read "
-                        "the VOC download with SegmentationData.from_folder")
-    photo = next((k for k in ("image", "image_left") if k in photos), photos[0])
-    mask = next((k for k in masks if "segmentation" in k or "mask" in k or "label" in k), masks[0])
+    masks = [k for k, v in images.items() if channels(v) == 1 and any(w in k.lower() for w in MASK_WORDS)]
+    photo = image_key or next((k for k in ("image", "image_left") if k in photos), photos[0] if photos else None)
+    mask = mask_key or (masks[0] if masks else None)
+    if photo is None or mask is None:
+        listed = ", ".join(f"{k} ({v.get('pythonClassName', '?').rsplit('.', 1)[-1]}"
+                           f"{', %s channel(s)' % channels(v['image']) if 'image' in v else ''})"
+                           for k, v in found.items())
+        raise DataError(f"{folder} ({name}) holds no image and segmentation mask (an Image feature of 3 channels, and "
+                        "one of 1 channel named as a mask); its features: "
+                        f"{listed}. TFDS's voc, for one, holds boxes only: read the VOC download with "
+                        "SegmentationData.from_folder. Or name the features: image_key=, mask_key=")
+    for key in (photo, mask):
+        if key not in found:
+            raise DataError(f"{folder} ({name}) has no feature {key!r}; its features: {', '.join(found)}")
     return Records(photo, mask)
 
 

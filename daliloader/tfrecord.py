@@ -20,16 +20,16 @@ which DALI's reader needs: they are refused with the command that decompresses t
 
 from __future__ import annotations
 
-import errno
 import glob
 import hashlib
 import json
 import os
+import shlex
 import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .environment import cache_dir
+from .environment import cache_dir, cache_way_out
 from .errors import DataError
 
 #: Bytes before a record's payload (length, CRC of the length) and after it (CRC of the payload).
@@ -41,10 +41,12 @@ INDEX_VERSION = 1
 #: Features that name a record's source file, in the order they are looked for (Model Garden and
 #: DeepLab, TFDS's oxford_iiit_pet, TFDS's cityscapes, others).
 NAME_KEYS = ("image/filename", "file_name", "image_id", "filename", "image/source_id")
-#: The command that decompresses a GZIP or ZLIB TFRecord file (zlib's window bits 47 read either header).
-DECOMPRESS = ("python -c \"import sys, zlib; d = zlib.decompressobj(47); "
+#: The command that decompresses a GZIP or ZLIB TFRecord file in place (zlib's window bits 47 read either
+#: header): into a temporary sibling, then over the file, so that the names and patterns that found it
+#: find the uncompressed one.
+DECOMPRESS = ("python3 -c \"import sys, zlib; d = zlib.decompressobj(47); "
               "[sys.stdout.buffer.write(d.decompress(b)) for b in iter(lambda: sys.stdin.buffer.read(1 << 20), b'')]\" "
-              "< {file} > {file}.uncompressed")
+              "< {file} > {temporary} && mv {temporary} {file}")
 
 
 def masked_crc(data: bytes) -> int:
@@ -57,7 +59,7 @@ def masked_crc(data: bytes) -> int:
 
 class RecordProblem(DataError):
     """A record that cannot be read: ``kind`` says why (truncated, crc, compressed, not_tfrecord, parse,
-    missing_key), and the message names the file, the record number and its byte offset."""
+    missing_key, unreadable), and the message names the file, the record number and its byte offset."""
 
     def __init__(self, kind: str, file: str, record: int, offset: int, what: str):
         super().__init__(f"{file}: record {record} (at byte {offset}): {what}")
@@ -263,8 +265,8 @@ def file_stamp(path: str | os.PathLike) -> tuple[int, ...]:
 
 
 def scan(file: str) -> Scan:
-    """Read ``file`` once, record by record (see :class:`Scan`); raises a DataError for a file that is no
-    TFRecord file at all (compressed, or another format), naming it and what to do."""
+    """Read ``file`` once, record by record (see :class:`Scan`). A file that is no TFRecord file at all
+    (compressed, or another format) is one problem, at record 0, saying what to do."""
     stamp = file_stamp(file)
     offsets, sizes, numbers, record_keysets, names, problems = [], [], [], [], [], []
     keysets: dict[tuple, int] = {}
@@ -272,16 +274,15 @@ def scan(file: str) -> Scan:
         offset, number = 0, 0
         while offset < stamp[0]:
             head = fh.read(HEADER)
-            if number == 0:
-                _refuse_foreign(file, head)
             if len(head) < HEADER:
                 problems.append(RecordProblem("truncated", file, number, offset, f"only {len(head)} bytes of its "
                                               "12-byte header are there: the file is truncated"))
                 break
             length, crc = struct.unpack("<QI", head)
             if masked_crc(head[:8]) != crc:
-                problems.append(RecordProblem("crc", file, number, offset, "its length field fails its CRC: the file "
-                                              "is damaged here, and nothing after this record can be found"))
+                problems.append(_foreign(file, head) if number == 0 else RecordProblem(
+                    "crc", file, number, offset, "its length field fails its CRC: the file is damaged here, and "
+                                                 "nothing after this record can be found"))
                 break
             size = HEADER + length + FOOTER
             blob = head + fh.read(length + FOOTER)
@@ -316,18 +317,16 @@ def _name(payload: bytes, features: dict[str, Feature]) -> str | None:
     return None
 
 
-def _refuse_foreign(file: str, head: bytes) -> None:
-    """A file whose first record header is no TFRecord header: compressed, or something else."""
-    if len(head) >= 8 and len(head) == HEADER and masked_crc(head[:8]) == struct.unpack("<I", head[8:])[0]:
-        return
-    if head[:2] == b"\x1f\x8b" or (len(head) >= 2 and head[0] == 0x78 and (head[0] << 8 | head[1]) % 31 == 0):
+def _foreign(file: str, head: bytes) -> RecordProblem:
+    """Why the first record header of ``file`` fails its CRC: the file is compressed (and how to
+    decompress it), or damaged right at its start, or no TFRecord file."""
+    if head[:2] == b"\x1f\x8b" or (head[0] == 0x78 and (head[0] << 8 | head[1]) % 31 == 0):
         kind = "GZIP" if head[:2] == b"\x1f\x8b" else "ZLIB"
-        raise DataError(f"{file} is a {kind}-compressed TFRecord file, which cannot be read at a record's offset as "
-                        "DALI's reader does: decompress it once, then load the uncompressed file:\n  "
-                        + DECOMPRESS.format(file=file))
-    if len(head) >= HEADER:
-        raise DataError(f"{file} is not a TFRecord file: its first 12 bytes ({head!r}) are no record header (a length "
-                        "and its CRC)")
+        command = DECOMPRESS.format(file=shlex.quote(file), temporary=shlex.quote(file + ".partial"))
+        return RecordProblem("compressed", file, 0, 0, f"the file is {kind}-compressed, which cannot be read at a "
+                             f"record's offset as DALI's reader does: decompress it once, in place:\n  {command}")
+    return RecordProblem("not_tfrecord", file, 0, 0, f"its first 12 bytes ({head!r}) are no record header (a length "
+                         "and its CRC): not a TFRecord file, or damaged from its start")
 
 
 # ---------------------------------------------------------------- the index, kept
@@ -339,9 +338,13 @@ def indexed(file: str | os.PathLike) -> Scan:
     from filelock import FileLock
 
     file = os.fspath(file)  # the parts keep the path as given, as SegmentationData keeps file paths
-    if not os.path.isfile(file):
-        raise DataError(f"TFRecord file {file} does not exist")
-    stamp = file_stamp(file)
+    try:
+        with open(file, "rb"):
+            stamp = file_stamp(file)
+    except FileNotFoundError:
+        raise DataError(f"TFRecord file {file} does not exist") from None
+    except OSError as e:
+        raise DataError(f"cannot read TFRecord file {file} ({e.strerror or e})") from None
     for folder in _index_folders(file):
         found = _read_index(folder, file, stamp)
         if found is not None:
@@ -349,16 +352,16 @@ def indexed(file: str | os.PathLike) -> Scan:
     for folder in _index_folders(file):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(folder / f"{Path(file).name}.lock")):
-                found = _read_index(folder, file, file_stamp(file))
-                return found if found is not None else _write_index(folder, scan(file))
-        except PermissionError:
+            lock = FileLock(str(folder / f"{Path(file).name}.lock"))
+            lock.acquire()
+        except OSError:  # a folder that cannot be written (read-only, no permission, full): the next one
             continue
-        except OSError as e:
-            if e.errno not in (errno.EROFS, errno.EACCES):  # a folder that cannot be written: try the cache
-                raise
-    raise DataError(f"cannot write an index for {file} beside it nor in the cache {cache_dir()}: set "
-                    "DALILOADER_CACHE to a writable folder")
+        try:
+            found = _read_index(folder, file, file_stamp(file))
+            return found if found is not None else _write_index(folder, scan(file))
+        finally:
+            lock.release()
+    raise DataError(f"cannot write an index for {file} beside it nor in the cache ({cache_way_out()})")
 
 
 def _index_folders(file: str) -> list[Path]:
@@ -379,7 +382,7 @@ def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:
     index = folder / f"{name}.idx"
     if not index.is_file():
         return None
-    problems = tuple(RecordProblem(*p) for p in kept["problems"])
+    problems = tuple(RecordProblem(kind, file, record, offset, what) for kind, _, record, offset, what in kept["problems"])
     return Scan(file, stamp, tuple(kept["offsets"]), tuple(kept["sizes"]),
                 tuple(tuple(tuple(k) for k in ks) for ks in kept["keysets"]), tuple(kept["record_keysets"]),
                 tuple(kept["names"]), problems, str(index), tuple(kept["numbers"]))
@@ -400,10 +403,13 @@ def _write_index(folder: Path, found: Scan) -> Scan:
 
 
 def _write_whole(path: Path, text: str) -> None:
+    """``text`` into ``path``, whole: a temporary sibling renamed into place."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(text)
         os.replace(temporary, path)
+    except OSError as e:
+        raise DataError(f"cannot write {path} ({e.strerror or e}); {cache_way_out()}") from None
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -470,7 +476,7 @@ def expand(files) -> list[str]:
     found = []
     for given in files:
         given = os.fspath(given)
-        if glob.has_magic(given):
+        if glob.has_magic(given) and not os.path.isfile(given):  # (a file may hold [, ] or * in its name)
             matches = sorted(m for m in glob.glob(given) if os.path.isfile(m))
             if not matches:
                 raise DataError(f"no TFRecord file matches {given!r}")
@@ -487,20 +493,24 @@ def expand(files) -> list[str]:
     return found
 
 
-def choose_keys(keys: tuple[tuple[str, str, int], ...], image_key: str | None, mask_key: str | None,
+def choose_keys(keysets: list[tuple[tuple[str, str, int], ...]], image_key: str | None, mask_key: str | None,
                 where: str) -> Records:
-    """The image and mask keys: as given, else a known layout's (:data:`KNOWN_KEYS`) that the first record
-    (``keys``, at ``where``) holds; an unknown layout is refused, listing the keys it holds."""
-    held = {k for k, kind, count in keys if kind == "bytes" and count == 1}
-    if image_key is None or mask_key is None:
-        for image, mask, _ in KNOWN_KEYS:
-            if (image_key in (None, image)) and (mask_key in (None, mask)) and {image, mask} <= held:
-                return Records(image, mask)
+    """The image and mask keys: as given, else the known layout (:data:`KNOWN_KEYS`) that most records hold
+    (``keysets``: each record's ``(key, kind, count)``); a layout no record holds is refused, listing the
+    keys most records hold (in ``where``)."""
     if image_key is not None and mask_key is not None:
         return Records(image_key, mask_key)
-    listed = ", ".join(f"{k!r} ({kind} x{count})" for k, kind, count in keys) or "none"
+    held = [{k for k, kind, count in keys if kind == "bytes" and count == 1} for keys in keysets]
+    layouts = [(image, mask) for image, mask, _ in KNOWN_KEYS
+               if image_key in (None, image) and mask_key in (None, mask)]
+    votes = {layout: sum(set(layout) <= keys for keys in held) for layout in layouts}
+    best = max(layouts, key=lambda layout: votes[layout], default=None)
+    if best is not None and votes[best]:
+        return Records(*best)
+    common = max(set(keysets), key=keysets.count) if keysets else ()
+    listed = ", ".join(f"{k!r} ({kind} x{count})" for k, kind, count in common) or "none"
     known = "; ".join(f"{image!r} + {mask!r} ({who})" for image, mask, who in KNOWN_KEYS)
-    raise DataError(f"{where} holds no known segmentation layout ({known}). Its keys: {listed}. Pass "
+    raise DataError(f"{where} hold no known segmentation layout ({known}). Their keys: {listed}. Pass "
                     "image_key= and mask_key= (--image-key/--mask-key): the features holding the encoded image and "
                     "mask")
 
@@ -534,19 +544,22 @@ def refuse(problems: list[RecordProblem]) -> None:
         raise RecordProblem(first.kind, first.file, first.record, first.offset, first.what + more)
 
 
-def first_keys(scans: list[Scan], image_key: str | None, mask_key: str | None) -> Records:
-    """The image and mask keys of the records ``scans`` found (:func:`choose_keys` on the first record)."""
-    first = next((found for found in scans if found.offsets), None)
-    if first is None:
+def keys_of(scans: list[Scan], image_key: str | None, mask_key: str | None) -> Records:
+    """The image and mask keys of the records ``scans`` found (:func:`choose_keys`); files without a readable
+    record say why (their problems)."""
+    keysets = [found.keys(i) for found in scans for i in range(len(found.offsets))]
+    if not keysets:
         refuse([p for found in scans for p in found.problems])
         raise DataError(f"the TFRecord files hold no record: {', '.join(found.file for found in scans)}")
-    return choose_keys(first.keys(0), image_key, mask_key, f"{first.file} (record {first.numbers[0]})")
+    where = scans[0].file if len(scans) == 1 else f"{scans[0].file} and {len(scans) - 1} more files"
+    return choose_keys(keysets, image_key, mask_key, f"the records of {where}")
 
 
 def reader_files(parts) -> tuple[list[str], list[str]]:
     """DALI's ``fn.readers.tfrecord`` inputs that read ``parts`` in their order: a path and an index file
     per run of consecutive parts of one file. A run that is a whole file in its order uses the file's
-    kept index; any other (a subset, another order) gets an index of its own in the cache."""
+    kept index; any other (a subset, another order) gets an index of its own, beside the file or in the
+    cache, named by its content."""
     paths, indexes = [], []
     runs: list[list[RecordPart]] = []
     for part in parts:
@@ -556,18 +569,32 @@ def reader_files(parts) -> tuple[list[str], list[str]]:
             runs.append([part])
     for run in runs:
         kept = indexed(run[0].file)
-        lines = "".join(f"{p.offset} {p.size}\n" for p in run)
         if [(p.offset, p.size) for p in run] == list(zip(kept.offsets, kept.sizes)):
             index = kept.index
         else:
-            folder = cache_dir() / "tfrecord-index" / "runs"
-            folder.mkdir(parents=True, exist_ok=True)
-            index = str(folder / f"{hashlib.sha1((run[0].file + lines).encode(errors='surrogateescape')).hexdigest()}.idx")
-            if not os.path.isfile(index):
-                _write_whole(Path(index), lines)
+            index = _run_index(run)
         paths.append(run[0].file)
         indexes.append(index)
     return paths, indexes
+
+
+def _run_index(run: list[RecordPart]) -> str:
+    """A DALI index of the records of ``run`` (parts of one file), written once where the file's own index
+    could be (see :func:`indexed`)."""
+    lines = "".join(f"{p.offset} {p.size}\n" for p in run)
+    name = hashlib.sha1((os.path.abspath(run[0].file) + lines).encode(errors="surrogateescape")).hexdigest()
+    for folder in _index_folders(run[0].file):
+        index = folder / "runs" / f"{name}.idx"
+        if index.is_file():
+            return str(index)
+        try:
+            index.parent.mkdir(parents=True, exist_ok=True)
+            _write_whole(index, lines)
+            return str(index)
+        except (OSError, DataError):
+            continue
+    raise DataError(f"cannot write an index of records of {run[0].file} beside it nor in the cache "
+                    f"({cache_way_out()})")
 
 
 # ---------------------------------------------------------------- writing

@@ -313,3 +313,23 @@ def test_rotation_draws_within_its_range(tmp_path, backend):
             angles.append(np.degrees(np.arctan(slope)))
     assert 15 - 2 <= min(angles) and max(angles) <= 35 + 2, angles
     assert np.std(angles) > 2, angles
+
+
+def test_16_bit_colour_pictures_are_rounded_alike_on_every_backend(tmp_path, backend):
+    """Issue 27: a 16-bit RGB PNG photo came out one level apart: DALI rounds to the nearest 8-bit level,
+    OpenCV and tf.image kept the high byte. Every backend rounds now: round(x / 257). The colour masks are
+    16-bit too, with colours of the palette spread to 16 bits and a low byte that rounds up."""
+    import cv2
+
+    rng = np.random.default_rng(3)
+    labels = block_labels(rng, 24, 32)
+    photo16 = rng.integers(0, 65536, (24, 32, 3), dtype=np.uint16)
+    mask16 = (PALETTE[labels].astype(np.int64) * 257 - (PALETTE[labels] > 0) * 100).astype(np.uint16)  # rounds up
+    (tmp_path / "images").mkdir()
+    (tmp_path / "masks").mkdir()
+    cv2.imwrite(str(tmp_path / "images" / "a.png"), photo16[..., ::-1])
+    cv2.imwrite(str(tmp_path / "masks" / "a.png"), np.ascontiguousarray(mask16[..., ::-1]))
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", dl.ClassMap.camvid())
+    x, y, _ = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(np.rint(x[0] * 255).astype(np.uint8), np.rint(photo16 / 257).astype(np.uint8))
+    np.testing.assert_array_equal(y[0], labels)

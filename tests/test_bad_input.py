@@ -280,3 +280,22 @@ def test_a_file_name_that_is_no_utf8_loads_checks_and_prepares(tmp_path, backend
         assert cli(["prepare", "--images", data.images[0].rsplit("/", 1)[0], "--masks",
                     data.masks[0].rsplit("/", 1)[0], "--classes", "3", str(out), "--quiet", "--verify"]) == 0
         assert sorted(os.listdir(out / "images")) == ["0000000-caf.png", "0000001-plain.png"]  # UTF-8 names
+
+
+def test_pictures_over_pillows_pixel_limit_are_read_as_the_decoders_read_them(tmp_path, monkeypatch):
+    """Issue 27: a valid 14000x14000 JPEG made from_dirs (class detection) and check die with Pillow's raw
+    DecompressionBombError, naming no file, where OpenCV, TensorFlow and DALI decode it. Here Pillow's limit is
+    lowered under these small pictures instead; it is Pillow's one global setting, and stays as it was."""
+    import cv2
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "masks").mkdir()
+    for i in range(2):
+        cv2.imwrite(str(tmp_path / "images" / f"{i}.jpg"), np.full((H, W, 3), 60 * i, np.uint8))
+        cv2.imwrite(str(tmp_path / "masks" / f"{i}.png"), np.full((H, W), i, np.uint8))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # an error at 2000 pixels; these have 3072
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", classes=None)
+    assert data.classes.num_classes == 2 and data.image_size() == (H, W)
+    assert dl.check(data).ok and dl.check(tmp_path).ok
+    assert Image.MAX_IMAGE_PIXELS == 1000

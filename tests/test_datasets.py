@@ -274,6 +274,21 @@ def test_cityscapes_from_dirs_and_the_cli_with_suffixes(cityscapes, tmp_path, ca
             dl.SegmentationData.from_folder(shutil_tree, split="test")
 
 
+def test_two_folders_without_suffixes_pair_by_their_tails_and_take_a_table_by_name(cityscapes, capsys, backend):
+    """Issue 27: `check --images leftImg8bit/val --masks gtFine/val` paired nothing (every file unpaired), and
+    `--classes cityscapes` was read as a file name: the tails are detected (labelIds among gtFine's files)
+    and the catalogue's names are taken wherever a class map is."""
+    root, truth = cityscapes
+    images, masks = root / "leftImg8bit" / "val", root / "gtFine" / "val"
+    assert cli(["check", "--images", str(images), "--masks", str(masks), "--classes", "cityscapes", "--quiet"]) == 0, \
+        capsys.readouterr().out
+    data = dl.SegmentationData.from_dirs(images, masks, "cityscapes")
+    assert all(m.endswith("_gtFine_labelIds.png") for m in data.masks) and len(data) == len(truth["val"])
+    _, labels, _ = one_epoch(backend, data, tf=True, batch_size=2, training=False, label_mode="int")[0]
+    for image, got in zip(data.images, labels):
+        np.testing.assert_array_equal(got, truth["val"][image])
+
+
 def test_check_reports_what_a_loader_would_refuse(cityscapes, tmp_path, capsys):
     """check DATA --classes N still reports unpaired files (exit 1); nothing paired is a report, not a crash."""
     import shutil
@@ -403,3 +418,16 @@ def test_voc_prepared_keeps_its_labels(voc, sources):
     by_name = {Path(image).stem: labels for image, labels in truth["trainval"].items()}
     for mask in data.masks:
         np.testing.assert_array_equal(cv2.imread(mask, cv2.IMREAD_UNCHANGED), by_name[Path(mask).stem.split("-", 1)[1]])
+
+
+def test_the_bench_names_a_multi_city_split_and_shows_its_progress(cityscapes, capsys):
+    """Issue 27: the bench's header named one city's folder for Cityscapes' train split (two cities), and a
+    short bench ran for a minute without a sign: it names the split's folder and prints each figure."""
+    pytest.importorskip("tensorflow")
+    root, _ = cityscapes
+    assert cli(["bench", str(root), "--backends", "dali-cpu", "--batch-size", "1", "--image-size", "16",
+                "--seconds", "0.05", "--repeats", "1", "--no-stages"]) == 0
+    out = capsys.readouterr().out
+    header = out.split("dataset: ", 1)[1].split("measuring", 1)[0].replace("\n", "")  # (rich wraps at 80 columns)
+    assert header.endswith(f", {root / 'leftImg8bit' / 'train'}")
+    assert "measuring 1 figure," in out and "1/1 dali-cpu / onehot / original:" in out

@@ -245,7 +245,7 @@ def test_larger_dali_batches_give_the_same_batches(index_data, monkeypatch, opti
             np.testing.assert_array_equal(x, y)
 
 
-def test_dali_runs_at_least_two_samples_per_thread_on_the_host(synth_data):
+def test_dali_runs_at_least_two_samples_per_thread_on_the_host(synth_data, monkeypatch):
     """The structure that keeps every DALI thread busy: a DALI batch of at least SAMPLES_PER_THREAD samples
     per thread, a whole number of the user's batches, split by tf.data's rebatch; one DALI batch per batch
     where threads are few, and for padded pack readers (which pad each pass to DALI's batch)."""
@@ -253,6 +253,7 @@ def test_dali_runs_at_least_two_samples_per_thread_on_the_host(synth_data):
     from daliloader.plan import make_plan
 
     assert SAMPLES_PER_THREAD >= 2
+    monkeypatch.setattr("os.cpu_count", lambda: 16)  # planned as on a 16-core machine (threads are bounded by cores)
     for batch, threads in ((8, 16), (8, 2), (3, 4), (1, 16), (32, 16)):
         plan = make_plan(synth_data, batch_size=batch, num_threads=threads, drop_remainder=False)
         dali = host_batch_size(plan, "cpu")

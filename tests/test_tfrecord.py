@@ -128,7 +128,7 @@ def test_keys_are_found_for_the_known_layouts_and_an_unknown_one_is_refused_with
     assert data.classes.kind == "id" and data.classes.names[15] == "person"  # VOC's classes, in id masks
     with tfrecord.Writer(tmp_path / "odd.tfrecord") as writer:
         writer.write({"photo": b"\xff\xd8\xff", "label_png": b"\x89PNG", "height": 3})
-    with pytest.raises(dl.DataError, match=r"holds no known segmentation layout.*Its keys: 'height' \(int64 x1\), "
+    with pytest.raises(dl.DataError, match=r"hold no known segmentation layout.*Their keys: 'height' \(int64 x1\), "
                                            r"'label_png' \(bytes x1\), 'photo' \(bytes x1\).*image_key= and mask_key="):
         dl.SegmentationData.from_tfrecord(tmp_path / "odd.tfrecord", classes=2)
     with pytest.raises(dl.DataError, match="no TFRecord file matches"):
@@ -254,10 +254,10 @@ def test_tfds_refusals_name_what_is_there(pets, tmp_path):
              "image": {"shape": {"dimensions": ["-1", "-1", "3"]}}}
     (boxes / "features.json").write_text(json.dumps({"featuresDict": {"features": {
         "image": image, "image/filename": {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text"}}}}))
-    with pytest.raises(dl.DataError, match=r"holds no image and segmentation mask.*image/filename \(Text\).*"
-                                           r"TFDS's voc, for one, holds boxes only"):
+    with pytest.raises(dl.DataError, match=r"holds no image and segmentation mask.*image \(Image, 3 channel\(s\)\), "
+                                           r"image/filename \(Text\).*TFDS's voc, for one, holds boxes only"):
         dl.SegmentationData.from_tfds(boxes)
-    with pytest.raises(dl.DataError, match=r"holds the configs 2012 of a TFDS dataset"):
+    with pytest.raises(dl.DataError, match=r"voc holds 2012, each with version folders: the configs of a TFDS dataset"):
         dl.SegmentationData.from_tfds(tmp_path / "voc")
     (boxes / "dataset_info.json").write_text('{"name": "voc", "fileFormat": "array_record", "splits": [{"name": '
                                              '"train", "shardLengths": ["1"]}]}')
@@ -318,16 +318,16 @@ def test_compressed_files_are_refused_with_the_command_that_decompresses_them(vo
     folder, _ = voc
     source = str(folder / "val-00000-of-00001.tfrecord")
     for kind in ("GZIP", "ZLIB"):
-        packed = tmp_path / f"{kind}.tfrecord"
+        packed = tmp_path / kind / "val-00000-of-00001.tfrecord"
+        packed.parent.mkdir()
         with tf.io.TFRecordWriter(str(packed), options=kind) as writer:
             for serialized in tf.data.TFRecordDataset(source):
                 writer.write(serialized.numpy())
-        with pytest.raises(dl.DataError, match=f"{packed} is a {kind}-compressed TFRecord file") as refused:
-            dl.SegmentationData.from_tfrecord(packed, classes="voc")
+        with pytest.raises(dl.DataError, match=f"{packed}: record 0 .* the file is {kind}-compressed") as refused:
+            dl.SegmentationData.from_folder(packed.parent, split="val", classes="voc")
         command = str(refused.value).splitlines()[-1].strip()
-        subprocess.run(command, shell=True, check=True, cwd=tmp_path)
-        plain = dl.SegmentationData.from_tfrecord(f"{packed}.uncompressed", classes="voc")
-        assert len(plain) == 2
+        subprocess.run(command, shell=True, check=True, cwd=tmp_path)  # in place: the folder reads it now
+        assert len(dl.SegmentationData.from_folder(packed.parent, split="val", classes="voc")) == 2
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -343,7 +343,7 @@ def test_a_file_changed_since_it_was_indexed_is_refused(voc, tmp_path, backend):
             writer.write({k: tfrecord.example_bytes(payload, k) for k in (data.records.image_key,
                                                                           data.records.mask_key)})
     os.replace(other, copy)
-    with pytest.raises((dl.LoadError, tf.errors.UnknownError), match=f"{copy} changed .* since it was indexed"):
+    with pytest.raises((dl.LoadError, tf.errors.UnknownError), match=f"(?s){copy}.*changed \\(or went away\\) since it was indexed"):
         one_epoch(backend, data, tf=True, batch_size=2, image_size=(24, 40), training=False)
 
 
@@ -385,3 +385,89 @@ def test_a_second_chained_pass_over_records_is_refused_and_the_dataset_itself_go
     with pytest.raises(tf.errors.InvalidArgumentError, match="daliloader: this dataset is read by a DALI reader"):
         list(mapped)
     assert sum(1 for _ in ds) == sum(1 for _ in ds) == len(ds)
+
+
+# ---------------------------------------------------------------- edges found in review
+def unnamed_records(voc, tmp_path: Path, name: str = "part[1].tfrecord", first_without_mask: bool = False) -> Path:
+    """DeepLab's val records again, without their file names (and, if asked, a first record without mask)."""
+    folder, _ = voc
+    source = tfrecord.scan(str(folder / "val-00000-of-00001.tfrecord"))
+    out = tmp_path / name
+    with tfrecord.Writer(out) as writer:
+        for i, (offset, size) in enumerate(zip(source.offsets, source.sizes)):
+            payload = tfrecord.read_record(source.file, i, offset, size)
+            keys = ("image/encoded",) if first_without_mask and i == 0 else (
+                "image/encoded", "image/segmentation/class/encoded")
+            writer.write({k: tfrecord.example_bytes(payload, k) for k in keys})
+    return out
+
+
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata", "opencv"])
+def test_records_without_file_names_are_predicted_and_named_by_number(voc, tmp_path, backend):
+    import keras
+
+    data = dl.SegmentationData.from_tfrecord(unnamed_records(voc, tmp_path), classes="voc")  # a name with [ and ]
+    model = keras.Sequential([keras.Input((None, None, 3)), keras.layers.Conv2D(21, 1)])
+    found = dl.predict(model, data, batch_size=2, backend=backend, out_dir=tmp_path / "out")
+    assert [p.name for p in found] == [None, None]
+    assert sorted(os.listdir(tmp_path / "out")) == ["part[1].tfrecord-000000.png", "part[1].tfrecord-000001.png"]
+
+
+def test_tfdata_on_records_knows_its_epoch_and_reads_a_shuffled_subset_in_its_order(index_records):
+    subset = index_records.subset([7, 2, 9, 0, 5])  # across both files, out of their order
+    for data, steps in ((index_records, 5), (subset, 3)):
+        ds = dl.tf_dataset(data, batch_size=2, image_size=(24, 32), training=False, backend="tfdata")
+        assert len(ds) == steps == ds.cardinality()
+    from conftest import batch_indices
+
+    got = [i for x, _, w in dl.tf_dataset(subset, batch_size=2, image_size=(24, 32), training=False,
+                                         backend="tfdata") for i, real in zip(batch_indices(x.numpy()), w[:, 0, 0]) if real]
+    assert got == [7, 2, 9, 0, 5]
+
+
+def test_keys_come_from_most_records_so_check_lists_a_first_record_without_its_mask(voc, tmp_path):
+    bad = unnamed_records(voc, tmp_path, "val.tfrecord", first_without_mask=True)
+    report = dl.check(bad, classes="voc")
+    assert report.pairs == 1 and [p.kind for p in report.problems] == ["missing"]
+    assert f"{bad} [record 0 at byte 0]" in report.problems[0].path
+
+
+def test_a_split_of_a_folder_is_the_files_that_name_it_whole(voc, tmp_path):
+    folder, _ = voc
+    for name in ("train-00000-of-00001", "train_aug-00000-of-00001", "val-00000-of-00001"):
+        (tmp_path / f"{name}.tfrecord").write_bytes((folder / "val-00000-of-00001.tfrecord").read_bytes())
+    for split in ("train", "train_aug", "val"):
+        data = dl.SegmentationData.from_folder(tmp_path, split, classes="voc")
+        assert {Path(p.file).name for p in data.images} == {f"{split}-00000-of-00001.tfrecord"}
+
+
+def test_tfds_older_folders_data_dir_first_and_no_disparity_map_as_mask(pets, tmp_path, monkeypatch):
+    data_dir, _ = pets
+    version = data_dir / "oxford_iiit_pet" / "4.0.0"
+    (tmp_path / "oxford_iiit_pet").mkdir()  # a folder of that name where we are: data_dir= still comes first
+    monkeypatch.chdir(tmp_path)
+    assert len(dl.SegmentationData.from_tfds("oxford_iiit_pet", "test", data_dir=data_dir)) == 3
+    old = tmp_path / "old" / "4.0.0"  # numShards, no shardLengths (older TFDS)
+    import shutil
+
+    shutil.copytree(version, old)
+    info = json.loads((old / "dataset_info.json").read_text())
+    for split in info["splits"]:
+        split["numShards"] = str(len(split.pop("shardLengths")))
+    (old / "dataset_info.json").write_text(json.dumps(info))
+    assert len(dl.SegmentationData.from_tfds(old, "test")) == 3
+    features = json.loads((old / "features.json").read_text())
+    features["featuresDict"]["features"]["disparity_map"] = features["featuresDict"]["features"].pop(
+        "segmentation_mask")
+    (old / "features.json").write_text(json.dumps(features))
+    with pytest.raises(dl.DataError, match=r"holds no image and segmentation mask.*disparity_map \(Image, 1 channel"):
+        dl.SegmentationData.from_tfds(old, "test")
+
+
+def test_a_record_file_gone_after_loading_is_a_load_error_on_tfdata(voc, tmp_path):
+    copy = tmp_path / "val.tfrecord"
+    copy.write_bytes((voc[0] / "val-00000-of-00001.tfrecord").read_bytes())
+    data = dl.SegmentationData.from_tfrecord(copy, classes="voc")
+    copy.unlink()
+    with pytest.raises(dl.LoadError, match=f"(?s){copy}.*changed \\(or went away\\) since it was indexed"):
+        list(dl.tf_dataset(data, batch_size=2, image_size=(24, 40), training=False, backend="tfdata"))

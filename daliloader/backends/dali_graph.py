@@ -136,6 +136,16 @@ def host_batch_size(plan: Plan, device: str) -> int:
     return batch * max(1, -(-SAMPLES_PER_THREAD * threads(plan) // batch))
 
 
+def guard_memory(plan: Plan, batch: int, chunk: int = 0) -> int:
+    """How many pairs the guard remembers, so that :meth:`PairGuard.explain` decodes every pair that can be
+    in flight when a decoder fails: the batches DALI prefetches, and the positions vetted ahead of them
+    (``chunk``, under TensorFlow); reading TFRecords, every record the reader can have read (its buffer)."""
+    memory = 2 * chunk + batch * (plan.prefetch + 2)
+    if plan.data.container is Container.TFRECORD:
+        memory += RECORD_FILL + 4 * batch
+    return memory
+
+
 class SegmentationPipeline(Pipeline):
     """The DALI pipeline of a plan on ``device`` ("cpu" or "gpu"); its outputs are ``plan.outputs``.
 
@@ -151,7 +161,8 @@ class SegmentationPipeline(Pipeline):
                  fed: bool = False, guard: PairGuard | None = None, batch_size: int | None = None):
         self.plan, self.device, self.spec = plan, device, spec or plan.spec
         self.stage, self.fed = stage, fed
-        self.guard = guard if guard is not None else pair_guard(plan.data, f"dali-{device}")
+        self.guard = guard if guard is not None else pair_guard(plan.data, f"dali-{device}",
+                                                                remember=guard_memory(plan, batch_size or plan.batch_size))
         if self.spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         if plan.data.container is Container.TFRECORD and plan.sampler.shuffle and "index" in plan.outputs:

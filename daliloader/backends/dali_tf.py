@@ -40,8 +40,8 @@ from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from . import pair_guard
 from ..stages import DRAWS as DRAW_COUNT
-from .dali_graph import (DRAWS, PACK_INPUTS, RECORD_FILL, RECORD_INPUTS, AheadOfReader, SegmentationPipeline, graph_spec,
-                         host_batch_size, mask_files, needs_draws, outputs_on)
+from .dali_graph import (DRAWS, PACK_INPUTS, RECORD_INPUTS, AheadOfReader, SegmentationPipeline, graph_spec,
+                         guard_memory, host_batch_size, mask_files, needs_draws, outputs_on)
 from .tfloader import ExplainingIterator, LoaderDataset, refuse_class_weight
 from .tfops import one_hot
 
@@ -215,10 +215,7 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
                         "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
     dali_spec = graph_spec(spec, on)
     batch = host_batch_size(plan, device)
-    # the pairs explain() decodes: those in flight (files), or every one the reader can have read (TFRecords)
-    remember = 2 * CHUNK + batch * (plan.prefetch + 2) + (RECORD_FILL + 4 * batch) * (
-        plan.data.container is Container.TFRECORD)
-    guard = pair_guard(plan.data, f"dali-{device}", remember=remember)
+    guard = pair_guard(plan.data, f"dali-{device}", remember=guard_memory(plan, batch, CHUNK))
     pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard, batch_size=batch)
     reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
     dtypes, shapes = output_signature(dali_spec, plan.data.classes, batch, plan.outputs)

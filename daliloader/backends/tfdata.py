@@ -20,6 +20,7 @@ from ..data import Container
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
+from ..tfrecord import read_record
 from . import pair_guard
 from .tfloader import LoaderDataset
 from .tfops import TF_MATH, colour, one_hot, rotate, to_uint8, weights
@@ -96,27 +97,33 @@ def _records(plan: Plan) -> tf.data.Dataset:
     :data:`~daliloader.sampler.SHUFFLE_BUFFER` records, an epoch of full batches for training or every
     record once and padding (index -1) for evaluation."""
     sampler, epochs = plan.sampler, ReaderEpochs(plan.sampler)
-    records = _record_runs(plan.data.images).skip(epochs.start).take(epochs.size)
+    records = record_stream(plan.data.images).skip(epochs.start).take(epochs.size)
     if sampler.shuffle:
         records = records.shuffle(SHUFFLE_BUFFER, seed=sampler.seed, reshuffle_each_iteration=True)
     if sampler.drop_remainder:
-        return records.take(sampler.per_epoch)
-    padding = records.take(1).map(lambda index, serialized: (tf.constant(-1, tf.int64), serialized))
-    return records.concatenate(padding.repeat(sampler.per_epoch - epochs.size))
+        records = records.take(sampler.per_epoch)
+    else:
+        padding = records.take(1).map(lambda index, serialized: (tf.constant(-1, tf.int64), serialized))
+        records = records.concatenate(padding.repeat(sampler.per_epoch - epochs.size))
+    return records.apply(tf.data.experimental.assert_cardinality(sampler.per_epoch))
 
 
-def _record_runs(parts) -> tf.data.Dataset:
-    """``(sample index, serialized Example)`` of the records of ``parts`` in their order: each run of
-    consecutive parts of one file, in the file's order, is one pass of a ``TFRecordDataset`` over the
-    file up to the run's last record, keeping the run's records."""
+def record_stream(parts) -> tf.data.Dataset:
+    """``(sample index, serialized Example)`` of the records of ``parts``, in their order. Parts in the
+    files' order (every file read once, front to back: a whole dataset, or a split of it) are read by
+    ``TFRecordDataset``, keeping the records asked for; parts in another order (a subset drawn at random)
+    are read by their offsets, which a pass over the files could not do without reading them again for
+    each step back."""
     runs: list[list[tuple[int, int]]] = []  # (record number, sample index)
-    files = []
+    files: list[str] = []
     for index, part in enumerate(parts):
         if runs and files[-1] == part.file and part.record > runs[-1][-1][0]:
             runs[-1].append((part.record, index))
         else:
             runs.append([(part.record, index)])
             files.append(part.file)
+    if len(files) > len(set(files)):
+        return _by_offset(parts)
     found = None
     for file, run in zip(files, runs):
         table = np.full(run[-1][0] + 1, -1, np.int64)
@@ -128,6 +135,16 @@ def _record_runs(parts) -> tf.data.Dataset:
             ds = ds.filter(lambda index, _: index >= 0)
         found = ds if found is None else found.concatenate(ds)
     return found
+
+
+def _by_offset(parts) -> tf.data.Dataset:
+    """``(sample index, serialized Example)`` of each part, read at its offset (its CRCs checked)."""
+    def payload(index):
+        part = parts[int(index)]
+        return read_record(part.file, part.record, part.offset, part.size)
+
+    return tf.data.Dataset.range(len(parts)).map(
+        lambda i: (i, tf.numpy_function(payload, [i], tf.string, stateful=False)), num_parallel_calls=AUTOTUNE)
 
 
 def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8,
@@ -210,7 +227,7 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
         return image, shape[:2], top, left, win_h, win_w, flip
 
     def other():
-        image = tf.io.decode_image(image_bytes, channels=3, dtype=tf.uint8, expand_animations=False)
+        image = to_8bit(tf.io.decode_image(image_bytes, channels=3, dtype=tf.uint16, expand_animations=False))
         shape = tf.shape(image)
         top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
         return crop(image, top, left, win_h, win_w, image_fill, inside), shape[:2], top, left, win_h, win_w, flip
@@ -219,10 +236,18 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
 
 
 def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
-    """Colours (a palette expanded), or ids as stored: 8 or 16 bits (``depth``, the dataset's)."""
-    channels = 3 if classes.kind == "rgb" else 1
-    dtype = tf.uint16 if depth == 16 and classes.kind == "id" else tf.uint8
-    return tf.io.decode_image(mask_bytes, channels=channels, dtype=dtype, expand_animations=False)
+    """Colours (a palette expanded; 16-bit ones as :func:`to_8bit`), or ids as stored: 8 or 16 bits
+    (``depth``, the dataset's)."""
+    if classes.kind == "rgb":
+        return to_8bit(tf.io.decode_image(mask_bytes, channels=3, dtype=tf.uint16, expand_animations=False))
+    dtype = tf.uint16 if depth == 16 else tf.uint8
+    return tf.io.decode_image(mask_bytes, channels=1, dtype=dtype, expand_animations=False)
+
+
+def to_8bit(pixels):
+    """uint16 samples (8-bit ones decoded as uint16 are ``x * 257``) as 8 bits, ``round(x / 257)``: exact for
+    8-bit pictures, the nearest level for 16-bit ones, as DALI and :func:`daliloader.codecs.to_8bit` read them."""
+    return tf.cast((tf.cast(pixels, tf.int32) + 128) // 257, tf.uint8)
 
 
 def map_labels(mask, classes: ClassMap, lut):
