@@ -170,3 +170,29 @@ def test_the_loss_is_keras_ignore_class_on_training_batches(blocks, backend, lab
         assert (labels == 255).mean() > 0.3
         logits = rng.normal(size=x.shape[:3] + (32,)).astype(np.float32)
         assert float(ours(y, logits)) == pytest.approx(float(theirs(labels, logits)), rel=1e-5)
+
+
+def test_keras_hub_segmenters_need_their_metrics_named_and_a_compile_after_loading(blocks, tmp_path):
+    """Issue 27: the training page's recipe for keras-hub (which it runs) overrides two of its habits; this
+    checks that they are still keras-hub's, so that the page says when keras-hub changes them."""
+    keras = pytest.importorskip("keras")
+    keras_hub = pytest.importorskip("keras_hub")
+    blocks, _ = blocks
+    n = blocks.classes.num_classes
+    encoder = keras_hub.models.ResNetBackbone(
+        input_conv_filters=[64], input_conv_kernel_sizes=[3], stackwise_num_filters=[64, 64],
+        stackwise_num_blocks=[1, 1], stackwise_num_strides=[1, 2], block_type="basic_block")
+    backbone = keras_hub.models.DeepLabV3Backbone(
+        image_encoder=encoder, spatial_pyramid_pooling_key="P3", low_level_feature_key="P2", upsampling_size=2,
+        dilation_rates=[1, 2], projection_filters=8, image_shape=(32, 32, 3))
+    model = keras_hub.models.DeepLabV3ImageSegmenter(backbone=backbone, num_classes=n)
+    ds = dl.tf_dataset(blocks, batch_size=2, image_size=(32, 32), label_mode="int", backend="dali-cpu")
+    model.compile(loss=dl.losses.SparseCategoricalCrossentropy())  # metrics="auto": one-hot accuracy
+    with pytest.raises(ValueError, match="Dimensions must be equal"):
+        model.fit(ds, epochs=1, steps_per_epoch=1, verbose=0)
+    model.compile(loss=dl.losses.SparseCategoricalCrossentropy(), metrics=[dl.metrics.Accuracy()])
+    model.fit(ds, epochs=1, steps_per_epoch=1, verbose=0)
+    model.save(tmp_path / "m.keras")
+    with pytest.warns(UserWarning, match="compile"):
+        restored = keras.models.load_model(tmp_path / "m.keras")
+    assert not isinstance(restored.loss, dl.losses.SparseCategoricalCrossentropy)  # keras-hub's own default
