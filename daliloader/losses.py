@@ -13,9 +13,9 @@ when its label is a class (:func:`daliloader.metrics.class_labels`, the metrics'
 the divisor is the number of labelled pixels, and without class weights the loss is Keras'
 ``SparseCategoricalCrossentropy(ignore_class=255)``; in evaluation the weight-0 padding samples that fill
 the last batch count in neither the sum nor the divisor, so a batch's loss does not depend on how much
-padding it holds. The mechanism is Keras' own: the per-pixel loss carries a Keras mask of the labelled
-pixels (as ``keras.losses.sparse_categorical_crossentropy(ignore_class=...)`` does) and the reduction
-``"mean_with_sample_weight"`` divides by the sum of the (masked) sample weights.
+padding it holds. The mechanism: the sample weights are multiplied by the labelled pixels (0 or 1)
+before Keras' reduction ``"mean_with_sample_weight"`` divides by their sum, as Keras' own
+``ignore_class`` does with a mask.
 
 ``class_weights``: a sequence (one per class) or a dict ``{class: weight}`` as Keras' ``class_weight``
 (classes it leaves out weigh 1; it then needs ``num_classes``); None: every class 1. Both losses are
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import keras
 from keras import ops
-from keras.src.backend import set_keras_mask  # no public name; keras.losses' own ignore_class uses it
 
 from .metrics import class_labels
 from .spec import class_weight_list
@@ -45,6 +44,17 @@ class _Weighted(keras.losses.Loss):
             class_weights, num_classes, ignore_class, "the loss's classes")
         self.num_classes = len(self.class_weights) if self.class_weights is not None else num_classes
         self.ignore_class, self.from_logits = ignore_class, from_logits
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """The reduced loss, the sample weights multiplied first by the labelled pixels (see the module)."""
+        _, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
+        weight = ops.cast(known, "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(ops.convert_to_tensor(sample_weight), "float32")
+            while len(sample_weight.shape) < len(weight.shape):  # [B] or [B, H]: one weight per sample or row
+                sample_weight = ops.expand_dims(sample_weight, -1)
+            weight = weight * sample_weight
+        return super().__call__(y_true, y_pred, sample_weight=weight)
 
     def _per_class(self, classes: int):
         """The weight of each of the ``classes`` classes (float32 ``[classes]``), checked against num_classes."""
@@ -103,11 +113,8 @@ class CategoricalCrossentropy(_Weighted):
 
 
 def _masked(loss, known):
-    """``loss`` (0 where not ``known``) carrying the Keras mask ``known``, which Keras' reduction merges
-    into the sample weights, so that unlabelled pixels leave the divisor too."""
-    loss = ops.where(known, loss, 0.0)
-    set_keras_mask(loss, known)
-    return loss
+    """``loss``, 0 where not ``known`` (those pixels' weight is 0 too: see ``__call__``)."""
+    return ops.where(known, loss, 0.0)
 
 
 __all__ = ["SparseCategoricalCrossentropy", "CategoricalCrossentropy"]
