@@ -1,14 +1,14 @@
 """ClassMap: how mask pixels become class indices.
 
-Masks in the wild come as:
+Masks in the wild come as (:class:`MaskKind`):
 
-* ``"rgb"``: colour masks, one colour per class (CamVid's ``class_dict.csv``).
-* ``"id"``:  single-channel masks holding an integer id per pixel, 8 or 16 bits, optionally remapped
+* ``RGB``: colour masks, one colour per class (CamVid's ``class_dict.csv``).
+* ``ID``:  single-channel masks holding an integer id per pixel, 8 or 16 bits, optionally remapped
   (Cityscapes ``labelIds`` -> ``trainIds``, with ignore 255; ADE20K's 1-150 -> 0-149).
 * palette PNGs whose *indices* are the labels (Pascal VOC): a map built with
   :meth:`ClassMap.from_palette_indices` reads them by index. Every decoder daliloader uses (DALI,
   TensorFlow, OpenCV) expands a palette into its colours, so such a map is a colour map of the
-  palette's colours (kind ``"rgb"``), and every mask must carry that same palette, which the loaders
+  palette's colours (kind ``RGB``), and every mask must carry that same palette, which the loaders
   check (``palette_masks``).
 
 Every backend maps with the same tables, built here once. A pixel whose colour/id is not in the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -31,6 +32,16 @@ from .errors import DataError, SpecError
 
 #: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
 _LUT_KEYS = 65536
+
+
+class MaskKind(str, Enum):
+    """How a class map reads masks: their colours, or their integer ids."""
+
+    RGB = "rgb"
+    ID = "id"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -60,17 +71,18 @@ class ClassMap:
     """
 
     names: tuple[str, ...]
-    kind: str  # "rgb" | "id"
-    colors: np.ndarray | None = field(default=None, repr=False)  # (C, 3) uint8: "rgb": class i's colour; "id": drawing only
-    id_to_class: Mapping[int, int] | None = field(default=None, repr=False)  # kind == "id"
+    kind: MaskKind
+    colors: np.ndarray | None = field(default=None, repr=False)  # (C, 3) uint8: RGB: class i's colour; ID: drawing only
+    id_to_class: Mapping[int, int] | None = field(default=None, repr=False)  # kind ID
     ignore_index: int = 255
     source: str = ""
-    #: "rgb": colours that mean ignore_index on purpose (not unknown values), such as VOC's borders.
+    #: RGB: colours that mean ignore_index on purpose (not unknown values), such as VOC's borders.
     ignore_colors: np.ndarray | None = field(default=None, repr=False)
     #: The palette (256, 3) every mask must carry: masks are palette PNGs read by index (VOC).
     palette_masks: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "kind", MaskKind(self.kind))
         # here, not in each constructor: every way to a ClassMap (from_palette, from_ids, replace, ...) passes
         seen: dict[str, int] = {}
         for i, name in enumerate(self.names):
@@ -146,7 +158,7 @@ class ClassMap:
         if ignored is not None and np.isin(_pack(ignored), codes).any():
             raise DataError(f"{source}: a colour is given both to a class and to ignore_colors")
         ignore_index = default_ignore(len(arr)) if ignore_index is None else ignore_index
-        cm = cls(names=names, kind="rgb", colors=arr.astype(np.uint8), ignore_index=ignore_index, source=source,
+        cm = cls(names=names, kind=MaskKind.RGB, colors=arr.astype(np.uint8), ignore_index=ignore_index, source=source,
                  ignore_colors=ignored)
         cm._check_ignore()
         return cm
@@ -232,7 +244,7 @@ class ClassMap:
         names = tuple(names) if names is not None else tuple(f"class_{i}" for i in range(n))
         if len(names) != n:
             raise DataError(f"{len(names)} names for {n} classes")
-        cm = cls(names=names, kind="id", id_to_class=table, ignore_index=ignore_index, source=source)
+        cm = cls(names=names, kind=MaskKind.ID, id_to_class=table, ignore_index=ignore_index, source=source)
         cm._check_ignore()
         return cm
 
@@ -309,7 +321,7 @@ class ClassMap:
 
     @property
     def mask_channels(self) -> int:
-        return 3 if self.kind == "rgb" else 1
+        return 3 if self.kind is MaskKind.RGB else 1
 
     def palette(self) -> np.ndarray:
         """(C, 3) uint8 colours for drawing masks; id maps get a fixed distinct palette."""
@@ -321,7 +333,7 @@ class ClassMap:
     # ----------------------------------------------------------------- tables
     def rgb_tables(self) -> RGBTables:
         """The two lookup tables DALI uses for colour masks (see :class:`RGBTables`)."""
-        if self.kind != "rgb":
+        if self.kind is not MaskKind.RGB:
             raise SpecError(f"{self.source}: rgb_tables() is for colour masks; this map reads ids (id_table())")
         c = self.colors.astype(np.int64)
         rg = c[:, 0] * 256 + c[:, 1]
@@ -342,8 +354,8 @@ class ClassMap:
         )
 
     def id_table(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Keys and values of the id lookup table (kind ``"id"``)."""
-        if self.kind != "id":
+        """Keys and values of the id lookup table (kind ``ID``)."""
+        if self.kind is not MaskKind.ID:
             raise SpecError(f"{self.source}: id_table() is for id masks; this map reads colours (rgb_tables())")
         keys = tuple(sorted(self.id_to_class))
         return keys, tuple(self.id_to_class[k] for k in keys)
@@ -355,9 +367,9 @@ class ClassMap:
 
         Built on first use (16 MB for colour maps) and kept: the CPU backends' one read per pixel.
         """
-        size = 1 << 24 if self.kind == "rgb" else _LUT_KEYS
+        size = 1 << 24 if self.kind is MaskKind.RGB else _LUT_KEYS
         lut = np.full(size, self.ignore_index, dtype=self.label_dtype)
-        if self.kind == "rgb":
+        if self.kind is MaskKind.RGB:
             lut[_pack(self.colors)] = np.arange(self.num_classes)
         else:
             keys, values = self.id_table()
@@ -369,7 +381,7 @@ class ClassMap:
 
         This is the reference the DALI graph is tested against, and the OpenCV backend's kernel.
         """
-        if self.kind == "rgb":
+        if self.kind is MaskKind.RGB:
             if mask.ndim != 3 or mask.shape[2] < 3:
                 raise DataError(f"expected an RGB colour mask, got shape {mask.shape}")
             return self.lookup_table[_pack(mask[..., :3])]
@@ -381,15 +393,15 @@ class ClassMap:
 
         Ids that the map sends to ``ignore_index`` on purpose (Cityscapes' void ids) are known.
         """
-        codes = _pack(mask[..., :3]) if self.kind == "rgb" else (mask if mask.ndim == 2 else mask[..., 0])
+        codes = _pack(mask[..., :3]) if self.kind is MaskKind.RGB else (mask if mask.ndim == 2 else mask[..., 0])
         codes = codes[self.lookup_table[codes] == self.ignore_index]
-        if self.kind == "id" and codes.size:
+        if self.kind is MaskKind.ID and codes.size:
             codes = codes[~np.isin(codes, list(self.id_to_class))]
-        if self.kind == "rgb" and self.ignore_colors is not None and codes.size:
+        if self.kind is MaskKind.RGB and self.ignore_colors is not None and codes.size:
             codes = codes[~np.isin(codes, _pack(self.ignore_colors))]
         values, counts = np.unique(codes, return_counts=True)
         order = np.argsort(-counts, kind="stable")
-        if self.kind == "rgb":
+        if self.kind is MaskKind.RGB:
             return [((int(v) >> 16, (int(v) >> 8) & 255, int(v) & 255), int(c)) for v, c in zip(values[order], counts[order])]
         return [(int(v), int(c)) for v, c in zip(values[order], counts[order])]
 
@@ -409,7 +421,7 @@ class ClassMap:
         Cityscapes, train ids back to label ids, as its evaluation scripts read them). The ignore index
         becomes an ignore colour (or black), or the smallest id the map ignores (else the ignore index)."""
         idx = np.where(labels < self.num_classes, labels, self.num_classes)
-        if self.kind == "rgb":
+        if self.kind is MaskKind.RGB:
             ignore = self.ignore_colors[0] if self.ignore_colors is not None and len(self.ignore_colors) else \
                 self.ignore_colour()
             return np.concatenate([self.colors, np.asarray(ignore, np.uint8)[None]])[idx]

@@ -27,6 +27,7 @@ import os
 import shlex
 import struct
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
 from .environment import cache_dir, cache_way_out
@@ -57,13 +58,28 @@ def masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-class RecordProblem(DataError):
-    """A record that cannot be read: ``kind`` says why (truncated, crc, compressed, not_tfrecord, parse,
-    missing_key, unreadable), and the message names the file, the record number and its byte offset."""
+class RecordFault(str, Enum):
+    """Why a record cannot be read."""
 
-    def __init__(self, kind: str, file: str, record: int, offset: int, what: str):
+    TRUNCATED = "truncated"  # the file ends inside it
+    CRC = "crc"  # its length or its data fails its CRC
+    COMPRESSED = "compressed"  # the file is GZIP or ZLIB
+    NOT_TFRECORD = "not_tfrecord"  # the file starts with no record header
+    PARSE = "parse"  # its data is no tf.train.Example
+    MISSING_KEY = "missing_key"  # no single picture under the image or mask key
+    UNREADABLE = "unreadable"  # the operating system refused to read it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RecordProblem(DataError):
+    """A record that cannot be read: ``kind`` says why, and the message names the file, the record number
+    and its byte offset."""
+
+    def __init__(self, kind: RecordFault, file: str, record: int, offset: int, what: str):
         super().__init__(f"{file}: record {record} (at byte {offset}): {what}")
-        self.kind, self.file, self.record, self.offset, self.what = kind, file, record, offset, what
+        self.kind, self.file, self.record, self.offset, self.what = RecordFault(kind), file, record, offset, what
 
 
 # ---------------------------------------------------------------- tf.train.Example, the wire format
@@ -204,21 +220,21 @@ def read_record(file: str, record: int, offset: int, size: int) -> bytes:
             fh.seek(offset)
             blob = fh.read(size)
     except OSError as e:
-        raise RecordProblem("unreadable", file, record, offset, f"cannot be read ({e.strerror or e})") from None
+        raise RecordProblem(RecordFault.UNREADABLE, file, record, offset, f"cannot be read ({e.strerror or e})") from None
     return _payload(blob, file, record, offset, size)
 
 
 def _payload(blob: bytes, file: str, record: int, offset: int, size: int) -> bytes:
     if len(blob) < size:
-        raise RecordProblem("truncated", file, record, offset, f"the file ends {size - len(blob)} bytes into it: "
+        raise RecordProblem(RecordFault.TRUNCATED, file, record, offset, f"the file ends {size - len(blob)} bytes into it: "
                                                                "truncated (an incomplete download or copy?)")
     length, crc = struct.unpack("<QI", blob[:HEADER])
     if masked_crc(blob[:8]) != crc or length != size - HEADER - FOOTER:
-        raise RecordProblem("crc", file, record, offset, "its length field fails its CRC: the file is damaged, or "
+        raise RecordProblem(RecordFault.CRC, file, record, offset, "its length field fails its CRC: the file is damaged, or "
                                                          "changed since it was indexed")
     payload = blob[HEADER:HEADER + length]
     if masked_crc(payload) != struct.unpack("<I", blob[HEADER + length:])[0]:
-        raise RecordProblem("crc", file, record, offset, "its data fails its CRC: the file is damaged")
+        raise RecordProblem(RecordFault.CRC, file, record, offset, "its data fails its CRC: the file is damaged")
     return payload
 
 
@@ -275,13 +291,13 @@ def scan(file: str) -> Scan:
         while offset < stamp[0]:
             head = fh.read(HEADER)
             if len(head) < HEADER:
-                problems.append(RecordProblem("truncated", file, number, offset, f"only {len(head)} bytes of its "
+                problems.append(RecordProblem(RecordFault.TRUNCATED, file, number, offset, f"only {len(head)} bytes of its "
                                               "12-byte header are there: the file is truncated"))
                 break
             length, crc = struct.unpack("<QI", head)
             if masked_crc(head[:8]) != crc:
                 problems.append(_foreign(file, head) if number == 0 else RecordProblem(
-                    "crc", file, number, offset, "its length field fails its CRC: the file is damaged here, and "
+                    RecordFault.CRC, file, number, offset, "its length field fails its CRC: the file is damaged here, and "
                                                  "nothing after this record can be found"))
                 break
             size = HEADER + length + FOOTER
@@ -291,10 +307,10 @@ def scan(file: str) -> Scan:
                 features = parse_example(payload)
             except RecordProblem as e:
                 problems.append(e)
-                if e.kind == "truncated":
+                if e.kind is RecordFault.TRUNCATED:
                     break
             except ValueError as e:
-                problems.append(RecordProblem("parse", file, number, offset, f"its data is no tf.train.Example ({e})"))
+                problems.append(RecordProblem(RecordFault.PARSE, file, number, offset, f"its data is no tf.train.Example ({e})"))
             else:
                 keyset = tuple(sorted((k, f.kind, f.count) for k, f in features.items()))
                 record_keysets.append(keysets.setdefault(keyset, len(keysets)))
@@ -323,9 +339,9 @@ def _foreign(file: str, head: bytes) -> RecordProblem:
     if head[:2] == b"\x1f\x8b" or (head[0] == 0x78 and (head[0] << 8 | head[1]) % 31 == 0):
         kind = "GZIP" if head[:2] == b"\x1f\x8b" else "ZLIB"
         command = DECOMPRESS.format(file=shlex.quote(file), temporary=shlex.quote(file + ".partial"))
-        return RecordProblem("compressed", file, 0, 0, f"the file is {kind}-compressed, which cannot be read at a "
+        return RecordProblem(RecordFault.COMPRESSED, file, 0, 0, f"the file is {kind}-compressed, which cannot be read at a "
                              f"record's offset as DALI's reader does: decompress it once, in place:\n  {command}")
-    return RecordProblem("not_tfrecord", file, 0, 0, f"its first 12 bytes ({head!r}) are no record header (a length "
+    return RecordProblem(RecordFault.NOT_TFRECORD, file, 0, 0, f"its first 12 bytes ({head!r}) are no record header (a length "
                          "and its CRC): not a TFRecord file, or damaged from its start")
 
 
@@ -442,7 +458,7 @@ class RecordPart:
         try:
             return example_bytes(payload, self.key)
         except ValueError:
-            raise RecordProblem("missing_key", self.file, self.record, self.offset,
+            raise RecordProblem(RecordFault.MISSING_KEY, self.file, self.record, self.offset,
                                 f"it holds no single bytes value under {self.key!r}") from None
 
     def changed(self) -> bool:
@@ -527,7 +543,7 @@ def record_pairs(scans: list[Scan], keys: Records) -> tuple[list[tuple[RecordPar
             if lacking:
                 key = lacking[0]
                 what = f"holds {held[key][0]} x{held[key][1]} under {key!r}" if key in held else f"has no {key!r}"
-                problems.append(RecordProblem("missing_key", found.file, number, offset,
+                problems.append(RecordProblem(RecordFault.MISSING_KEY, found.file, number, offset,
                                               f"it {what}, where one encoded picture belongs; its keys: "
                                               f"{', '.join(sorted(held))}"))
                 continue

@@ -198,7 +198,7 @@ def test_strict_jpeg_decoding_passes_every_sound_jpeg(tmp_path, mode, progressiv
     baseline, progressive, grayscale and CMYK JPEGs pass."""
     from PIL import Image
 
-    from daliloader.checks import strict_decode
+    from daliloader.inspection import strict_decode
 
     rng = np.random.default_rng(1)
     path = tmp_path / "x.jpg"

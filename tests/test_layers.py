@@ -17,7 +17,7 @@ LAYERS = [
     ["spec", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "tfrecord", "parts", "tfds_folder", "layouts", "data"],
     ["codecs", "folders"],
-    ["checks", "balance"],
+    ["inspection", "guard", "checks", "balance"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations
     ["loaders", "losses", "metrics"],

@@ -113,7 +113,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
 def pair_guard(data, backend: str, **options):
     """The :class:`~daliloader.checks.PairGuard` a backend vets its pairs with: files of a format its
     decoders cannot read are refused, naming the backends that can."""
-    from ..checks import PairGuard
+    from ..guard import PairGuard
 
     decoders = {name: b.formats for name, b in BACKENDS.items()}
     return PairGuard(data, backend=backend, decoders=decoders, **options)

@@ -46,8 +46,8 @@ from nvidia.dali import fn, math as dmath, tfrecord as tfrec, types
 from nvidia.dali.pipeline import Pipeline
 
 from .. import stages
-from ..checks import PairGuard
-from ..classes import ClassMap
+from ..guard import PairGuard
+from ..classes import ClassMap, MaskKind
 from ..data import Container, SegmentationData
 from ..errors import SpecError
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
@@ -225,7 +225,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
     # Masks: colours, or ids as stored (a 16-bit mask decoded as uint8 would lose its high byte; an
     # 8-bit one decoded as uint16 would be scaled to 0-65535).
-    mask_type = types.RGB if data.classes.kind == "rgb" else types.GRAY
+    mask_type = types.RGB if data.classes.kind is MaskKind.RGB else types.GRAY
     mask_dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
     image = decode_window(image_bytes, inside_start, inside_shape, device, types.RGB, types.UINT8)
     if gpu_masks:
@@ -413,7 +413,7 @@ def map_labels(mask, classes: ClassMap):
     """labels (reference: :meth:`ClassMap.map_mask`): decoded mask -> (H, W, 1) class indices; unknown
     colours/ids -> ignore_index. Colours go through two chained lookup tables (:class:`RGBTables`)."""
     out = types.UINT8 if classes.label_dtype == np.uint8 else types.UINT16
-    if classes.kind == "id":
+    if classes.kind is MaskKind.ID:
         keys, values = classes.id_table()
         return fn.lookup_table(mask, keys=list(keys), values=list(values),
                                default_value=classes.ignore_index, dtype=out)

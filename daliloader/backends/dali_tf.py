@@ -30,7 +30,7 @@ import tensorflow as tf
 from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
 from tensorflow.python.framework import ops
 
-from ..checks import PairGuard
+from ..guard import PairGuard
 from ..classes import ClassMap
 from ..data import Container
 from ..environment import GROWTH_DEFAULT_TOO_LATE

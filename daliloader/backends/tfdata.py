@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from .. import stages
-from ..classes import ClassMap
+from ..classes import ClassMap, MaskKind
 from ..data import Container
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
@@ -238,7 +238,7 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
 def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
     """Colours (a palette expanded; 16-bit ones as :func:`to_8bit`), or ids as stored: 8 or 16 bits
     (``depth``, the dataset's)."""
-    if classes.kind == "rgb":
+    if classes.kind is MaskKind.RGB:
         return to_8bit(tf.io.decode_image(mask_bytes, channels=3, dtype=tf.uint16, expand_animations=False))
     dtype = tf.uint16 if depth == 16 else tf.uint8
     return tf.io.decode_image(mask_bytes, channels=1, dtype=dtype, expand_animations=False)
@@ -253,7 +253,7 @@ def to_8bit(pixels):
 def map_labels(mask, classes: ClassMap, lut):
     """labels: one gather per pixel from :attr:`ClassMap.lookup_table`, as in the OpenCV backend."""
     m = tf.cast(mask, tf.int32)
-    code = (m[..., 0] * 65536 + m[..., 1] * 256 + m[..., 2]) if classes.kind == "rgb" else m[..., 0]
+    code = (m[..., 0] * 65536 + m[..., 1] * 256 + m[..., 2]) if classes.kind is MaskKind.RGB else m[..., 0]
     return tf.gather(lut, code)
 
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from tensorflow.python.framework import ops
 
-from ..checks import PairGuard
+from ..guard import PairGuard
 from ..errors import SpecError
 
 

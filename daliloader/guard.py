@@ -1,0 +1,129 @@
+"""The load-time guard: every loader vets each pair before it reads it, and names the files when a
+decoder fails anyway.
+
+A failure raises :class:`~daliloader.errors.LoadError` naming the files, instead of a decoder error
+naming none. Later epochs skip pairs already vetted, unless a file changed since (its size,
+modification time, inode or change time).
+
+Nothing here imports TensorFlow or DALI.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import deque
+from pathlib import Path
+
+from .data import SegmentationData
+from .errors import WHAT_TO_DO, LoadError
+from .inspection import CHANGED_FILE, Expect, Problem, ProblemKind, _gpu_mask_problems, _quick, check_pair
+from .parts import part_file
+from .tfrecord import file_stamp
+
+
+# ---------------------------------------------------------------- at load time
+class PairGuard:
+    """Vets each pair the first time a loader reads it; explains decoder failures afterwards.
+
+    ``verify(i)`` runs the quick checks once per pair and raises :class:`~daliloader.errors.LoadError`
+    naming the pair's files; later reads cost two ``stat`` calls, and a file whose size, modification
+    time, inode or change time changed since is vetted again (a file replaced between epochs by an
+    image of another size would otherwise train as a misaligned pair). For ``dali-gpu`` on a prepared
+    copy, the header of the mask's GPU form (LZ4) is read too: it must give the image's size. It also
+    remembers the last pairs asked for, so that when a decoder fails anyway (corrupt data inside an
+    intact-looking file), :meth:`explain` can decode exactly those pairs and name the culprit. A pair
+    read from a TFRecord file is stamped by that file, whose records must not have moved since it was
+    indexed (:func:`peek` refuses one that changed).
+    """
+
+    def __init__(self, data: SegmentationData, remember: int = 64, backend: str = "",
+                 decoders: dict | None = None):
+        """``backend`` and ``decoders`` (backend -> the formats it decodes): refuse files of formats that
+        backend cannot decode, naming those that can."""
+        self.data = data
+        self.expect = Expect.of(data, backend, decoders)
+        self._vetted: dict[int, tuple] = {}  # pair -> the stat stamp of its files when vetted
+        self._recent: deque[int] = deque(maxlen=remember)
+        self._refused: LoadError | None = None  # the last refusal of verify() not yet handed on by explain()
+        self._lock = threading.Lock()
+
+    def verify(self, index: int) -> None:
+        """Vet pair ``index`` unless it was vetted and its files have not changed since; a LoadError naming
+        its files where it would not load."""
+        with self._lock:
+            self._recent.append(index)
+        image, mask = self.data.images[index], self.data.masks[index]
+        try:
+            stamp = (file_stamp(part_file(image)), file_stamp(part_file(mask)))
+        except OSError:
+            stamp = None  # gone: the quick checks say so, naming the file
+        if stamp is not None and self._vetted.get(index) == stamp:
+            return
+        problems, headers = _quick(image, mask, self.expect)
+        if not problems and self.expect.backend == "dali-gpu" and self.data.gpu_masks is not None:
+            problems = _gpu_mask_problems(self.data.gpu_masks[index], headers[image], image)
+        if problems:
+            refused = LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
+            with self._lock:
+                self._refused = refused  # what explain() hands on, whatever wraps it on the way
+            raise refused
+        self._vetted[index] = stamp
+
+    def explain(self, error: BaseException) -> LoadError:
+        """A LoadError naming the bad files among the pairs in flight when ``error`` happened: the guard's own
+        refusal where it raised one (TensorFlow hands it on wrapped in an ``OpError``), else what is wrong
+        with the pairs it vetted last (reading TFRecords: every record the reader can have read lately)."""
+        with self._lock:
+            refused, self._refused = self._refused, None
+            recent = sorted(set(self._recent))
+        if refused is not None:
+            return refused
+        first_line = _first_line(str(error)) or type(error).__name__
+        if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
+            folder = Path(self.data.packs.tars[0]).parent
+            return LoadError(f"loading a batch from the packed webdataset shards in {folder} failed ({first_line}). "
+                             f"Check the prepared copy against its originals with `daliloader verify "
+                             f"{folder.parent}`.\nOriginal error:\n{error}")
+        problems = self._moved_files() or self._problems(recent)
+        if problems:
+            return LoadError(_message(f"loading a batch failed ({first_line})", problems))
+        return LoadError(f"loading a batch failed ({first_line}); nothing is wrong here with {self._what(recent)}\n"
+                         f"so the cause may not be the data (`daliloader check` decodes every pair).\nOriginal "
+                         f"error:\n{error}")
+
+    def _moved_files(self) -> list[Problem]:
+        """TFRecord files that changed or went away since they were indexed (that fails before any record of
+        them is vetted)."""
+        if self.data.records is None:
+            return []
+        first_parts = {p.file: p for p in self.data.images}.values()
+        return [Problem(ProblemKind.CHANGED, p.file, CHANGED_FILE) for p in first_parts if p.changed()]
+
+    def _problems(self, pairs: list[int]) -> list[Problem]:
+        """What a full check finds wrong with ``pairs`` that a loader would fail on."""
+        return [p for i in pairs
+                for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0,
+                                    mask_depth=self.data.mask_depth)
+                if p.kind not in (ProblemKind.UNKNOWN_VALUES, ProblemKind.LOSSY_MASK)]
+
+    def _what(self, pairs: list[int]) -> str:
+        """The pairs vetted last, in words."""
+        if self.data.records is not None:
+            files = sorted({part_file(self.data.images[i]) for i in pairs})
+            return f"the {len(pairs)} records read last (of {', '.join(files)})"
+        return "the pairs in flight:\n" + "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in pairs)
+
+
+def _first_line(text: str) -> str:
+    """The first line of an error's text that says something, without TensorFlow's ``{{function_node
+    ...}}`` prefix."""
+    for line in text.strip().splitlines():
+        line = re.sub(r"\{\{[^}]*\}\}\s*", "", line).strip()
+        if line:
+            return line
+    return ""
+
+
+def _message(head: str, problems: list[Problem]) -> str:
+    return head + ":\n" + "\n".join(f"  {p}" for p in problems) + "\n" + WHAT_TO_DO
