@@ -19,7 +19,7 @@ import numpy as np
 from . import backends
 from .errors import SpecError
 from .plan import Plan, make_plan, plan_of
-from .spec import check_batch_size
+from .spec import check_count
 
 #: Options only the DALI backends use, which keras_sequence (OpenCV) refuses rather than ignores.
 DALI_OPTIONS = ("num_threads", "prefetch", "device_id")
@@ -87,8 +87,7 @@ def keras_sequence(data, batch_size: int = 8, image_size=None, crop: str | None 
     Shapes, dtypes and epoch order (the shared sampler) are those of ``tf_dataset``; ``workers``,
     ``use_multiprocessing`` and ``max_queue_size`` are Keras' PyDataset options.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise SpecError(f"workers must be a positive integer, got {workers!r}")
+    check_count("workers", workers)
     dali_only = sorted(set(options) & set(DALI_OPTIONS))
     if dali_only:
         raise SpecError(f"keras_sequence() got {dali_only[0]}=, an option of the DALI backends; the OpenCV loader "
@@ -154,7 +153,7 @@ def distribute(strategy, data, global_batch_size: int | None = None, image_size=
     if fixed:
         raise SpecError(f"distribute() got {fixed[0]}=, which it sets itself for each replica or worker (shards from "
                         "the strategy's input pipelines, devices from its replicas)")
-    global_batch_size = check_batch_size(global_batch_size, "global_batch_size")
+    global_batch_size = check_count("global_batch_size", global_batch_size)
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
         raise SpecError(f"global_batch_size={global_batch_size} must be a multiple of the {replicas} replicas "

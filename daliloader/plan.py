@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import os
 from dataclasses import dataclass
 
 from .data import SegmentationData
 from .errors import DataError, SpecError
 from .sampler import Sampler
-from .spec import OPTIONS, Preprocess, check_batch_size, make_spec
+from .spec import OPTIONS, Preprocess, check_count, make_spec
 
 #: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
 #: the last evaluation batch), sample indices (-1: padding; DALI pipelines run alone only).
@@ -82,6 +81,36 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
     """
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
+    refuse_keywords(caller, options)
+    if not isinstance(training, bool):
+        raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
+    if not training and scale not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
+        raise SpecError(f"{caller}(training=False) draws nothing at random, but got scale: leave it out for "
+                        "evaluation, or pass training=True")
+    if crop is None:
+        crop = "random" if training else ("fit" if image_size is not None else "center")
+    spec = make_spec(data.image_size() if image_size is None else image_size, crop=crop, label_mode=label_mode,
+                     scale=scale, flip=flip, rotate=rotate, brightness=brightness, contrast=contrast,
+                     saturation=saturation, hue=hue, mean=mean, std=std, dtype=dtype)
+    if not training:
+        refuse_draws(caller, spec)
+    for name, value in (("batch_size", batch_size), ("seed", seed), ("num_threads", num_threads),
+                        ("prefetch", prefetch), ("device_id", device_id), ("shard_id", shard_id),
+                        ("num_shards", num_shards)):
+        check_count(name, value)
+    shuffle = training if shuffle is None else shuffle
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    outputs = batch_outputs(outputs, drop_remainder)
+    sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
+                      shard_id=shard_id, num_shards=num_shards)
+    return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
+
+
+def refuse_keywords(caller: str, options: dict) -> None:
+    """Refuse the keywords a loader does not take, saying what to do: class weights belong to the loss,
+    Keras' split options to SegmentationData.split, and a misspelt option is named with the closest one."""
+    if not options:
+        return
     moved = sorted({"class_weights", "class_weight"} & set(options))
     if moved:
         raise SpecError(f"{caller}() got {moved[0]}=: class weights belong to the loss, so that metrics stay exact "
@@ -95,65 +124,31 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
                         "these, but a loader reads the pairs it is given. Split them first: train, val = "
                         "data.split(0.2, seed=0) (SegmentationData.split: disjoint, the same for the same seed), then "
                         "one loader for each (val with training=False)")
-    if unknown:
-        close = ([FOREIGN_NAMES[unknown[0]]] if unknown[0] in FOREIGN_NAMES else
-                 difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
-        raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}"
-                        + (f" (did you mean {close[0]!r}?)" if close else "")
-                        + f". Arguments: {', '.join(ARGUMENTS)}; preprocessing options: {', '.join(OPTIONS)}; "
-                          f"loader options: {', '.join(LOADER_OPTIONS)}")
-    if not isinstance(training, bool):
-        raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
-    if not training and scale not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
-        raise SpecError(f"{caller}(training=False) draws nothing at random, but got scale: leave it out for "
-                        "evaluation, or pass training=True")
-    if crop is None:
-        crop = "random" if training else ("fit" if image_size is not None else "center")
-    if image_size is None:
-        image_size = data.image_size()
-    spec = make_spec(image_size, crop=crop, label_mode=label_mode, scale=scale, flip=flip, rotate=rotate,
-                     brightness=brightness, contrast=contrast, saturation=saturation, hue=hue, mean=mean, std=std,
-                     dtype=dtype)
-    if not training:
-        drawn = ([f"crop={crop!r}"] if crop == "random" else []) + spec.drawn()
-        if drawn:
-            raise SpecError(f"{caller}(training=False) draws nothing at random, but got {', '.join(drawn)}: leave "
-                            "them out for evaluation, or pass training=True")
-    batch_size = check_batch_size(batch_size)
-    for name, value, least in (("seed", seed, 0), ("num_threads", num_threads, 1), ("prefetch", prefetch, 1),
-                               ("device_id", device_id, 0)):
-        if value is None and name in ("seed", "num_threads"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise SpecError(f"{name} must be an integer >= {least}{' or None' if name in ('seed', 'num_threads') else ''}, "
-                            f"got {value!r}")
-    check_threads(num_threads)
-    shuffle = training if shuffle is None else shuffle
-    drop_remainder = training if drop_remainder is None else drop_remainder
-    if outputs is None:  # weights for evaluation (padding, ignored pixels)
-        outputs = ("image", "labels") if drop_remainder else ("image", "labels", "weight")
+    close = ([FOREIGN_NAMES[unknown[0]]] if unknown[0] in FOREIGN_NAMES else
+             difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
+    raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f". Arguments: {', '.join(ARGUMENTS)}; preprocessing options: {', '.join(OPTIONS)}; "
+                      f"loader options: {', '.join(LOADER_OPTIONS)}")
+
+
+def refuse_draws(caller: str, spec: Preprocess) -> None:
+    """Evaluation draws nothing at random: refuse a spec that would."""
+    drawn = (["crop='random'"] if spec.crop == "random" else []) + spec.drawn()
+    if drawn:
+        raise SpecError(f"{caller}(training=False) draws nothing at random, but got {', '.join(drawn)}: leave "
+                        "them out for evaluation, or pass training=True")
+
+
+def batch_outputs(outputs, drop_remainder: bool) -> tuple[str, ...]:
+    """What a batch holds: ``outputs`` (checked), or (image, labels) and, without drop_remainder, the
+    weights of evaluation (padding, ignored pixels)."""
+    if outputs is None:
+        return ("image", "labels") if drop_remainder else ("image", "labels", "weight")
     outputs = tuple(outputs)
     if not outputs or set(outputs) - set(OUTPUTS):
         raise SpecError(f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
-    sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
-                      shard_id=shard_id, num_shards=num_shards)
-    return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
-
-
-#: DALI's CPU threads per core of the machine that a loader takes at most (see :func:`check_threads`).
-THREADS_PER_CORE = 4
-
-
-def check_threads(num_threads: int | None) -> None:
-    """Refuse more DALI threads than :data:`THREADS_PER_CORE` per core (and at least 8 in all): DALI's
-    CPU threads share the cores, and each holds its own buffers, so more threads than that add memory
-    and no speed, and DALI crashes with a few hundred (a segmentation fault or an abort, not an error)."""
-    cores = os.cpu_count() or 1
-    most = max(8, THREADS_PER_CORE * cores)
-    if num_threads is not None and num_threads > most:
-        raise SpecError(f"num_threads={num_threads} is more than DALI's CPU threads can use here: this machine has "
-                        f"{cores} cores, and a loader takes at most {most} threads ({THREADS_PER_CORE} per core). Pass "
-                        "at most that, or leave num_threads out (one thread per core)")
+    return outputs
 
 
 _SIGNATURE = inspect.signature(make_plan)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .errors import SpecError, user_stacklevel
 
@@ -211,10 +212,50 @@ def class_keys(weights: dict) -> list[int]:
     return [int(k) for k in weights]
 
 
-def check_batch_size(batch_size, name: str = "batch_size") -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise SpecError(f"{name} must be a positive integer, got {batch_size!r}")
-    return batch_size
+@dataclass(frozen=True)
+class Count:
+    """An integer argument of the loaders: the least value it takes, whether None is allowed (it then
+    means a default chosen later), and, for DALI's threads, the most (see :func:`most_threads`)."""
+
+    least: int
+    optional: bool = False
+    most: Callable[[], int] | None = None
+    sized: bool = False  # a size (of a batch, a pool): "a positive integer"
+
+
+#: DALI's CPU threads per core that a loader takes at most (see :func:`most_threads`).
+THREADS_PER_CORE = 4
+
+
+def most_threads() -> int:
+    """The most DALI threads a loader takes: :data:`THREADS_PER_CORE` per core, 8 at least. DALI's CPU
+    threads share the cores and each holds its own buffers, so more threads add memory and no speed,
+    and a few hundred crash DALI (a segmentation fault or an abort, not an error)."""
+    return max(8, THREADS_PER_CORE * (os.cpu_count() or 1))
+
+
+#: Every integer argument of the loaders, checked in one place (:func:`check_count`) by every entry point.
+COUNTS = {"batch_size": Count(1, sized=True), "global_batch_size": Count(1, sized=True),
+          "workers": Count(1, sized=True), "prefetch": Count(1),
+          "device_id": Count(0), "shard_id": Count(0), "num_shards": Count(1), "seed": Count(0, optional=True),
+          "num_threads": Count(1, optional=True, most=most_threads)}
+
+
+def check_count(name: str, value):
+    """``value`` if it is what argument ``name`` takes (:data:`COUNTS`), else a SpecError naming it."""
+    count = COUNTS[name]
+    if value is None and count.optional:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < count.least:
+        if count.sized:
+            raise SpecError(f"{name} must be a positive integer, got {value!r}")
+        raise SpecError(f"{name} must be an integer >= {count.least}{' or None' if count.optional else ''}, "
+                        f"got {value!r}")
+    if count.most is not None and value > count.most():
+        raise SpecError(f"{name}={value} is more than DALI's CPU threads can use here: this machine has "
+                        f"{os.cpu_count() or 1} cores, and a loader takes at most {count.most()} threads "
+                        f"({THREADS_PER_CORE} per core). Pass at most that, or leave {name} out (one thread per core)")
+    return int(value)
 
 
 def _image_size(image_size) -> tuple[int, int]:
