@@ -43,8 +43,33 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     Files left without a partner are listed, not raised: ``daliloader check`` reports them.
     ``only_suffixed``: files of the mask folder without ``mask_suffix`` are not masks (Cityscapes'
     ``gtFine`` also holds colour, instance and polygon files), so they are neither paired nor listed.
+    Without suffixes, names that differ by more than a common mask suffix are paired by their tails
+    (:func:`detect_tails`).
     """
     image_dir, mask_dir = Path(images), Path(masks)
+    image_files, mask_files, broken, unreadable = _listed(image_dir, mask_dir)
+    if only_suffixed:
+        mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
+    for found, kind, folder, extensions in ((image_files, "images", image_dir, IMAGE_EXTENSIONS),
+                                            (mask_files, "masks", mask_dir, MASK_EXTENSIONS)):
+        if not found:
+            raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}")
+    image_keys = _image_keys(image_files, image_dir, image_suffix)
+    suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
+    best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
+    guessing = mask_suffix is None and not image_suffix
+    if guessing and _count_pairs(mask_files, mask_dir, best, image_keys) < len(image_keys):
+        tails = detect_tails(image_files, image_dir, mask_files, mask_dir)  # names that differ by more (Cityscapes)
+        if tails is not None:
+            return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
+    pairs, unpaired_images, unpaired_masks = _match(image_keys, mask_files, mask_dir, best)
+    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable,
+                   image_suffix=image_suffix)
+
+
+def _listed(image_dir: Path, mask_dir: Path):
+    """The image and mask files of two folders, and the links that lead nowhere and folders that cannot
+    be read under them (refused, unless :func:`listing_problems` asks to list them)."""
     for what, d in (("images", image_dir), ("masks", mask_dir)):
         if not d.is_dir():
             raise DataError(f"{what} folder {d} does not exist or is not a folder")
@@ -54,29 +79,26 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     broken, unreadable = broken + broken_masks, unreadable + unreadable_masks
     if (broken or unreadable) and not _LISTING.get():
         raise DataError(_unlisted(broken, unreadable, f"{image_dir} + {mask_dir}"))
-    if only_suffixed:
-        mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
-    if not image_files:
-        raise DataError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) found under {image_dir}")
-    if not mask_files:
-        raise DataError(f"no masks ({', '.join(MASK_EXTENSIONS)}) found under {mask_dir}")
+    return image_files, mask_files, broken, unreadable
 
-    image_keys = {_key(p, image_dir, image_suffix): p for p in image_files}
-    if len(image_keys) != len(image_files):
+
+def _image_keys(image_files: list[Path], image_dir: Path, image_suffix: str) -> dict[str, Path]:
+    """Each image by its key (relative folder and stem, ``image_suffix`` cut); two images of one key are
+    refused."""
+    keys = {_key(p, image_dir, image_suffix): p for p in image_files}
+    if len(keys) != len(image_files):
         raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
-    suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
-    best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
-    if mask_suffix is None and not image_suffix and _count_pairs(mask_files, mask_dir, best, image_keys) < len(
-            image_keys):  # names that differ by more than a mask suffix (Cityscapes): their tails
-        tails = detect_tails(image_files, image_dir, mask_files, mask_dir)
-        if tails is not None:
-            return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
-    mask_keys = {}
+    return keys
+
+
+def _match(image_keys: dict, mask_files: list[Path], mask_dir: Path, suffix: str):
+    """The (image, mask) pairs of matching keys, in the images' order, the images without a mask and the
+    masks without an image; an image with several masks is refused."""
+    mask_keys: dict[str, list[Path]] = {}
     for p in mask_files:
-        k = _key(p, mask_dir, best)
+        k = _key(p, mask_dir, suffix)
         if k is not None:
             mask_keys.setdefault(k, []).append(p)
-
     pairs, unpaired_images = [], []
     for k, img in sorted(image_keys.items()):
         found = mask_keys.pop(k, None)
@@ -87,9 +109,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         else:
             pairs.append((str(img), str(found[0])))
     paired_masks = {m for _, m in pairs}
-    unpaired_masks = [str(p) for p in mask_files if str(p) not in paired_masks]
-    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable,
-                   image_suffix=image_suffix)
+    return pairs, unpaired_images, [str(p) for p in mask_files if str(p) not in paired_masks]
 
 
 def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path], mask_dir: Path
@@ -102,23 +122,28 @@ def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path
     images than the common mask suffixes do."""
     stems = [p.stem for p in image_files]
     common = os.path.commonprefix([s[::-1] for s in stems])[::-1][:min(map(len, stems)) - 1]
-    candidates = [common[i:] for i, char in enumerate(common) if char in "_-"]
     best, best_rank = None, None
-    for image_tail in candidates:
+    for image_tail in (common[i:] for i, char in enumerate(common) if char in "_-"):
         keys = {_key(p, image_dir, image_tail) for p in image_files}
-        counts: dict[str, int] = {}
-        for p in mask_files:
-            folder, stem = p.parent.relative_to(mask_dir), p.stem
-            for i, char in enumerate(stem):
-                if char in "_-" and str(folder / stem[:i]) in keys:
-                    counts[stem[i:]] = counts.get(stem[i:], 0) + 1
-        for mask_tail, n in counts.items():
+        for mask_tail, n in _mask_tails(mask_files, mask_dir, keys).items():
             rank = (n, mask_tail in COMMON_MASK_SUFFIXES, -len(image_tail))
             if best_rank is None or rank > best_rank:
                 best, best_rank = (image_tail, mask_tail), rank
     plain = max(_count_pairs(mask_files, mask_dir, s, {_key(p, image_dir, ""): p for p in image_files})
                 for s in COMMON_MASK_SUFFIXES)
     return best if best_rank is not None and best_rank[0] > plain else None
+
+
+def _mask_tails(mask_files: list[Path], mask_dir: Path, keys: set) -> dict[str, int]:
+    """Each tail that mask names carry after a key (relative folder and stem) from ``keys``, from a
+    separator on, with how many masks carry it."""
+    counts: dict[str, int] = {}
+    for p in mask_files:
+        folder, stem = p.parent.relative_to(mask_dir), p.stem
+        for i, char in enumerate(stem):
+            if char in "_-" and str(folder / stem[:i]) in keys:
+                counts[stem[i:]] = counts.get(stem[i:], 0) + 1
+    return counts
 
 
 #: True while ``check`` pairs folders: links that lead nowhere and unreadable folders are then listed in

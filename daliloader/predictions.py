@@ -71,29 +71,13 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
     (``outputs``) raise a SpecError before anything is loaded; predict some pairs with
     ``data.subset(indices)``.
     """
-    for name in [n for n in options if n in FIXED]:  # refused up front: later, a lost pair looks like a bug
-        (needed, harm), given = FIXED[name], options.pop(name)
-        if given is not None and not (type(given) is type(needed) and given == needed):
-            raise SpecError(f"predict() got {name}={given!r}, which would {harm}: predict gives one prediction "
-                            f"per pair of data, in its order. Leave {name} out (to predict some pairs, pass "
-                            "data.subset(indices))")
+    _refuse_fixed(options)
     plan = make_plan(data, batch_size, image_size, crop, training=False, outputs=("image", "index"),
                      caller="predict", **options)
     product = "tf.data" if backend in backends.names("tf.data") else "batches"
     chosen = backends.resolve(backend, product, plan)
     if out_dir is not None:
-        original_size = True
-        out_dir = Path(out_dir)
-        stems = [part_stem(p) for p in data.images]
-        if len(set(stems)) < len(stems):
-            twice = sorted({s for s in stems if stems.count(s) > 1})[:3]
-            raise DataError(f"predict(out_dir=...): several images are named {', '.join(twice)}, so their masks "
-                            "would overwrite each other; predict without out_dir and write them yourself")
-        if data.classes.palette_masks is not None and data.classes.ignore_index > 255:
-            raise DataError(f"predict(out_dir=...): ignore_index {data.classes.ignore_index} does not fit the 8-bit "
-                            "indices of the palette PNGs this class map reads; predict without out_dir and write "
-                            "the masks yourself")
-        out_dir.mkdir(parents=True, exist_ok=True)
+        original_size, out_dir = True, _ready(Path(out_dir), data)
     found: dict[int, Prediction] = {}
     for x, indices in chosen.build(product, plan):  # one epoch, every pair once, padding last
         scores = np.asarray(model.predict_on_batch(x))
@@ -101,19 +85,52 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
             raise SpecError(f"predict: the model gave scores of shape {scores.shape} for images of "
                             f"{tuple(plan.spec.image_size)}; it should give [batch, height, width, classes]")
         for labels, i in zip(np.argmax(scores, axis=-1), np.asarray(indices).tolist()):
-            if i < 0:
-                continue  # padding, filling the last batch
-            labels = labels.astype(data.classes.label_dtype)
-            if original_size:
-                labels = to_original_size(labels, plan.spec, data, i)
-            written = _write(out_dir, data, i, labels) if out_dir is not None else None
-            image = data.images[i]
-            name = image.name if isinstance(image, RecordPart) else Path(image).name
-            found[i] = Prediction(i, str(image), str(data.masks[i]), labels, written, name)
+            if i >= 0:  # (-1: padding, filling the last batch)
+                found[i] = _prediction(data, plan.spec, i, labels, original_size, out_dir)
     if sorted(found) != list(range(len(data))):
         raise DataError(f"predict: {len(found)} of {len(data)} pairs came back from backend {chosen.name!r}; this is "
                         "a bug in daliloader, please report it")
     return [found[i] for i in range(len(data))]
+
+
+def _refuse_fixed(options: dict) -> None:
+    """Refuse, before anything is loaded, the options that would drop pairs or mix their order
+    (:data:`FIXED`): later, a lost pair would look like a bug. The harmless ones are taken out."""
+    for name in [n for n in options if n in FIXED]:
+        (needed, harm), given = FIXED[name], options.pop(name)
+        if given is not None and not (type(given) is type(needed) and given == needed):
+            raise SpecError(f"predict() got {name}={given!r}, which would {harm}: predict gives one prediction "
+                            f"per pair of data, in its order. Leave {name} out (to predict some pairs, pass "
+                            "data.subset(indices))")
+
+
+def _ready(out_dir: Path, data: SegmentationData) -> Path:
+    """``out_dir``, made, once it is known that every pair's mask gets a file of its own there and that the
+    class map's ignore index fits the masks written."""
+    stems = [part_stem(p) for p in data.images]
+    if len(set(stems)) < len(stems):
+        twice = sorted({s for s in stems if stems.count(s) > 1})[:3]
+        raise DataError(f"predict(out_dir=...): several images are named {', '.join(twice)}, so their masks "
+                        "would overwrite each other; predict without out_dir and write them yourself")
+    if data.classes.palette_masks is not None and data.classes.ignore_index > 255:
+        raise DataError(f"predict(out_dir=...): ignore_index {data.classes.ignore_index} does not fit the 8-bit "
+                        "indices of the palette PNGs this class map reads; predict without out_dir and write "
+                        "the masks yourself")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
+
+
+def _prediction(data: SegmentationData, spec: Preprocess, i: int, labels: np.ndarray, original_size: bool,
+                out_dir: Path | None) -> Prediction:
+    """Pair ``i``'s prediction from its class indices at the loader's size (taken back to the image's own
+    size, and written, where asked)."""
+    labels = labels.astype(data.classes.label_dtype)
+    if original_size:
+        labels = to_original_size(labels, spec, data, i)
+    written = _write(out_dir, data, i, labels) if out_dir is not None else None
+    image = data.images[i]
+    name = image.name if isinstance(image, RecordPart) else Path(image).name
+    return Prediction(i, str(image), str(data.masks[i]), labels, written, name)
 
 
 def to_original_size(labels: np.ndarray, spec: Preprocess, data: SegmentationData, index: int) -> np.ndarray:

@@ -75,34 +75,41 @@ def find(path_or_name: str | os.PathLike, split: str = "train", data_dir_: str |
 def version_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike | None = None) -> Path:
     """The version folder that ``path_or_name`` names: itself, the newest version inside a dataset (or
     config) folder, or ``name[/config][:version]`` under :func:`data_dir`."""
-    path = Path(path_or_name).expanduser()
-    name, _, version = str(path_or_name).partition(":")
-    root = data_dir(data_dir_)
-    under = root / name / version if version else root / name
-    if under.is_dir() and (data_dir_ is not None or not path.is_dir()):  # data_dir named: it comes first
-        path = under
-    if not path.is_dir():
-        path = under
-        if not path.is_dir():
-            held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "downloads") if root.is_dir() \
-                else []
-            raise DataError(f"no TFDS dataset {str(path_or_name)!r}: neither a folder nor prepared under {root} "
-                            f"({', '.join(held) or 'which holds no dataset'}). daliloader reads prepared datasets "
-                            "only: prepare it first (tfds.builder(name, data_dir=...).download_and_prepare()), or "
-                            "pass data_dir=")
+    path = named_folder(path_or_name, data_dir_)
     if (path / INFO).is_file():
         return path
-    versions = sorted((p for p in path.iterdir() if p.is_dir() and _VERSION.match(p.name) and (p / INFO).is_file()),
-                      key=lambda p: tuple(int(v) for v in p.name.split(".")))
+    versions = sorted((p for p in path.iterdir() if _is_version(p)), key=lambda p: tuple(map(int, p.name.split("."))))
     if versions:
         return versions[-1]
-    configs = sorted(p.name for p in path.iterdir() if p.is_dir() and any(
-        _VERSION.match(v.name) and (v / INFO).is_file() for v in p.iterdir() if v.is_dir()))
+    configs = sorted(p.name for p in path.iterdir() if p.is_dir() and any(map(_is_version, p.iterdir())))
     if configs:
         raise DataError(f"{path} holds {', '.join(configs)}, each with version folders: the configs of a TFDS dataset, "
                         f"or the datasets of a TFDS data_dir. Name one ({path / configs[0]})")
     raise DataError(f"{path} is no prepared TFDS dataset: no {INFO} in it nor in a version folder (such as 1.0.0/) "
                     "inside it")
+
+
+def named_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike | None) -> Path:
+    """The folder ``path_or_name`` names: ``name[/config][:version]`` under :func:`data_dir` where that
+    is a folder and data_dir is given (or the path is none), else the path itself; neither is refused,
+    listing what the data_dir holds."""
+    path = Path(path_or_name).expanduser()
+    name, _, version = str(path_or_name).partition(":")
+    root = data_dir(data_dir_)
+    under = root / name / version if version else root / name
+    if under.is_dir() and (data_dir_ is not None or not path.is_dir()):
+        return under
+    if path.is_dir():
+        return path
+    held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "downloads") if root.is_dir() else []
+    raise DataError(f"no TFDS dataset {str(path_or_name)!r}: neither a folder nor prepared under {root} "
+                    f"({', '.join(held) or 'which holds no dataset'}). daliloader reads prepared datasets only: "
+                    "prepare it first (tfds.builder(name, data_dir=...).download_and_prepare()), or pass data_dir=")
+
+
+def _is_version(path: Path) -> bool:
+    """Whether ``path`` is a version folder (``1.0.0/``) of a prepared dataset."""
+    return path.is_dir() and bool(_VERSION.match(path.name)) and (path / INFO).is_file()
 
 
 def split_files(folder: Path, name: str, split: str, info: dict, file_format: str) -> list[str]:
@@ -143,28 +150,45 @@ def image_and_mask(folder: Path, name: str, image_key: str | None = None, mask_k
     is refused, listing its features (a one-channel Image may be something else: cityscapes'
     disparity maps)."""
     found = features(folder)
-    images = {k: v["image"] for k, v in found.items() if v.get("pythonClassName") == IMAGE_CLASS and "image" in v}
-
-    def channels(description: dict) -> int | None:
-        dims = description.get("shape", {}).get("dimensions", [])
-        return int(dims[-1]) if dims else None
-
-    photos = [k for k, v in images.items() if channels(v) == 3]
-    masks = [k for k, v in images.items() if channels(v) == 1 and any(w in k.lower() for w in MASK_WORDS)]
-    photo = image_key or next((k for k in ("image", "image_left") if k in photos), photos[0] if photos else None)
-    mask = mask_key or (masks[0] if masks else None)
+    photo, mask = image_key or _photo(found), mask_key or _mask(found)
     if photo is None or mask is None:
-        listed = ", ".join(f"{k} ({v.get('pythonClassName', '?').rsplit('.', 1)[-1]}"
-                           f"{', %s channel(s)' % channels(v['image']) if 'image' in v else ''})"
-                           for k, v in found.items())
+        listed = ", ".join(_described(k, v) for k, v in found.items())
         raise DataError(f"{folder} ({name}) holds no image and segmentation mask (an Image feature of 3 channels, and "
-                        "one of 1 channel named as a mask); its features: "
-                        f"{listed}. TFDS's voc, for one, holds boxes only: read the VOC download with "
-                        "SegmentationData.from_folder. Or name the features: image_key=, mask_key=")
+                        f"one of 1 channel named as a mask); its features: {listed}. TFDS's voc, for one, holds boxes "
+                        "only: read the VOC download with SegmentationData.from_folder. Or name the features: "
+                        "image_key=, mask_key=")
     for key in (photo, mask):
         if key not in found:
             raise DataError(f"{folder} ({name}) has no feature {key!r}; its features: {', '.join(found)}")
     return Records(photo, mask)
+
+
+def _images(found: dict[str, dict], channels: int) -> list[str]:
+    """The Image features of ``channels`` channels."""
+    return [k for k, v in found.items() if v.get("pythonClassName") == IMAGE_CLASS and _channels(v) == channels]
+
+
+def _photo(found: dict[str, dict]) -> str | None:
+    """The photo's feature: ``image`` or ``image_left`` where there, else the first Image of 3 channels."""
+    photos = _images(found, 3)
+    return next((k for k in ("image", "image_left") if k in photos), photos[0] if photos else None)
+
+
+def _mask(found: dict[str, dict]) -> str | None:
+    """The mask's feature: the first Image of one channel named as a mask (:data:`MASK_WORDS`)."""
+    return next((k for k in _images(found, 1) if any(w in k.lower() for w in MASK_WORDS)), None)
+
+
+def _described(key: str, feature: dict) -> str:
+    """A feature in a message: its key, class and, for an Image, its channels."""
+    kind = feature.get("pythonClassName", "?").rsplit(".", 1)[-1]
+    return f"{key} ({kind}, {_channels(feature)} channel(s))" if "image" in feature else f"{key} ({kind})"
+
+
+def _channels(feature: dict) -> int | None:
+    """The channels of an Image feature's description in ``features.json`` (None where it gives none)."""
+    dims = feature.get("image", {}).get("shape", {}).get("dimensions", [])
+    return int(dims[-1]) if dims else None
 
 
 def _read_json(path: Path) -> dict:
