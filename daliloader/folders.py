@@ -52,9 +52,8 @@ def atomic_folder(out: str | Path, what: str = "daliloader prepare", way_out: st
       the folder is read-only), and ``way_out``.
     """
     out = Path(out).absolute()
-    with exclusive(out, what, way_out):
-        with _building(out, what, way_out) as folder:
-            yield folder
+    with exclusive(out, what, way_out), _building(out, what, way_out) as folder:
+        yield folder
 
 
 def made_once(out: str | Path, complete: str, what: str, way_out: str, make) -> None:

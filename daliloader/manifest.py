@@ -5,15 +5,20 @@ A prepared copy holds ``manifest.json`` (written last), the images, the masks as
 the GPU: see :func:`read_lz4_mask`), and optionally the same pairs packed into webdataset tars ("packs")
 with DALI's index files. Sample ``i`` of a pack is ``NNNNNNN.<image ext>``, ``NNNNNNN.labels.png``,
 ``NNNNNNN.labels.lz4`` (copies made since it exists) and ``NNNNNNN.index`` (int64 ``i``).
-Format version 2 keeps the packs in the copy's ``shards/`` folder and under the manifest key
-``"shards"``: names kept so that every copy made so far stays readable.
+
+Format version 3 keeps the packs in the copy's ``packs/`` folder, under the manifest key ``"packs"``.
+Version 2 said ``shards/``, ``"shards"`` and ``"samples_per_shard"``: :func:`read_manifest` reads a
+version 2 manifest through :func:`migrate_v2`, into version 3's shape (its files stay where they are),
+so that every copy made so far stays readable; older versions are refused.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -23,9 +28,15 @@ from .pairing import refuse_incomplete
 
 MANIFEST = "manifest.json"
 FORMAT = "daliloader-prepared"
-VERSION = 2  # 2: packs carry NNNNNNN.index
-#: Folder of the packs in a prepared copy, and their key in the manifest (format version 2's names).
-PACKS = "shards"
+#: The format version ``prepare`` writes. 2: packs carry ``NNNNNNN.index``; 3: "packs" where 2 said "shards".
+VERSION = 3
+#: The versions :func:`read_manifest` reads (older ones through :func:`migrate_v2`).
+READABLE = (2, 3)
+#: The manifest's key of the packs (see :class:`PacksEntry`).
+PACKS = "packs"
+#: The folder of the packs in a copy ``prepare`` writes (version 2: ``shards``; a migrated manifest's
+#: paths point there).
+PACKS_FOLDER = "packs"
 #: Member names of a sample in a pack (``<key>.<ext>``).
 PACK_IMAGE_EXTS = ("jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp")
 PACK_MASK_EXT = "labels.png"
@@ -45,7 +56,42 @@ LZ4_MAX_BYTES = 16 * 2**20
 GPU_FORM = "gpu"
 
 
-def load_manifest(out: str | Path) -> dict:
+class PacksEntry(TypedDict):
+    """The manifest's :data:`PACKS` entry (None: the copy has no packs). Paths are relative to the copy."""
+
+    format: str  # "webdataset"
+    samples_per_pack: int
+    tars: list[str]
+    indexes: list[str]  # DALI's index file of each tar
+    image_exts: list[str]  # the member extensions an image may have (PACK_IMAGE_EXTS)
+    mask_ext: str
+    index_ext: str
+    gpu_mask_ext: str | None  # None: no GPU form in the packs
+
+
+class Manifest(TypedDict):
+    """``manifest.json`` of format version 3, as :func:`read_manifest` returns it (a plain dict).
+
+    ``pairs`` holds ``[image, mask]`` per pair, relative to the copy; ``source`` the originals'
+    ``images`` and ``masks`` (absolute paths; for records, also ``records`` and ``keys``) and what the
+    caller added; ``classes`` the class map that read the originals; ``masks`` how the masks were made,
+    the unknown pixels, and the GPU form (:data:`GPU_FORM`: its ``files``, or why it was ``left_out``);
+    ``images`` the encoding and, for photos re-encoded as JPEG, the PSNR lost."""
+
+    format: str  # FORMAT
+    version: int  # VERSION
+    daliloader: str  # the version that wrote it
+    created: str
+    seconds: float
+    source: dict
+    classes: dict
+    masks: dict
+    images: dict
+    pairs: list[list[str]]
+    packs: PacksEntry | None
+
+
+def load_manifest(out: str | Path) -> Manifest:
     """The manifest of the prepared copy ``out``, checked: every key the loaders and ``verify`` read is
     there with the right type (a damaged or cut-short file is a DataError naming it, not a traceback
     later), and ``out`` is not the unfinished output of a ``prepare`` (see :func:`read_manifest`)."""
@@ -58,10 +104,34 @@ def load_manifest(out: str | Path) -> dict:
     return read_manifest(path)
 
 
-def read_manifest(path: str | Path) -> dict:
-    """``manifest.json`` at ``path``, parsed and checked (whatever marks its folder: ``prepare`` reads back
-    what it wrote before the copy is declared done)."""
+def read_manifest(path: str | Path) -> Manifest:
+    """``manifest.json`` at ``path``, parsed, brought to version 3's shape (:func:`migrate_v2`) and
+    checked (whatever marks its folder: ``prepare`` reads back what it wrote before the copy is declared
+    done). A file that is no manifest, of a version not in :data:`READABLE`, or damaged (a key the
+    loaders or ``verify`` read missing or of the wrong type) is a DataError naming it."""
     path = Path(path)
+    manifest = _parse(path)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DataError(f"{path}: not a {FORMAT} manifest")
+    version = manifest.get("version")
+    if version not in READABLE:
+        raise DataError(f"{path}: version {version} of the prepared format; this daliloader reads "
+                        f"versions {READABLE[0]} to {READABLE[-1]}: run `daliloader prepare DATA NEW_OUT` again")
+    if version == 2:
+        manifest = migrate_v2(manifest, path.parent)
+    try:
+        _check_keys(manifest)
+        prepared_classes(manifest), original_classes(manifest)
+    except _Missing as e:
+        read_as = f" (format version 2, read as version {VERSION}: its 'shards' is {PACKS!r})" if version == 2 else ""
+        raise _damaged(path, f"{e}{read_as}") from None
+    except (DataError, ValueError, TypeError) as e:  # a class table no ClassMap accepts (ids that are no numbers...)
+        raise _damaged(path, f"its classes: {e}") from None
+    return manifest
+
+
+def _parse(path: Path):
+    """The JSON value in the file ``path``; a DataError naming it when it cannot be read or parsed."""
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as e:
@@ -69,23 +139,44 @@ def read_manifest(path: str | Path) -> dict:
     except UnicodeDecodeError:
         raise _damaged(path, "it is not text") from None
     try:
-        manifest = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         cut = ", where the file ends: cut short?" if e.pos >= len(text.rstrip()) else ""
         raise _damaged(path, f"not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}{cut})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise DataError(f"{path}: not a {FORMAT} manifest")
-    if manifest.get("version") != VERSION:
-        raise DataError(f"{path}: version {manifest.get('version')} of the prepared format; this daliloader reads "
-                        f"version {VERSION}: run `daliloader prepare DATA NEW_OUT` again")
-    try:
-        _check_keys(manifest)
-        prepared_classes(manifest), original_classes(manifest)
-    except _Missing as e:
-        raise _damaged(path, str(e)) from None
-    except (DataError, ValueError, TypeError) as e:  # a class table no ClassMap accepts (ids that are no numbers...)
-        raise _damaged(path, f"its classes: {e}") from None
-    return manifest
+
+
+def migrate_v2(manifest: dict, root: str | Path) -> dict:
+    """A format version 2 manifest (of the copy in ``root``) in version 3's shape; ``manifest`` is left as it is.
+
+    The ``"shards"`` entry becomes ``"packs"``, its ``"samples_per_shard"`` ``"samples_per_pack"``, and the
+    version 3. The files stay where they are: the entry's paths keep pointing into the copy's
+    ``shards/`` folder. Copies made before sources were recorded as absolute paths hold them as
+    ``prepare`` was given them, relative to the folder it ran in: each is made absolute from the current
+    folder where it is found there, else from the copy's parent folder where it is found there, and
+    left as it is otherwise (``verify`` then reports the originals missing)."""
+    if manifest.get("version") != 2:
+        raise ValueError(f"migrate_v2 takes a version 2 manifest, not version {manifest.get('version')}")
+    renamed = {PACKS if key == "shards" else key: value for key, value in manifest.items()}
+    packs = renamed.get(PACKS)
+    if isinstance(packs, dict):
+        renamed[PACKS] = {"samples_per_pack" if k == "samples_per_shard" else k: v for k, v in packs.items()}
+    if isinstance(renamed.get("source"), dict) and "records" not in renamed["source"]:
+        renamed["source"] = _absolute_sources(renamed["source"], Path(root).absolute().parent)
+    renamed["version"] = VERSION
+    return renamed
+
+
+def _absolute_sources(source: dict, beside: Path) -> dict:
+    """``source`` with its ``images`` and ``masks`` made absolute where found (see :func:`migrate_v2`)."""
+    def found(path):
+        if not isinstance(path, str) or os.path.isabs(path):
+            return path
+        if os.path.exists(path):
+            return os.path.abspath(path)
+        return str(beside / path) if (beside / path).exists() else path
+
+    lists = {key: source[key] for key in ("images", "masks") if isinstance(source.get(key), list)}
+    return {**source, **{key: [found(p) for p in paths] for key, paths in lists.items()}}
 
 
 class _Missing(Exception):
@@ -166,6 +257,12 @@ def original_classes(manifest: dict) -> ClassMap:
         return ClassMap.from_palette(c["colors"], c["names"], ignore_index=c["ignore_index"], source=c["source"])
     return ClassMap.from_ids({int(k): v for k, v in c["ids"].items()}, c["names"], ignore_index=c["ignore_index"],
                              source=c["source"])
+
+
+def gpu_files(gpu_form: dict | None) -> list[str] | None:
+    """The files of the masks' GPU form, relative to the copy, from the manifest's ``masks`` :data:`GPU_FORM`
+    entry (None: the copy has no such form, or it was left out)."""
+    return gpu_form.get("files") if gpu_form else None
 
 
 def index_samples(index_file: str | Path) -> int:

@@ -1,30 +1,45 @@
-"""Prepared datasets: 8-bit class-index masks, byte-identical images, shards, manifest, verification,
-and every backend giving the same batches from the prepared copy as from the original."""
+"""Prepared datasets, the writer: 8-bit class-index masks, byte-identical images, packs, the manifest,
+every backend giving the same batches from the prepared copy as from the original; a prepare is
+atomic and exclusive (real processes: two at once, killed or interrupted midway), and a full disk or
+a long name gets one clear line. The checking side is tests/test_verify.py, the reading side
+tests/test_manifest.py, the packs tests/test_packs.py."""
 
+from __future__ import annotations
+
+import dataclasses
 import json
+import signal
 import tarfile
+import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from conftest import PALETTE, one_epoch, write_pairs
+from copies import colour_dataset, dataset, env, finished, paused_prepare, refused_everywhere, release, src, together
 
 import daliloader as dl
-from conftest import PALETTE, block_labels, one_epoch, write_pairs
 from daliloader.cli import main as cli
 from daliloader.errors import DataError, LoadError
-from daliloader.prepare import MANIFEST, prepare, verify
+from daliloader.manifest import PACKS, VERSION, read_manifest
+from daliloader.prepare import (
+    MANIFEST,
+    PreparedPair,
+    PrepareOptions,
+    file_stem,
+    prepare,
+    prepare_cached,
+    summary,
+    verify,
+)
 
 
 @pytest.fixture(scope="module")
 def colour_data(tmp_path_factory) -> dl.SegmentationData:
     """PNG photos with RGB colour masks; one mask carries a colour outside the palette."""
-    rng = np.random.default_rng(3)
-    labels = [block_labels(rng, 40, 56) for _ in range(6)]
-    masks = [PALETTE[lab] for lab in labels]
-    masks[2][:5, :7] = (3, 2, 1)  # unknown colour: 35 pixels
-    images = [rng.integers(0, 256, (40, 56, 3), dtype=np.uint8) for _ in labels]
-    return write_pairs(tmp_path_factory.mktemp("colour"), images, masks)
+    return colour_dataset(tmp_path_factory.mktemp("colour"))
 
 
 @pytest.fixture(scope="module")
@@ -48,20 +63,20 @@ def test_masks_become_8bit_class_indices_and_images_stay_byte_identical(colour_d
     assert (cv2.imread(str(prepared / manifest["pairs"][2][1]), cv2.IMREAD_UNCHANGED)[:5, :7] == 255).all()
 
 
-def test_verify_passes_and_catches_a_changed_label(colour_data, tmp_path):
-    out = tmp_path / "p"
-    prepare(colour_data, out, pack_size=4, progress=False)
-    report = verify(out, progress=False)
-    assert report.ok and report.masks_checked == report.images_checked == len(colour_data)
-    assert report.pack_members_checked == 4 * len(colour_data)  # image, mask, its GPU form, index
-    mask = out / json.loads((out / MANIFEST).read_text())["pairs"][4][1]
-    labels = cv2.imread(str(mask), cv2.IMREAD_UNCHANGED)
-    labels[0, 0] = (labels[0, 0] + 1) % 32
-    cv2.imwrite(str(mask), labels)
-    report = verify(out, progress=False)
-    assert not report.ok
-    assert any(str(mask) in m and "1 pixels differ" in m for m in report.mismatches), report.mismatches
-    assert any("shards" in m and "differs" in m for m in report.mismatches)  # the shard kept the old mask
+def test_format_version_3_names_the_packs_packs(prepared):
+    """Version 3 writes "packs" (key), packs/ (folder) and "samples_per_pack", where version 2 said
+    shards; the manifest's keys, in order, are what they were."""
+    manifest = json.loads((prepared / MANIFEST).read_text())
+    assert VERSION == 3 and manifest["version"] == 3 and PACKS == "packs"
+    assert list(manifest) == ["format", "version", "daliloader", "created", "seconds", "source", "classes", "masks",
+                              "images", "pairs", "packs"]
+    packs = manifest["packs"]
+    assert packs == {"format": "webdataset", "samples_per_pack": 4, "tars": ["packs/00000.tar", "packs/00001.tar"],
+                     "indexes": ["packs/00000.idx", "packs/00001.idx"],
+                     "image_exts": ["jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp"], "mask_ext": "labels.png",
+                     "index_ext": "index", "gpu_mask_ext": "labels.lz4"}
+    assert sorted(p.name for p in prepared.iterdir()) == ["images", "manifest.json", "masks", "masks_lz4", "packs"]
+    assert read_manifest(prepared / MANIFEST) == manifest
 
 
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])
@@ -71,7 +86,7 @@ def test_every_backend_reads_the_prepared_copy_identically(colour_data, prepared
     original = one_epoch(backend, colour_data, **kw)
     again = one_epoch(backend, dl.SegmentationData.from_prepared(prepared), **kw)
     assert len(original) == len(again) == 2
-    for a, b in zip(original, again):
+    for a, b in zip(original, again, strict=True):
         np.testing.assert_array_equal(a[1], b[1])
         np.testing.assert_array_equal(a[0], b[0])
 
@@ -109,7 +124,8 @@ def test_prepare_command(colour_data, tmp_path, capsys):
     assert cli(["prepare", root, str(tmp_path / "cli"), "--verify", "--packs", "5", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "prepared 6 pairs" in out and "35 pixels of unknown values" in out and "verified 6 pairs" in out
-    with tarfile.open(tmp_path / "cli" / "shards" / "00001.tar") as tar:
+    assert "2 pack(s) (webdataset tars) of up to 5 samples" in out
+    with tarfile.open(tmp_path / "cli" / "packs" / "00001.tar") as tar:
         assert tar.getnames() == ["0000005.png", "0000005.labels.png", "0000005.labels.lz4", "0000005.index"]
         assert tar.extractfile("0000005.index").read() == (5).to_bytes(8, "little")
     assert cli(["verify", str(tmp_path / "cli"), "--quiet"]) == 0
@@ -126,7 +142,7 @@ def test_the_gpu_form_of_the_masks_holds_the_same_indices(colour_data, prepared,
 
     data = dl.SegmentationData.from_prepared(prepared)
     assert len(data.gpu_masks) == len(data) and all(m.endswith(".lz4") for m in data.gpu_masks)
-    for png, lz4 in zip(data.masks, data.gpu_masks):
+    for png, lz4 in zip(data.masks, data.gpu_masks, strict=True):
         np.testing.assert_array_equal(read_lz4_mask(lz4), cv2.imread(png, cv2.IMREAD_UNCHANGED))
         assert Path(lz4).stat().st_size < 4 * Path(png).stat().st_size
     assert mask_files(data, "cpu") == data.masks and mask_files(data, "gpu") == data.gpu_masks
@@ -165,104 +181,159 @@ def test_dalis_cpu_side_of_the_gpu_form_reads_the_header_and_block(prepared):
         np.testing.assert_array_equal(np.frombuffer(raw, np.uint8).reshape(want.shape), want)
 
 
-def test_verify_names_a_damaged_gpu_mask_and_prepare_can_leave_the_form_out(colour_data, tmp_path):
-    out = tmp_path / "p"
-    prepare(colour_data, out, progress=False)
-    lz4 = out / json.loads((out / MANIFEST).read_text())["masks"]["gpu"]["files"][3]
-    lz4.write_bytes(lz4.read_bytes()[:-9])
-    report = verify(out, progress=False)
-    assert not report.ok and any(str(lz4) in m and "does not inflate" in m for m in report.mismatches)
+def test_prepare_can_leave_the_gpu_form_out(colour_data, tmp_path):
     manifest = prepare(colour_data, tmp_path / "none", gpu_masks=False, progress=False)
     assert manifest["masks"]["gpu"] is None and not (tmp_path / "none" / "masks_lz4").exists()
     assert dl.SegmentationData.from_prepared(tmp_path / "none").gpu_masks is None
 
 
-# ---------------------------------------------------------------- a damaged copy: reports, never tracebacks
-def damaged_manifests(manifest: dict) -> dict:
-    """Manifests as a damaged disk, a cut-short copy or a careless edit leave them: (text, what is named)."""
-    def without(*keys):
-        m = json.loads(json.dumps(manifest))
-        entry = m
-        for key in keys[:-1]:
-            entry = entry[key]
-        del entry[keys[-1]]
-        return json.dumps(m)
+# ---------------------------------------------------------------- the options and the rows, on fakes
+def test_the_options_are_one_frozen_value_checked_before_anything_is_written(colour_data, tmp_path, monkeypatch):
+    import daliloader.prepare as module
 
-    text = json.dumps(manifest, indent=1)
-    return {"cut short": (text[:len(text) // 2], "not valid JSON .* where the file ends: cut short"),
-            "not JSON": ("\x00\x01garbage", "not valid JSON"),
-            "no pairs": (without("pairs"), "'pairs' is missing or not a list"),
-            "no class names": (without("classes", "names"), "classes 'names' is missing"),
-            "no pack list": (without("shards", "tars"), "'shards' 'tars' is missing"),
-            "pairs of numbers": (json.dumps({**manifest, "pairs": [[1, 2]] * len(manifest["pairs"])}),
-                                 "'pairs' holds entries of the wrong type"),
-            "fewer sources": (json.dumps({**manifest, "source": {**manifest["source"], "masks": []}}),
-                              "source 'masks' lists 0 entries for 6 pairs")}
+    options = PrepareOptions(jpeg_quality=90, pack_size=2, workers=1, progress=False, source={"by": "me"},
+                             gpu_masks=False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.pack_size = 3
+    assert PrepareOptions() == PrepareOptions(None, None, None, True, None, True)
+    for bad, why in ((PrepareOptions(jpeg_quality=0), "jpeg_quality must lie in 1-100, got 0"),
+                     (PrepareOptions(jpeg_quality=101), "jpeg_quality must lie in 1-100, got 101"),
+                     (PrepareOptions(pack_size=0), "pack_size must be a positive number of samples, got 0")):
+        with pytest.raises(DataError, match=why):
+            bad.check(colour_data)
+        with pytest.raises(DataError, match=why):  # prepare refuses them before making OUT
+            prepare(colour_data, tmp_path / "never", jpeg_quality=bad.jpeg_quality, pack_size=bad.pack_size)
+    assert not (tmp_path / "never").exists()
+    wide = dataclasses.replace(colour_data, classes=dl.ClassMap.from_ids(3, ignore_index=1000))
+    with pytest.raises(DataError, match="ignore_index=1000 does not fit an 8-bit mask"):
+        options.check(wide)
 
-
-@pytest.mark.parametrize("damage", ["cut short", "not JSON", "no pairs", "no class names", "no pack list",
-                                    "pairs of numbers", "fewer sources"])
-def test_a_damaged_manifest_is_named_by_verify_and_every_loader(prepared, tmp_path, damage, capsys):
-    import shutil
-
-    copy = tmp_path / "copy"
-    shutil.copytree(prepared, copy)
-    text, why = damaged_manifests(json.loads((copy / MANIFEST).read_text()))[damage]
-    (copy / MANIFEST).write_text(text)
-    pattern = f"{copy / MANIFEST}: {why}.*the manifest is damaged; prepare the copy again"
-    for attempt in (lambda: verify(copy, progress=False), lambda: dl.SegmentationData.from_prepared(copy),
-                    lambda: dl.SegmentationData.from_prepared(copy, packs=True),
-                    lambda: dl.SegmentationData.from_folder(copy), lambda: dl.check(copy)):
-        with pytest.raises(DataError, match=pattern):
-            attempt()
-    assert cli(["verify", str(copy), "--quiet"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"daliloader verify: error: {copy / MANIFEST}: ") and err.count("\n") == 1
+    seen = []
+    monkeypatch.setattr(module, "_write", lambda data, folder, options: seen.append(options) or {})
+    prepare(colour_data, tmp_path / "a", jpeg_quality=90, pack_size=2, workers=1, progress=False,
+            source={"by": "me"}, gpu_masks=False)
+    prepare_cached(colour_data, tmp_path / "b", "choose another cache", pack_size=7, source={"by": "bench"})
+    assert seen == [options, PrepareOptions(pack_size=7, progress=False, source={"by": "bench"})]
 
 
-def test_verify_checks_the_pack_indexes(colour_data, tmp_path):
-    """DALI's webdataset reader seeks by the .idx files: a missing or wrong one is reported, as the loader's
-    own error tells the user to run verify."""
-    out = tmp_path / "p"
-    prepare(colour_data, out, pack_size=4, progress=False)
-    assert verify(out, progress=False).indexes_checked == 2
-    index = out / "shards" / "00001.idx"
-    good = index.read_text()
-    index.unlink()
-    report = verify(out, progress=False)
-    assert report.mismatches == [f"{index}: cannot read the index of {out / 'shards' / '00001.tar'} (No such file or "
-                                 "directory): DALI's webdataset reader needs it; prepare the copy again"]
-    with pytest.raises(DataError, match=f"pack file {index} is missing"):
-        dl.SegmentationData.from_prepared(out, packs=True)
-    for wrong in ("v1.2 8\n", good.replace(" 512 ", " 1024 ", 1), "\x00\xff" * 40):
-        index.write_bytes(wrong.encode("latin-1"))
-        (problem,) = verify(out, progress=False).mismatches
-        assert problem.startswith(f"{index}: does not match {out / 'shards' / '00001.tar'}"), problem
-    with pytest.raises(DataError, match=f"{index} is not a DALI webdataset index .*run `daliloader verify`"):
-        dl.SegmentationData.from_prepared(out, packs=True)
-    index.write_text(good)
-    assert verify(out, progress=False).ok
+def test_each_pair_becomes_a_row_or_an_error(colour_data, tmp_path):
+    """_convert on single pairs: a row of the files it wrote (relative to the copy), or, for a pair that
+    cannot be read, the error and no file."""
+    from daliloader.prepare import _convert
+
+    out = tmp_path / "copy"
+    for sub in ("images", "masks", "masks_lz4"):
+        (out / sub).mkdir(parents=True)
+    row = _convert(colour_data, 2, out, "0000002-x", PrepareOptions())
+    assert row == PreparedPair(image="images/0000002-x.png", mask="masks/0000002-x.png",
+                               lz4="masks_lz4/0000002-x.lz4", psnr=None, unknown_pixels=35)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.*")) == sorted([row.image, row.mask, row.lz4])
+    assert (out / row.image).read_bytes() == Path(colour_data.images[2]).read_bytes()
+
+    jpeg = _convert(colour_data, 0, out, "0000000-y", PrepareOptions(jpeg_quality=80, gpu_masks=False))
+    assert jpeg.image == "images/0000000-y.jpg" and jpeg.lz4 is None and 5 < jpeg.psnr < 60
+    assert jpeg.unknown_pixels == 0 and jpeg.error is None
+
+    broken = write_pairs(tmp_path / "broken", [np.zeros((20, 20, 3), np.uint8)],
+                         [np.broadcast_to(PALETTE[1], (20, 20, 3)).copy()])
+    Path(broken.masks[0]).write_bytes(Path(broken.masks[0]).read_bytes()[:60])
+    failed = _convert(broken, 0, tmp_path / "nowhere", "0000000-z", PrepareOptions())
+    assert failed.error.startswith(f"{broken.images[0]} + {broken.masks[0]}: ") and failed.image == ""
+    assert not (tmp_path / "nowhere").exists()
 
 
-def test_a_damaged_lz4_header_is_named_not_a_crash(colour_data, tmp_path):
-    """A header that asks for a 1048576x1048576 mask: verify names the file; dali-gpu's guard refuses the
-    pair (naming it) before the GPU inflater sees it."""
-    from daliloader.checks import PairGuard
+def test_the_summary_says_what_was_made(prepared, tmp_path, colour_data):
+    manifest = json.loads((prepared / MANIFEST).read_text())
+    lines = summary(manifest, prepared).splitlines()
+    assert lines[0].startswith(f"prepared 6 pairs into {prepared} in ") and "35 pixels of unknown values" in lines[0]
+    assert lines[1] == "  images copied byte for byte"
+    assert lines[2].startswith("  masks also LZ4-compressed for dali-gpu") and lines[3].startswith(
+        "  2 pack(s) (webdataset tars) of up to 4 samples: ")
+    assert lines[4] == f"  load it with dl.SegmentationData.from_prepared({str(prepared)!r}, packs=True)"
+    left_out = {**manifest, "masks": {**manifest["masks"], "gpu": {"left_out": "1 masks are over nvCOMP's 16 MiB"}},
+                "packs": None, "images": {"reencoded": 6, "psnr_db": {"mean": 30.5, "min": 28.1}}}
+    assert summary(left_out, prepared).splitlines()[1:] == [
+        "  6 photos re-encoded as JPEG: PSNR mean 30.5 dB, min 28.1 dB",
+        "  no GPU form of the masks: 1 masks are over nvCOMP's 16 MiB",
+        f"  load it with dl.SegmentationData.from_prepared({str(prepared)!r})"]
 
-    out = tmp_path / "p"
-    prepare(colour_data, out, progress=False)
-    lz4 = out / json.loads((out / MANIFEST).read_text())["masks"]["gpu"]["files"][2]
-    raw = bytearray(lz4.read_bytes())
-    raw[4:12] = np.array([1 << 20, 1 << 20], "<i4").tobytes()
-    lz4.write_bytes(bytes(raw))
-    report = verify(out, progress=False)
-    assert report.mismatches == [f"{lz4}: its header gives a 1048576x1048576 mask, which prepare never writes (1 to 16 "
-                                 "MiB of indices): the prepared copy is damaged"]
-    data = dl.SegmentationData.from_prepared(out)
-    PairGuard(data, backend="dali-cpu").verify(2)  # reads the PNG masks
-    with pytest.raises(LoadError, match=f"cannot load sample 2 .*\n  {lz4}: its header gives a 1048576x1048576 mask"):
-        PairGuard(data, backend="dali-gpu").verify(2)
-    raw[4:12] = np.array([7, 9], "<i4").tobytes()  # a size, but not the image's
-    lz4.write_bytes(bytes(raw))
-    with pytest.raises(LoadError, match=f"{lz4}: its header gives 9x7 but its image is 56x40"):
-        PairGuard(data, backend="dali-gpu").verify(2)
+
+def test_file_stems_fit_a_file_name():
+    assert file_stem(3, "/data/train/0001.png") == "0000003-0001"
+    long = file_stem(12, "/d/" + "é" * 200 + ".png")
+    assert long.startswith("0000012-é") and len((long + ".labels.jpeg").encode()) <= 255
+
+
+# ---------------------------------------------------------------- atomic and exclusive: real processes
+def test_two_concurrent_prepares_into_one_folder_exactly_one_succeeds(tmp_path):
+    """Both start at one moment (a start file); the first to take the lock pauses after its first files
+    until the other has ended, so the second always finds the first at work."""
+    from copies import PAUSE
+
+    a, b = dataset(tmp_path / "a", 12, 1), dataset(tmp_path / "b", 12, 2)
+    out = tmp_path / "out"
+    pause = env(DALILOADER_TEST_PAUSE_AFTER="2", DALILOADER_TEST_PAUSED=str(tmp_path / "paused"),
+                DALILOADER_TEST_RELEASE=str(tmp_path / "release"))
+    runs = together("from daliloader.cli import main\nimport daliloader.prepare\n" + PAUSE,
+                    "sys.exit(main(sys.argv[2:]))",
+                    [("prepare", src(d), out, "--packs", "5", "--quiet") for d in (a, b)], tmp_path, env=pause)
+    deadline = time.time() + 120
+    while all(run.poll() is None for run in runs) and time.time() < deadline:
+        time.sleep(0.01)
+    release(tmp_path)
+    results = [finished(run) for run in runs]
+    assert sorted(rc for rc, _, _ in results) == [0, 2], results
+    loser = next(err for rc, _, err in results if rc == 2)
+    assert f"{out} is being written by daliloader prepare, pid" in loser and loser.count("\n") == 1, loser
+    assert verify(out, progress=False).ok  # one dataset, whole: no image of one beside the mask of the other
+    assert not list(tmp_path.glob("out.incomplete-*")) and not list(tmp_path.glob(".out.lock.owner*"))
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_an_interrupted_prepare_leaves_nothing_a_loader_or_check_accepts(tmp_path, how):
+    """The signal lands mid-copy: the child pauses after writing its first files until it is sent."""
+    data = dataset(tmp_path / "src", 12, 3, size=(96, 128))
+    out = tmp_path / "out"
+    run = paused_prepare(tmp_path, data, out, "--quiet", "--workers", "1")
+    assert list(tmp_path.glob("out.incomplete-*/masks/*.png"))
+    run.send_signal(getattr(signal, how))
+    release(tmp_path)
+    rc, _, err = finished(run, timeout=60)
+    assert rc == (-9 if how == "SIGKILL" else 130), err
+    if how == "SIGINT":
+        assert "interrupted" in err and "Traceback" not in err
+    assert not out.exists()
+    leftovers = list(tmp_path.glob("out.incomplete-*"))
+    assert len(leftovers) == (1 if how == "SIGKILL" else 0)
+    for leftover in leftovers:  # SIGKILL leaves one: marked, refused everywhere
+        refused_everywhere(leftover)
+    warned = pytest.warns(UserWarning, match="the leftover of an interrupted") if how == "SIGKILL" else nullcontext()
+    with warned as seen:
+        prepare(data, out, progress=False)  # the rerun cleans up, says so, and succeeds
+    if seen is not None:  # the warning points at the caller's line, not at contextlib's
+        assert [Path(w.filename).name for w in seen] == [Path(__file__).name]
+    assert not list(tmp_path.glob("out.incomplete-*")) and verify(out, progress=False).ok
+
+
+# ---------------------------------------------------------------- full disks, long names
+def test_a_disk_that_fills_midway_stops_the_run_at_once_with_one_line(tmp_path, tmpfs):
+    disk = tmpfs(tmp_path / "small", "size=64k")
+    data = dataset(tmp_path / "d", 40, 10, size=(120, 160))
+    with pytest.raises(dl.LoadError) as e:
+        prepare(data, disk / "out", progress=False)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith(f"cannot write {disk}/out.incomplete-"), message
+    assert "no space left on the device (the disk or your quota is full): free some space, or choose another OUT" \
+        in message and "daliloader check" not in message
+    assert sorted(p.name for p in disk.iterdir()) == [".out.lock"]  # nothing else left
+
+
+def test_a_long_file_name_is_prepared(tmp_path):
+    data = dataset(tmp_path / "d", 2, 11)
+    long = "x" * (255 - len("_L.png"))  # the mask's name is 255 bytes, the image's 253
+    for path, name in ((data.images[0], long + ".jpg"), (data.masks[0], long + "_L.png")):
+        Path(path).rename(Path(path).parent / name)
+    data = dl.SegmentationData.from_folder(tmp_path / "d")
+    manifest = prepare(data, tmp_path / "out", pack_size=2, progress=False)
+    assert all(len(Path(f).name.encode()) <= 255 for pair in manifest["pairs"] for f in pair)
+    assert verify(tmp_path / "out", progress=False).ok

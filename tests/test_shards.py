@@ -136,7 +136,7 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
 
     copy = tmp_path / "copy"
     prepare(index_data, copy, pack_size=3, progress=False)
-    index = copy / "shards" / "00001.idx"
+    index = copy / "packs" / "00001.idx"
     index.write_text(index.read_text().replace("v1.2 3", "v1.2 2", 1))
     with pytest.raises(DataError, match="list 9 samples, the manifest 10 pairs"):
         shards(copy)
@@ -152,14 +152,14 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
 def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path, capsys):
     out = tmp_path / "p"
     prepare(index_data, out, pack_size=5, progress=False)
-    tar = out / "shards" / "00000.tar"
-    line = (out / "shards" / "00000.idx").read_text().splitlines()[2]  # sample 1: "png OFFSET SIZE name ..."
+    tar = out / "packs" / "00000.tar"
+    line = (out / "packs" / "00000.idx").read_text().splitlines()[2]  # sample 1: "png OFFSET SIZE name ..."
     offset, size = (int(v) for v in line.split()[1:3])
     raw = bytearray(tar.read_bytes())
     raw[offset + 40: offset + size] = bytes(size - 40)  # the PNG's pixel data zeroed: header intact
     tar.write_bytes(bytes(raw))
     require_tf()
-    with pytest.raises(LoadError, match=f"shards in {out / 'shards'} failed.*daliloader verify {out}"):
+    with pytest.raises(LoadError, match=f"shards in {out / 'packs'} failed.*daliloader verify {out}"):
         ds = dl.tf_dataset(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW)
         for _ in ds:
             pass
