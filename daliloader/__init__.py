@@ -6,7 +6,6 @@ It sets two process-wide defaults, unless you set them first: ``TF_FORCE_GPU_ALL
 """
 
 from . import environment  # noqa: F401  (first: the TF_FORCE_GPU_ALLOW_GROWTH default)
-
 from .classes import ClassMap
 from .data import SegmentationData
 from .errors import DaliloaderError, DataError, LoadError, SpecError
@@ -16,8 +15,8 @@ from .spec import Preprocess, make_spec
 __version__ = "0.1.0"
 __all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "Plan", "make_plan", "tf_dataset",
            "keras_sequence", "dali_pipeline", "distribute", "check", "class_frequencies", "class_weights",
-           "synthetic", "prepare", "backends", "losses", "metrics", "predict", "Prediction", "preview", "DaliloaderError",
-           "DataError", "SpecError", "LoadError"]
+           "synthetic", "prepare", "backends", "losses", "metrics", "predict", "Prediction", "preview",
+           "DaliloaderError", "DataError", "SpecError", "LoadError"]
 
 
 _LAZY = {"synthetic": ("daliloader.synthetic", None),

@@ -17,17 +17,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .data import SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
 from .errors import DataError
 from .guard import PairGuard
-from .inspection import (MIN_SIDE, Expect, Problem, ProblemKind, check_pair, quick_problems,
-                         record_problem_kind)
+from .inspection import MIN_SIDE, Expect, Problem, ProblemKind, check_pair, quick_problems, record_problem_kind
 from .layouts import find
-from .pairing import listing_problems, pair_files
+from .pairing import Pairing, listing_problems, pair_files
 from .parallel import threaded_map
 
 __all__ = ["check", "Report", "Problem", "ProblemKind", "PairGuard", "Expect", "quick_problems", "check_pair"]
@@ -88,36 +87,16 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     TFRecord records that cannot be read or lack the keys (named by file, record and byte offset).
     ``workers`` threads decode in parallel (default: every core).
     """
-    unpaired: list[Problem] = []
     if isinstance(data, SegmentationData):
         pairs, source, depth = list(zip(data.images, data.masks)), repr(data), data.mask_depth
         classes = data.classes if classes is None else choose_classes(classes, data.masks, progress=progress)
+        unpaired: list[Problem] = []
     else:
-        if isinstance(data, dict):
-            suffix = data.get("mask_suffix")
-            with listing_problems():  # reported below with the rest, not raised
-                pairing = pair_files(data["images"], data["masks"], suffix, data.get("image_suffix", ""),
-                                     only_suffixed=suffix is not None)
-            published, layout, source = None, "", f"{data['images']} + {data['masks']}"
-            classes = data.get("classes") if classes is None else classes
-        else:
-            with listing_problems():
-                found = find(data, split, image_key, mask_key)
-            if classes is None and found.needs_classes:
-                raise DataError(found.needs_classes)
-            pairing, published, layout, source = found.pairing, found.classes, found.layout, f"{data} ({found.layout})"
-            unpaired = [Problem(record_problem_kind(p.kind), f"{p.file} [record {p.record} at byte {p.offset}]", p.what)
-                        for p in found.record_problems]
-        pairs = pairing.pairs
+        listed = _listed(data, split, classes, image_key, mask_key)
+        pairs, source, unpaired = listed.pairing.pairs, listed.source, listed.problems
         masks = [m for _, m in pairs]
-        classes = choose_classes(classes, masks, published, layout, progress) if pairs else None
+        classes = choose_classes(listed.classes, masks, listed.published, listed.layout, progress) if pairs else None
         depth = data_mask_depth(masks[0]) if masks else 8
-        unpaired += ([Problem(ProblemKind.BROKEN_LINK, p, f"a symbolic link to {why}") for p, why in pairing.broken_links]
-                    + [Problem(ProblemKind.UNREADABLE, folder, f"this folder cannot be read ({why}): the files in it were not "
-                                                     "checked; make it readable") for folder, why in pairing.unreadable]
-                    + [Problem(ProblemKind.MISSING, p, f"listed in {where}, but missing") for p, where in pairing.missing]
-                    + [Problem(ProblemKind.UNPAIRED_IMAGE, p, "image without a mask") for p in pairing.unpaired_images]
-                    + [Problem(ProblemKind.UNPAIRED_MASK, p, "mask without an image") for p in pairing.unpaired_masks])
     workers = workers or os.cpu_count() or 1
     start = time.perf_counter()
     problems = list(unpaired)
@@ -127,3 +106,47 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     return Report(source, len(pairs), problems, time.perf_counter() - start, workers)
 
 
+@dataclass
+class _Listed:
+    """A folder (or ``from_dirs`` dict) paired leniently: its pairs, what the pairing found wrong, and
+    the classes to read it with (given, or the layout's ``published`` ones)."""
+
+    pairing: Pairing
+    source: str
+    classes: object = None
+    published: object = None
+    layout: str = ""
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _listed(data: str | Path | dict, split: str | None, classes, image_key: str | None,
+            mask_key: str | None) -> _Listed:
+    """Pair ``data`` with every listing problem reported, not raised."""
+    if isinstance(data, dict):
+        suffix = data.get("mask_suffix")
+        with listing_problems():
+            pairing = pair_files(data["images"], data["masks"], suffix, data.get("image_suffix", ""),
+                                 only_suffixed=suffix is not None)
+        listed = _Listed(pairing, f"{data['images']} + {data['masks']}",
+                         data.get("classes") if classes is None else classes)
+    else:
+        with listing_problems():
+            found = find(data, split, image_key, mask_key)
+        if classes is None and found.needs_classes:
+            raise DataError(found.needs_classes)
+        listed = _Listed(found.pairing, f"{data} ({found.layout})", classes, found.classes, found.layout,
+                         [Problem(record_problem_kind(p.kind), f"{p.file} [record {p.record} at byte {p.offset}]",
+                                  p.what) for p in found.record_problems])
+    listed.problems += _pairing_problems(listed.pairing)
+    return listed
+
+
+def _pairing_problems(pairing: Pairing) -> list[Problem]:
+    """What pairing a folder found: broken links, unreadable folders, listed files missing, files alone."""
+    return ([Problem(ProblemKind.BROKEN_LINK, p, f"a symbolic link to {why}") for p, why in pairing.broken_links]
+            + [Problem(ProblemKind.UNREADABLE, folder, f"this folder cannot be read ({why}): the files in it were "
+                                                       "not checked; make it readable")
+               for folder, why in pairing.unreadable]
+            + [Problem(ProblemKind.MISSING, p, f"listed in {where}, but missing") for p, where in pairing.missing]
+            + [Problem(ProblemKind.UNPAIRED_IMAGE, p, "image without a mask") for p in pairing.unpaired_images]
+            + [Problem(ProblemKind.UNPAIRED_MASK, p, "mask without an image") for p in pairing.unpaired_masks])

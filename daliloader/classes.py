@@ -19,15 +19,23 @@ always ``>= num_classes``) gives an all-zero row.
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
-from .catalog import ADE20K_CLASSES, CAMVID_CLASSES, CITYSCAPES, OXFORD_PETS_CLASSES, VOC_CLASSES, VOC_IGNORE, voc_colormap
+from .catalog import (
+    ADE20K_CLASSES,
+    CAMVID_CLASSES,
+    CITYSCAPES,
+    OXFORD_PETS_CLASSES,
+    VOC_CLASSES,
+    VOC_IGNORE,
+    voc_colormap,
+)
 from .errors import DataError, SpecError
 
 #: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
@@ -93,41 +101,17 @@ class ClassMap:
 
     # ----------------------------------------------------------------- constructors
     @classmethod
-    def from_csv(cls, path: str | Path, ignore_index: int | None = None) -> "ClassMap":
+    def from_csv(cls, path: str | Path, ignore_index: int | None = None) -> ClassMap:
         """Read a CamVid-style ``class_dict.csv`` with a header ``name,r,g,b`` (``ignore_index``: see
         :meth:`from_palette`)."""
         path = Path(path)
-        if not path.is_file():
-            raise DataError(f"class map file {path} does not exist")
+        rows = _csv_rows(path)
         names, colors = [], []
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
-        if not rows:
-            raise DataError(f"{path}: the file is empty; expected a header 'name,r,g,b' and one row per class")
-        header = [h.strip().lower() for h in rows[0]]
-        if header[:4] != ["name", "r", "g", "b"]:
-            raise DataError(f"{path}:1: expected the header 'name,r,g,b', found {','.join(rows[0])!r}")
-        for lineno, row in enumerate(rows[1:], start=2):
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) < 4:
-                raise DataError(f"{path}:{lineno}: expected 4 fields 'name,r,g,b', found {len(row)}: {row!r}")
-            try:
-                rgb = [int(c) for c in row[1:4]]
-            except ValueError:
-                raise DataError(f"{path}:{lineno}: r,g,b must be integers 0-255, found {row[1:4]!r}") from None
-            if not all(0 <= c <= 255 for c in rgb):
-                raise DataError(f"{path}:{lineno}: r,g,b must lie in 0-255, found {rgb}")
-            names.append(row[0].strip())
+        for lineno, row in rows:
+            name, rgb = _csv_class(path, lineno, row)
+            names.append(name)
             colors.append(rgb)
-        if not names:
-            raise DataError(f"{path}: a header and no class: expected one row 'name,r,g,b' per class")
-        seen: dict[str, int] = {}
-        for lineno, name in enumerate(names, start=2):
-            if name.lower() in seen:
-                raise DataError(f"{path}:{lineno}: the class name {name!r} is already on line {seen[name.lower()]}; "
-                                "give each class its own name")
-            seen[name.lower()] = lineno
+        _refuse_repeated_names(path, [lineno for lineno, _ in rows], names)
         return cls.from_palette(colors, names, ignore_index=ignore_index, source=str(path))
 
     @classmethod
@@ -138,7 +122,7 @@ class ClassMap:
         ignore_index: int | None = None,
         source: str = "palette",
         ignore_colors: Sequence[Sequence[int]] | None = None,
-    ) -> "ClassMap":
+    ) -> ClassMap:
         """Colour masks: class ``i`` is drawn in ``colors[i]`` (RGB); ``ignore_colors`` mean ``ignore_index``
         (default: 255, or 65535 with more than 255 classes, as for id maps: :func:`default_ignore`)."""
         arr = np.asarray(colors, dtype=np.int64)
@@ -151,9 +135,7 @@ class ClassMap:
         if (counts > 1).any():
             dup = arr[first[counts > 1][0]].tolist()
             raise DataError(f"{source}: colour {dup} is given to more than one class")
-        names = tuple(names) if names is not None else tuple(f"class_{i}" for i in range(len(arr)))
-        if len(names) != len(arr):
-            raise DataError(f"{len(names)} names for {len(arr)} colours")
+        names = _names(names, len(arr), "colours")
         ignored = None if ignore_colors is None else np.asarray(ignore_colors, dtype=np.uint8).reshape(-1, 3)
         if ignored is not None and np.isin(_pack(ignored), codes).any():
             raise DataError(f"{source}: a colour is given both to a class and to ignore_colors")
@@ -171,7 +153,7 @@ class ClassMap:
         names: Sequence[str] | None = None,
         ignore_index: int = 255,
         source: str = "palette indices",
-    ) -> "ClassMap":
+    ) -> ClassMap:
         """Palette PNG masks read by index: index ``i < num_classes`` is class ``i``; the index
         ``ignore_index`` (VOC's 255) and every other index mean ``ignore_index``. ``palette`` is the (up
         to 256, 3) palette the masks carry; the decoders expand it into colours, which map back to
@@ -203,7 +185,7 @@ class ClassMap:
         names: Sequence[str] | None = None,
         ignore_index: int | None = None,
         source: str = "ids",
-    ) -> "ClassMap":
+    ) -> ClassMap:
         """Integer-id masks.
 
         ``id_to_class`` is either the number of classes ``C`` (ids ``0..C-1`` are the classes) or a
@@ -214,42 +196,17 @@ class ClassMap:
         (the common convention: VOC, Cityscapes trainIds); it is not an unknown id.
         """
         if isinstance(id_to_class, (int, np.integer)) and not isinstance(id_to_class, bool):
-            if not 0 < id_to_class < _LUT_KEYS:
-                raise DataError(f"the number of classes must be in 1..65535, got {id_to_class}")
-            if ignore_index is None:
-                ignore_index = default_ignore(int(id_to_class))
-            if not isinstance(ignore_index, (int, np.integer)) or not id_to_class <= ignore_index < _LUT_KEYS:
-                raise DataError(f"ignore_index={ignore_index!r} with {id_to_class} classes: the ignore index is no "
-                                f"class, so it must lie in {id_to_class}..65535. Leave it out (255), or, where an id "
-                                f"below {id_to_class} means 'ignore' (ADE20K's 0), map the ids yourself: "
-                                "ClassMap.from_ids({0: 255, 1: 0, 2: 1, ...})")
-            table = {i: i for i in range(int(id_to_class))}
-            table[ignore_index] = ignore_index
+            table, ignore_index = _count_table(int(id_to_class), ignore_index)
         else:
-            table = {int(k): int(v) for k, v in dict(id_to_class).items()}
-            if ignore_index is None:  # 255, also where the table maps ids to it; 65535 above 255 classes
-                ignore_index = default_ignore(max((v for v in table.values() if v != 255), default=0) + 1)
-            else:
-                _refuse_ignore_as_class(table, ignore_index)
-        for k in table:
-            if not 0 <= k < _LUT_KEYS:
-                raise DataError(f"mask id {k} is outside 0-65535")
-        classes = sorted({v for v in table.values() if v != ignore_index})
-        if not classes or classes != list(range(len(classes))):
-            gaps = sorted(set(range(max(classes, default=0) + 1)) - set(classes))[:10]
-            raise DataError(f"class indices must be 0..C-1 without gaps (ignore_index={ignore_index} aside); got "
-                            f"{len(classes)} classes from {classes[0] if classes else None} to "
-                            f"{classes[-1] if classes else None}" + (f", missing {gaps}" if gaps else ""))
-        n = len(classes)
-        names = tuple(names) if names is not None else tuple(f"class_{i}" for i in range(n))
-        if len(names) != n:
-            raise DataError(f"{len(names)} names for {n} classes")
+            table, ignore_index = _remap_table(id_to_class, ignore_index)
+        n = _class_count(table, ignore_index)
+        names = _names(names, n, "classes")
         cm = cls(names=names, kind=MaskKind.ID, id_to_class=table, ignore_index=ignore_index, source=source)
         cm._check_ignore()
         return cm
 
     @classmethod
-    def cityscapes(cls) -> "ClassMap":
+    def cityscapes(cls) -> ClassMap:
         """Cityscapes ``*_gtFine_labelIds.png`` -> the 19 ``trainIds`` of the official label table;
         every other labelId -> 255 (see :data:`daliloader.catalog.CITYSCAPES`)."""
         trained = sorted((train_id, name, color) for name, _, train_id, color in CITYSCAPES if train_id != 255)
@@ -258,7 +215,7 @@ class ClassMap:
         return replace(cm, colors=np.array([c for _, _, c in trained], dtype=np.uint8))
 
     @classmethod
-    def voc(cls, indexed: bool = True) -> "ClassMap":
+    def voc(cls, indexed: bool = True) -> ClassMap:
         """Pascal VOC 2012 ``SegmentationClass`` masks: palette PNGs whose indices 0-20 are the classes
         and whose index 255 (object borders) is ignored (see :data:`daliloader.catalog.VOC_CLASSES`).
         ``indexed=False``: the same classes in single-channel id masks (0-20, 255 ignored), as DeepLab's
@@ -269,21 +226,21 @@ class ClassMap:
                                         source="Pascal VOC 2012")
 
     @classmethod
-    def ade20k(cls) -> "ClassMap":
+    def ade20k(cls) -> ClassMap:
         """ADE20K (``ADEChallengeData2016``) masks: 8-bit values 1-150 are the classes 0-149, and 0
         ("other objects") is ignored (see :data:`daliloader.catalog.ADE20K_CLASSES`)."""
         table = {0: 255, **{k: k - 1 for k in range(1, len(ADE20K_CLASSES) + 1)}}
         return cls.from_ids(table, ADE20K_CLASSES, ignore_index=255, source="ADE20K")
 
     @classmethod
-    def camvid(cls) -> "ClassMap":
+    def camvid(cls) -> ClassMap:
         """CamVid's 32 classes in colour masks, as its ``class_dict.csv`` gives them (see
         :data:`daliloader.catalog.CAMVID_CLASSES`)."""
         return cls.from_palette([c[1:] for c in CAMVID_CLASSES], [c[0] for c in CAMVID_CLASSES],
                                 source="CamVid palette")
 
     @classmethod
-    def oxford_iiit_pet(cls) -> "ClassMap":
+    def oxford_iiit_pet(cls) -> ClassMap:
         """The Oxford-IIIT Pet trimaps (TFDS's ``oxford_iiit_pet``): 1 pet, 2 background, 3 border ->
         classes 0-2, as TensorFlow's segmentation tutorial reads them (see
         :data:`daliloader.catalog.OXFORD_PETS_CLASSES`); to ignore the border instead, pass
@@ -292,7 +249,7 @@ class ClassMap:
                             ignore_index=255, source="Oxford-IIIT Pet trimaps")
 
     @classmethod
-    def named(cls, name: str) -> "ClassMap":
+    def named(cls, name: str) -> ClassMap:
         """A published class table by its catalogue name (:data:`CATALOGUE`, case and ``-`` or ``_``
         aside); an unknown name is refused, listing the names."""
         key = name.strip().lower().replace("-", "_")
@@ -402,7 +359,8 @@ class ClassMap:
         values, counts = np.unique(codes, return_counts=True)
         order = np.argsort(-counts, kind="stable")
         if self.kind is MaskKind.RGB:
-            return [((int(v) >> 16, (int(v) >> 8) & 255, int(v) & 255), int(c)) for v, c in zip(values[order], counts[order])]
+            return [((int(v) >> 16, (int(v) >> 8) & 255, int(v) & 255), int(c))
+                    for v, c in zip(values[order], counts[order])]
         return [(int(v), int(c)) for v, c in zip(values[order], counts[order])]
 
     def ignore_colour(self) -> np.ndarray:
@@ -467,12 +425,103 @@ def _refuse_ignore_as_class(table: Mapping[int, int], ignore_index: int) -> None
                         f"to it explicitly, e.g. {{{ids[0]}: 255}}")
 
 
+def _csv_rows(path: Path) -> list[tuple[int, list[str]]]:
+    """The ``(line number, fields)`` of a ``class_dict.csv``'s class rows, blank lines left out, after its
+    header ``name,r,g,b`` is checked."""
+    if not path.is_file():
+        raise DataError(f"class map file {path} does not exist")
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise DataError(f"{path}: the file is empty; expected a header 'name,r,g,b' and one row per class")
+    header = [h.strip().lower() for h in rows[0]]
+    if header[:4] != ["name", "r", "g", "b"]:
+        raise DataError(f"{path}:1: expected the header 'name,r,g,b', found {','.join(rows[0])!r}")
+    classes = [(lineno, row) for lineno, row in enumerate(rows[1:], start=2) if any(c.strip() for c in row)]
+    if not classes:
+        raise DataError(f"{path}: a header and no class: expected one row 'name,r,g,b' per class")
+    return classes
+
+
+def _csv_class(path: Path, lineno: int, row: list[str]) -> tuple[str, list[int]]:
+    """One class row's name and colour, or an error naming the line."""
+    if len(row) < 4:
+        raise DataError(f"{path}:{lineno}: expected 4 fields 'name,r,g,b', found {len(row)}: {row!r}")
+    try:
+        rgb = [int(c) for c in row[1:4]]
+    except ValueError:
+        raise DataError(f"{path}:{lineno}: r,g,b must be integers 0-255, found {row[1:4]!r}") from None
+    if not all(0 <= c <= 255 for c in rgb):
+        raise DataError(f"{path}:{lineno}: r,g,b must lie in 0-255, found {rgb}")
+    return row[0].strip(), rgb
+
+
+def _refuse_repeated_names(path: Path, lines: list[int], names: list[str]) -> None:
+    """A class name given twice (case aside), named by both of its lines."""
+    seen: dict[str, int] = {}
+    for lineno, name in zip(lines, names):
+        if name.lower() in seen:
+            raise DataError(f"{path}:{lineno}: the class name {name!r} is already on line {seen[name.lower()]}; "
+                            "give each class its own name")
+        seen[name.lower()] = lineno
+
+
+def _names(names: Sequence[str] | None, count: int, of: str) -> tuple[str, ...]:
+    """The class names given (one per class: ``of`` says of what, for the message), or ``class_0``..."""
+    if names is None:
+        return tuple(f"class_{i}" for i in range(count))
+    if len(names) != count:
+        raise DataError(f"{len(names)} names for {count} {of}")
+    return tuple(names)
+
+
+def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], int]:
+    """The id table of ``count`` classes (ids ``0..count-1``) and its ignore index, which lies above them."""
+    if not 0 < count < _LUT_KEYS:
+        raise DataError(f"the number of classes must be in 1..65535, got {count}")
+    if ignore_index is None:
+        ignore_index = default_ignore(count)
+    if not isinstance(ignore_index, (int, np.integer)) or not count <= ignore_index < _LUT_KEYS:
+        raise DataError(f"ignore_index={ignore_index!r} with {count} classes: the ignore index is no "
+                        f"class, so it must lie in {count}..65535. Leave it out (255), or, where an id "
+                        f"below {count} means 'ignore' (ADE20K's 0), map the ids yourself: "
+                        "ClassMap.from_ids({0: 255, 1: 0, 2: 1, ...})")
+    table = {i: i for i in range(count)}
+    table[ignore_index] = ignore_index
+    return table, ignore_index
+
+
+def _remap_table(id_to_class: Mapping[int, int], ignore_index: int | None) -> tuple[dict[int, int], int]:
+    """A remap table ``{raw_id: class}`` as ints, and its ignore index: 255 where none is given (also
+    where the table maps ids to 255), 65535 above 255 classes."""
+    table = {int(k): int(v) for k, v in dict(id_to_class).items()}
+    if ignore_index is None:
+        ignore_index = default_ignore(max((v for v in table.values() if v != 255), default=0) + 1)
+    else:
+        _refuse_ignore_as_class(table, ignore_index)
+    for k in table:
+        if not 0 <= k < _LUT_KEYS:
+            raise DataError(f"mask id {k} is outside 0-65535")
+    return table, ignore_index
+
+
+def _class_count(table: Mapping[int, int], ignore_index: int) -> int:
+    """The number of classes an id table maps to, which must be ``0..C-1`` without gaps."""
+    classes = sorted({v for v in table.values() if v != ignore_index})
+    if not classes or classes != list(range(len(classes))):
+        gaps = sorted(set(range(max(classes, default=0) + 1)) - set(classes))[:10]
+        raise DataError(f"class indices must be 0..C-1 without gaps (ignore_index={ignore_index} aside); got "
+                        f"{len(classes)} classes from {classes[0] if classes else None} to "
+                        f"{classes[-1] if classes else None}" + (f", missing {gaps}" if gaps else ""))
+    return len(classes)
+
+
 def _pack(rgb: np.ndarray) -> np.ndarray:
     rgb = rgb.astype(np.int64)
     return (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
 
 
-def as_classmap(classes: "ClassMap | str | Path | int | Mapping[int, int] | Sequence") -> ClassMap:
+def as_classmap(classes: ClassMap | str | Path | int | Mapping[int, int] | Sequence) -> ClassMap:
     """Accept what users naturally pass: a ClassMap, a catalogue name (:data:`CATALOGUE`), a
     class_dict.csv path, a class count or a remap."""
     if isinstance(classes, ClassMap):

@@ -275,8 +275,9 @@ class SegmentationData:
                 raise DataError(f"pack file {f} is missing: the prepared copy {root} is incomplete")
         packed_samples = sum(index_samples(f) for f in found.indexes)
         if packed_samples != len(data):
-            raise DataError(f"the pack indexes under {root / PACKS} list {packed_samples} samples, the manifest "
-                            f"{len(data)} pairs: run `daliloader prepare DATA NEW_OUT --packs N --verify` again")
+            raise DataError(f"the pack indexes under {Path(found.indexes[0]).parent} list {packed_samples} samples, "
+                            f"the manifest {len(data)} pairs: run `daliloader prepare DATA NEW_OUT --packs N --verify` "
+                            "again")
         return replace(data, packs=found)
 
     def subset(self, indices: Sequence[int]) -> "SegmentationData":
@@ -354,6 +355,12 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
         return ClassMap.voc(indexed=False)  # VOC's classes in id masks (DeepLab's SegmentationClassRaw)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
+    return _counted_classes(int(given), masks, published, layout)
+
+
+def _counted_classes(given: int, masks: Sequence[str], published, layout: str) -> ClassMap:
+    """A class count: the published id table where it has that many classes (else an error: the raw
+    ids are no classes), else palette indices 0..N-1 on palette masks, else ids 0..N-1."""
     if isinstance(published, ClassMap) and published.palette_masks is None:
         if given != published.num_classes:
             raise DataError(f"classes={given} on {layout or published.source}: its masks hold ids that its published "
@@ -363,8 +370,8 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
         return published
     palette = published.palette_masks if isinstance(published, ClassMap) else _palette(masks[0]) if masks else None
     if palette is not None:
-        return ClassMap.from_palette_indices(palette, int(given), source=f"{given} palette indices")
-    return ClassMap.from_ids(int(given))
+        return ClassMap.from_palette_indices(palette, given, source=f"{given} palette indices")
+    return ClassMap.from_ids(given)
 
 
 def _palette(path: str) -> np.ndarray | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .data import SegmentationData
 from .errors import WHAT_TO_DO, LoadError
-from .inspection import CHANGED_FILE, Expect, Problem, ProblemKind, _gpu_mask_problems, _quick, check_pair
+from .inspection import CHANGED_FILE, Expect, Problem, ProblemKind, check_pair, gpu_mask_problems, quick_check
 from .parts import part_file
 from .tfrecord import file_stamp
 
@@ -34,7 +34,7 @@ class PairGuard:
     remembers the last pairs asked for, so that when a decoder fails anyway (corrupt data inside an
     intact-looking file), :meth:`explain` can decode exactly those pairs and name the culprit. A pair
     read from a TFRecord file is stamped by that file, whose records must not have moved since it was
-    indexed (:func:`peek` refuses one that changed).
+    indexed (:func:`~daliloader.inspection.peek` refuses one that changed).
     """
 
     def __init__(self, data: SegmentationData, remember: int = 64, backend: str = "",
@@ -60,9 +60,9 @@ class PairGuard:
             stamp = None  # gone: the quick checks say so, naming the file
         if stamp is not None and self._vetted.get(index) == stamp:
             return
-        problems, headers = _quick(image, mask, self.expect)
+        problems, headers = quick_check(image, mask, self.expect)
         if not problems and self.expect.backend == "dali-gpu" and self.data.gpu_masks is not None:
-            problems = _gpu_mask_problems(self.data.gpu_masks[index], headers[image], image)
+            problems = gpu_mask_problems(self.data.gpu_masks[index], headers[image], image)
         if problems:
             refused = LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
             with self._lock:

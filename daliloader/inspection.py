@@ -111,7 +111,7 @@ class Expect:
     decoders: dict | None = None
 
     @classmethod
-    def of(cls, data: SegmentationData, backend: str = "", decoders: dict | None = None) -> "Expect":
+    def of(cls, data: SegmentationData, backend: str = "", decoders: dict | None = None) -> Expect:
         return cls(data.classes, data.mask_depth, backend, decoders)
 
 
@@ -138,40 +138,55 @@ def peek(path) -> Header:
         raise FileProblem(ProblemKind.MISSING, "file not found") from None
     if size == 0:
         raise FileProblem(ProblemKind.EMPTY, "empty file (0 bytes)")
+    header = _read_header(path, blob)
+    if header.format not in SUPPORTED_FORMATS:
+        raise FileProblem(ProblemKind.UNSUPPORTED,
+                          f"{header.format} is not supported; convert to one of {', '.join(SUPPORTED_FORMATS)}")
+    if header.width == 0 or header.height == 0:
+        raise FileProblem(ProblemKind.EMPTY, f"the image is {header.width}x{header.height} pixels")
+    _refuse_truncated(path, blob, header.format, size)
+    return header
 
-    def opened():
-        return io.BytesIO(blob) if blob is not None else open(path, "rb")
 
+def _opened(path, blob: bytes | None):
+    """A file object on a file, or on a record's picture already read."""
+    return io.BytesIO(blob) if blob is not None else open(path, "rb")
+
+
+def _read_header(path, blob: bytes | None) -> Header:
+    """The header Pillow reads, or the FileProblem that says whether the file looks like a damaged image
+    or like no image at all."""
     from PIL import UnidentifiedImageError
 
     try:
         with open_image(io.BytesIO(blob) if blob is not None else path) as im:
-            fmt, (width, height), mode = im.format, im.size, im.mode
-            palette = tuple(im.getpalette() or ()) if mode == "P" else None
+            palette = tuple(im.getpalette() or ()) if im.mode == "P" else None
+            return Header(im.format, im.size[0], im.size[1], im.mode, palette)
     except UnidentifiedImageError:
-        with opened() as fh:
+        with _opened(path, blob) as fh:
             head = fh.read(12)
         fmt = sniff(head)
         if fmt is not None:
             raise FileProblem(ProblemKind.CORRUPT, f"corrupt: starts like a {fmt} but its header is damaged") from None
         raise FileProblem(ProblemKind.UNSUPPORTED, f"not an image in a known format (content starts with {head!r}); "
-                                         f"supported: {', '.join(SUPPORTED_FORMATS)}") from None
+                                                   f"supported: {', '.join(SUPPORTED_FORMATS)}") from None
     except OSError as e:
         raise FileProblem(ProblemKind.CORRUPT, f"unreadable image header ({e})") from None
-    if fmt not in SUPPORTED_FORMATS:
-        raise FileProblem(ProblemKind.UNSUPPORTED, f"{fmt} is not supported; convert to one of {', '.join(SUPPORTED_FORMATS)}")
-    if width == 0 or height == 0:
-        raise FileProblem(ProblemKind.EMPTY, f"the image is {width}x{height} pixels")
+
+
+def _refuse_truncated(path, blob: bytes | None, fmt: str, size: int) -> None:
+    """A JPEG or PNG without its end marker in its last bytes is truncated, unless it decodes (then the
+    marker only sits before trailing data)."""
     marker = _END_MARKERS.get(fmt)
-    if marker is not None:
-        with opened() as fh:
-            fh.seek(max(size - _TAIL, 0))
-            complete = marker in fh.read()
-        if not complete and decode(np.frombuffer(blob if blob is not None else read_part(path), np.uint8),
-                                   cv2.IMREAD_UNCHANGED) is None:
-            raise FileProblem(ProblemKind.TRUNCATED, f"truncated {fmt} ({size} bytes, no end marker): an incomplete "
-                                           "download or copy?")
-    return Header(fmt, width, height, mode, palette)
+    if marker is None:
+        return
+    with _opened(path, blob) as fh:
+        fh.seek(max(size - _TAIL, 0))
+        if marker in fh.read():
+            return
+    if decode(np.frombuffer(blob if blob is not None else read_part(path), np.uint8), cv2.IMREAD_UNCHANGED) is None:
+        raise FileProblem(ProblemKind.TRUNCATED, f"truncated {fmt} ({size} bytes, no end marker): an incomplete "
+                                                 "download or copy?")
 
 
 #: What a TFRecord file that changed since it was indexed is told.
@@ -199,11 +214,11 @@ def _record_bytes(part: RecordPart) -> bytes:
 
 
 def quick_problems(image: str, mask: str, expect: Expect | None = None) -> list[Problem]:
-    """The cheap checks of one pair (see :func:`peek`), as problems."""
-    return _quick(image, mask, expect)[0]
+    """The cheap checks of one pair (see :func:`~daliloader.inspection.peek`), as problems."""
+    return quick_check(image, mask, expect)[0]
 
 
-def _quick(image: str, mask: str, expect: Expect | None = None) -> tuple[list[Problem], dict[str, Header]]:
+def quick_check(image: str, mask: str, expect: Expect | None = None) -> tuple[list[Problem], dict[str, Header]]:
     """The quick checks' problems, and the headers of the files that passed them."""
     problems, headers = [], {}
     for path, partner in ((image, mask), (mask, image)):
@@ -234,32 +249,33 @@ def _undecodable(path, partner, fmt: str, expect: Expect) -> Problem:
                                         f"{', '.join(able) or 'no backend'} can, or convert the file", partner)
 
 
-def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[str, str] | None:
+def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[ProblemKind, str] | None:
     """Why the class map cannot read a mask with this header, as (kind, message); None when it can."""
     if classes.palette_masks is not None:
         if header.mode != "P":
-            return "mask_mode", (f"a {header.mode} image, but this class map ({classes.source}) reads the indices of "
-                                 "palette PNGs")
+            return ProblemKind.MASK_MODE, (f"a {header.mode} image, but this class map ({classes.source}) reads the "
+                                           "indices of palette PNGs")
         expected = tuple(int(v) for v in classes.palette_masks.reshape(-1))
         if header.palette[:len(expected)] != expected[:len(header.palette)]:
-            return "mask_palette", ("its palette differs from the one of the class map "
-                                    f"({classes.source}): its indices cannot be read through its colours; convert "
-                                    "the masks to one palette, or to 8-bit ids")
+            return ProblemKind.MASK_PALETTE, ("its palette differs from the one of the class map "
+                                              f"({classes.source}): its indices cannot be read through its colours; "
+                                              "convert the masks to one palette, or to 8-bit ids")
         return None
     if classes.kind is not MaskKind.ID:
         return None
     if header.mode == "P":
-        return "palette_mask", ("this mask is a palette PNG, which an id map cannot read: the decoders expand a "
-                                "palette into colours. If its indices are the labels, pass the class count "
-                                "(classes=N, --classes N), which reads them through the palette, or "
-                                "ClassMap.from_palette_indices(palette, N)")
+        return ProblemKind.PALETTE_MASK, ("this mask is a palette PNG, which an id map cannot read: the decoders "
+                                          "expand a palette into colours. If its indices are the labels, pass the "
+                                          "class count (classes=N, --classes N), which reads them through the "
+                                          "palette, or ClassMap.from_palette_indices(palette, N)")
     if header.mode not in SINGLE_CHANNEL_MODES:
-        return "mask_mode", (f"a {header.mode} image, but an id map ({classes.source}) needs single-channel masks; "
-                             "colour masks need a colour map (class_dict.csv: name,r,g,b)")
+        return ProblemKind.MASK_MODE, (f"a {header.mode} image, but an id map ({classes.source}) needs "
+                                       "single-channel masks; colour masks need a colour map (class_dict.csv: "
+                                       "name,r,g,b)")
     bits = 16 if header.mode in SIXTEEN_BIT_MODES else 8
     if bits != depth:
-        return "mask_depth", (f"a {bits}-bit mask in a dataset of {depth}-bit masks (the depth of its first mask): "
-                              "every mask must have the same depth")
+        return ProblemKind.MASK_DEPTH, (f"a {bits}-bit mask in a dataset of {depth}-bit masks (the depth of its "
+                                        "first mask): every mask must have the same depth")
     return None
 
 
@@ -283,43 +299,48 @@ def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_de
     record's pictures (:class:`~daliloader.tfrecord.RecordPart`)."""
     if mask_depth is None:
         mask_depth = data_mask_depth(mask)
-    problems, headers = _quick(image, mask, Expect(classes, mask_depth))
+    problems, headers = quick_check(image, mask, Expect(classes, mask_depth))
     problems = [replace(p, message=f"{p.message}. Its indices: {palette_indices(mask)}")
-                if p.path == str(mask) and p.kind == "palette_mask" else p for p in problems]
+                if p.path == str(mask) and p.kind is ProblemKind.PALETTE_MASK else p for p in problems]
     if any(p.path == str(mask) and p.kind in MASK_KINDS for p in problems):
         headers.pop(mask, None)  # the map cannot read it: its values say nothing more
     for path, partner in ((image, mask), (mask, image)):
-        if path in headers:
-            damage = strict_decode(path)
-            if damage:
-                problems.append(Problem(ProblemKind.CORRUPT, path, f"corrupt data: {damage}", partner))
-                headers.pop(path)
-    if image in headers:
-        height, width = headers[image].height, headers[image].width
-        if min(height, width) < min_side:
-            problems.append(Problem(ProblemKind.TINY, image, f"tiny image: {width}x{height} pixels (a side below {min_side})",
-                                    mask))
+        damage = strict_decode(path) if path in headers else None
+        if damage:
+            problems.append(Problem(ProblemKind.CORRUPT, path, f"corrupt data: {damage}", partner))
+            headers.pop(path)
+    if image in headers and min(headers[image].height, headers[image].width) < min_side:
+        problems.append(Problem(ProblemKind.TINY, image, f"tiny image: {headers[image].width}x{headers[image].height} "
+                                                         f"pixels (a side below {min_side})", mask))
     if mask in headers:
-        m = mask_pixels(np.frombuffer(read_part(mask), np.uint8), classes)
-        if m is None:
-            problems.append(Problem(ProblemKind.CORRUPT, mask, "corrupt: the decoder rejects the data", image))
-        else:
-            unknown = classes.unknown_values(m)
-            if unknown and headers[mask].mode == "P" and classes.palette_masks is None:
-                problems.append(_palette_read_as_colours(mask, image, classes))
-            elif unknown:
-                problems.append(_unknown_problem(mask, image, unknown, m.shape[0] * m.shape[1], classes))
-            if classes.palette_masks is not None:
-                problems += _stray_indices(mask, image, classes)
-            elif _looks_binary(m, classes):
-                problems.append(Problem(ProblemKind.BINARY_MASK, mask, f"holds only the ids 0 and {classes.ignore_index}, and "
-                                        f"{classes.ignore_index} is the ignore index: a binary mask with foreground "
-                                        f"{classes.ignore_index}? Its foreground would load as ignored; pass "
-                                        f"classes={{0: 0, {classes.ignore_index}: 1}}", image))
-        fmt = headers[mask].format
-        if fmt in LOSSY_MASK_FORMATS:
-            problems.append(Problem(ProblemKind.LOSSY_MASK, mask, f"mask stored as {fmt}, a lossy format: its edges carry "
-                                                        "values of no class; store masks as PNG", image))
+        problems += _mask_problems(mask, image, headers[mask], classes)
+    return problems
+
+
+def _mask_problems(mask, image, header: Header, classes: ClassMap) -> list[Problem]:
+    """What a mask's values and format say: values of no class, stray palette indices, a binary mask whose
+    foreground is the ignore index, a lossy format."""
+    problems = []
+    m = mask_pixels(np.frombuffer(read_part(mask), np.uint8), classes)
+    if m is None:
+        problems.append(Problem(ProblemKind.CORRUPT, mask, "corrupt: the decoder rejects the data", image))
+    else:
+        unknown = classes.unknown_values(m)
+        if unknown and header.mode == "P" and classes.palette_masks is None:
+            problems.append(_palette_read_as_colours(mask, image, classes))
+        elif unknown:
+            problems.append(_unknown_problem(mask, image, unknown, m.shape[0] * m.shape[1], classes))
+        if classes.palette_masks is not None:
+            problems += _stray_indices(mask, image, classes)
+        elif _looks_binary(m, classes):
+            ignore = classes.ignore_index
+            problems.append(Problem(ProblemKind.BINARY_MASK, mask, f"holds only the ids 0 and {ignore}, and {ignore} "
+                                    f"is the ignore index: a binary mask with foreground {ignore}? Its foreground "
+                                    f"would load as ignored; pass classes={{0: 0, {ignore}: 1}}", image))
+    if header.format in LOSSY_MASK_FORMATS:
+        problems.append(Problem(ProblemKind.LOSSY_MASK, mask, f"mask stored as {header.format}, a lossy format: its "
+                                                              "edges carry values of no class; store masks as PNG",
+                                image))
     return problems
 
 
@@ -351,11 +372,11 @@ def strict_decode(path) -> str | None:
 
 def _palette_read_as_colours(mask: str, image: str, classes: ClassMap) -> Problem:
     """A palette PNG read as colours by a colour map whose colours it does not use: name its indices."""
-    return Problem(ProblemKind.PALETTE_MASK, mask, f"this mask is a palette PNG; its indices are {palette_indices(mask)}, and "
-                                         "its colours are "
-                                         f"not those of the class map {classes.source}. If the indices are the "
-                                         "labels, read them with ClassMap.from_palette_indices(palette, num_classes) "
-                                         "(SegmentationData.from_folder does so for Pascal VOC)", image)
+    return Problem(ProblemKind.PALETTE_MASK, mask,
+                   f"this mask is a palette PNG; its indices are {palette_indices(mask)}, and its colours are "
+                   f"not those of the class map {classes.source}. If the indices are the "
+                   "labels, read them with ClassMap.from_palette_indices(palette, num_classes) "
+                   "(SegmentationData.from_folder does so for Pascal VOC)", image)
 
 
 def _looks_binary(mask: np.ndarray, classes: ClassMap) -> bool:
@@ -379,8 +400,9 @@ def _stray_indices(mask: str, image: str, classes: ClassMap) -> list[Problem]:
     shown = ", ".join(f"{i} x{c}" + (f" (the colour of class {colours[tuple(pal[i].tolist())]}: loads as that class)"
                                      if i < len(pal) and tuple(pal[i].tolist()) in colours else "")
                       for i, c in stray[:8])
-    return [Problem(ProblemKind.UNKNOWN_VALUES, mask, f"palette indices that are not classes (0-{n - 1}) nor the ignore index "
-                                            f"{classes.ignore_index}: {shown}; they load as ignore_index unless noted",
+    return [Problem(ProblemKind.UNKNOWN_VALUES, mask,
+                    f"palette indices that are not classes (0-{n - 1}) nor the ignore index "
+                    f"{classes.ignore_index}: {shown}; they load as ignore_index unless noted",
                     image, {"values": [[i, c] for i, c in stray]})]
 
 
@@ -395,7 +417,7 @@ def _unknown_problem(mask, image, unknown, total, classes: ClassMap) -> Problem:
                            "pixels": pixels, "total": total})
 
 
-def _gpu_mask_problems(path: str, image: Header, partner: str) -> list[Problem]:
+def gpu_mask_problems(path: str, image: Header, partner: str) -> list[Problem]:
     """The GPU form of a prepared mask (which dali-gpu inflates on the GPU, where a damaged header would
     fail without a file name): its header read, and its size compared with its image's."""
     try:

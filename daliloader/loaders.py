@@ -141,23 +141,7 @@ def distribute(strategy, data, global_batch_size: int | None = None, image_size=
     """
     import tensorflow as tf
 
-    if isinstance(data, Plan):
-        raise SpecError("distribute(strategy, data, ...) takes a SegmentationData, not a plan: it plans one input "
-                        "pipeline per replica or worker itself")
-    if "batch_size" in options or global_batch_size is None:
-        got = f"batch_size={options['batch_size']!r}" if "batch_size" in options else "no global_batch_size"
-        raise SpecError(f"distribute() got {got}: it takes global_batch_size=, the batch of all replicas together "
-                        f"(each of the strategy's {strategy.num_replicas_in_sync} replicas gets global_batch_size // "
-                        "replicas samples), e.g. global_batch_size=8 * strategy.num_replicas_in_sync")
-    fixed = sorted(set(options) & {"shard_id", "num_shards", "device_id", "outputs"})
-    if fixed:
-        raise SpecError(f"distribute() got {fixed[0]}=, which it sets itself for each replica or worker (shards from "
-                        "the strategy's input pipelines, devices from its replicas)")
-    global_batch_size = check_count("global_batch_size", global_batch_size)
-    replicas = strategy.num_replicas_in_sync
-    if global_batch_size % replicas:
-        raise SpecError(f"global_batch_size={global_batch_size} must be a multiple of the {replicas} replicas "
-                        "(each replica gets global_batch_size // replicas samples)")
+    global_batch_size = _refuse_distributed(strategy, data, global_batch_size, options)
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**31))
     devices = list(strategy.extended.worker_devices)
@@ -194,12 +178,41 @@ def distribute(strategy, data, global_batch_size: int | None = None, image_size=
         plan = replace(plan, host_outputs=True)
         return chosen.build("stream" if "stream" in chosen.builds else "tf.data", plan)
 
-    if per_replica:
-        input_options = tf.distribute.InputOptions(
-            experimental_place_dataset_on_device=True, experimental_fetch_to_device=False,
-            experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
-    else:  # one dataset per worker, on its host; TF copies its batches to the replicas
-        input_options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
-    dist = strategy.distribute_datasets_from_function(dataset_fn, input_options)
+    dist = strategy.distribute_datasets_from_function(dataset_fn, _input_options(per_replica))
     dist.steps_per_epoch = min(steps)  # batches per epoch, the same on every replica
     return dist
+
+
+def _refuse_distributed(strategy, data, global_batch_size, options: dict) -> int:
+    """The checked ``global_batch_size``; refused: a plan, a ``batch_size``, and the options that
+    ``distribute`` sets itself for each replica or worker."""
+    if isinstance(data, Plan):
+        raise SpecError("distribute(strategy, data, ...) takes a SegmentationData, not a plan: it plans one input "
+                        "pipeline per replica or worker itself")
+    if "batch_size" in options or global_batch_size is None:
+        got = f"batch_size={options['batch_size']!r}" if "batch_size" in options else "no global_batch_size"
+        raise SpecError(f"distribute() got {got}: it takes global_batch_size=, the batch of all replicas together "
+                        f"(each of the strategy's {strategy.num_replicas_in_sync} replicas gets global_batch_size // "
+                        "replicas samples), e.g. global_batch_size=8 * strategy.num_replicas_in_sync")
+    fixed = sorted(set(options) & {"shard_id", "num_shards", "device_id", "outputs"})
+    if fixed:
+        raise SpecError(f"distribute() got {fixed[0]}=, which it sets itself for each replica or worker (shards from "
+                        "the strategy's input pipelines, devices from its replicas)")
+    global_batch_size = check_count("global_batch_size", global_batch_size)
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % replicas:
+        raise SpecError(f"global_batch_size={global_batch_size} must be a multiple of the {replicas} replicas "
+                        "(each replica gets global_batch_size // replicas samples)")
+    return global_batch_size
+
+
+def _input_options(per_replica: bool):
+    """One dataset per replica, placed on its device and not copied again; else one per worker, on its
+    host, whose batches TensorFlow copies to the replicas."""
+    import tensorflow as tf
+
+    if per_replica:
+        return tf.distribute.InputOptions(
+            experimental_place_dataset_on_device=True, experimental_fetch_to_device=False,
+            experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
+    return tf.distribute.InputOptions(experimental_fetch_to_device=True)

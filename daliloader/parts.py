@@ -68,8 +68,8 @@ _NO_PIXEL_LIMIT = threading.Lock()
 
 
 def open_image(part):
-    """``PIL.Image.open`` of a part (a file, a record's picture, or a file object), lazily as Pillow opens: the header is
-    read, the pixels when asked for. Use it as ``with open_image(part) as im``.
+    """``PIL.Image.open`` of a part (a file, a record's picture, or a file object), lazily as Pillow opens: the
+    header is read, the pixels when asked for. Use it as ``with open_image(part) as im``.
 
     Without Pillow's decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``, 89 million pixels, an error at
     twice that): daliloader opens the pictures a user's loaders decode anyway, and OpenCV, TensorFlow and

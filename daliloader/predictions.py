@@ -24,9 +24,9 @@ from . import backends, stages
 from .codecs import encode, write_file
 from .data import SegmentationData
 from .errors import DataError, LoadError, SpecError, cannot_write
+from .parts import open_image, part_stem
 from .plan import make_plan
 from .spec import Preprocess
-from .parts import open_image, part_stem
 from .tfrecord import RecordPart
 
 #: Loader options that predict fixes, with the value it needs: any other would drop pairs (training,

@@ -116,8 +116,8 @@ class ReaderEpochs:
       next ``sampler.steps`` full batches of that stream. Epochs drift across passes: in the long run
       every sample of a worker's part is read equally often, but an epoch that straddles two passes
       may hold one sample twice and miss another (and where the parts differ in size by one sample,
-      the smaller part's samples are read a little more often). Skipping the remainder batch instead would take a tf.data filter after
-      the DALI dataset, which has no GPU kernel.
+      the smaller part's samples are read a little more often). Skipping the remainder batch instead would
+      take a tf.data filter after the DALI dataset, which has no GPU kernel.
 
     :meth:`real` is plain arithmetic, so it takes ints, numpy arrays and TensorFlow tensors.
     """
@@ -129,7 +129,8 @@ class ReaderEpochs:
         self.shuffled = sampler.shuffle
         self.start = shard * n // shards  # the worker's first sample
         self.size = (shard + 1) * n // shards - self.start
-        self.reader_steps = -(-(-(-n // shards)) // self.batch_size)
+        per_shard = -(-n // shards)  # ceil(n / shards)
+        self.reader_steps = -(-per_shard // self.batch_size)
 
     @property
     def period(self) -> int:

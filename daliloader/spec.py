@@ -19,8 +19,8 @@ import math
 import numbers
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from .errors import SpecError, user_stacklevel
 
@@ -102,28 +102,14 @@ def make_spec(
     warns: it looks like torchvision's fraction of a turn.
     """
     size = _image_size(image_size)
-    if crop not in CROPS:
-        raise SpecError(f"crop={crop!r} is not supported; use one of {', '.join(map(repr, CROPS))}")
-    if label_mode not in LABEL_MODES:
-        raise SpecError(f"label_mode={label_mode!r} is not supported; use {' or '.join(map(repr, LABEL_MODES))}")
-    if dtype not in DTYPES:
-        raise SpecError(f"dtype={dtype!r} is not supported; use one of {', '.join(map(repr, DTYPES))}")
-
-    lo, hi = _range("scale", (1.0, 1.0) if scale is None else scale, symmetric=None, low=0.0, high=10.0,
-                    what="zoom factors", open_low=True)
-    if crop != "random" and (lo, hi) != (1.0, 1.0):
-        raise SpecError(f"scale jitter needs crop='random'; crop={crop!r} does not zoom")
-
-    if flip is None:
-        flip = 0.5 if crop == "random" else 0.0
-    if not isinstance(flip, (int, float)) or isinstance(flip, bool) or not 0.0 <= flip <= 1.0:
-        raise SpecError(f"flip is a probability in [0, 1], got {flip!r}")
-
+    _choice("crop", crop, CROPS)
+    _choice("label_mode", label_mode, LABEL_MODES)
+    _choice("dtype", dtype, DTYPES)
     factors = {name: _range(name, 0.0 if value is None else value, symmetric="factor", low=0.0, high=100.0,
                             what="factors")
                for name, value in (("brightness", brightness), ("contrast", contrast), ("saturation", saturation))}
     return Preprocess(
-        image_size=size, crop=crop, scale=(lo, hi), flip=float(flip), label_mode=label_mode,
+        image_size=size, crop=crop, scale=_scale(scale, crop), flip=_flip(flip, crop), label_mode=label_mode,
         rotate=_range("rotate", 0.0 if rotate is None else rotate, symmetric="angle", low=-360.0, high=360.0,
                       what="degrees"),
         hue=_hue(hue),
@@ -132,6 +118,31 @@ def make_spec(
         std=_units("std", _triple("std", 1.0 if std is None else std, positive=True)),
         dtype=dtype,
     )
+
+
+def _choice(name: str, value, choices: Sequence[str]) -> None:
+    """Refuse a value that is not one of ``choices``, listing them."""
+    if value not in choices:
+        listed = " or ".join(map(repr, choices)) if len(choices) == 2 else "one of " + ", ".join(map(repr, choices))
+        raise SpecError(f"{name}={value!r} is not supported; use {listed}")
+
+
+def _scale(scale, crop: str) -> tuple[float, float]:
+    """The zoom range (default (1, 1): no zoom), which only a random crop draws from."""
+    lo, hi = _range("scale", (1.0, 1.0) if scale is None else scale, symmetric=None, low=0.0, high=10.0,
+                    what="zoom factors", open_low=True)
+    if crop != "random" and (lo, hi) != (1.0, 1.0):
+        raise SpecError(f"scale jitter needs crop='random'; crop={crop!r} does not zoom")
+    return lo, hi
+
+
+def _flip(flip, crop: str) -> float:
+    """The flip probability: 0.5 for random crops and 0 otherwise where none is given."""
+    if flip is None:
+        flip = 0.5 if crop == "random" else 0.0
+    if not isinstance(flip, (int, float)) or isinstance(flip, bool) or not 0.0 <= flip <= 1.0:
+        raise SpecError(f"flip is a probability in [0, 1], got {flip!r}")
+    return float(flip)
 
 
 def _range(name: str, value, symmetric: str | None, low: float, high: float, what: str,
@@ -182,16 +193,7 @@ def class_weight_list(weights, num_classes: int | None, ignore_index: int = 255,
     named, with weight 0, as it always weighs 0). ``num_classes`` (None: the sequence's length) is
     checked; ``source`` names the classes in messages."""
     if isinstance(weights, dict):
-        if num_classes is None:
-            raise SpecError("class_weights={...} needs num_classes=, to know the classes it leaves out")
-        keys = dict(zip(class_keys(weights), weights.values()))
-        if ignore_index in keys and keys.pop(ignore_index) != 0:
-            raise SpecError(f"class_weights names the ignore index {ignore_index} with a weight: ignored pixels "
-                            "always weigh 0; leave it out")
-        strays = sorted(k for k in keys if not 0 <= k < num_classes)
-        if strays:
-            raise SpecError(f"class_weights names {strays[:5]}, not classes of {source} (0..{num_classes - 1})")
-        weights = [keys.get(k, 1.0) for k in range(num_classes)]
+        weights = _dict_weights(weights, num_classes, ignore_index, source)
     try:
         out = tuple(float(w) for w in weights)
     except (TypeError, ValueError):
@@ -202,6 +204,20 @@ def class_weight_list(weights, num_classes: int | None, ignore_index: int = 255,
         raise SpecError(f"class_weights has {len(out)} weights for the {num_classes} classes of {source}: give one "
                         "per class")
     return out
+
+
+def _dict_weights(weights: dict, num_classes: int | None, ignore_index: int, source: str) -> list:
+    """Keras' ``class_weight`` dict as one weight per class, those it leaves out at 1."""
+    if num_classes is None:
+        raise SpecError("class_weights={...} needs num_classes=, to know the classes it leaves out")
+    keys = dict(zip(class_keys(weights), weights.values()))
+    if ignore_index in keys and keys.pop(ignore_index) != 0:
+        raise SpecError(f"class_weights names the ignore index {ignore_index} with a weight: ignored pixels "
+                        "always weigh 0; leave it out")
+    strays = sorted(k for k in keys if not 0 <= k < num_classes)
+    if strays:
+        raise SpecError(f"class_weights names {strays[:5]}, not classes of {source} (0..{num_classes - 1})")
+    return [keys.get(k, 1.0) for k in range(num_classes)]
 
 
 def class_keys(weights: dict) -> list[int]:

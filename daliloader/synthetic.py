@@ -22,6 +22,7 @@ from .data import SegmentationData
 from .environment import cache_dir, cache_way_out
 from .errors import LoadError, SpecError, cannot_write
 
+
 def camvid_classmap() -> ClassMap:
     return ClassMap.camvid()
 
@@ -74,8 +75,8 @@ def _write_dataset(out: Path, n: int, image_format: str, image_size: tuple[int, 
 
 def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960)) -> SegmentationData:
     """The embedded dataset (what the CLI and the benchmarks run on without DATA), generated once into
-    :func:`~daliloader.environment.cache_dir`: atomically, under a lock (a second process waits for the first, then uses its
-    copy; see :func:`daliloader.folders.made_once`)."""
+    :func:`~daliloader.environment.cache_dir`: atomically, under a lock (a second process waits for the first,
+    then uses its copy; see :func:`daliloader.folders.made_once`)."""
     from .folders import made_once
 
     root = cache_dir() / f"synthetic-{image_format}-{image_size[1]}x{image_size[0]}-n{n}"

@@ -220,18 +220,20 @@ def read_record(file: str, record: int, offset: int, size: int) -> bytes:
             fh.seek(offset)
             blob = fh.read(size)
     except OSError as e:
-        raise RecordProblem(RecordFault.UNREADABLE, file, record, offset, f"cannot be read ({e.strerror or e})") from None
+        raise RecordProblem(RecordFault.UNREADABLE, file, record, offset,
+                            f"cannot be read ({e.strerror or e})") from None
     return _payload(blob, file, record, offset, size)
 
 
 def _payload(blob: bytes, file: str, record: int, offset: int, size: int) -> bytes:
     if len(blob) < size:
-        raise RecordProblem(RecordFault.TRUNCATED, file, record, offset, f"the file ends {size - len(blob)} bytes into it: "
-                                                               "truncated (an incomplete download or copy?)")
+        raise RecordProblem(RecordFault.TRUNCATED, file, record, offset,
+                            f"the file ends {size - len(blob)} bytes into it: "
+                            "truncated (an incomplete download or copy?)")
     length, crc = struct.unpack("<QI", blob[:HEADER])
     if masked_crc(blob[:8]) != crc or length != size - HEADER - FOOTER:
-        raise RecordProblem(RecordFault.CRC, file, record, offset, "its length field fails its CRC: the file is damaged, or "
-                                                         "changed since it was indexed")
+        raise RecordProblem(RecordFault.CRC, file, record, offset,
+                            "its length field fails its CRC: the file is damaged, or changed since it was indexed")
     payload = blob[HEADER:HEADER + length]
     if masked_crc(payload) != struct.unpack("<I", blob[HEADER + length:])[0]:
         raise RecordProblem(RecordFault.CRC, file, record, offset, "its data fails its CRC: the file is damaged")
@@ -291,14 +293,16 @@ def scan(file: str) -> Scan:
         while offset < stamp[0]:
             head = fh.read(HEADER)
             if len(head) < HEADER:
-                problems.append(RecordProblem(RecordFault.TRUNCATED, file, number, offset, f"only {len(head)} bytes of its "
+                problems.append(RecordProblem(RecordFault.TRUNCATED, file, number, offset,
+                                              f"only {len(head)} bytes of its "
                                               "12-byte header are there: the file is truncated"))
                 break
             length, crc = struct.unpack("<QI", head)
             if masked_crc(head[:8]) != crc:
                 problems.append(_foreign(file, head) if number == 0 else RecordProblem(
-                    RecordFault.CRC, file, number, offset, "its length field fails its CRC: the file is damaged here, and "
-                                                 "nothing after this record can be found"))
+                    RecordFault.CRC, file, number, offset,
+                    "its length field fails its CRC: the file is damaged here, and "
+                    "nothing after this record can be found"))
                 break
             size = HEADER + length + FOOTER
             blob = head + fh.read(length + FOOTER)
@@ -310,7 +314,8 @@ def scan(file: str) -> Scan:
                 if e.kind is RecordFault.TRUNCATED:
                     break
             except ValueError as e:
-                problems.append(RecordProblem(RecordFault.PARSE, file, number, offset, f"its data is no tf.train.Example ({e})"))
+                problems.append(RecordProblem(RecordFault.PARSE, file, number, offset,
+                                              f"its data is no tf.train.Example ({e})"))
             else:
                 keyset = tuple(sorted((k, f.kind, f.count) for k, f in features.items()))
                 record_keysets.append(keysets.setdefault(keyset, len(keysets)))
@@ -339,9 +344,11 @@ def _foreign(file: str, head: bytes) -> RecordProblem:
     if head[:2] == b"\x1f\x8b" or (head[0] == 0x78 and (head[0] << 8 | head[1]) % 31 == 0):
         kind = "GZIP" if head[:2] == b"\x1f\x8b" else "ZLIB"
         command = DECOMPRESS.format(file=shlex.quote(file), temporary=shlex.quote(file + ".partial"))
-        return RecordProblem(RecordFault.COMPRESSED, file, 0, 0, f"the file is {kind}-compressed, which cannot be read at a "
+        return RecordProblem(RecordFault.COMPRESSED, file, 0, 0,
+                             f"the file is {kind}-compressed, which cannot be read at a "
                              f"record's offset as DALI's reader does: decompress it once, in place:\n  {command}")
-    return RecordProblem(RecordFault.NOT_TFRECORD, file, 0, 0, f"its first 12 bytes ({head!r}) are no record header (a length "
+    return RecordProblem(RecordFault.NOT_TFRECORD, file, 0, 0,
+                         f"its first 12 bytes ({head!r}) are no record header (a length "
                          "and its CRC): not a TFRecord file, or damaged from its start")
 
 
@@ -398,7 +405,8 @@ def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:
     index = folder / f"{name}.idx"
     if not index.is_file():
         return None
-    problems = tuple(RecordProblem(kind, file, record, offset, what) for kind, _, record, offset, what in kept["problems"])
+    problems = tuple(RecordProblem(kind, file, record, offset, what)
+                     for kind, _, record, offset, what in kept["problems"])
     return Scan(file, stamp, tuple(kept["offsets"]), tuple(kept["sizes"]),
                 tuple(tuple(tuple(k) for k in ks) for ks in kept["keysets"]), tuple(kept["record_keysets"]),
                 tuple(kept["names"]), problems, str(index), tuple(kept["numbers"]))
@@ -516,12 +524,8 @@ def choose_keys(keysets: list[tuple[tuple[str, str, int], ...]], image_key: str 
     keys most records hold (in ``where``)."""
     if image_key is not None and mask_key is not None:
         return Records(image_key, mask_key)
-    held = [{k for k, kind, count in keys if kind == "bytes" and count == 1} for keys in keysets]
-    layouts = [(image, mask) for image, mask, _ in KNOWN_KEYS
-               if image_key in (None, image) and mask_key in (None, mask)]
-    votes = {layout: sum(set(layout) <= keys for keys in held) for layout in layouts}
-    best = max(layouts, key=lambda layout: votes[layout], default=None)
-    if best is not None and votes[best]:
+    best = _most_held_layout(keysets, image_key, mask_key)
+    if best is not None:
         return Records(*best)
     common = max(set(keysets), key=keysets.count) if keysets else ()
     listed = ", ".join(f"{k!r} ({kind} x{count})" for k, kind, count in common) or "none"
@@ -529,6 +533,18 @@ def choose_keys(keysets: list[tuple[tuple[str, str, int], ...]], image_key: str 
     raise DataError(f"{where} hold no known segmentation layout ({known}). Their keys: {listed}. Pass "
                     "image_key= and mask_key= (--image-key/--mask-key): the features holding the encoded image and "
                     "mask")
+
+
+def _most_held_layout(keysets: list[tuple[tuple[str, str, int], ...]], image_key: str | None,
+                      mask_key: str | None) -> tuple[str, str] | None:
+    """The known ``(image key, mask key)`` that agrees with the keys given and that most records hold as
+    one encoded picture each; None where no record holds one."""
+    held = [{k for k, kind, count in keys if kind == "bytes" and count == 1} for keys in keysets]
+    layouts = [(image, mask) for image, mask, _ in KNOWN_KEYS
+               if image_key in (None, image) and mask_key in (None, mask)]
+    votes = {layout: sum(set(layout) <= keys for keys in held) for layout in layouts}
+    best = max(layouts, key=votes.__getitem__, default=None)
+    return best if best is not None and votes[best] else None
 
 
 def record_pairs(scans: list[Scan], keys: Records) -> tuple[list[tuple[RecordPart, RecordPart]], list[RecordProblem]]:
@@ -619,7 +635,7 @@ class Writer:
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
-        self._fh = open(path, "wb")
+        self._fh = open(path, "wb")  # noqa: SIM115 -- kept open for write(); closed by close() / __exit__
 
     def write(self, features: dict[str, bytes | int]) -> None:
         self._fh.write(frame(encode_example(features)))
@@ -627,7 +643,7 @@ class Writer:
     def close(self) -> None:
         self._fh.close()
 
-    def __enter__(self) -> "Writer":
+    def __enter__(self) -> Writer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -125,7 +125,8 @@ def dali_problems(pipe, outputs_on: str) -> list[str]:
                 args = {**op._op._init_args, **op._op._call_args}
                 for arg, value in PARITY_ARGS.items():
                     if args.get(arg) != value:
-                        problems.append(f"{name}: {arg}={args.get(arg)!r}; parity with the CPU decoders needs {value!r}")
+                        problems.append(f"{name}: {arg}={args.get(arg)!r}; "
+                                        f"parity with the CPU decoders needs {value!r}")
     for node in pipe._graph_outputs:
         if node.device != outputs_on:
             problems.append(f"output {node.name} is on {node.device}; the TF dataset expects {outputs_on}")

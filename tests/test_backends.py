@@ -12,9 +12,9 @@ nvJPEG (dali-gpu) decodes with fancy chroma upsampling as libjpeg-turbo does, an
 import cv2
 import numpy as np
 import pytest
+from conftest import PALETTE, block_labels, crop_or_pad, one_epoch, write_pairs
 
 import daliloader as dl
-from conftest import PALETTE, block_labels, crop_or_pad, one_epoch, write_pairs
 
 JPEG_EDGE_MEAN_DIFF = 0.1 / 255  # mean |diff| over the window, edge pixels included, for decode_and_crop_jpeg
 #: nvJPEG with fancy upsampling (dali-gpu) against libjpeg-turbo: what remains is two IDCTs' rounding. Two
@@ -114,7 +114,7 @@ def test_colour_draws_stay_in_their_ranges(synth_data, backend):
         for plain, bright in zip(x0, x1):
             ok = (plain > 0.2) & (plain < 0.6)
             ratios.append(np.median(bright[ok] / plain[ok]))
-    assert 0.6 - 0.02 <= min(ratios) and max(ratios) <= 1.4 + 0.02, ratios
+    assert min(ratios) >= 0.6 - 0.02 and max(ratios) <= 1.4 + 0.02, ratios
     assert np.std(ratios) > 0.05, ratios
 
 
@@ -148,7 +148,7 @@ def test_flip_rate(tmp_path, backend):
 def test_shapes_dtypes_ranges_and_ignore(synth_data, backend):
     for mode, shape, dtype in (("onehot", (2, 40, 50, 32), np.float32), ("int", (2, 40, 50), np.int32)):
         x, y = one_epoch(backend, synth_data, batch_size=2, image_size=(40, 50), label_mode=mode, seed=1)[0]
-        assert x.shape == (2, 40, 50, 3) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+        assert x.shape == (2, 40, 50, 3) and x.dtype == np.float32 and x.min() >= 0 and x.max() <= 1
         assert y.shape == shape and y.dtype == dtype
     # a crop larger than the 160x120 images: the overhang is ignore (int) / all-zero rows (onehot)
     x, y = one_epoch(backend, synth_data, batch_size=2, image_size=(140, 180), label_mode="int", **DETERMINISTIC)[0]
@@ -201,7 +201,7 @@ def test_edge_case_inputs(tmp_path, backend):
     data, truth = _edge_case_files(tmp_path)
     batches = one_epoch(backend, data, batch_size=1, image_size=(36, 36), label_mode="int", **DETERMINISTIC)
     ref = one_epoch("dali-cpu", data, batch_size=1, image_size=(36, 36), label_mode="int", **DETERMINISTIC)
-    for path, (x, y), (rx, ry) in zip(data.images, batches, ref):
+    for path, (x, y), (rx, _ry) in zip(data.images, batches, ref):
         name = path.rsplit("/", 1)[-1].split(".")[0]
         expected = crop_or_pad(truth[name].astype(np.int32), 36, 36, 255)
         np.testing.assert_array_equal(y[0], expected, err_msg=f"{backend}: labels of {name}")
@@ -234,7 +234,8 @@ def test_keras_sequence_protocol(synth_data):
 def test_model_fit_on_cpu_backends(synth_data, make):
     keras = pytest.importorskip("keras")
     kw = dict(batch_size=2, image_size=(32, 32), label_mode="int", seed=0)
-    data = dl.keras_sequence(synth_data, **kw) if make == "opencv" else dl.tf_dataset(synth_data, backend="tfdata", **kw)
+    data = (dl.keras_sequence(synth_data, **kw) if make == "opencv"
+            else dl.tf_dataset(synth_data, backend="tfdata", **kw))
     model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
                               keras.layers.Conv2D(32, 1)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255))
@@ -311,7 +312,7 @@ def test_rotation_draws_within_its_range(tmp_path, backend):
             r, c = np.array(rows, float).T
             slope = np.polyfit(r, c, 1)[0]  # columns per row: the boundary leans right going down when turned CCW
             angles.append(np.degrees(np.arctan(slope)))
-    assert 15 - 2 <= min(angles) and max(angles) <= 35 + 2, angles
+    assert min(angles) >= 15 - 2 and max(angles) <= 35 + 2, angles
     assert np.std(angles) > 2, angles
 
 

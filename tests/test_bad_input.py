@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import PALETTE, block_labels, one_epoch, write_pairs
 
 import daliloader as dl
-from conftest import PALETTE, block_labels, one_epoch, write_pairs
 from daliloader.cli import main as cli
 
 H, W = 48, 64
@@ -209,9 +209,9 @@ def test_strict_jpeg_decoding_passes_every_sound_jpeg(tmp_path, mode, progressiv
 def test_a_file_replaced_mid_run_never_gives_a_misaligned_pair(tmp_path, backend):
     """An image replaced by a smaller valid picture while the loader runs, inside the positions it vetted
     ahead (issue 27): no batch ever holds the misaligned pair (the crop window comes from the new image,
-    and the mask fits it); the loader stops, naming the file, once it reads the new one. The masks are the images themselves, so a batch whose labels are not the
-    classes of its pixels is a misaligned pair. The DALI loaders vet an epoch of this size at its start,
-    so the swap lands among positions vetted already."""
+    and the mask fits it); the loader stops, naming the file, once it reads the new one. The masks are the
+    images themselves, so a batch whose labels are not the classes of its pixels is a misaligned pair. The
+    DALI loaders vet an epoch of this size at its start, so the swap lands among positions vetted already."""
     import cv2
 
     tf = pytest.importorskip("tensorflow")

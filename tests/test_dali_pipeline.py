@@ -3,9 +3,9 @@
 import cv2
 import numpy as np
 import pytest
+from conftest import PALETTE, batch_indices, crop_or_pad, dali_numpy, write_pairs
 
 import daliloader as dl
-from conftest import PALETTE, batch_indices, crop_or_pad, dali_numpy, write_pairs
 
 
 def run(pipe, n_batches=1):

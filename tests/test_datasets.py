@@ -13,12 +13,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from conftest import one_epoch
 from PIL import Image
+from trees import H, W, ade20k_tree, blocks, cityscapes_tree, photo, voc_palette, voc_tree
 
 import daliloader as dl
-from conftest import one_epoch
 from daliloader.cli import main as cli
-from trees import H, W, ade20k_tree, blocks, cityscapes_tree, photo, voc_palette, voc_tree
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,8 @@ def test_check_still_finds_broken_files_in_a_layout(voc, tmp_path):
     other = Image.open(masks[1])
     other.putpalette([255 - v for v in voc_palette()])
     other.save(masks[1])
-    (base / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(p.stem for p in masks[:3]) + "\n2007_000005\n")
+    (base / "ImageSets" / "Segmentation" / "train.txt").write_text(
+        "\n".join(p.stem for p in masks[:3]) + "\n2007_000005\n")
     report = dl.check(root, split="train")
     kinds = {(Path(p.path).name, p.kind) for p in report.problems}
     assert {(masks[0].name, "corrupt"), (masks[1].name, "mask_palette")} <= kinds  # cut inside its palette
@@ -123,7 +124,8 @@ def test_splits_where_a_folder_has_them_and_none_where_it_has_not(tmp_path, sour
     prepared = sources["prepared"][0]  # VOC's train split, prepared without --split
     assert len(dl.SegmentationData.from_folder(prepared)) == 3
     assert len(dl.SegmentationData.from_folder(prepared, split="train")) == 3  # the split it records
-    with pytest.raises(dl.DataError, match="prepared copy of split 'train' of .*VOCdevkit.*drop split='val'.*--split val"):
+    with pytest.raises(dl.DataError,
+                       match="prepared copy of split 'train' of .*VOCdevkit.*drop split='val'.*--split val"):
         dl.SegmentationData.from_folder(prepared, split="val")
 
     dl.synthetic.make_dataset(tmp_path / "camvid", n=2)
@@ -144,7 +146,8 @@ def test_palette_masks_with_a_class_count_are_read_by_index(voc, backend):
     VOC. An id map cannot read them (next test): check says they are palette PNGs and names the
     indices, and the loaders refuse them instead of training on colour luminance."""
     root, truth = voc
-    pairs = [(image, image.replace("JPEGImages", "SegmentationClass").replace(".jpg", ".png")) for image in truth["train"]]
+    pairs = [(image, image.replace("JPEGImages", "SegmentationClass").replace(".jpg", ".png"))
+             for image in truth["train"]]
     data = dl.SegmentationData.from_pairs(pairs, 21)
     assert dl.check(data).ok
     for image, (_, labels) in zip(data.images, one_epoch(backend, data, batch_size=1, image_size=(H, W),
@@ -154,7 +157,8 @@ def test_palette_masks_with_a_class_count_are_read_by_index(voc, backend):
 
 def test_an_id_map_refuses_palette_masks_and_names_their_indices(voc):
     root, truth = voc
-    pairs = [(image, image.replace("JPEGImages", "SegmentationClass").replace(".jpg", ".png")) for image in truth["train"]]
+    pairs = [(image, image.replace("JPEGImages", "SegmentationClass").replace(".jpg", ".png"))
+             for image in truth["train"]]
     data = dl.SegmentationData.from_pairs(pairs, dl.ClassMap.from_ids(21))
     report = dl.check(data)
     assert {p.kind for p in report.problems} == {"palette_mask"}
@@ -208,7 +212,8 @@ def test_a_class_count_on_a_layout_keeps_its_published_table(cityscapes, ade20k,
     ADE20K 150); another N would read the raw ids as classes, which is refused; VOC reads N palette indices."""
     assert dl.SegmentationData.from_folder(cityscapes[0], classes=19).classes.id_to_class == \
         dl.ClassMap.cityscapes().id_to_class
-    assert dl.SegmentationData.from_folder(ade20k[0], classes=150).classes.id_to_class == dl.ClassMap.ade20k().id_to_class
+    assert dl.SegmentationData.from_folder(ade20k[0], classes=150).classes.id_to_class == \
+        dl.ClassMap.ade20k().id_to_class
     with pytest.raises(dl.DataError, match="classes=34 on Cityscapes.*maps to 19 classes.*wrong labels"):
         dl.SegmentationData.from_folder(cityscapes[0], classes=34)
     with pytest.raises(dl.DataError, match="classes=151 on ADE20K"):
@@ -256,8 +261,9 @@ def test_more_than_255_classes(tmp_path):
 def test_cityscapes_from_dirs_and_the_cli_with_suffixes(cityscapes, tmp_path, capsys):
     """The explicit recipe: with mask_suffix given, gtFine's other files are not masks."""
     root, truth = cityscapes
-    data = dl.SegmentationData.from_dirs(root / "leftImg8bit" / "val", root / "gtFine" / "val", dl.ClassMap.cityscapes(),
-                                         mask_suffix="_gtFine_labelIds", image_suffix="_leftImg8bit")
+    data = dl.SegmentationData.from_dirs(root / "leftImg8bit" / "val", root / "gtFine" / "val",
+                                         dl.ClassMap.cityscapes(), mask_suffix="_gtFine_labelIds",
+                                         image_suffix="_leftImg8bit")
     assert len(data) == 2
     args = ["--images", str(root / "leftImg8bit" / "val"), "--masks", str(root / "gtFine" / "val"),
             "--mask-suffix", "_gtFine_labelIds", "--image-suffix", "_leftImg8bit", "--classes", "34", "--quiet"]
@@ -337,7 +343,8 @@ def test_palette_masks_of_any_dataset(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "palette indices that are not classes (0-2) nor the ignore index 255: 7 x16 (the colour of class 0: " \
            "loads as that class), 9 x16" in out, out
-    with pytest.raises(dl.DataError, match="palette index 255 \\(the ignore index\\) has the colour \\[0, 0, 0\\] of index 0"):
+    with pytest.raises(dl.DataError,
+                       match="palette index 255 \\(the ignore index\\) has the colour \\[0, 0, 0\\] of index 0"):
         dl.ClassMap.from_palette_indices(np.asarray(palette[:-3] + [0, 0, 0]).reshape(-1, 3), 3)
 
 

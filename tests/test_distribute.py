@@ -35,7 +35,8 @@ SCRIPT = textwrap.dedent("""
             for r, (xr, wr) in enumerate(zip(strategy.experimental_local_results(x),
                                              strategy.experimental_local_results(w))):
                 assert xr.shape[0] == 2, xr.shape
-                seen[r] += [[int(round(v * 25.5)), float(k), xr.device] for v, k in zip(xr.numpy()[:, 0, 0, 0], wr.numpy()[:, 0, 0])]
+                seen[r] += [[int(round(v * 25.5)), float(k), xr.device]
+                            for v, k in zip(xr.numpy()[:, 0, 0, 0], wr.numpy()[:, 0, 0])]
         out["epochs"].append(seen)
 
     with strategy.scope():
@@ -86,7 +87,7 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
         assert {d.split("device:")[1] for _, _, d in seen[1]} == {"CPU:1"}
         orders.append(real)
     assert orders[0] != orders[1]  # reshuffled between epochs
-    assert len(out["loss"]) == 2 and all(l == l for l in out["loss"])
+    assert len(out["loss"]) == 2 and all(loss == loss for loss in out["loss"])
     assert "MirroredStrategy with 2 replicas on this worker and backend='tfdata'" in out["tfdata"]
 
 
@@ -102,6 +103,7 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
 ])
 def test_distribute_refuses_what_it_sets_itself(index_data, kwargs, message):
     import tensorflow as tf
+
     import daliloader as dl
 
     args = {"global_batch_size": 4, "image_size": (24, 32), "backend": "dali-cpu", **kwargs}
@@ -233,7 +235,7 @@ def test_multi_worker_strategy_two_processes(index_data, read, tmp_path):
     assert set(parts[0]).isdisjoint(parts[1])
     assert sorted(parts[0] + parts[1]) == list(range(10))
     for r in results:
-        assert len(r["loss"]) == 2 and all(l == l for l in r["loss"])
+        assert len(r["loss"]) == 2 and all(loss == loss for loss in r["loss"])
         assert r["fit"].startswith("Attempt to convert a value (PerReplica"), (
             f"model.fit under multi-worker MWMS: {r['fit']!r}. If it says 'ok', Keras fixed keras#20585: "
             "train with model.fit in WORKER and in the README")

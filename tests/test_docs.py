@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import HAS_GPU
 from trees import ade20k_tree, cityscapes_tree, tfds_pets, voc_tfrecords, voc_tree
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-
-import daliloader as dl
 from conftest import batch_indices, one_epoch
 from test_training import loaders
+
+import daliloader as dl
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -165,7 +165,8 @@ def test_losses_and_metrics_survive_save_and_load(tmp_path, label_mode):
     n = 4
     rng = np.random.default_rng(7)
     labels = rng.choice([0, 1, 2, 3, 255], size=(3, 6, 8))
-    y = labels if label_mode == "int" else np.eye(n, dtype=np.float32)[np.minimum(labels, n - 1)] * (labels < n)[..., None]
+    y = (labels if label_mode == "int"
+         else np.eye(n, dtype=np.float32)[np.minimum(labels, n - 1)] * (labels < n)[..., None])
     loss = (dl.losses.SparseCategoricalCrossentropy({1: 2.0, 3: 0.5}, num_classes=n) if label_mode == "int" else
             dl.losses.CategoricalCrossentropy([1.0, 2.0, 1.0, 0.5]))
     metrics = [dl.metrics.Accuracy(), dl.metrics.MeanIoU(n, per_class=True, class_names=["a", "b", "c", "d"])]
@@ -230,7 +231,8 @@ def test_metrics_with_and_without_class_weights_agree(synth_data, backend, label
         reports.append((history, model.evaluate(val, verbose=0, return_dict=True)))
     (fit_a, eval_a), (fit_b, eval_b) = reports
     for name in ("accuracy", "mean_iou"):
-        assert fit_a[name] == pytest.approx(fit_b[name], abs=1e-6) and eval_a[name] == pytest.approx(eval_b[name], abs=1e-6)
+        assert fit_a[name] == pytest.approx(fit_b[name], abs=1e-6) and \
+            eval_a[name] == pytest.approx(eval_b[name], abs=1e-6)
         assert 0 < eval_a[name] < 1
     assert eval_a["loss"] != pytest.approx(eval_b["loss"], rel=1e-3)
 

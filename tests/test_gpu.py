@@ -6,9 +6,9 @@ Marked ``gpu`` and skipped where DALI sees no CUDA device or TensorFlow is missi
 
 import numpy as np
 import pytest
+from conftest import HAS_GPU, batch_indices
 
 import daliloader as dl
-from conftest import HAS_GPU, batch_indices
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="DALI sees no CUDA GPU")]
 tf = pytest.importorskip("tensorflow")

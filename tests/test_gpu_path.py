@@ -51,7 +51,7 @@ def records(synth_data, tmp_path_factory) -> dl.SegmentationData:
 
 @pytest.fixture
 def datasets(synth_data, id_data, packed, records):
-    prepared = dl.SegmentationData.from_prepared(packed.packs.tars[0].rsplit("/shards/", 1)[0])
+    prepared = dl.SegmentationData.from_prepared(packed.packs.tars[0].rsplit("/packs/", 1)[0])
     return {"colour masks": synth_data, "id masks": id_data, "shards": packed, "prepared": prepared,
             "tfrecord": records}
 
@@ -257,7 +257,7 @@ def test_labels_wider_than_8_bits_on_the_gpu(monkeypatch, mirror_data):
     build = pretend_gpu(monkeypatch)
     for case in CASES:
         kw = {**case_options(case, "colour masks"), "image_size": (32, 48)}  # the images' sizes differ
-        built = build(lambda: dl.tf_dataset(data, batch_size=3, backend="dali-gpu", **kw))
+        built = build(lambda kw=kw: dl.tf_dataset(data, batch_size=3, backend="dali-gpu", **kw))
         assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
         assert_none(tf_problems(built))
 

@@ -6,9 +6,9 @@ Batch sizes 2 and 5 divide its 10 samples, 3 and 4 do not.
 
 import numpy as np
 import pytest
+from conftest import batch_indices, one_epoch, require_tf
 
 import daliloader as dl
-from conftest import batch_indices, one_epoch, require_tf
 
 SIZES = [2, 3, 4, 5]
 KW = dict(image_size=(24, 32), crop="center", label_mode="int")
@@ -86,10 +86,12 @@ def test_model_evaluate_is_exact_with_padding(index_data, backend):
     (Keras' reported *loss* divides by the batch size, padding included: only weighted metrics are exact.)
     """
     keras = pytest.importorskip("keras")
-    model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(32, 1, kernel_initializer="glorot_uniform")])
+    model = keras.Sequential([keras.Input((24, 32, 3)),
+                              keras.layers.Conv2D(32, 1, kernel_initializer="glorot_uniform")])
     model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(),
-                                    keras.metrics.MeanIoU(32, sparse_y_pred=False, ignore_class=255, name="iou", dtype="float32")])
+                                    keras.metrics.MeanIoU(32, sparse_y_pred=False, ignore_class=255, name="iou",
+                                                          dtype="float32")])
 
     def evaluate(batch_size):
         if backend == "opencv":

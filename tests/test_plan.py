@@ -4,9 +4,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import batch_indices, dali_numpy
 
 import daliloader as dl
-from conftest import batch_indices, dali_numpy
 
 
 def test_a_plan_is_frozen_and_complete(index_data):
@@ -22,7 +22,8 @@ def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, cal
     with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie' \(did you "
                                            r"mean 'image_size'\?\). Arguments: batch_size, image_size, crop, "
                                            r"label_mode, shuffle, seed; preprocessing options: scale, flip, rotate, "
-                                           r"brightness, contrast, saturation, hue, mean, std, dtype; loader options: training"):
+                                           r"brightness, contrast, saturation, hue, mean, std, dtype; loader options: "
+                                           r"training"):
         getattr(dl, call)(index_data, image_szie=(8, 8))
     # torchvision's and albumentations' names for an option point at ours
     for theirs, ours in (("degrees", "rotate"), ("hue_shift_limit", "hue")):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-
 from conftest import HAS_GPU
+
 from daliloader import stages
 from daliloader.classes import ClassMap
 from daliloader.spec import make_spec
@@ -218,7 +218,7 @@ def test_dali_fit_and_resize_are_the_reference(device):
                                                np.ones((4, 4), np.int64))[:h, :w, None].astype(np.uint8))
                   for h, w in sizes]
 
-        def define(image, labels):
+        def define(image, labels, spec=spec):
             shape = labels.shape(dtype=types.INT32)[0:2]
             return dali_graph.crop(image, labels, np.zeros(2, np.int32), shape, spec, 255)
 

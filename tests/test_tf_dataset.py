@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from conftest import batch_indices, one_epoch
 
 import daliloader as dl
-from conftest import batch_indices, one_epoch
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -26,7 +26,7 @@ def test_signature_and_epoch_length(synth_data, dali_backend):
     assert (x.shape, x.dtype) == ((3, 48, 64, 3), tf.float32)
     assert (y.shape, y.dtype) == ((3, 48, 64, 32), tf.float32)
     x, y = next(iter(ds))
-    assert 0.0 <= float(tf.reduce_min(x)) and float(tf.reduce_max(x)) <= 1.0
+    assert float(tf.reduce_min(x)) >= 0.0 and float(tf.reduce_max(x)) <= 1.0
     assert set(np.unique(y.numpy().sum(-1))) <= {0.0, 1.0}
     ds_int = dl.tf_dataset(synth_data, batch_size=2, image_size=(48, 64), label_mode="int", backend=dali_backend)
     assert ds_int.element_spec[1].shape == (2, 48, 64) and ds_int.element_spec[1].dtype == tf.int32
@@ -129,9 +129,11 @@ def test_importing_daliloader_leaves_gpu_memory_for_dali():
 
     code = "import os, daliloader; print(os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH'))"
     env = {k: v for k, v in os.environ.items() if k != "TF_FORCE_GPU_ALLOW_GROWTH"}
-    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == "true"
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True).stdout.strip() == "true"
     env["TF_FORCE_GPU_ALLOW_GROWTH"] = "false"
-    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == "false"
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True).stdout.strip() == "false"
 
 
 def test_gpu_memory_growth_is_set_or_its_absence_explained(monkeypatch):
@@ -238,7 +240,8 @@ def test_larger_dali_batches_give_the_same_batches(index_data, monkeypatch, opti
         return [[tuple(t.numpy() for t in batch) for batch in ds] for _ in range(3)]
 
     grouped, single = epochs(graph.SAMPLES_PER_THREAD), epochs(0)
-    assert [len(e) for e in grouped] == [len(e) for e in single] == [len(index_data) // 3 + ("drop_remainder" in options)] * 3
+    assert [len(e) for e in grouped] == [len(e) for e in single] == \
+        [len(index_data) // 3 + ("drop_remainder" in options)] * 3
     for a, b in zip(sum(grouped, []), sum(single, [])):
         assert a[0].shape[0] == 3
         for x, y in zip(a, b):

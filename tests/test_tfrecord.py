@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import BACKENDS, one_epoch
+from trees import tfds_pets, voc_tfrecords
 
 import daliloader as dl
-from conftest import BACKENDS, one_epoch
 from daliloader import codecs, parts, tfrecord
-from trees import tfds_pets, voc_tfrecords
 
 tf = pytest.importorskip("tensorflow")
 
@@ -86,7 +86,8 @@ def test_the_index_is_dalis_and_the_parser_reads_what_tensorflow_writes(voc, tmp
         "f": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5, 2.5, 3.5])),
         "i": tf.train.Feature(int64_list=tf.train.Int64List(value=[-1, 2 ** 40]))}))
     parsed = tfrecord.parse_example(example.SerializeToString())
-    assert {k: (f.kind, f.count) for k, f in parsed.items()} == {"b": ("bytes", 2), "f": ("float", 3), "i": ("int64", 2)}
+    assert {k: (f.kind, f.count) for k, f in parsed.items()} == {"b": ("bytes", 2), "f": ("float", 3),
+                                                                  "i": ("int64", 2)}
     with tfrecord.Writer(tmp_path / "ours.tfrecord") as writer:  # and TensorFlow reads what we write
         writer.write({"image/encoded": b"\x00\xff", "n": 7})
     got = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(str(tmp_path / "ours.tfrecord")))).numpy())
@@ -253,7 +254,8 @@ def test_tfds_refusals_name_what_is_there(pets, tmp_path):
     image = {"pythonClassName": "tensorflow_datasets.core.features.image_feature.Image",
              "image": {"shape": {"dimensions": ["-1", "-1", "3"]}}}
     (boxes / "features.json").write_text(json.dumps({"featuresDict": {"features": {
-        "image": image, "image/filename": {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text"}}}}))
+        "image": image,
+        "image/filename": {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text"}}}}))
     with pytest.raises(dl.DataError, match=r"holds no image and segmentation mask.*image \(Image, 3 channel\(s\)\), "
                                            r"image/filename \(Text\).*TFDS's voc, for one, holds boxes only"):
         dl.SegmentationData.from_tfds(boxes)
@@ -343,7 +345,8 @@ def test_a_file_changed_since_it_was_indexed_is_refused(voc, tmp_path, backend):
             writer.write({k: tfrecord.example_bytes(payload, k) for k in (data.records.image_key,
                                                                           data.records.mask_key)})
     os.replace(other, copy)
-    with pytest.raises((dl.LoadError, tf.errors.UnknownError), match=f"(?s){copy}.*changed \\(or went away\\) since it was indexed"):
+    with pytest.raises((dl.LoadError, tf.errors.UnknownError),
+                       match=f"(?s){copy}.*changed \\(or went away\\) since it was indexed"):
         one_epoch(backend, data, tf=True, batch_size=2, image_size=(24, 40), training=False)
 
 
@@ -421,7 +424,8 @@ def test_tfdata_on_records_knows_its_epoch_and_reads_a_shuffled_subset_in_its_or
     from conftest import batch_indices
 
     got = [i for x, _, w in dl.tf_dataset(subset, batch_size=2, image_size=(24, 32), training=False,
-                                         backend="tfdata") for i, real in zip(batch_indices(x.numpy()), w[:, 0, 0]) if real]
+                                         backend="tfdata")
+           for i, real in zip(batch_indices(x.numpy()), w[:, 0, 0]) if real]
     assert got == [7, 2, 9, 0, 5]
 
 

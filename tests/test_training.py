@@ -3,9 +3,9 @@ model.fit with validation data and class weights on every backend."""
 
 import numpy as np
 import pytest
+from conftest import PALETTE, block_labels, one_epoch, write_pairs
 
 import daliloader as dl
-from conftest import PALETTE, block_labels, one_epoch, write_pairs
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_evaluation_weights_leave_out_ignored_pixels(blocks, backend):
     batches = one_epoch(backend, data, batch_size=4, image_size=(40, 40), crop="fit", label_mode="int",
                         shuffle=False, drop_remainder=False)
     real = 0
-    for x, y, w in batches:
+    for _x, y, w in batches:
         for yy, ww in zip(y, w):
             if ww.any():  # padding samples weigh 0 everywhere
                 np.testing.assert_array_equal(ww, (yy < n).astype(np.float32))

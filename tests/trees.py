@@ -97,7 +97,8 @@ def voc_tree(parent: Path):
     (lists / "val.txt").write_text(names[3] + "\n")
     (lists / "trainval.txt").write_text("\n".join(names[:4]) + "\n")
     splits = {"train": names[:3], "val": names[3:4], "trainval": names[:4]}
-    return base.parent, {split: {k: v for k, v in truth.items() if Path(k).stem in ids} for split, ids in splits.items()}
+    return base.parent, {split: {k: v for k, v in truth.items() if Path(k).stem in ids}
+                         for split, ids in splits.items()}
 
 
 def ade20k_tree(parent: Path):
@@ -188,7 +189,8 @@ def tfds_pets(parent: Path):
                 name = f"{split.capitalize()}_Pet_{i}.jpg"
                 truth[split][name] = trimap
                 yield name, {"image": photo(rng), "label": i % 3, "species": i % 2, "file_name": name,
-                             "segmentation_mask": trimap[..., None], "head_bbox": tfds.features.BBox(0.1, 0.1, 0.5, 0.5)}
+                             "segmentation_mask": trimap[..., None],
+                             "head_bbox": tfds.features.BBox(0.1, 0.1, 0.5, 0.5)}
 
     data_dir = parent / "tensorflow_datasets"
     Pets(data_dir=str(data_dir)).download_and_prepare()

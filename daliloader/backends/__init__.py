@@ -22,12 +22,13 @@ plan, implementing each stage of :mod:`daliloader.stages`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.util import find_spec
-from typing import Mapping
 
 from ..errors import MissingDependency, SpecError, user_stacklevel
 
@@ -40,7 +41,8 @@ PRODUCT_NEEDS = {"tf.data": ("tensorflow",), "stream": ("tensorflow",), "keras":
 PRODUCT_CALLS = {"tf.data": "tf_dataset", "stream": "distribute", "keras": "keras_sequence",
                  "dali": "dali_pipeline", "batches": "the bench"}
 #: Importable modules behind each need ("gpu" is a CUDA device that DALI sees).
-_MODULES = {"dali": "nvidia.dali", "tensorflow": "tensorflow", "keras": "keras", "dali-tf-plugin": "nvidia.dali_tf_plugin"}
+_MODULES = {"dali": "nvidia.dali", "tensorflow": "tensorflow", "keras": "keras",
+            "dali-tf-plugin": "nvidia.dali_tf_plugin"}
 
 
 #: Image formats (Pillow's names) each family of decoders reads.
@@ -85,10 +87,8 @@ class Backend:
         module, function = self.builds[product].split(":")
         built = getattr(importlib.import_module(module), function)(plan, **self.options, **options)
         named = built[0] if isinstance(built, tuple) else built  # dali: (pipeline, steps)
-        try:
+        with contextlib.suppress(AttributeError):
             named.backend = self.name  # ds.backend: which backend "auto" chose
-        except AttributeError:
-            pass
         return built
 
 
@@ -139,13 +139,14 @@ def resolve(name: str, product: str, plan=None) -> Backend:
 
 
 def _why_on_the_cpu(plan) -> str:
-    """Why auto takes dali-cpu without a GPU, from the committed measurements (docs/benchmarks.md)."""
-    why = ("; without a GPU it is the faster of the CPU backends that make a tf.data.Dataset (dali-cpu, tfdata): "
-           "measured 1.1-1.5x tfdata on a 2-core machine without a GPU (docs/benchmarks.md), plain and augmented. "
-           "Compare on this machine and recipe with `daliloader bench --backends dali-cpu,tfdata,opencv`")
+    """Why auto takes dali-cpu without a GPU: the committed measurements say so (docs/benchmarks.md, whose
+    figures stay there, with their machine)."""
+    why = ("; without a GPU it is the faster of the CPU backends that make a tf.data.Dataset (dali-cpu, tfdata) "
+           "in the committed benchmarks (docs/benchmarks.md), plain and augmented. Compare on this machine and "
+           "recipe with `daliloader bench --backends dali-cpu,tfdata,opencv`")
     if plan is not None and (plan.spec.rotates or plan.spec.colours):
         why += (". With rotation or colour jitter, keras_sequence (OpenCV, a Keras PyDataset) was as fast or "
-                "faster (1.0-1.7x dali-cpu on that machine): DALI's CPU kernels for them are slow")
+                "faster there: DALI's CPU kernels for them are slow")
     return why
 
 

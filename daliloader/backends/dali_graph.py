@@ -21,8 +21,9 @@ the callbacks one sample at a time through ``tf.data.Dataset.from_generator``, w
 Cropping happens while decoding: the crop window is known from the image header
 (``peek_image_shape``), so on the CPU only the part of the window inside the image is decoded
 (``decoders.image_slice``, the region-of-interest decoder; on a GPU the whole picture, see
-:func:`decode_window`) and the colour-to-class mapping runs on the window alone. The overhang is padded afterwards (image with 0, labels with ``ignore_index``),
-which gives the same result as decoding, mapping and cropping the whole picture.
+:func:`decode_window`) and the colour-to-class mapping runs on the window alone. The overhang is padded
+afterwards (image with 0, labels with ``ignore_index``), which gives the same result as decoding, mapping
+and cropping the whole picture.
 
 On a GPU (``device="gpu"``) JPEGs are decoded by nvJPEG and everything after the decoders runs on the
 GPU, down to the per-pixel weights: every output a TF dataset receives (image, labels, weight) is a
@@ -42,14 +43,16 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
-from nvidia.dali import fn, math as dmath, tfrecord as tfrec, types
+from nvidia.dali import fn, types
+from nvidia.dali import math as dmath
+from nvidia.dali import tfrecord as tfrec
 from nvidia.dali.pipeline import Pipeline
 
 from .. import stages
-from ..guard import PairGuard
 from ..classes import ClassMap, MaskKind
 from ..data import Container, SegmentationData
 from ..errors import SpecError
+from ..guard import PairGuard
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs, Sampler
@@ -121,9 +124,9 @@ def host_batch_size(plan: Plan, device: str) -> int:
 
     DALI runs its CPU operators one at a time (the dynamic executor allows one CPU operator at once),
     and each one spreads a batch over the thread pool one sample per task and waits for the slowest.
-    A batch of 8 samples therefore keeps at most 8 threads busy: on 16 cores, half of them wait
-    (measured on the 2-core VM: one sample per batch runs at the speed of one thread whatever
-    ``num_threads`` says; docs/benchmarks.md, "Using every core"). Where the batches reach TensorFlow on the host,
+    A batch of 8 samples therefore keeps at most 8 threads busy: on 16 cores, half of them wait (one
+    sample per batch runs at the speed of one thread whatever ``num_threads`` says: docs/benchmarks.md,
+    "Using every core"). Where the batches reach TensorFlow on the host,
     the graph runs :data:`SAMPLES_PER_THREAD` samples per thread at least, and tf.data's ``rebatch``
     splits them back into ``plan.batch_size`` batches: the same samples in the same order (each
     position's draws are fed by TensorFlow). Batches handed over on the GPU stay at ``plan.batch_size``
@@ -161,8 +164,8 @@ class SegmentationPipeline(Pipeline):
                  fed: bool = False, guard: PairGuard | None = None, batch_size: int | None = None):
         self.plan, self.device, self.spec = plan, device, spec or plan.spec
         self.stage, self.fed = stage, fed
-        self.guard = guard if guard is not None else pair_guard(plan.data, f"dali-{device}",
-                                                                remember=guard_memory(plan, batch_size or plan.batch_size))
+        self.guard = guard if guard is not None else pair_guard(
+            plan.data, f"dali-{device}", remember=guard_memory(plan, batch_size or plan.batch_size))
         if self.spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         if plan.data.container is Container.TFRECORD and plan.sampler.shuffle and "index" in plan.outputs:
@@ -269,7 +272,7 @@ def reads_gpu_masks(data: SegmentationData, device: str) -> bool:
     return has_form and nvcomp_loads()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvcomp_loads() -> bool:
     """Whether nvCOMP, which DALI's inflate loads at run time, is there: the wheel DALI depends on
     (``nvidia-libnvcomp-cu12``), or the system's library."""
@@ -381,9 +384,8 @@ def decode_window(encoded, start, shape, device: str, kind, dtype):
     decoded by nvJPEG ("mixed") and then sliced on the GPU: with the chroma upsampling that matches the
     CPU decoders (``jpeg_fancy_upsampling``), nvImageCodec refuses nvJPEG's region decode on the CUDA 12
     build (nvJPEG < 13.2: "ROI decode with fancy upsampling may produce wrong results on image edge")
-    and falls back to a slower decoder, printing a warning per picture. Measured on the H100 with that
-    build: nvJPEG decodes whole photos at 2213/s, while the region decode made the whole loader 447/s
-    (docs/gpu.md, "DALI builds").
+    and falls back to a slower decoder, printing a warning per picture; the whole decode is several times
+    faster there (figures: docs/gpu.md, "DALI builds").
     """
     options = dict(device="cpu" if device == "cpu" else "mixed", output_type=kind, dtype=dtype,
                    adjust_orientation=False, jpeg_fancy_upsampling=True)
@@ -485,8 +487,8 @@ def rotate(image, labels, angle, classes: ClassMap, framed: bool = False):
 
     ``framed`` (the CPU graph): the image turns inside a one-pixel frame of fill with DALI's clamped
     border instead of ``fill_value``. The bilinear taps that fall outside read the frame, so the pixels
-    are the same (within one level of rounding), and DALI's CPU kernel is about 1.7 times faster without
-    a fill value (benchmarks/augment_ops.py). ``size`` keeps the unframed size: DALI centres the output
+    are the same (within one level of rounding), and DALI's CPU kernel is faster without a fill value
+    (benchmarks/augment_ops.py measures it). ``size`` keeps the unframed size: DALI centres the output
     on the input's centre, which is the frame's. The GPU graph keeps ``fill_value``: there the frame
     would be one more copy, for a gain nobody has measured."""
     angle = fn.cast(angle, dtype=types.FLOAT)

@@ -15,8 +15,7 @@ defaults of ``training=False``) are the exception: every ``iter()`` builds the p
 first batch, as a ``tf.data`` dataset restarts. Their epochs are all alike, so nothing is lost, and a
 read stopped part-way (a peek,
 ``validation_steps``, ``evaluate(steps=k)``) cannot shift the next one: ``model.predict`` and
-``evaluate`` always see the dataset's order. That costs one pipeline build per pass (about half a
-second on the 2-core VM).
+``evaluate`` always see the dataset's order. That costs one pipeline build per pass.
 """
 
 from __future__ import annotations
@@ -30,18 +29,29 @@ import tensorflow as tf
 from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
 from tensorflow.python.framework import ops
 
-from ..guard import PairGuard
 from ..classes import ClassMap
 from ..data import Container
 from ..environment import GROWTH_DEFAULT_TOO_LATE
 from ..errors import SpecError, user_stacklevel
+from ..guard import PairGuard
 from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
-from . import pair_guard
 from ..stages import DRAWS as DRAW_COUNT
-from .dali_graph import (DRAWS, PACK_INPUTS, RECORD_INPUTS, AheadOfReader, SegmentationPipeline, graph_spec,
-                         guard_memory, host_batch_size, mask_files, needs_draws, outputs_on)
+from . import pair_guard
+from .dali_graph import (
+    DRAWS,
+    PACK_INPUTS,
+    RECORD_INPUTS,
+    AheadOfReader,
+    SegmentationPipeline,
+    graph_spec,
+    guard_memory,
+    host_batch_size,
+    mask_files,
+    needs_draws,
+    outputs_on,
+)
 from .tfloader import ExplainingIterator, LoaderDataset, refuse_class_weight
 from .tfops import one_hot
 
@@ -66,7 +76,7 @@ class _EpochIterator(ExplainingIterator):
             self._left -= 1
         return super().get_next()
 
-    def _start_epoch(self) -> "_EpochIterator":
+    def _start_epoch(self) -> _EpochIterator:
         self._left = self._steps
         return self
 
@@ -101,7 +111,8 @@ class EpochDataset(LoaderDataset):
         self._steps = steps
         self._restart = restart  # every iter() from the first batch, on a new pipeline (evaluation)
         self._iterator: _EpochIterator | None = None
-        super().__init__(stream, guard, self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor)
+        super().__init__(stream, guard,
+                         self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor)
 
     @staticmethod
     def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, by_reader: bool
@@ -245,34 +256,61 @@ CHUNK = 128
 
 def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, passes: tf.Variable,
             masks, batch: int) -> dict:
-    """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS`` and ``DRAWS`` in :mod:`.dali_graph`)
-    as native tf.data streams (the index, or the padding marks when reading packs, only when an output
-    uses them: DALI drops unused nodes).
+    """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS`` in
+    :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
+    when reading packs, only when an output uses them: DALI drops unused nodes). ``masks`` are the mask
+    files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU and are copied to
+    the dataset's device when that is a GPU, as the plugin asks."""
+    data, make = plan.data, _Streams(plan, reader, guard, passes, batch)
+    positional = bool({"weight", "index"} & set(plan.outputs))
+    with tf.device("/cpu:0"):
+        if data.container is Container.TFRECORD:
+            streams = {RECORD_INPUTS[0]: make.record_indices()}
+        elif data.container is Container.PACKS:
+            streams = {PACK_INPUTS[0]: make.real()} if positional else {}
+        else:
+            # the mask is read whatever the outputs: the graph checks that it has its image's size
+            streams = {"image_path": make.paths(data.images, vet=True), "mask_path": make.paths(masks, vet=False)}
+            if positional:
+                streams["index"] = make.indices(vet=False)
+        if needs_draws(plan.spec):
+            streams[DRAWS] = make.draws(from_passes=not data.container.read_by_reader)
+    if tf.DeviceSpec.from_string(device).device_type == "GPU":
+        streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
+    return {name: Input(stream, batch=False) for name, stream in streams.items()}
 
-    ``masks`` are the mask files the graph reads (:func:`.dali_graph.mask_files`). Python runs once per
-    :data:`CHUNK` positions, or an epoch's if fewer (the sampler's indices, and the guard vetting pairs
-    it has not seen); the per-sample work is ``tf.gather`` on constant path tables (a Python call per
-    sample or per batch, as ``from_generator`` makes, was measured slower: docs/design.md). The draws are
-    TensorFlow's stateless uniforms of (seed, position), in blocks of CHUNK. Reading files, the streams start at the epoch ``passes``
-    holds when the pipeline starts (see :class:`EpochDataset`); the pack reader always starts at its
-    first pass. Streams live on the CPU and are copied to the dataset's device when that is a GPU, as
-    the plugin asks.
+
+class _Streams:
+    """The per-position streams a DALI graph reads, from the start of the stream.
+
+    Python runs once per :data:`CHUNK` positions, or an epoch's if fewer (the sampler's indices, and
+    the guard vetting pairs it has not seen); the per-sample work is ``tf.gather`` on constant path
+    tables (a Python call per sample or per batch, as ``from_generator`` makes, is slower:
+    docs/design.md). The draws are TensorFlow's stateless uniforms of (seed, position), in blocks of
+    CHUNK. Reading files, the streams start at the epoch ``passes`` holds when the pipeline starts
+    (see :class:`EpochDataset`); the pack and TFRecord readers always start at their first pass.
     """
-    data, sampler = plan.data, plan.sampler
-    # an epoch's worth at most, so that a chunk of a small dataset does not vet pairs epochs ahead
-    chunk_size = min(CHUNK, sampler.per_epoch)
-    endless = np.iinfo(np.int64).max // (2 * chunk_size)
 
-    def chunks(from_passes: bool):
-        """The first position of each chunk of positions, from the start of the stream."""
+    def __init__(self, plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, passes: tf.Variable, batch: int):
+        self.sampler, self.reader, self.guard, self.passes, self.batch = plan.sampler, reader, guard, passes, batch
+        # an epoch's worth at most, so that a chunk of a small dataset does not vet pairs epochs ahead
+        self.chunk_size = min(CHUNK, self.sampler.per_epoch)
+
+    def chunks(self, from_passes: bool) -> tf.data.Dataset:
+        """The first position of each chunk of positions."""
+        size, per_epoch, passes = self.chunk_size, self.sampler.per_epoch, self.passes
+        endless = np.iinfo(np.int64).max // (2 * size)
         first = tf.data.Dataset.range(1)
         if from_passes:
-            first = first.map(lambda _: tf.maximum(passes.read_value(), 0) * sampler.per_epoch)
-        return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * chunk_size))
+            first = first.map(lambda _: tf.maximum(passes.read_value(), 0) * per_epoch)
+        return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * size))
 
-    def indices(vet: bool):
+    def indices(self, vet: bool) -> tf.data.Dataset:
+        """Each position's sample index (-1: padding); ``vet``: the guard vets each new pair first."""
+        sampler, guard, size = self.sampler, self.guard, self.chunk_size
+
         def chunk(start):
-            found = sampler.indices(int(start), int(start) + chunk_size)
+            found = sampler.indices(int(start), int(start) + size)
             if vet:
                 for i in found:
                     guard.verify(max(int(i), 0))  # padding (-1) reads sample 0
@@ -280,48 +318,40 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
 
         def call(start):
             found = tf.numpy_function(chunk, [start], tf.int64, stateful=True)
-            found.set_shape([chunk_size])
+            found.set_shape([size])
             return found
 
-        return chunks(from_passes=True).map(call).unbatch()
+        return self.chunks(from_passes=True).map(call).unbatch()
 
-    def paths(files, vet: bool):
+    def paths(self, files, vet: bool) -> tf.data.Dataset:
+        """Each position's file name, as the bytes DALI's ``fn.io.file.read`` takes."""
         table = tf.constant([os.fsencode(f) for f in files])
-        return indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
+        return self.indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
-    def draws(from_passes: bool):  # native: no Python per sample or per chunk
-        seed = tf.constant(sampler.seed % 2**63, tf.int64)
-        return chunks(from_passes).map(lambda start: tf.random.stateless_uniform(
-            [chunk_size, DRAW_COUNT], seed=tf.stack([seed, start]))).unbatch()
+    def draws(self, from_passes: bool) -> tf.data.Dataset:
+        """Each position's random draws, native: no Python per sample or per chunk."""
+        seed, size = tf.constant(self.sampler.seed % 2**63, tf.int64), self.chunk_size
+        return self.chunks(from_passes).map(lambda start: tf.random.stateless_uniform(
+            [size, DRAW_COUNT], seed=tf.stack([seed, start]))).unbatch()
 
-    def record_indices():  # each position's index, vetting first what the reader can have read by then
-        ahead = AheadOfReader(guard, reader, batch)
+    def real(self) -> tf.data.Dataset:
+        """Each position's padding mark, when a pack reader reads."""
+        reader = self.reader
+        return tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
+
+    def record_indices(self) -> tf.data.Dataset:
+        """Each position's index, vetting first what the TFRecord reader can have read by then."""
+        reader, size = self.reader, self.chunk_size
+        ahead = AheadOfReader(self.guard, reader, self.batch)
 
         def vet(start):
-            ahead.upto(int(start) + chunk_size)
+            ahead.upto(int(start) + size)
             return start
 
-        starts = chunks(from_passes=False).map(lambda start: tf.numpy_function(vet, [start], tf.int64, stateful=True))
-        return starts.flat_map(lambda start: tf.data.Dataset.range(start, start + chunk_size)).map(
+        starts = self.chunks(from_passes=False).map(
+            lambda start: tf.numpy_function(vet, [start], tf.int64, stateful=True))
+        return starts.flat_map(lambda start: tf.data.Dataset.range(start, start + size)).map(
             lambda p: reader.index(p, lambda b: tf.cast(b, tf.int64)))
-
-    positional = bool({"weight", "index"} & set(plan.outputs))
-    with tf.device("/cpu:0"):
-        if data.container is Container.TFRECORD:
-            streams = {RECORD_INPUTS[0]: record_indices()}
-        elif data.container is Container.PACKS:
-            real = tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
-            streams = {PACK_INPUTS[0]: real} if positional else {}
-        else:
-            # the mask is read whatever the outputs: the graph checks that it has its image's size
-            streams = {"image_path": paths(data.images, vet=True), "mask_path": paths(masks, vet=False)}
-            if positional:
-                streams["index"] = indices(vet=False)
-        if needs_draws(plan.spec):
-            streams[DRAWS] = draws(from_passes=not data.container.read_by_reader)
-    if tf.DeviceSpec.from_string(device).device_type == "GPU":
-        streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
-    return {name: Input(stream, batch=False) for name, stream in streams.items()}
 
 
 def _finish(batch, outputs, spec: Preprocess, num_classes: int | None):
@@ -369,7 +399,8 @@ def leave_gpu_memory_for_dali() -> None:
                 f"TensorFlow already holds {gpu.name.replace('/physical_device:', '')} without memory growth and "
                 "may have reserved nearly all of its memory, leaving DALI too little. Call "
                 "tf.config.experimental.set_memory_growth(gpu, True) for every GPU before anything runs on it "
-                "(or import daliloader first, which sets TF_FORCE_GPU_ALLOW_GROWTH=true).", stacklevel=user_stacklevel())
+                "(or import daliloader first, which sets TF_FORCE_GPU_ALLOW_GROWTH=true).",
+                stacklevel=user_stacklevel())
 
 
 # ---------------------------------------------------------------- device numbering

@@ -129,8 +129,9 @@ def record_stream(parts) -> tf.data.Dataset:
         table = np.full(run[-1][0] + 1, -1, np.int64)
         for record, index in run:
             table[record] = index
+        lookup = tf.constant(table)  # this run's table, bound to its map function by the default below
         ds = tf.data.TFRecordDataset(file).take(len(table)).enumerate().map(
-            lambda k, serialized, table=tf.constant(table): (table[k], serialized))
+            lambda k, serialized, lookup=lookup: (lookup[k], serialized))
         if len(run) < len(table):
             ds = ds.filter(lambda index, _: index >= 0)
         found = ds if found is None else found.concatenate(ds)

@@ -17,8 +17,8 @@ import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from tensorflow.python.framework import ops
 
-from ..guard import PairGuard
 from ..errors import SpecError
+from ..guard import PairGuard
 
 
 class ExplainingIterator(iterator_ops.OwnedIterator):

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from .. import stages
 
+
 def _to_int(x):
     return tf.cast(x, tf.int32)
 
