@@ -54,19 +54,25 @@ def dali_decode(files: list[str], device: str, **decoder_args) -> list[np.ndarra
 WINDOWS = ((104, 224, 512, 512), (37, 53, 301, 403))
 
 
+def window_pipeline(files: list[str], device: str, anchor: tuple[int, int], shape: tuple[int, int]):
+    """A built pipeline that decodes the window ``(anchor, shape)`` of each file in turn."""
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0 if device == "mixed" else None)
+    def decode():
+        encoded, _ = fn.readers.file(files=files, random_shuffle=False)
+        return fn.decoders.image_slice(encoded, np.array(anchor, np.int32), np.array(shape, np.int32),
+                                       axis_names="HW", normalized_anchor=False, normalized_shape=False,
+                                       device=device, output_type=types.RGB, jpeg_fancy_upsampling=True)
+
+    pipe = decode()
+    pipe.build()
+    return pipe
+
+
 def dali_decode_windows(files: list[str], device: str) -> tuple[list[np.ndarray], list[tuple]]:
     """Each window of WINDOWS of each file, decoded alone by ``decoders.image_slice``."""
     out, where = [], []
     for top, left, height, width in WINDOWS:
-        @pipeline_def(batch_size=1, num_threads=1, device_id=0 if device == "mixed" else None)
-        def decode():
-            encoded, _ = fn.readers.file(files=files, random_shuffle=False)
-            return fn.decoders.image_slice(encoded, np.array([top, left], np.int32), np.array([height, width], np.int32),
-                                           axis_names="HW", normalized_anchor=False, normalized_shape=False,
-                                           device=device, output_type=types.RGB, jpeg_fancy_upsampling=True)
-
-        pipe = decode()
-        pipe.build()
+        pipe = window_pipeline(files, device, (top, left), (height, width))
         for i in range(len(files)):
             (images,) = pipe.run()
             images = images.as_cpu() if hasattr(images, "as_cpu") else images

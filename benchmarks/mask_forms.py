@@ -31,14 +31,13 @@ import numpy as np
 from nvidia.dali import fn, pipeline_def, types
 
 from daliloader.backends import dali_gpu_count
+from daliloader.backends.dali_graph import lz4_header
 from daliloader.bench import machine_info, measure
 from daliloader.codecs import decode_mask, read
-from daliloader.backends.dali_graph import lz4_header
 from daliloader.manifest import read_lz4_mask
 from daliloader.prepare import MASK_PNG_PARAMS, encode_lz4_mask
 from daliloader.report import write_json
 from daliloader.synthetic import default_dataset
-
 
 FORMS = {
     "png8": (".png", []),
@@ -132,7 +131,8 @@ def main() -> None:
     data = default_dataset(args.n, image_size=tuple(args.image_size))
     labels = [data.classes.map_mask(decode_mask(read(m), m, data.classes)) for m in data.masks]
     devices = ["cpu"] + (["gpu"] if dali_gpu_count() > 0 else [])
-    report = {"machine": machine_info(), "masks": len(labels), "size": [args.image_size[1], args.image_size[0]], "batch_size": args.batch_size,
+    report = {"machine": machine_info(), "masks": len(labels), "size": [args.image_size[1], args.image_size[0]],
+              "batch_size": args.batch_size,
               "method": "DALI pipeline reading (and decoding) the masks only (lz4 on the CPU: python-lz4, one thread "
                         "per core), page cache warm; median of repeats after one epoch of warm-up; masks/s",
               "results": []}

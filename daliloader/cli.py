@@ -8,17 +8,19 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
-import tempfile
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
-from daliloader.bench import BENCH_BACKENDS
+from daliloader.bench import AUGMENT, BASELINE, BENCH_BACKENDS, DATA
 from daliloader.environment import show_native_warnings
 from daliloader.errors import DaliloaderError, SpecError
 
 
 def cmd_bench(args) -> int:
+    """``daliloader bench``: measure (each figure said as it comes), print the tables, write the JSON and
+    chart asked for; 0."""
     from rich.console import Console
 
     from daliloader import bench, report
@@ -26,23 +28,30 @@ def cmd_bench(args) -> int:
     console = Console()
     data = load_data(args)
     console.print(f"dataset: {data}, {bench.dataset_place(data)}")
-    settings = bench.Settings(backends=tuple(args.backends) if args.backends else None, batch_size=args.batch_size,
-                              image_size=args.image_size, label_modes=tuple(args.label_mode), seconds=args.seconds,
-                              repeats=args.repeats, workers=args.workers, stages=not args.no_stages,
-                              train=args.train, train_steps=args.train_steps,
-                              prepared=prepared_where(args), augment=args.augment, tfrecord=args.tfrecord)
 
     def status(what: str, fn):
         with console.status(f"measuring {what} ..."):
             return fn()
 
-    result = bench.run(data, settings, status=status, say=console.print)
+    result = bench.run(data, bench_settings(args), status=status, say=console.print)
     if args.json:
         report.write_json(result, args.json)
     return show_report(console, result, args.plot, written=args.json)
 
 
+def bench_settings(args):
+    """What bench's options ask for, as :class:`daliloader.bench.Settings`."""
+    from daliloader import bench
+
+    return bench.Settings(backends=tuple(args.backends) if args.backends else None, batch_size=args.batch_size,
+                          image_size=args.image_size, label_modes=tuple(args.label_mode), seconds=args.seconds,
+                          repeats=args.repeats, workers=args.workers, stages=not args.no_stages, train=args.train,
+                          train_steps=args.train_steps, prepared=prepared_where(args), augment=args.augment,
+                          tfrecord=args.tfrecord)
+
+
 def cmd_report(args) -> int:
+    """``daliloader report``: a saved report's tables (the data asked for) and chart; 0."""
     from rich.console import Console
 
     from daliloader import report
@@ -50,7 +59,7 @@ def cmd_report(args) -> int:
     return show_report(Console(), report.read_report(args.report, data=args.data), args.plot)
 
 
-def show_report(console, result: dict, plot: Path | None, written: Path | None = None) -> int:
+def show_report(console, result, plot: Path | None, written: Path | None = None) -> int:
     """A bench report's tables, the chart (``plot``), and what was written."""
     from daliloader import report
 
@@ -70,15 +79,27 @@ def prepared_where(args) -> str | None:
     return (str(args.prepared_dir) if args.prepared_dir is not None else "cache") if args.prepared else None
 
 
+#: preview's options that are the loaders' options of the same name.
+RECIPE_OPTIONS = ("crop", "rotate", "flip", "brightness", "contrast", "saturation", "hue")
+
+
 def cmd_preview(args) -> int:
+    """``daliloader preview``: the grid of a recipe's samples, and what it holds; 0."""
     from daliloader.preview import preview
 
-    from daliloader.bench import AUGMENT
+    options = preview_recipe(args)
+    n = preview(load_data(args), args.output, batches=args.batches, batch_size=args.batch_size,
+                image_size=args.image_size, seed=args.seed, view=args.view, backend=args.backend, **options)
+    recipe = "evaluation" if args.eval else "training"
+    print(f"wrote {args.output}: {n} samples of the {recipe} recipe from {args.backend}, {args.batches} batches")
+    return 0
 
+
+def preview_recipe(args) -> dict:
+    """The loaders' options that preview's options ask for: --augment's, then those named, then the
+    evaluation recipe (--eval) or the zoom of random crops."""
     options = {k: v for k, v in AUGMENT.items() if k != "scale"} if args.augment else {}
-    for name in ("crop", "rotate", "flip", "brightness", "contrast", "saturation", "hue"):
-        if getattr(args, name) is not None:
-            options[name] = getattr(args, name)
+    options.update({name: getattr(args, name) for name in RECIPE_OPTIONS if getattr(args, name) is not None})
     if args.eval:
         if args.augment or args.scale is not None:
             raise SpecError("--eval previews the evaluation recipe, which draws nothing at random: leave out "
@@ -86,11 +107,7 @@ def cmd_preview(args) -> int:
         options["training"] = False
     else:
         options["scale"] = tuple(args.scale) if args.scale is not None else (0.5, 2.0)
-    n = preview(load_data(args), args.output, batches=args.batches, batch_size=args.batch_size,
-                image_size=args.image_size, seed=args.seed, view=args.view, backend=args.backend, **options)
-    recipe = "evaluation" if args.eval else "training"
-    print(f"wrote {args.output}: {n} samples of the {recipe} recipe from {args.backend}, {args.batches} batches")
-    return 0
+    return options
 
 
 def data_source(args):
@@ -132,6 +149,8 @@ def load_data(args, default: bool = True):
 
 
 def cmd_check(args) -> int:
+    """``daliloader check``: every pair decoded, the problems listed (and written as JSON); 0 when there
+    are none, else 1."""
     from daliloader.checks import check
 
     source = data_source(args)
@@ -147,9 +166,10 @@ def cmd_check(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    from daliloader.prepare import prepare, summary
-
+    """``daliloader prepare``: the prepared copy written and summed up (then verified with --verify); 0,
+    or verify's status."""
     from daliloader.layouts import find
+    from daliloader.prepare import prepare, summary
 
     data = load_data(args, default=False)
     # the split actually read (a layout's default, or none for a folder of one split)
@@ -162,7 +182,8 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from daliloader.prepare import verify
+    """``daliloader verify``: a prepared copy checked against its originals; 0 when it matches, else 1."""
+    from daliloader.verify import verify
 
     report = verify(args.out, workers=args.workers, progress=not args.quiet)
     print(report)
@@ -170,6 +191,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_synth(args) -> int:
+    """``daliloader synth``: the embedded synthetic dataset written to OUT; 0."""
     import daliloader as dl
 
     data = dl.synthetic.make_dataset(args.out, n=args.n, image_format=args.format, image_size=args.image_size,
@@ -214,6 +236,8 @@ def _positive_float(text: str) -> float:
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
+    """DATA and the options that name or read a dataset (``default``: DATA may be left out for the
+    embedded dataset)."""
     parser.add_argument("data", nargs="?", type=Path, default=None, metavar="DATA",
                         help="a dataset folder as shipped: Cityscapes, Pascal VOC 2012 (VOC2012 or VOCdevkit), ADE20K "
                              "(ADEChallengeData2016), CamVid (SPLIT/ + SPLIT_labels/ + class_dict.csv), images/ + "
@@ -268,10 +292,8 @@ def version() -> str:
     found = []
     for name in ("nvidia-dali-cuda120", "nvidia-dali-cuda130", "nvidia-dali-tf-plugin-cuda120",
                  "nvidia-dali-tf-plugin-cuda130", "tensorflow", "keras", "opencv-python-headless"):
-        try:
+        with suppress(PackageNotFoundError):
             found.append(f"{name} {installed(name)}")
-        except PackageNotFoundError:
-            pass
     return f"daliloader {daliloader.__version__} ({', '.join(found) or 'no backend library installed'})"
 
 
@@ -291,15 +313,28 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command (each added by its ``_add_*`` function, in the order of the help)."""
     parser = _Parser(prog="daliloader", description="GPU data loading for Keras segmentation.")
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
+    parents = [_verbose()]
+    for add in (_add_bench, _add_report, _add_preview, _add_check, _add_prepare, _add_verify, _add_synth):
+        add(sub, parents)
+    return parser
+
+
+def _verbose() -> argparse.ArgumentParser:
+    """The option every command takes: --verbose."""
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("--verbose", action="store_true",
                          help="show what TensorFlow, XLA and CUDA print as they start and DALI's decoder warnings "
                               "(hidden by default)")
+    return verbose
 
-    bench = sub.add_parser("bench", parents=[verbose],
+
+def _add_bench(sub, parents: list) -> None:
+    """``daliloader bench``: the data, the settings of every figure, and what else to measure."""
+    bench = sub.add_parser("bench", parents=parents,
                            help="throughput of every loader, CPU vs GPU, next to the decode ceilings",
                            description="Measure each backend's steady-state throughput on the same data and "
                                        "settings (one warm-up epoch, then the median and spread of timed repeats), "
@@ -320,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workers", type=_positive_int, default=None,
                        help="threads for opencv and the CPU ceilings (default: all cores)")
     bench.add_argument("--no-stages", action="store_true", help="skip the per-stage breakdown")
+    _add_bench_extras(bench)
+    bench.set_defaults(func=cmd_bench)
+
+
+def _add_bench_extras(bench: argparse.ArgumentParser) -> None:
+    """bench's options that measure more (--train, --prepared, --augment, --tfrecord) and its outputs."""
     bench.add_argument("--train", action="store_true",
                        help="also train a small U-Net fed by each backend, against its step on one batch resident on "
                             "the device: how much of each step waits for input")
@@ -340,18 +381,23 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
     bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
-    bench.set_defaults(func=cmd_bench)
 
-    rep = sub.add_parser("report", parents=[verbose], help="print or chart a report that bench wrote",
+
+def _add_report(sub, parents: list) -> None:
+    """``daliloader report``: a saved report printed and charted again."""
+    rep = sub.add_parser("report", parents=parents, help="print or chart a report that bench wrote",
                          description="Print the tables of a report written by `daliloader bench --json` again, "
                                      "and chart it (--plot), for example one measured on another machine.")
     rep.add_argument("report", type=Path, metavar="REPORT", help="a JSON report written by bench --json")
-    rep.add_argument("--data", type=_choices(("original", "prepared", "packs", "tfrecord", "files")), default=None,
+    rep.add_argument("--data", type=_choices(DATA), default=None,
                      help="keep only the figures on these data, comma-separated (default: all)")
     rep.add_argument("--plot", type=Path, metavar="OUT.png", help="write the bar chart PNG here")
     rep.set_defaults(func=cmd_report)
 
-    preview = sub.add_parser("preview", parents=[verbose],
+
+def _add_preview(sub, parents: list) -> None:
+    """``daliloader preview``: the data, a recipe, and how to lay out its samples."""
+    preview = sub.add_parser("preview", parents=parents,
                            help="a picture of what a recipe makes: samples beside (or over) their coloured masks",
                              description="Run a loader with a recipe (the loaders' options; by default random crops "
                                          "with zoom 0.5-2, or --eval for the evaluation recipe) and write a grid: each "
@@ -365,8 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--batch-size", type=_positive_int, default=3, help="samples per batch (default: 3)")
     add_image_size(preview, (256, 256), "the samples' size")
     preview.add_argument("--view", choices=("side", "overlay", "both"), default="side",
-                         help="image beside the coloured mask, the mask blended over the image, or both (default: side)")
-    preview.add_argument("--backend", choices=[b for b in BENCH_BACKENDS if b != "tfdata-naive"], default="dali-cpu",
+                         help="image beside the coloured mask, the mask blended over the image, or both "
+                              "(default: side)")
+    preview.add_argument("--backend", choices=[b for b in BENCH_BACKENDS if b != BASELINE], default="dali-cpu",
                          help="the loader that makes the samples (default: dali-cpu)")
     preview.add_argument("--eval", action="store_true",
                          help="the evaluation recipe (training=False): crop 'fit', nothing random, the dataset's order")
@@ -385,7 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "saturation 0.3, hue 10)")
     preview.set_defaults(func=cmd_preview)
 
-    check = sub.add_parser("check", parents=[verbose],
+
+def _add_check(sub, parents: list) -> None:
+    """``daliloader check``: the data and how to check it."""
+    check = sub.add_parser("check", parents=parents,
                            help="find bad files before training",
                            description="Decode every image/mask pair in parallel and report, per file: missing, "
                                        "empty, unsupported, truncated or corrupt files, image/mask size "
@@ -398,15 +448,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(func=cmd_check)
 
-    prep = sub.add_parser("prepare", parents=[verbose],
+
+def _add_prepare(sub, parents: list) -> None:
+    """``daliloader prepare``: the data, the copy's folder, and what the copy holds."""
+    prep = sub.add_parser("prepare", parents=parents,
                            help="one-time conversion: 8-bit class-index masks, webdataset packs",
                           description="Write a prepared copy of DATA into OUT that every loader reads faster, "
                                       "without changing a label: masks re-encoded as single-channel 8-bit class-index "
                                       "PNGs (the colour/id mapping done once; unknown values -> ignore index) and, for "
                                       "dali-gpu, the same indices LZ4-compressed, images "
                                       "copied byte for byte, a manifest.json recording the class map and how it was "
-                                      "made, and optionally packs (webdataset tars) with their DALI index files. Load it "
-                                      "with SegmentationData.from_prepared(OUT).")
+                                      "made, and optionally packs (webdataset tars) with their DALI index files. "
+                                      "Load it with SegmentationData.from_prepared(OUT).")
     add_data_arguments(prep, default=False)
     prep.add_argument("out", type=Path, metavar="OUT", help="new (or empty) folder for the prepared copy")
     prep.add_argument("--jpeg-quality", type=_positive_int, default=None, metavar="Q",
@@ -425,7 +478,10 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--quiet", action="store_true", help="no progress bar")
     prep.set_defaults(func=cmd_prepare)
 
-    ver = sub.add_parser("verify", parents=[verbose],
+
+def _add_verify(sub, parents: list) -> None:
+    """``daliloader verify``: a prepared copy against its originals."""
+    ver = sub.add_parser("verify", parents=parents,
                            help="check a prepared copy against its originals",
                          description="Decode every mask of the prepared copy OUT and compare it with the mapping "
                                      "of its original, bit for bit; compare copied images and pack members "
@@ -435,7 +491,10 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--quiet", action="store_true", help="no progress bar")
     ver.set_defaults(func=cmd_verify)
 
-    synth = sub.add_parser("synth", parents=[verbose],
+
+def _add_synth(sub, parents: list) -> None:
+    """``daliloader synth``: the embedded synthetic dataset, written to a folder."""
+    synth = sub.add_parser("synth", parents=parents,
                            help="write the synthetic dataset", description="Write the synthetic "
                            "CamVid-layout dataset: OUT/train, OUT/train_labels, OUT/class_dict.csv.")
     synth.add_argument("out", type=Path, help="the folder to write (CamVid's layout: train/, train_labels/, "
@@ -445,7 +504,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_image_size(synth, (720, 960), "the images' size")
     synth.add_argument("--seed", type=int, default=0, help="the seed of the scenes (default: 0)")
     synth.set_defaults(func=cmd_synth)
-    return parser
 
 
 #: Lines that TensorFlow, XLA and CUDA's stubs write to the process's stderr as they start, whatever
@@ -455,43 +513,105 @@ NATIVE_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeL
                           r"E\d{4} .*oneDNN supports|To enable the following instructions|"
                           r"This TensorFlow binary is optimized)")
 
+#: The filter a command run from the shell writes its file descriptor 2 through, in a process of its own:
+#: it reads what arrives line by line as it comes, drops the lines that match the pattern it is given
+#: (argv[1], :data:`NATIVE_NOISE`) and writes every other line at once to its stdout, the real stderr; a last
+#: line without its newline when the command ends. Being a process, it outlives a native crash of the
+#: command and still writes the crash's last lines. It ignores Ctrl-C (the command says it was
+#: interrupted), and goes on draining when its stdout is gone, so that the command never blocks on it.
+FILTER = r"""
+import os, re, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+noise, pending, out = re.compile(sys.argv[1].encode()), b"", sys.stdout.buffer
+def write(data):
+    global out
+    if out is None or not data:
+        return
+    try:
+        out.write(data)
+        out.flush()
+    except OSError:  # the real stderr is gone: go on draining
+        out = None
+while chunk := os.read(0, 65536):
+    *lines, pending = (pending + chunk).split(b"\n")
+    write(b"".join(line + b"\n" for line in lines if not noise.match(line)))
+write(b"" if noise.match(pending) else pending)
+"""
+#: Seconds a command waits at its end for the filter to write what it was given (longer only where a
+#: process the command started still holds its stderr).
+FILTER_WAIT = 2.0
+
 
 @contextmanager
 def native_noise_filtered():
-    """Run with the native libraries' stderr (file descriptor 2) collected, and replay what is not
-    :data:`NATIVE_NOISE` afterwards; Python's own stderr (warnings, errors) is written as it comes."""
+    """Run with the native libraries' stderr (file descriptor 2) filtered line by line as it comes: the
+    lines of :data:`NATIVE_NOISE` are dropped, the others written to the real stderr at once, by a
+    process of its own (:data:`FILTER`) that still writes a native crash's last lines. Python's own
+    stderr (warnings, errors) goes to the real stderr directly. On leaving, however it is left (an error,
+    Ctrl-C), file descriptor 2 is the real stderr again and the filter has written what it was given.
+    Where no filter process can start, nothing is hidden."""
     sys.stderr.flush()
     terminal = os.dup(2)
+    try:
+        fil = _start_filter(terminal)
+    except OSError:
+        os.close(terminal)
+        yield
+        return
     python_stderr = sys.stderr
-    with tempfile.TemporaryFile() as native:
-        os.dup2(native.fileno(), 2)
-        sys.stderr = open(os.dup(terminal), "w", buffering=1, encoding="utf-8", errors="replace")
+    with open(os.dup(terminal), "w", buffering=1, encoding="utf-8", errors="replace") as direct:
+        sys.stderr = direct
         try:
             yield
         finally:
-            sys.stderr.flush()
-            sys.stderr.close()
+            direct.flush()
             sys.stderr = python_stderr
-            os.dup2(terminal, 2)
+            os.dup2(terminal, 2)  # the pipe's last writer gone: the filter writes what is left, then ends
             os.close(terminal)
-            native.seek(0)
-            kept = [line for line in native.read().decode(errors="replace").splitlines() if not NATIVE_NOISE.match(line)]
-            if kept:
-                print("\n".join(kept), file=sys.stderr)
+            _wait_for(fil)
+
+
+def _start_filter(terminal: int) -> subprocess.Popen:
+    """The :data:`FILTER` process writing to ``terminal``, with file descriptor 2 now the pipe it reads."""
+    if not sys.executable:
+        raise OSError("no Python executable to run the filter")
+    read_end, write_end = os.pipe()
+    try:
+        fil = subprocess.Popen([sys.executable, "-I", "-S", "-c", FILTER, NATIVE_NOISE.pattern], stdin=read_end,
+                               stdout=terminal)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    return fil
+
+
+def _wait_for(fil: subprocess.Popen) -> None:
+    """Wait for the filter to end, at most :data:`FILTER_WAIT` seconds (a process that inherited the
+    command's stderr keeps it open; the filter then ends with that process)."""
+    with suppress(subprocess.TimeoutExpired):
+        fil.wait(FILTER_WAIT)
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The command's arguments; options may sit between DATA and OUT (prepare DATA --split val OUT)."""
+    commands = parser._subparsers._group_actions[0].choices
+    if argv and argv[0] in commands:
+        args = commands[argv[0]].parse_intermixed_args(argv[1:])
+        args.command = argv[0]
+        return args
+    return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     """The command line; ``argv`` None reads sys.argv and, unless --verbose, hides the start-up noise
-    native libraries write to stderr."""
-    parser = build_parser()
+    native libraries write to stderr (:func:`native_noise_filtered`). Returns the exit status: 0, 1
+    where check or verify found a problem, 2 on an error (one line), 130 when interrupted."""
     from_shell = argv is None
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = parser._subparsers._group_actions[0].choices
-    if argv and argv[0] in commands:  # options may sit between DATA and OUT (prepare DATA --split val OUT)
-        args = commands[argv[0]].parse_intermixed_args(argv[1:])
-        args.command = argv[0]
-    else:
-        args = parser.parse_args(argv)
+    args = parse_args(build_parser(), list(sys.argv[1:] if from_shell else argv))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.verbose:
         show_native_warnings()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from PIL import UnidentifiedImageError
@@ -19,7 +19,7 @@ from .manifest import GPU_FORM, PACKS, index_samples, load_manifest, prepared_cl
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 from .parts import open_image
-from .tfrecord import Records, RecordPart
+from .tfrecord import RecordPart, Records
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
 #: read by every decoder as 0 and 255.
@@ -60,7 +60,7 @@ class Container(Enum):
 
 @dataclass(frozen=True)
 class SegmentationData:
-    """Paired image and mask files plus the ClassMap that reads the masks.
+    r"""Paired image and mask files plus the ClassMap that reads the masks.
 
     ``images[i]`` and ``masks[i]`` belong together; the order is sorted by the images' relative paths.
     ``packs``: the same pairs packed in webdataset tars, which the DALI backends then read instead of
@@ -128,11 +128,11 @@ class SegmentationData:
         if self.records:
             packed += f", {len({p.file for p in self.images})} TFRecord files"
         depth = ", 16-bit masks" if self.mask_depth == 16 else ""
-        return (f"SegmentationData({len(self)} pair{'s' if len(self) != 1 else ''}, {self.classes.num_classes} classes, "
-                f"kind={self.classes.kind}{depth}{packed})")
+        return (f"SegmentationData({len(self)} pair{'s' if len(self) != 1 else ''}, "
+                f"{self.classes.num_classes} classes, kind={self.classes.kind}{depth}{packed})")
 
     @classmethod
-    def _of(cls, pairs: Sequence[tuple[str, str]], classes, progress: bool = True) -> "SegmentationData":
+    def _of(cls, pairs: Sequence[tuple[str, str]], classes, progress: bool = True) -> SegmentationData:
         """The dataset of ``pairs`` read with ``classes`` (None: inferred from the masks)."""
         masks = tuple(_part(m) for _, m in pairs)
         if not masks:
@@ -145,10 +145,10 @@ class SegmentationData:
         cls,
         images: str | Path,
         masks: str | Path,
-        classes: "ClassMap | str | Path | int | dict | None",
+        classes: ClassMap | str | Path | int | dict | None,
         mask_suffix: str | None = None,
         image_suffix: str = "",
-    ) -> "SegmentationData":
+    ) -> SegmentationData:
         """Pair every image under ``images`` with the mask of the same name under ``masks``.
 
         Files are matched by relative folder and stem. A mask may carry a suffix (CamVid's
@@ -168,7 +168,7 @@ class SegmentationData:
         return cls._of(pairing.pairs, classes)
 
     @classmethod
-    def from_pairs(cls, pairs: Sequence[tuple[str, str]], classes) -> "SegmentationData":
+    def from_pairs(cls, pairs: Sequence[tuple[str, str]], classes) -> SegmentationData:
         """Explicit (image, mask) pairs, for layouts that ``from_dirs`` does not cover."""
         for img, mask in pairs:
             for f in (img, mask):
@@ -180,7 +180,7 @@ class SegmentationData:
 
     @classmethod
     def from_folder(cls, root: str | Path, split: str | None = None, classes=None, *, image_key: str | None = None,
-                    mask_key: str | None = None) -> "SegmentationData":
+                    mask_key: str | None = None) -> SegmentationData:
         """A dataset folder as shipped: Cityscapes, Pascal VOC 2012, ADE20K, CamVid, images/ + masks/,
         a folder prepared by TensorFlow Datasets or a folder of TFRecord files (see
         :mod:`daliloader.layouts`), with the class map its layout publishes. ``split``: the layout's split
@@ -201,7 +201,7 @@ class SegmentationData:
 
     @classmethod
     def from_tfrecord(cls, files, *, classes=None, image_key: str | None = None,
-                      mask_key: str | None = None) -> "SegmentationData":
+                      mask_key: str | None = None) -> SegmentationData:
         """The pairs stored in TFRecord files of ``tf.train.Example``: ``files`` is a path, a glob pattern
         or a list of either (read in that order, each glob's matches sorted), uncompressed.
 
@@ -223,7 +223,7 @@ class SegmentationData:
 
     @classmethod
     def from_tfds(cls, path_or_name, split: str = "train", *, data_dir=None, classes=None,
-                  image_key: str | None = None, mask_key: str | None = None) -> "SegmentationData":
+                  image_key: str | None = None, mask_key: str | None = None) -> SegmentationData:
         """A split of a dataset prepared by TensorFlow Datasets, read without importing it: a version
         folder (``~/tensorflow_datasets/oxford_iiit_pet/4.0.0``), a dataset folder holding versions (the
         newest is read), or ``"name[/config][:version]"`` found under ``data_dir`` as ``tfds.load``
@@ -238,7 +238,7 @@ class SegmentationData:
                                found.keys.mask_key)
 
     @classmethod
-    def _of_records(cls, scans: list, classes, image_key: str | None, mask_key: str | None) -> "SegmentationData":
+    def _of_records(cls, scans: list, classes, image_key: str | None, mask_key: str | None) -> SegmentationData:
         """The dataset of the records that ``scans`` found (see :meth:`from_tfrecord`)."""
         keys = tfrecord.keys_of(scans, image_key, mask_key)
         pairs, problems = tfrecord.record_pairs(scans, keys)
@@ -246,7 +246,7 @@ class SegmentationData:
         return replace(cls._of(pairs, classes), records=keys)
 
     @classmethod
-    def from_prepared(cls, root: str | Path, packs: bool = False) -> "SegmentationData":
+    def from_prepared(cls, root: str | Path, packs: bool = False) -> SegmentationData:
         """A dataset written by ``daliloader prepare`` / :func:`daliloader.prepare.prepare`: 8-bit
         class-index masks (ids ``0..C-1`` are the classes, ``ignore_index`` stays), read by every backend.
 
@@ -280,13 +280,13 @@ class SegmentationData:
                             "again")
         return replace(data, packs=found)
 
-    def subset(self, indices: Sequence[int]) -> "SegmentationData":
+    def subset(self, indices: Sequence[int]) -> SegmentationData:
         """The pairs at ``indices``, read from their files (packs hold the whole dataset) or records."""
         gpu_masks = None if self.gpu_masks is None else tuple(self.gpu_masks[i] for i in indices)
         return SegmentationData(tuple(self.images[i] for i in indices), tuple(self.masks[i] for i in indices),
                                 self.classes, mask_depth=self.mask_depth, gpu_masks=gpu_masks, records=self.records)
 
-    def split(self, fraction: float, seed: int = 0) -> tuple["SegmentationData", "SegmentationData"]:
+    def split(self, fraction: float, seed: int = 0) -> tuple[SegmentationData, SegmentationData]:
         """``(train, val)``: ``val`` holds ``round(fraction * len(self))`` pairs drawn with ``seed``, ``train``
         the rest; disjoint, together every pair, the same for the same seed (each keeps the dataset's
         order). Both read the files (packs hold the whole dataset)."""

@@ -45,7 +45,7 @@ class PairGuard:
         self.expect = Expect.of(data, backend, decoders)
         self._vetted: dict[int, tuple] = {}  # pair -> the stat stamp of its files when vetted
         self._recent: deque[int] = deque(maxlen=remember)
-        self._refused: LoadError | None = None  # the last refusal of verify() not yet handed on by explain()
+        self._refused: list[LoadError] = []  # verify()'s refusals not yet handed on by explain()
         self._lock = threading.Lock()
 
     def verify(self, index: int) -> None:
@@ -66,7 +66,7 @@ class PairGuard:
         if problems:
             refused = LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
             with self._lock:
-                self._refused = refused  # what explain() hands on, whatever wraps it on the way
+                self._refused.append(refused)  # what explain() hands on, whatever wraps it on the way
             raise refused
         self._vetted[index] = stamp
 
@@ -75,10 +75,10 @@ class PairGuard:
         refusal where it raised one (TensorFlow hands it on wrapped in an ``OpError``), else what is wrong
         with the pairs it vetted last (reading TFRecords: every record the reader can have read lately)."""
         with self._lock:
-            refused, self._refused = self._refused, None
+            refused, self._refused = self._refused, []
             recent = sorted(set(self._recent))
-        if refused is not None:
-            return refused
+        if refused:
+            return _handed_on(refused, error)
         first_line = _first_line(str(error)) or type(error).__name__
         if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
             folder = Path(self.data.packs.tars[0]).parent
@@ -113,6 +113,15 @@ class PairGuard:
             files = sorted({part_file(self.data.images[i]) for i in pairs})
             return f"the {len(pairs)} records read last (of {', '.join(files)})"
         return "the pairs in flight:\n" + "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in pairs)
+
+
+def _handed_on(refused: list[LoadError], error: BaseException) -> LoadError:
+    """The refusal that ``error`` carries: parallel reads (tf.data's parallel map) may refuse several pairs
+    at once, and TensorFlow hands on one of them, whose first line (which names its sample) is in its
+    text; the first refusal where none is (an error that does not carry it)."""
+    text = str(error)
+    carried = [r for r in refused if str(r).splitlines()[0] in text]
+    return (carried or refused)[0]
 
 
 def _first_line(text: str) -> str:

@@ -1,4 +1,5 @@
-"""Shared fixtures: small datasets written once per session, and the backend axis.
+"""Shared fixtures: small datasets written once per session (and Cityscapes' tree once per module), and
+the backend axis; the helpers several test files use (one epoch of any backend, ...).
 
 GPU backends are skipped (not faked) where DALI sees no CUDA device.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from trees import cityscapes_tree
 
 import daliloader as dl
 from daliloader.catalog import CAMVID_CLASSES
@@ -65,6 +67,11 @@ def one_epoch(backend: str, data, tf: bool = False, **kwargs) -> list[tuple[np.n
         return [tuple(t.numpy() for t in batch) for batch in ds]
     pipe, steps = dl.dali_pipeline(data, backend=backend, **kwargs)
     return [tuple(dali_numpy(pipe.run())) for _ in range(steps)]
+
+
+def eval_batches(backend, data, **kw):
+    """One evaluation epoch of any backend, as numpy (x, y, w)."""
+    return one_epoch(backend, data, training=False, **kw)
 
 
 def require_tf() -> None:
@@ -119,6 +126,12 @@ def index_data(tmp_path_factory) -> dl.SegmentationData:
 def synth_data(tmp_path_factory) -> dl.SegmentationData:
     """The embedded synthetic dataset, small: 8 JPEG pairs at 160x120."""
     return dl.synthetic.make_dataset(tmp_path_factory.mktemp("synth"), n=8, image_size=(120, 160))
+
+
+@pytest.fixture(scope="module")
+def cityscapes(tmp_path_factory):
+    """Cityscapes as shipped (tests/trees.py): (root, {split: {image: expected labels}})."""
+    return cityscapes_tree(tmp_path_factory.mktemp("cs"))
 
 
 def batch_indices(images: np.ndarray) -> list[int]:

@@ -1,3 +1,9 @@
+"""daliloader/classes.py: ClassMap, how mask pixels become class indices and back: CamVid's
+class_dict.csv (malformed lines named), id maps with remaps and ignore indices, palettes and colorize, the
+exact colour tables, the wide ignore index past 255 classes, repeated names refused; to_mask the inverse of
+map_mask.
+"""
+
 import numpy as np
 import pytest
 
@@ -141,3 +147,11 @@ def test_duplicate_class_names_are_refused_by_every_constructor(make):
     with pytest.raises(DataError, match=r"the class name '\w+' is given to classes \d and \d; give each class its "
                                         "own name"):
         make()
+
+
+def test_to_mask_is_the_inverse_of_map_mask():
+    rng = np.random.default_rng(5)
+    for classes in (dl.ClassMap.cityscapes(), dl.ClassMap.voc(), dl.synthetic.camvid_classmap()):
+        labels = rng.integers(0, classes.num_classes, (6, 7)).astype(classes.label_dtype)
+        labels[0, 0] = classes.ignore_index
+        np.testing.assert_array_equal(classes.map_mask(classes.to_mask(labels)), labels)

@@ -1,4 +1,8 @@
-"""The plan: one validated, frozen statement of a loader call, which every backend builds from."""
+"""daliloader/plan.py: the plan, one validated, frozen statement of a loader call, which every backend
+builds from: its arguments and loader options checked, misspelt or impossible ones named, the backend chosen.
+(test_smaller_argument_traps_say_what_is_wrong refuses, beside a plan's num_shards, two class tables too:
+ClassMap.from_csv with a header and no class, and with a class named twice.)
+"""
 
 import dataclasses
 
@@ -132,3 +136,13 @@ def test_num_threads_is_bounded_by_the_cores(index_data, monkeypatch):
                                            r"threads \(4 per core\)"):
         dl.dali_pipeline(index_data, num_threads=256, backend="dali-cpu")
 
+
+def test_smaller_argument_traps_say_what_is_wrong(tmp_path, index_data):
+    with pytest.raises(dl.SpecError, match="num_shards=64 is more than the 10 samples"):
+        dl.make_plan(index_data, batch_size=2, num_shards=64)
+    (tmp_path / "header.csv").write_text("name,r,g,b\n")
+    with pytest.raises(dl.DataError, match=r"header\.csv: a header and no class"):
+        dl.ClassMap.from_csv(tmp_path / "header.csv")
+    (tmp_path / "twice.csv").write_text("name,r,g,b\nroad,1,2,3\nsky,4,5,6\nRoad,7,8,9\n")
+    with pytest.raises(dl.DataError, match=r"twice\.csv:4: the class name 'Road' is already on line 2"):
+        dl.ClassMap.from_csv(tmp_path / "twice.csv")

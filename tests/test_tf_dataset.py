@@ -1,4 +1,5 @@
-"""tf_dataset: the DALI graph handed to Keras through DALI's TensorFlow plugin."""
+"""tf_dataset: the DALI graph handed to Keras through DALI's TensorFlow plugin (daliloader/backends/dali_tf.py),
+and what every tf.data loader refuses of Keras (fit's class_weight: backends/tfloader.py)."""
 
 import numpy as np
 import pytest
@@ -269,3 +270,17 @@ def test_dali_runs_at_least_two_samples_per_thread_on_the_host(synth_data, monke
     (dali,) = [op for op in graph.get_operations() if op.type == "DALIDataset"]
     assert dali.get_attr("batch_size") == 16
     assert "RebatchDatasetV2" in {op.type for op in graph.get_operations()}
+
+
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
+def test_keras_class_weight_is_refused_naming_the_loss_that_takes_it(synth_data, backend):
+    """model.fit(ds, class_weight=...) maps the dataset to per-sample weights, which a segmentation batch
+    cannot have: refused at once, naming dl.losses' class_weights (it failed deep in the loss before)."""
+    keras = pytest.importorskip("keras")
+    n = synth_data.classes.num_classes
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(n, 1)])
+    model.compile("adam", dl.losses.SparseCategoricalCrossentropy())
+    ds = dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 32), label_mode="int", backend=backend)
+    with pytest.raises(dl.SpecError, match=r"class_weight=.*dl.losses.SparseCategoricalCrossentropy\(class_weights="):
+        model.fit(ds, class_weight={0: 1.0, 1: 2.0}, epochs=1, verbose=0)
+    assert len(ds.map(lambda x, y: x).take(1).as_numpy_iterator().next()) == 2  # other maps still chain

@@ -1,6 +1,6 @@
-"""Reading prepared webdataset shards with DALI's reader: paired by construction, every sample once per
-evaluation epoch (padding marked), training epochs cut from passes read back to back, split between
-workers, same batches as the files.
+"""Reading a prepared copy's packs (webdataset tars: ``from_prepared(packs=True)``) with DALI's reader:
+paired by construction, every sample once per evaluation epoch (padding marked), training epochs cut
+from passes read back to back, split between workers, same batches as the files.
 
 ``index_data``'s images encode their own index (red = 10 * index) and its masks are class ``index``
 everywhere, so a batch says which samples it holds and whether image and mask belong together.
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import batch_indices, dali_numpy, one_epoch, require_tf
 
 import daliloader as dl
-from conftest import batch_indices, dali_numpy, one_epoch, require_tf
 from daliloader.cli import main as cli
 from daliloader.errors import DataError, LoadError
 from daliloader.prepare import MANIFEST, prepare

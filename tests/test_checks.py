@@ -1,12 +1,25 @@
-"""Bad input: broken datasets built on the fly, ``check`` reports them, every loader names the file."""
+"""daliloader/checks.py, inspection.py and guard.py, on broken datasets built on the fly.
+
+check() (and ``daliloader check``) reports each kind of broken file, naming it: truncated, empty, not an
+image, another size, missing, corrupt data whatever the damage (JPEG and PNG), unknown colours and ids,
+files without a partner, tiny pictures; its exit status and JSON. inspection's strict JPEG decoding passes
+every sound JPEG, and Pillow's pixel limit does not stop it. The load-time guard (PairGuard): every loader,
+and model.fit, fails naming the bad file; stray colours are no error at load time (they load as ignored);
+a file changed since it was vetted (another size, or the same size and modification time) is vetted again,
+and a file replaced mid-run never gives a misaligned pair.
+"""
+
+from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from conftest import PALETTE, block_labels, one_epoch, write_pairs
+from copies import dataset
 
 import daliloader as dl
 from daliloader.cli import main as cli
@@ -67,7 +80,11 @@ CASES = [
     ("missing mask", "mask", missing, "missing"),
     ("corrupt data inside a png", "mask", damaged_inside, "corrupt"),
 ]
+
+
 FAILS_TO_LOAD = [c for c in CASES]
+
+
 BAD = 3
 
 
@@ -81,6 +98,7 @@ def broken(request, tmp_path):
     return data, path, kind
 
 
+# ---------------------------------------------------------------- check
 def test_check_reports_each_kind(broken):
     data, path, kind = broken
     report = dl.check(data, workers=2)
@@ -131,6 +149,23 @@ def test_check_folder_lists_unpaired_and_tiny(tmp_path):
     assert kinds == {("unpaired_image", "0002.png"), ("unpaired_mask", "stray_L.png"), ("tiny", "0004.png")}
 
 
+def test_check_reports_what_a_loader_would_refuse(cityscapes, tmp_path, capsys):
+    """check DATA --classes N still reports unpaired files (exit 1); nothing paired is a report, not a crash."""
+    import shutil
+
+    root = tmp_path / "cityscapes"
+    shutil.copytree(cityscapes[0], root)
+    next((root / "gtFine" / "train").rglob("*_labelIds.png")).unlink()
+    assert cli(["check", str(root), "--classes", "19", "--quiet"]) == 1
+    assert "unpaired_image" in capsys.readouterr().out
+    (tmp_path / "a" / "images").mkdir(parents=True)
+    (tmp_path / "a" / "masks").mkdir()
+    cv2.imwrite(str(tmp_path / "a" / "images" / "x.png"), np.zeros((4, 4, 3), np.uint8))
+    cv2.imwrite(str(tmp_path / "a" / "masks" / "y.png"), np.zeros((4, 4), np.uint8))
+    report = dl.check({"images": tmp_path / "a" / "images", "masks": tmp_path / "a" / "masks"})
+    assert report.pairs == 0 and {p.kind for p in report.problems} == {"unpaired_image", "unpaired_mask"}
+
+
 def test_check_cli_exit_status_and_json(tmp_path, capsys):
     data = good_dataset(tmp_path)
     assert cli(["check", str(tmp_path), "--quiet"]) == 0
@@ -144,6 +179,75 @@ def test_check_cli_exit_status_and_json(tmp_path, capsys):
     assert cli(["check", str(tmp_path / "nowhere")]) == 2
 
 
+# ---------------------------------------------------------------- corrupt data
+def test_check_catches_corrupt_jpeg_data_whatever_the_damage(tmp_path, capsys):
+    """2000 random bytes in the middle of a JPEG, header and end marker intact, 20 draws of them: the
+    loaders' decoders accept every one (they only warn); check flags every one, naming the file."""
+    from daliloader.cli import main as cli
+
+    data = dataset(tmp_path / "d", 3, 7, size=(240, 320))
+    path = Path(data.images[1])
+    clean = path.read_bytes()
+    for seed in range(20):
+        raw = bytearray(clean)
+        middle = len(raw) // 2
+        raw[middle:middle + 2000] = np.random.default_rng(seed).integers(0, 256, 2000, dtype=np.uint8).tobytes()
+        path.write_bytes(bytes(raw))
+        assert cv2.imdecode(np.frombuffer(bytes(raw), np.uint8), cv2.IMREAD_COLOR) is not None  # decoders accept it
+        report = dl.check(data, workers=1)
+        assert [(p.kind, p.path) for p in report.problems] == [("corrupt", str(path))], seed
+    assert cli(["check", str(tmp_path / "d"), "--quiet"]) == 1
+    assert str(path) in capsys.readouterr().out
+
+
+def test_random_bytes_inside_a_png_mask_are_always_caught(tmp_path):
+    """PNG stays with Pillow's decoder (its checksums catch damage that libpng-based decoders may pass):
+    random bytes in the middle third of a mask, 20 draws, each one reported as corrupt."""
+    data = good_dataset(tmp_path, n=2)
+    path = Path(data.masks[1])
+    clean = path.read_bytes()
+    third = len(clean) // 3
+    for seed in range(20):
+        raw = bytearray(clean)
+        raw[third:2 * third] = np.random.default_rng(seed).integers(0, 256, third, np.uint8).tobytes()
+        path.write_bytes(bytes(raw))
+        assert [(p.kind, p.path) for p in dl.check(data, workers=1).problems] == [("corrupt", str(path))], seed
+
+
+@pytest.mark.parametrize("mode, progressive", [("RGB", False), ("RGB", True), ("L", False), ("CMYK", False)])
+def test_strict_jpeg_decoding_passes_every_sound_jpeg(tmp_path, mode, progressive):
+    """libjpeg-turbo in strict mode refuses what the decoders only warn about, and nothing more: sound
+    baseline, progressive, grayscale and CMYK JPEGs pass."""
+    from PIL import Image
+
+    from daliloader.inspection import strict_decode
+
+    rng = np.random.default_rng(1)
+    path = tmp_path / "x.jpg"
+    Image.fromarray(rng.integers(0, 256, (H, W, 3), np.uint8)).convert(mode).save(path, progressive=progressive)
+    assert strict_decode(str(path)) is None
+
+
+def test_pictures_over_pillows_pixel_limit_are_read_as_the_decoders_read_them(tmp_path, monkeypatch):
+    """Issue 27: a valid 14000x14000 JPEG made from_dirs (class detection) and check die with Pillow's raw
+    DecompressionBombError, naming no file, where OpenCV, TensorFlow and DALI decode it. Here Pillow's limit is
+    lowered under these small pictures instead; it is Pillow's one global setting, and stays as it was."""
+    import cv2
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "masks").mkdir()
+    for i in range(2):
+        cv2.imwrite(str(tmp_path / "images" / f"{i}.jpg"), np.full((H, W, 3), 60 * i, np.uint8))
+        cv2.imwrite(str(tmp_path / "masks" / f"{i}.png"), np.full((H, W), i, np.uint8))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # an error at 2000 pixels; these have 3072
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", classes=None)
+    assert data.classes.num_classes == 2 and data.image_size() == (H, W)
+    assert dl.check(data).ok and dl.check(tmp_path).ok
+    assert Image.MAX_IMAGE_PIXELS == 1000
+
+
+# ---------------------------------------------------------------- the load-time guard
 @pytest.mark.parametrize("via_tf", [False, True], ids=["direct", "tf_dataset"])
 def test_loading_names_the_bad_file(broken, backend, via_tf):
     """Every backend fails with the file's name and the advice to run check: no hang, no skip."""
@@ -178,32 +282,44 @@ def test_unknown_colours_load_as_ignore(tmp_path, backend):
     assert (y[0, :5, :7] == 255).all() and (y[0, 5:] < len(PALETTE)).all()
 
 
-def test_random_bytes_inside_a_png_mask_are_always_caught(tmp_path):
-    """PNG stays with Pillow's decoder (its checksums catch damage that libpng-based decoders may pass):
-    random bytes in the middle third of a mask, 20 draws, each one reported as corrupt."""
-    data = good_dataset(tmp_path, n=2)
-    path = Path(data.masks[1])
-    clean = path.read_bytes()
-    third = len(clean) // 3
-    for seed in range(20):
-        raw = bytearray(clean)
-        raw[third:2 * third] = np.random.default_rng(seed).integers(0, 256, third, np.uint8).tobytes()
-        path.write_bytes(bytes(raw))
-        assert [(p.kind, p.path) for p in dl.check(data, workers=1).problems] == [("corrupt", str(path))], seed
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata", "opencv"])
+def test_a_file_changed_since_it_was_vetted_is_vetted_again(tmp_path, backend):
+    """Replaced between epochs by a valid image of another size: refused, naming it, before it is read
+    (or, on dali-cpu, within the few batches the loader reads ahead: a chunk of positions at most)."""
+    data = dataset(tmp_path / "d", 12, 8)
+    kw = dict(batch_size=3, image_size=(48, 64), training=False)
+    ds = dl.keras_sequence(data, **kw) if backend == "opencv" else dl.tf_dataset(data, backend=backend, **kw)
+    assert len(list(ds)) == 4
+    mask = Path(data.masks[7])
+    # Valid, but of another size, and swapped in whole: the DALI loader vets ahead in the background, so a
+    # file written in place could be seen half-written (and refused, rightly, as empty).
+    cv2.imwrite(str(mask.with_suffix(".new.png")), np.zeros((30, 30, 3), np.uint8))
+    os.replace(mask.with_suffix(".new.png"), mask)
+    tf = pytest.importorskip("tensorflow")
+    # (tfdata raises it inside tf.data, which wraps it in an UnknownError, message intact)
+    with pytest.raises((dl.LoadError, tf.errors.UnknownError), match=f"{mask}.*(size|but its image is)"):
+        for _ in range(3):
+            list(ds) if backend != "opencv" else [ds[i] for i in range(len(ds))]
 
 
-@pytest.mark.parametrize("mode, progressive", [("RGB", False), ("RGB", True), ("L", False), ("CMYK", False)])
-def test_strict_jpeg_decoding_passes_every_sound_jpeg(tmp_path, mode, progressive):
-    """libjpeg-turbo in strict mode refuses what the decoders only warn about, and nothing more: sound
-    baseline, progressive, grayscale and CMYK JPEGs pass."""
-    from PIL import Image
+def test_a_same_size_replacement_with_its_old_mtime_is_vetted_again(tmp_path):
+    """cp -p, rsync -t and tar carry the modification time over: a replacement of the same size, with
+    the old mtime, is still a new file (inode, change time), vetted again."""
+    from daliloader.guard import PairGuard
 
-    from daliloader.inspection import strict_decode
-
-    rng = np.random.default_rng(1)
-    path = tmp_path / "x.jpg"
-    Image.fromarray(rng.integers(0, 256, (H, W, 3), np.uint8)).convert(mode).save(path, progressive=progressive)
-    assert strict_decode(str(path)) is None
+    data = dataset(tmp_path / "d", 2, 14)
+    guard = PairGuard(data)
+    guard.verify(1)
+    mask = Path(data.masks[1])
+    old = mask.stat()
+    small = cv2.imencode(".png", np.zeros((30, 30, 3), np.uint8))[1].tobytes()
+    assert len(small) < old.st_size
+    mask.with_suffix(".new").write_bytes(small + bytes(old.st_size - len(small)))  # padded to the same size
+    os.utime(mask.with_suffix(".new"), ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.replace(mask.with_suffix(".new"), mask)
+    assert (mask.stat().st_size, mask.stat().st_mtime_ns) == (old.st_size, old.st_mtime_ns)
+    with pytest.raises(dl.LoadError, match=f"{mask}: mask is 30x30 but its image is 64x48"):
+        guard.verify(1)
 
 
 def test_a_file_replaced_mid_run_never_gives_a_misaligned_pair(tmp_path, backend):
@@ -243,59 +359,22 @@ def test_a_file_replaced_mid_run_never_gives_a_misaligned_pair(tmp_path, backend
     assert seen >= 3
 
 
-@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
-def test_keras_class_weight_is_refused_naming_the_loss_that_takes_it(synth_data, backend):
-    """model.fit(ds, class_weight=...) maps the dataset to per-sample weights, which a segmentation batch
-    cannot have: refused at once, naming dl.losses' class_weights (it failed deep in the loss before)."""
-    keras = pytest.importorskip("keras")
-    n = synth_data.classes.num_classes
-    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(n, 1)])
-    model.compile("adam", dl.losses.SparseCategoricalCrossentropy())
-    ds = dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 32), label_mode="int", backend=backend)
-    with pytest.raises(dl.SpecError, match=r"class_weight=.*dl.losses.SparseCategoricalCrossentropy\(class_weights="):
-        model.fit(ds, class_weight={0: 1.0, 1: 2.0}, epochs=1, verbose=0)
-    assert len(ds.map(lambda x, y: x).take(1).as_numpy_iterator().next()) == 2  # other maps still chain
+def test_the_guard_hands_on_the_refusal_that_tensorflow_carries(tmp_path):
+    """Parallel reads may refuse several pairs at once; explain() names the one whose error TensorFlow
+    hands on, not whichever was refused last, and the first refused where the error carries none."""
+    from daliloader.guard import PairGuard
 
-
-
-def test_a_file_name_that_is_no_utf8_loads_checks_and_prepares(tmp_path, backend):
-    """Issue 27: a Latin-1 name (b"caf\\xe9.png"): check said "no problems", then tfdata failed converting it
-    to a TensorFlow string, naming no file, and prepare crashed at the copy's file name."""
-    import cv2
-
-    root = os.fsencode(tmp_path)
-    for folder in (b"images", b"masks"):
-        os.makedirs(root + b"/" + folder)
-    for name in (b"caf\xe9", b"plain"):  # written by Python: OpenCV's file functions crash on such names
-        with open(root + b"/images/" + name + b".png", "wb") as fh:
-            fh.write(cv2.imencode(".png", np.full((32, 40, 3), 90, np.uint8))[1].tobytes())
-        with open(root + b"/masks/" + name + b".png", "wb") as fh:
-            fh.write(cv2.imencode(".png", np.ones((32, 40), np.uint8))[1].tobytes())
-    data = dl.SegmentationData.from_dirs(os.fsdecode(root + b"/images"), os.fsdecode(root + b"/masks"), classes=3)
-    assert dl.check(data).ok
-    batches = one_epoch(backend, data, tf=True, batch_size=2, training=False, label_mode="int")
-    assert [b[1].tolist() for b in batches] == [np.ones((2, 32, 40), np.int32).tolist()]
-    if backend == "dali-cpu":  # prepare and verify once
-        out = tmp_path / "prepared"
-        assert cli(["prepare", "--images", data.images[0].rsplit("/", 1)[0], "--masks",
-                    data.masks[0].rsplit("/", 1)[0], "--classes", "3", str(out), "--quiet", "--verify"]) == 0
-        assert sorted(os.listdir(out / "images")) == ["0000000-caf.png", "0000001-plain.png"]  # UTF-8 names
-
-
-def test_pictures_over_pillows_pixel_limit_are_read_as_the_decoders_read_them(tmp_path, monkeypatch):
-    """Issue 27: a valid 14000x14000 JPEG made from_dirs (class detection) and check die with Pillow's raw
-    DecompressionBombError, naming no file, where OpenCV, TensorFlow and DALI decode it. Here Pillow's limit is
-    lowered under these small pictures instead; it is Pillow's one global setting, and stays as it was."""
-    import cv2
-    from PIL import Image
-
-    (tmp_path / "images").mkdir()
-    (tmp_path / "masks").mkdir()
-    for i in range(2):
-        cv2.imwrite(str(tmp_path / "images" / f"{i}.jpg"), np.full((H, W, 3), 60 * i, np.uint8))
-        cv2.imwrite(str(tmp_path / "masks" / f"{i}.png"), np.full((H, W), i, np.uint8))
-    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # an error at 2000 pixels; these have 3072
-    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", classes=None)
-    assert data.classes.num_classes == 2 and data.image_size() == (H, W)
-    assert dl.check(data).ok and dl.check(tmp_path).ok
-    assert Image.MAX_IMAGE_PIXELS == 1000
+    data = good_dataset(tmp_path, n=3)
+    for image in data.images[:2]:
+        truncate(image)
+    guard = PairGuard(data)
+    refused = []
+    for index in (0, 1):
+        with pytest.raises(dl.LoadError) as caught:
+            guard.verify(index)
+        refused.append(caught.value)
+    assert guard.explain(RuntimeError(f"InvalidArgumentError: LoadError: {refused[0]}")) is refused[0]
+    for index in (1, 0):
+        with pytest.raises(dl.LoadError):
+            guard.verify(index)
+    assert str(guard.explain(RuntimeError("a decoder failed"))) == str(refused[1])

@@ -1,7 +1,12 @@
-"""Real datasets as they are shipped: Cityscapes, Pascal VOC 2012 and ADE20K, in small trees laid out like
-the downloads (file names, the files beside the masks, split lists). ``from_folder`` loads each split
-unmodified on every backend, with labels equal bit for bit to each dataset's convention, computed here
-independently of daliloader; ``check`` passes them; the CLI reads them.
+"""daliloader/layouts.py: datasets as they are shipped, which ``from_folder`` recognises. Cityscapes,
+Pascal VOC 2012 and ADE20K in small trees laid out like the downloads (file names, the files beside the
+masks, split lists; tests/trees.py), CamVid, images/ + masks/ folders of plain id masks (with split folders
+or without) and prepared copies. ``from_folder`` loads each split unmodified on every backend, with labels
+equal bit for bit to each dataset's convention, computed here independently of daliloader; each layout
+brings its class table, or the class ids its masks hold are read; ``check`` passes each layout as shipped
+and still finds broken files in it; the commands read every source.
+
+Two folders paired by hand (from_dirs): tests/test_pairing.py.
 """
 
 from __future__ import annotations
@@ -15,17 +20,13 @@ import numpy as np
 import pytest
 from conftest import one_epoch
 from PIL import Image
-from trees import H, W, ade20k_tree, blocks, cityscapes_tree, photo, voc_palette, voc_tree
+from trees import H, W, ade20k_tree, blocks, photo, voc_palette, voc_tree
 
 import daliloader as dl
 from daliloader.cli import main as cli
 
 
-@pytest.fixture(scope="module")
-def cityscapes(tmp_path_factory):
-    return cityscapes_tree(tmp_path_factory.mktemp("cs"))
-
-
+# (cityscapes: a fixture of tests/conftest.py, which other test files use too)
 @pytest.fixture(scope="module")
 def voc(tmp_path_factory):
     return voc_tree(tmp_path_factory.mktemp("voc"))
@@ -256,60 +257,6 @@ def test_more_than_255_classes(tmp_path):
     assert dl.check(tmp_path, classes=1001).ok
     with pytest.raises(dl.DataError, match="without gaps.*got 2 classes from 0 to 5, missing \\[1, 2, 3, 4\\]"):
         dl.ClassMap.from_ids({0: 0, 9: 5})
-
-
-def test_cityscapes_from_dirs_and_the_cli_with_suffixes(cityscapes, tmp_path, capsys):
-    """The explicit recipe: with mask_suffix given, gtFine's other files are not masks."""
-    root, truth = cityscapes
-    data = dl.SegmentationData.from_dirs(root / "leftImg8bit" / "val", root / "gtFine" / "val",
-                                         dl.ClassMap.cityscapes(), mask_suffix="_gtFine_labelIds",
-                                         image_suffix="_leftImg8bit")
-    assert len(data) == 2
-    args = ["--images", str(root / "leftImg8bit" / "val"), "--masks", str(root / "gtFine" / "val"),
-            "--mask-suffix", "_gtFine_labelIds", "--image-suffix", "_leftImg8bit", "--classes", "34", "--quiet"]
-    assert cli(["check", *args]) == 0, capsys.readouterr().out
-    assert cli(["check", str(root), "--mask-suffix", "_x"]) == 2
-    assert "--mask-suffix and --image-suffix pair --images with --masks" in capsys.readouterr().err
-    assert cli(["check", *args, "--split", "val"]) == 2
-    assert "--split picks a split of DATA" in capsys.readouterr().err
-    with pytest.warns(UserWarning, match="test labels are not public"):
-        shutil_tree = tmp_path / "cs"
-        (shutil_tree / "leftImg8bit" / "test").mkdir(parents=True)
-        (shutil_tree / "gtFine" / "test").mkdir(parents=True)
-        with pytest.raises(dl.DataError, match="no images"):
-            dl.SegmentationData.from_folder(shutil_tree, split="test")
-
-
-def test_two_folders_without_suffixes_pair_by_their_tails_and_take_a_table_by_name(cityscapes, capsys, backend):
-    """Issue 27: `check --images leftImg8bit/val --masks gtFine/val` paired nothing (every file unpaired), and
-    `--classes cityscapes` was read as a file name: the tails are detected (labelIds among gtFine's files)
-    and the catalogue's names are taken wherever a class map is."""
-    root, truth = cityscapes
-    images, masks = root / "leftImg8bit" / "val", root / "gtFine" / "val"
-    assert cli(["check", "--images", str(images), "--masks", str(masks), "--classes", "cityscapes", "--quiet"]) == 0, \
-        capsys.readouterr().out
-    data = dl.SegmentationData.from_dirs(images, masks, "cityscapes")
-    assert all(m.endswith("_gtFine_labelIds.png") for m in data.masks) and len(data) == len(truth["val"])
-    _, labels, _ = one_epoch(backend, data, tf=True, batch_size=2, training=False, label_mode="int")[0]
-    for image, got in zip(data.images, labels):
-        np.testing.assert_array_equal(got, truth["val"][image])
-
-
-def test_check_reports_what_a_loader_would_refuse(cityscapes, tmp_path, capsys):
-    """check DATA --classes N still reports unpaired files (exit 1); nothing paired is a report, not a crash."""
-    import shutil
-
-    root = tmp_path / "cityscapes"
-    shutil.copytree(cityscapes[0], root)
-    next((root / "gtFine" / "train").rglob("*_labelIds.png")).unlink()
-    assert cli(["check", str(root), "--classes", "19", "--quiet"]) == 1
-    assert "unpaired_image" in capsys.readouterr().out
-    (tmp_path / "a" / "images").mkdir(parents=True)
-    (tmp_path / "a" / "masks").mkdir()
-    cv2.imwrite(str(tmp_path / "a" / "images" / "x.png"), np.zeros((4, 4, 3), np.uint8))
-    cv2.imwrite(str(tmp_path / "a" / "masks" / "y.png"), np.zeros((4, 4), np.uint8))
-    report = dl.check({"images": tmp_path / "a" / "images", "masks": tmp_path / "a" / "masks"})
-    assert report.pairs == 0 and {p.kind for p in report.problems} == {"unpaired_image", "unpaired_mask"}
 
 
 def test_palette_masks_of_any_dataset(tmp_path, capsys):

@@ -1,0 +1,73 @@
+"""The data the bench measures besides the pairs given: the prepared copy and the same pairs in the
+other container, each made once (in the cache, or in a folder the user names) and named after the
+pairs they hold; and where the pairs are."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from ..data import SegmentationData
+
+#: Samples per pack in the bench's prepared copy.
+BENCH_PACK_SIZE = 256
+
+
+def quiet(what: str, fn):
+    """A ``status(what, fn)`` that shows nothing: runs ``fn`` and returns what it returns."""
+    return fn()
+
+
+def dataset_digest(data: SegmentationData) -> str:
+    """A short digest of a dataset's pairs (their names), for the names of the bench's cached copies."""
+    return hashlib.sha1("\n".join(map(str, data.images + data.masks)).encode(errors="surrogateescape")).hexdigest()[:12]
+
+
+def dataset_place(data: SegmentationData) -> str:
+    """Where a dataset's files are: the folder that holds them all (a multi-city split: the split's
+    folder, not its first city's), or the TFRecord files' folder."""
+    from ..parts import part_file
+
+    folders = sorted({os.path.dirname(os.path.abspath(part_file(p))) for p in data.images})
+    return folders[0] if len(folders) == 1 else os.path.commonpath(folders)
+
+
+def place_name(data: SegmentationData) -> str:
+    """A short name of where a dataset's pairs are: the folder of its first file."""
+    from ..parts import part_file
+
+    return Path(part_file(data.images[0])).parent.name
+
+
+def other_container(data: SegmentationData, status=None) -> tuple[str, SegmentationData]:
+    """``--tfrecord``: the same pairs in the other container, made once in the cache: ``("tfrecord",
+    data)`` for files, ``("files", data)`` for TFRecords (see :mod:`daliloader.convert`). ``status(what,
+    fn)`` runs the making while showing what it does."""
+    from .. import convert
+    from ..environment import cache_dir, cache_way_out
+
+    which = "files" if data.records is not None else "tfrecord"
+    out = cache_dir() / f"{which}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
+    return which, (status or quiet)(f"writing {len(data)} pairs as {which} into {out} (or waiting for a run "
+                                    "writing them)", lambda: convert.other_container(data, out, cache_way_out()))
+
+
+def prepared_copy(data: SegmentationData, where: str, status=None) -> Path:
+    """The folder of the prepared copy (with packs) the bench compares with: ``where`` names one (made
+    there if absent), or is ``"cache"``: made once for this dataset in the cache folder, where a bench
+    that finds another one making it waits for it and then uses its copy."""
+    from ..environment import cache_dir, cache_way_out
+    from ..prepare import MANIFEST, VERSION, prepare, prepare_cached
+
+    source = {"made_by": "daliloader bench --prepared"}
+    if where == "cache":
+        out = cache_dir() / f"prepared-v{VERSION}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
+        (status or quiet)(f"preparing {len(data)} pairs into {out} (or waiting for a run making it)",
+                          lambda: prepare_cached(data, out, cache_way_out(), pack_size=BENCH_PACK_SIZE, source=source))
+        return out
+    out = Path(where)
+    if not (out / MANIFEST).exists():
+        (status or quiet)(f"preparing {len(data)} pairs into {out}",
+                          lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False, source=source))
+    return out

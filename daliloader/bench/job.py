@@ -1,0 +1,304 @@
+"""The job behind ``daliloader bench``: every figure the settings ask for, measured in one run, into one
+:class:`~daliloader.bench.record.Report`.
+
+The order is fixed: the decode ceilings; the prepared copy and its ceilings (``--prepared``); the same
+pairs in the other container (``--tfrecord``); every figure (a backend on the original pairs and on
+them in the other container timed in turn, every other figure alone); the stage breakdowns; training
+(``--train``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from .. import backends
+from ..data import SegmentationData
+from ..errors import SpecError
+from ..plan import Plan
+from .ceilings import CPU_DECODES, cpu_decode_ceiling, nvjpeg_ceiling
+from .copies import dataset_place, other_container, prepared_copy, quiet
+from .machine import machine_info
+from .record import Ceiling, Dataset, Figure, Machine, Measured, Report, RunSettings, plain
+from .sources import (
+    BASELINE,
+    BENCH_BACKENDS,
+    backend_stream,
+    bench_plan,
+    has_tensorflow,
+    lacks,
+    on_gpu,
+    product,
+    reads_packs,
+    via,
+)
+from .stages import dali_stages, opencv_stages
+from .timing import Rates, measure_in_turn, noisy, timing_warnings, touched
+from .training import train_bound
+
+#: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
+AUGMENT = dict(scale=(0.5, 2.0), rotate=15, brightness=0.3, contrast=0.3, saturation=0.3, hue=10)
+#: The data measured together with the original pairs (the same bytes in another container).
+TOGETHER = ("original", "tfrecord", "files")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What ``daliloader bench`` measures (its command-line options)."""
+
+    backends: tuple[str, ...] | None = None  # None: every backend this machine can run
+    batch_size: int = 8
+    image_size: int | tuple[int, int] = 512  # a side (square crops) or (height, width)
+    label_modes: tuple[str, ...] = ("onehot",)
+    seconds: float = 3.0
+    repeats: int = 3
+    workers: int | None = None  # threads for opencv and the CPU ceilings (None: all cores)
+    stages: bool = True
+    train: bool = False
+    train_steps: int = 8
+    prepared: str | None = None  # a folder for the prepared copy, "cache" for one in the cache, or None
+    augment: bool = False  # also measure each backend with AUGMENT on
+    tfrecord: bool = False  # also measure the same pairs in the other container (TFRecords, or files)
+
+    @property
+    def crop_size(self) -> tuple[int, int]:
+        """The crops' (height, width)."""
+        return (self.image_size,) * 2 if isinstance(self.image_size, int) else tuple(self.image_size)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One figure of the bench: a backend on some data (which: original, prepared, packs, tfrecord,
+    files), with labels and augmentation, and the plan it is built from."""
+
+    which: str
+    name: str
+    mode: str
+    augment: str
+    plan: Plan
+
+    @property
+    def what(self) -> str:
+        """How the figure is named as it is measured and in warnings: backend / labels / data."""
+        return f"{self.name} / {self.mode} / {self.which}" + (" / augmented" if self.augment == "full" else "")
+
+    @property
+    def bounds(self) -> list[str]:
+        """The keys of the ceilings that bound this figure: the CPU's pair decode (of the prepared copy
+        for its data), or for a GPU backend nvJPEG or the masks, whichever binds."""
+        suffix = "_prepared" if self.which in ("prepared", "packs") else ""  # other containers: the same bytes
+        return ["nvjpeg_images", f"cpu_decode_masks{suffix}"] if on_gpu(self.name) else [f"cpu_decode_pairs{suffix}"]
+
+
+def cell_groups(datasets: dict, names: list[str], settings: Settings) -> list[list[Cell]]:
+    """Every figure to measure, in groups measured together (:func:`measure_in_turn`): a backend on the
+    original pairs and on the same pairs in the other container (``--tfrecord``) form one group; every
+    other figure is a group of its own. Packs are read by DALI's webdataset reader only."""
+    groups: dict[tuple, list[Cell]] = {}
+    for which, source in datasets.items():
+        for name in (b for b in names if which != "packs" or reads_packs(b)):
+            for mode, augment in itertools.product(settings.label_modes, augments(settings, which, name)):
+                plan = bench_plan(source, settings.batch_size, settings.crop_size, mode,
+                                  **(AUGMENT if augment == "full" else {}))
+                together = which in TOGETHER and augment == "none"
+                key = (name, mode, augment) if together else (which, name, mode, augment)
+                groups.setdefault(key, []).append(Cell(which, name, mode, augment, plan))
+    return list(groups.values())
+
+
+def augments(settings: Settings, which: str, name: str) -> tuple[str, ...]:
+    """How a backend is measured on some data: as is ("none") and, with ``--augment``, on the original
+    pairs, with :data:`AUGMENT` ("full"); the baseline never augments."""
+    return ("none", "full") if settings.augment and which == "original" and name != BASELINE else ("none",)
+
+
+def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[str]) -> Figure:
+    """A figure of the report: the rates and their spread, and its share of the ceiling that bounds it,
+    read only where both figures hold still and the ceiling bounds the figure (a figure above its
+    ceiling adds a warning to ``warned``)."""
+    summary = Measured.summary(rates)
+    figure_noisy = noisy(summary)
+    ceiling_noisy = any(noisy(ceilings[k]) for k in cell.bounds)
+    share = summary["median"] / min(ceilings[k].median for k in cell.bounds)
+    if share > 1 and not (figure_noisy or ceiling_noisy):
+        warned.append(f"{cell.what}: {share:.0%} of its ceiling, which is then no ceiling (the ceiling ran while the "
+                      "machine was busier?); raise --seconds or --repeats")
+    return Figure(name=cell.name, label_mode=cell.mode, **summary, data=cell.which, via=via(cell.name),
+    augment=cell.augment, noisy=figure_noisy,
+    fraction_of_ceiling=None if figure_noisy or ceiling_noisy or share > 1 else round(share, 3))
+
+
+def augment_kept(results: list[Figure]) -> dict[str, float]:
+    """Per backend and labels: the share of its throughput that full augmentation keeps (same run)."""
+    medians = {(r.name, r.label_mode, r.augment): r.median for r in results if r.data == "original"}
+    return {f"{name} {mode}": round(medians[(name, mode, "full")] / medians[(name, mode, "none")], 3)
+            for (name, mode, augment) in medians if augment == "full" and (name, mode, "none") in medians}
+
+
+def container_kept(results: list[Figure]) -> dict[str, float]:
+    """``--tfrecord``: per backend and labels, the rate on TFRecords over the rate on files (same run)."""
+    medians = {(r.name, r.label_mode, r.data): r.median for r in results if r.augment == "none"}
+    out = {}
+    for (name, mode, which), rate in medians.items():
+        if which in ("tfrecord", "files") and (name, mode, "original") in medians:
+            original = medians[(name, mode, "original")]
+            out[f"{name} {mode}"] = round(rate / original if which == "tfrecord" else original / rate, 3)
+    return out
+
+
+def stage_warnings(stages: dict) -> list[str]:
+    """A warning per breakdown with a stage cost below zero (noise between the cuts' windows)."""
+    found = []
+    for name, rows in stages.items():
+        negative = [row.stage for row in rows if row.ms_per_img < 0]
+        if negative:
+            found.append(f"stages of {name}: {', '.join(negative)} came out below zero, which is noise between "
+                         "the cuts' windows; raise --seconds for a breakdown to read")
+    return found
+
+
+def choose_backends(settings: Settings) -> list[str]:
+    """The backends to measure: those asked for, or every one this machine can run; refuses what it cannot."""
+    chosen = list(settings.backends or [b for b in BENCH_BACKENDS if product(b) is not None])
+    for name in chosen:
+        if product(name) is None:
+            raise SpecError(f"--backends: {name} needs {lacks(name)}, which this machine lacks (`make install` "
+                            "installs TensorFlow, Keras and DALI's TF plugin)")
+    if settings.train and not has_tensorflow():
+        raise SpecError("--train needs TensorFlow, Keras and DALI's TF plugin (`make install`)")
+    return chosen
+
+
+class Job:
+    """One bench run: the settings resolved, the data measured (by name: :data:`~.record.DATA`), and the
+    report it fills. ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
+
+    def __init__(self, data: SegmentationData, settings: Settings, status, say):
+        self.data, self.settings, self.status, self.say = data, settings, status, say
+        self.names = choose_backends(settings)
+        if not has_tensorflow():
+            say("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv without Keras")
+        self.gpu = backends.dali_gpu_count() > 0
+        self.workers = settings.workers or os.cpu_count() or 1
+        self.datasets = {"original": data}
+        place = dataset_place(data)
+        self.report = Report(
+    machine=Machine(**machine_info()),
+    dataset=Dataset(images=place, pairs=len(data), classes=data.classes.num_classes),
+    settings=RunSettings(batch_size=settings.batch_size, image_size=list(settings.crop_size),
+    label_modes=list(settings.label_modes), seconds=settings.seconds,
+    repeats=settings.repeats, workers=self.workers, backends=self.names,
+    augment=plain(AUGMENT) if settings.augment else None))
+
+    def plan(self) -> Plan:
+        """The plan of the stage breakdowns and training: the original pairs, the first labels."""
+        s = self.settings
+        return bench_plan(self.data, s.batch_size, s.crop_size, s.label_modes[0])
+
+    def ceiling(self, key: str, unit: str, measured) -> None:
+        """Measure a ceiling (``measured()`` gives its rates) into the report under ``key``."""
+        rates = self.status(f"ceiling: {key.replace('_', ' ')}", measured)
+        self.report.warnings.extend(timing_warnings(f"ceiling {key}", rates))
+        self.report.ceilings[key] = Ceiling.measured(key, rates, unit)
+
+    def ceilings(self) -> None:
+        """The CPU decode ceilings of the pairs, images and masks, and nvJPEG's with a GPU."""
+        s = self.settings
+        for what in CPU_DECODES:
+            self.ceiling(f"cpu_decode_{what}", f"{what}/s",
+    partial(cpu_decode_ceiling, self.data, self.workers, s.seconds, s.repeats, what))
+        if self.gpu:
+            self.ceiling("nvjpeg_images", "images/s",
+    partial(nvjpeg_ceiling, self.data, s.batch_size, s.seconds, s.repeats))
+
+    def prepared(self) -> None:
+        """``--prepared``: the prepared copy (made if needed), its packs, and its decode ceilings."""
+        from ..manifest import PACKS, load_manifest
+
+        s = self.settings
+        out = prepared_copy(self.data, s.prepared, self.status)
+        self.report.dataset.prepared = str(out)
+        self.datasets["prepared"] = SegmentationData.from_prepared(out)
+        if load_manifest(out)[PACKS]:
+            self.datasets["packs"] = SegmentationData.from_prepared(out, packs=True)
+        else:
+            self.say(f"{out} has no packs (`daliloader prepare --packs N` writes them): not measured")
+        for what in ("pairs", "masks") if self.gpu else ("pairs",):  # masks: what binds dali-gpu next to nvJPEG
+            self.ceiling(f"cpu_decode_{what}_prepared", f"{what}/s", partial(
+    cpu_decode_ceiling, self.datasets["prepared"], self.workers, s.seconds, s.repeats, what))
+
+    def other_container(self) -> None:
+        """``--tfrecord``: the same pairs in the other container (made once in the cache)."""
+        from ..parts import part_file
+
+        which, other = other_container(self.data, self.status)
+        self.datasets[which] = other
+        setattr(self.report.dataset, which, str(Path(part_file(other.images[0])).parent))
+
+    def figures(self) -> None:
+        """Every figure, group by group, each said as it is measured; then what augmentation and the
+        other container keep."""
+        s = self.settings
+        groups = cell_groups(self.datasets, self.names, s)
+        count = sum(map(len, groups))
+        self.say(f"measuring {count} figure{'s' * (count != 1)}, each at least {s.repeats + 1} windows of "
+                 f"{s.seconds:g} s after a warm-up epoch: {count * (s.repeats + 1) * s.seconds:.0f} s or more")
+        for group in groups:
+            for cell, rates in zip(group, self.measure(group), strict=False):
+                self.report.warnings.extend(timing_warnings(cell.what, rates))
+                self.report.results.append(figure(cell, rates, self.report.ceilings, self.report.warnings))
+                self.say(f"  {len(self.report.results)}/{count} {cell.what}: {self.report.results[-1].median:.1f} "
+                         "images/s")
+        if s.augment:
+            self.report.augment_kept = augment_kept(self.report.results)
+        if s.tfrecord:
+            self.report.tfrecord_vs_files = container_kept(self.report.results)
+
+    def measure(self, group: list[Cell]) -> list[Rates]:
+        """The rates of a group's figures, timed in turn; their streams closed afterwards (a generator:
+        that stops its workers and drops its pipeline)."""
+        s, first = self.settings, group[0].plan
+        streams = [backend_stream(c.name, c.plan, self.workers) for c in group]
+        try:
+            return self.status(" + ".join(c.what for c in group), partial(
+    measure_in_turn, [partial(touched, stream) for stream in streams], first.batch_size, s.seconds,
+    s.repeats, max(1, len(first.data) // first.batch_size)))
+        finally:
+            for stream in streams:
+                stream.close()
+
+    def stages(self) -> None:
+        """The DALI graphs' stage breakdowns (the GPU's, with one, then the CPU's) and OpenCV's."""
+        s, plan, stages = self.settings, self.plan(), self.report.stages
+        for device in (["gpu"] if self.gpu else []) + ["cpu"]:
+            stages[f"dali-{device}"] = self.status(f"dali-{device} stages", partial(
+    dali_stages, plan, device, s.seconds / 2, s.repeats))
+        stages["opencv (1 thread)"] = self.status("opencv stages", partial(opencv_stages, plan))
+        self.report.warnings.extend(stage_warnings(stages))
+
+    def train(self) -> None:
+        """``--train``: the training step times of every backend but the baseline."""
+        trained = [b for b in self.names if b != BASELINE]
+        self.report.train = self.status("training step times", partial(
+    train_bound, self.plan(), trained, self.settings.train_steps, self.workers))
+
+
+def run(data: SegmentationData, settings: Settings, status=None, say=print) -> Report:
+    """Measure everything ``settings`` asks for; returns the report (machine, settings, ceilings, results,
+    stages, training). ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line:
+    a note, the number of figures, and each figure as it is measured."""
+    job = Job(data, settings, status or quiet, say)
+    job.ceilings()
+    if settings.prepared is not None:
+        job.prepared()
+    if settings.tfrecord:
+        job.other_container()
+    job.figures()
+    if settings.stages:
+        job.stages()
+    if settings.train:
+        job.train()
+    return job.report

@@ -1,0 +1,141 @@
+"""The backends as the bench builds and reads them: which product of each it times on this machine,
+the baseline pipeline people write first, and one plan for all of them.
+
+Every backend is built from one plan (:func:`bench_plan`, random crops, seed 0) through the backend
+registry, so all of them run the same settings; each is read as a stream of batches that
+:mod:`daliloader.bench.timing` times.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from .. import backends
+from ..data import SegmentationData
+from ..plan import Plan, make_plan
+from .timing import endless, ordered_parallel
+
+#: The baseline a user would write first (the 4x goal's reference); not a product backend.
+BASELINE = "tfdata-naive"
+#: Backends ``bench`` knows: the registry's, then the baseline.
+BENCH_BACKENDS = tuple(backends.BACKENDS) + (BASELINE,)
+#: What the bench feeds from each backend, in order of preference: what Keras is fed (tf.data,
+#: PyDataset), else, where TensorFlow or Keras is missing, DALI's own pipeline or numpy batches.
+PRODUCTS = ("tf.data", "keras", "dali", "batches")
+#: How the bench names what a backend lacks.
+NEEDS = {"tensorflow": "TensorFlow", "keras": "Keras", "dali-tf-plugin": "DALI's TF plugin", "dali": "DALI",
+         "gpu": "a CUDA GPU that DALI can see"}
+#: How each product is read, in the JSON ("via").
+VIA = {"tf.data": "tf.data", "keras": "keras PyDataset", "batches": "OpenCV loader (no Keras)",
+       "dali": "DALI pipeline.run (no TensorFlow)"}
+
+
+def has_tensorflow() -> bool:
+    """Whether TensorFlow, Keras and DALI's TensorFlow plugin are installed. Without them (a GPU machine
+    with DALI alone) the DALI backends are timed through ``pipeline.run`` and opencv without Keras."""
+    return not backends.missing(("tensorflow", "keras", "dali-tf-plugin"))
+
+
+def product(name: str) -> str | None:
+    """What the bench builds of a backend (see :data:`PRODUCTS`); None when it cannot run here."""
+    if name == BASELINE:
+        return "tf.data" if has_tensorflow() else None
+    return backends.available(name, PRODUCTS)
+
+
+def lacks(name: str) -> str:
+    """What this machine lacks to run backend ``name``, in words (for a refusal)."""
+    needs = ("tensorflow",) if name == BASELINE else backends.BACKENDS[name].requirements(
+        next(iter(backends.BACKENDS[name].builds)))
+    return " and ".join(NEEDS[n] for n in backends.missing(needs)) or "what it needs"
+
+
+def via(name: str) -> str:
+    """How the bench reads backend ``name`` here (:data:`VIA`)."""
+    return VIA[product(name)]
+
+
+def sequence_like(name: str) -> bool:
+    """Whether the bench reads a backend's product by index, as Keras reads a PyDataset."""
+    return product(name) in ("keras", "batches")
+
+
+def reads_packs(name: str) -> bool:
+    """Whether backend ``name`` reads a prepared copy's packs (DALI's webdataset reader)."""
+    return name in backends.BACKENDS and backends.BACKENDS[name].reads_packs
+
+
+def on_gpu(name: str) -> bool:
+    """Whether backend ``name`` decodes on the GPU (nvJPEG)."""
+    return name in backends.BACKENDS and backends.BACKENDS[name].gpu
+
+
+def bench_plan(data: SegmentationData, batch_size: int, image_size, label_mode: str, **options) -> Plan:
+    """The one plan every backend is built from: random crops, seed 0."""
+    return make_plan(data, batch_size, image_size, crop="random", label_mode=label_mode, seed=0, caller="bench",
+                     **options)
+
+
+def backend_source(name: str, plan: Plan, workers: int):
+    """One backend's product, built as a user would build it from ``plan``."""
+    if name == BASELINE:
+        return naive_tfdata(plan.data, plan.batch_size, plan.spec.image_size, plan.spec.label_mode)
+    options = {"workers": workers} if product(name) == "keras" else {}
+    return backends.resolve(name, product(name)).build(product(name), plan, **options)
+
+
+def backend_stream(name: str, plan: Plan, workers: int):
+    """An endless iterator of batches from one backend (opencv: ``workers`` threads, as PyDataset);
+    closing it stops its workers and drops its pipeline."""
+    source = backend_source(name, plan, workers)
+    if product(name) == "dali":
+        pipe, _ = source
+        return (pipe.run() for _ in itertools.count())
+    return ordered_parallel(source, workers) if sequence_like(name) else endless(source)
+
+
+def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode: str):
+    """The tf.data pipeline people write first (the 4x baseline of the performance goal).
+
+    Per sample: ``decode_image``, ``resize_with_crop_or_pad``, one-hot by comparing the mask with
+    each class colour; parallel map, batch, prefetch. Centre crops, no augmentation.
+    """
+    import tensorflow as tf
+
+    h, w = image_size
+    palette = tf.constant(data.classes.palette(), tf.uint8)
+
+    def load(image_bytes, mask_bytes):
+        image = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
+        mask = tf.io.decode_image(mask_bytes, channels=3, expand_animations=False)
+        image = tf.image.resize_with_crop_or_pad(image, h, w)
+        mask = tf.image.resize_with_crop_or_pad(mask, h, w)
+        onehot = tf.stack([tf.reduce_all(mask == palette[c], axis=-1) for c in range(data.classes.num_classes)], -1)
+        labels = tf.cast(onehot, tf.float32)
+        if label_mode == "int":
+            labels = tf.where(tf.reduce_any(onehot, -1), tf.argmax(labels, -1, output_type=tf.int32), 255)
+        return tf.cast(image, tf.float32) / 255.0, labels
+
+    ds = _naive_records(data) if data.records is not None else _naive_files(data)
+    ds = ds.shuffle(len(data), seed=0).repeat().map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def _naive_files(data: SegmentationData):
+    """(image bytes, mask bytes) of the files, as people first read them."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((list(data.images), list(data.masks))).map(
+        lambda image, mask: (tf.io.read_file(image), tf.io.read_file(mask)))
+
+
+def _naive_records(data: SegmentationData):
+    """(image bytes, mask bytes) of TFRecords, as people first read them (TFRecordDataset)."""
+    import tensorflow as tf
+
+    from ..backends.tfdata import record_stream
+
+    keys = data.records
+    features = {key: tf.io.FixedLenFeature([], tf.string) for key in (keys.image_key, keys.mask_key)}
+    return record_stream(data.images).map(lambda _, s: tf.io.parse_single_example(s, features)).map(
+        lambda f: (f[keys.image_key], f[keys.mask_key]))

@@ -1,0 +1,100 @@
+"""Where time goes: the DALI graph cut after each stage and timed like a backend (a stage's cost is the
+growth of wall time per image), and the OpenCV loader's stages timed one by one on one thread."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from ..plan import Plan
+from .record import StageCut, StageTime
+from .sources import has_tensorflow
+from .timing import measure, touch
+
+
+def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[StageCut]:
+    """The DALI graph cut after each stage; a stage's cost is the growth of wall time per image.
+
+    As in ``tf_dataset``, a graph that hands its batches over on the CPU ends with int labels for
+    one-hot batches, and the one-hot encoding by TensorFlow is timed on its own (the last row); and it
+    runs as many samples per DALI batch as ``tf_dataset`` does (:func:`~.backends.dali_graph.host_batch_size`).
+    """
+    from ..backends.dali_graph import STAGES, graph_spec, host_batch_size, outputs_on
+
+    dali_spec = graph_spec(plan.spec, outputs_on(device, plan))
+    encode_in_tf = dali_spec.label_mode != plan.spec.label_mode
+    batch = host_batch_size(plan, device)
+    rows, previous = [], 0.0
+    for stage in STAGES + ("encode",):
+        rate = _cut_rate(plan, device, dali_spec, None if stage == "encode" else stage, batch, seconds, repeats)
+        ms = 1000.0 / rate
+        name = "encode (int)" if stage == "encode" and encode_in_tf else stage
+        rows.append(StageCut(stage=name, cumulative_img_per_s=round(rate, 1), ms_per_img=round(ms - previous, 2)))
+        previous = ms
+    if encode_in_tf and has_tensorflow():
+        rows.append(StageCut(stage="one-hot (TensorFlow)", cumulative_img_per_s=None,
+                             ms_per_img=round(1000.0 / _one_hot_rate(plan, seconds, repeats), 2)))
+    return rows
+
+
+def _cut_rate(plan: Plan, device: str, dali_spec, stage: str | None, batch: int, seconds: float,
+              repeats: int) -> float:
+    """Images/s (median of the repeats) of the graph cut after ``stage`` (None: the whole graph)."""
+    from ..backends.dali_graph import SegmentationPipeline
+
+    pipe = SegmentationPipeline(plan, device, spec=dali_spec, stage=stage, batch_size=batch)
+    pipe.build()
+    return statistics.median(measure(pipe.run, batch, seconds, repeats,
+                                     warmup_batches=max(1, len(plan.data) // batch)))
+
+
+def _one_hot_rate(plan: Plan, seconds: float, repeats: int) -> float:
+    """Images/s (median) of TensorFlow's one-hot encoding of a batch of random int labels."""
+    import tensorflow as tf
+
+    from ..backends.tfops import one_hot
+
+    num_classes = plan.data.classes.num_classes
+    shape = (plan.batch_size, *plan.spec.image_size)
+    labels = tf.constant(np.random.default_rng(0).integers(0, num_classes, shape, dtype=np.uint8))
+    return statistics.median(measure(lambda: touch([one_hot(labels, num_classes)]), plan.batch_size,
+                                     seconds, repeats, warmup_batches=1))
+
+
+class StageClock:
+    """The clock the OpenCV loader's ``sample`` calls after each stage: adds the time since the last
+    call (or :meth:`start`) to that stage's total, in seconds."""
+
+    def __init__(self, stages):
+        self.totals = dict.fromkeys(stages, 0.0)
+        self.last = time.perf_counter()
+
+    def start(self) -> None:
+        """Start timing a sample (the time since the last call is no stage's)."""
+        self.last = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.totals[stage] += now - self.last
+        self.last = now
+
+
+def opencv_stages(plan: Plan, samples: int = 32) -> list[StageTime]:
+    """The opencv backend's stages timed one by one on one thread, ms per image: the loader's own
+    ``sample`` with a clock, then its ``encode``; stages that are off (no rotation, no flips) are left
+    out."""
+    from ..backends.opencv import SAMPLE_STAGES, OpenCVLoader
+
+    loader = OpenCVLoader(plan)
+    rng = np.random.default_rng(0)
+    clock = StageClock(SAMPLE_STAGES + ("encode",))
+    for i in range(samples):
+        clock.start()
+        _, labels = loader.sample(i % len(plan.data), rng, clock)
+        loader.encode(labels)
+        clock("encode")
+    off = {"rotate": not plan.spec.rotates, "flip": plan.spec.flip == 0}
+    return [StageTime(stage=name, ms_per_img=round(1000 * v / samples, 2)) for name, v in clock.totals.items()
+            if not off.get(name, False)]

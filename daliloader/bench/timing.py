@@ -1,0 +1,155 @@
+"""How the bench times a stream of batches: steady-state windows after a warm-up, and what makes a figure
+doubtful.
+
+A figure is items per second over timed windows of at least ``seconds`` each, taken after a warm-up
+(``warmup_batches`` batches, then short windows until two in a row agree within :data:`STEADY`). A batch
+is counted once it exists (:func:`touch` reads one element back). Nothing here knows a backend: a stream
+is any callable that yields the next batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+#: A timed window should hold at least this many batches for its rate to mean much.
+MIN_BATCHES = 5
+#: Warm-up goes on until two consecutive windows agree within this share, for at most STEADY_WINDOWS.
+STEADY, STEADY_WINDOWS = 0.10, 8
+#: A figure whose repeats spread by more than this share of its median is too noisy to divide by.
+NOISY = 0.25
+#: The shortest warm-up window and untimed drain window, in seconds.
+SHORTEST_WINDOW = 0.05
+
+
+class Rates(list):
+    """Items/s of the timed windows, with how they were taken: batches per window, and whether the
+    warm-up reached a steady rate."""
+
+    def __init__(self, rates=(), batches=(), steady: bool = True):
+        super().__init__(rates)
+        self.batches, self.steady = list(batches), steady
+
+
+def window(next_batch, batch_size: int, seconds: float, clock=time.perf_counter) -> tuple[float, int]:
+    """Items/s and batches of one window: ``next_batch()`` called until ``seconds`` have passed on
+    ``clock`` (at least once)."""
+    n, start = 0, clock()
+    while True:
+        next_batch()
+        n += 1
+        elapsed = clock() - start
+        if elapsed >= seconds:
+            return n * batch_size / elapsed, n
+
+
+def short_window(seconds: float) -> float:
+    """The length of a warm-up or drain window for timed windows of ``seconds``."""
+    return max(seconds / 4, SHORTEST_WINDOW)
+
+
+def warm_up(next_batch, batch_size: int, seconds: float, warmup_batches: int, clock=time.perf_counter) -> bool:
+    """``warmup_batches`` batches, then short windows until two in a row agree within :data:`STEADY` (at
+    most :data:`STEADY_WINDOWS`); whether they did."""
+    for _ in range(warmup_batches):
+        next_batch()
+    previous = None
+    for _ in range(STEADY_WINDOWS):
+        rate, _ = window(next_batch, batch_size, short_window(seconds), clock)
+        if previous is not None and abs(rate - previous) <= STEADY * max(rate, previous):
+            return True
+        previous = rate
+    return False
+
+
+def measure(next_batch, batch_size: int, seconds: float, repeats: int, warmup_batches: int,
+            clock=time.perf_counter) -> Rates:
+    """Items/s of ``repeats`` windows of about ``seconds`` each, after :func:`warm_up`."""
+    steady = warm_up(next_batch, batch_size, seconds, warmup_batches, clock)
+    windows = [window(next_batch, batch_size, seconds, clock) for _ in range(repeats)]
+    return Rates([r for r, _ in windows], [n for _, n in windows], steady)
+
+
+def measure_in_turn(next_batches: list, batch_size: int, seconds: float, repeats: int, warmup_batches: int,
+                    clock=time.perf_counter) -> list[Rates]:
+    """:func:`measure` for several sources whose ratio matters (the same pairs in two containers): each
+    warmed up, then their timed windows taken in turn, A B A B ..., so that a machine that slows down or
+    speeds up during the run weighs on both alike. Before each timed window a short one, untimed, drains
+    what the source prefetched while the others ran. One :class:`Rates` per source, in order."""
+    steady = [warm_up(n, batch_size, seconds, warmup_batches, clock) for n in next_batches]
+    windows: list[list] = [[] for _ in next_batches]
+    for _ in range(repeats):
+        for next_batch, taken in zip(next_batches, windows, strict=False):
+            window(next_batch, batch_size, short_window(seconds), clock)
+            taken.append(window(next_batch, batch_size, seconds, clock))
+    return [Rates([r for r, _ in w], [n for _, n in w], ok) for w, ok in zip(windows, steady, strict=False)]
+
+
+def timing_warnings(name: str, rates: Rates) -> list[str]:
+    """What makes a measurement's figure doubtful, said plainly: a window of fewer than
+    :data:`MIN_BATCHES` batches, a warm-up that never settled."""
+    found = []
+    if rates.batches and min(rates.batches) < MIN_BATCHES:
+        found.append(f"{name}: a timed window held {min(rates.batches)} batches (fewer than {MIN_BATCHES}): the "
+                     "figure is noisy; raise --seconds")
+    if not rates.steady:
+        found.append(f"{name}: the warm-up did not reach a steady rate (two windows within {STEADY:.0%}): the "
+                     "machine is busy or the loader still warming; raise --seconds or --repeats")
+    return found
+
+
+def noisy(measurement) -> bool:
+    """Whether a figure's repeats spread by more than :data:`NOISY` of its median: too noisy to read
+    as a ratio (its percentages are left out, and the report says so). ``measurement``: a mapping or a
+    record with ``median``, ``min`` and ``max``."""
+    m = measurement if isinstance(measurement, Mapping) else vars(measurement)
+    return m["max"] - m["min"] > NOISY * m["median"]
+
+
+def touch(batch) -> None:
+    """Wait until every tensor of a batch exists (reads back one element, not the batch). DALI's own
+    outputs exist once ``pipeline.run()`` has returned them."""
+    for t in batch:
+        if type(t).__module__.startswith("nvidia.dali"):
+            continue
+        if hasattr(t, "numpy"):
+            t[(0,) * len(t.shape)].numpy()
+        else:
+            np.asarray(t).flat[0]
+
+
+def touched(stream) -> None:
+    """The next batch of ``stream``, waited for (:func:`touch`): one step of a timed stream."""
+    touch(next(stream))
+
+
+def endless(dataset):
+    """Batches of a Keras-style dataset forever, starting a new epoch when one ends."""
+    while True:
+        yield from dataset
+
+
+def ordered_parallel(seq, workers: int):
+    """``seq[i]`` for i = 0, 1, ... computed by ``workers`` threads, in order: what Keras does with
+    ``PyDataset(workers=N)`` (threads), ``on_epoch_end`` included. Closing the generator stops its
+    workers."""
+    pool = ThreadPoolExecutor(workers)
+    ahead = 2 * workers
+    pending, i = [], 0
+    try:
+        while True:
+            while len(pending) < ahead:
+                pending.append(pool.submit(seq.__getitem__, i % len(seq)))
+                i += 1
+                if i % len(seq) == 0:
+                    pending.append(None)  # epoch boundary
+            item = pending.pop(0)
+            if item is None:
+                seq.on_epoch_end()
+                continue
+            yield item.result()
+    finally:  # the stream is dropped: stop its workers
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,181 @@
+"""The job behind `daliloader bench` (daliloader.bench.job), its measurements faked: which figures it takes
+and how it groups them, the report it fills, what it says as it goes. One run without TensorFlow measures
+for real (tiny), in this process, with TensorFlow, Keras and DALI's plugin hidden."""
+
+import sys
+
+import pytest
+
+import daliloader as dl
+from daliloader.bench import job
+from daliloader.bench.record import SCHEMA, StageCut, StageTime, TrainRow
+from daliloader.bench.timing import Rates
+
+CPU_BACKENDS = ("dali-cpu", "tfdata", "opencv", "tfdata-naive")
+#: Fake rates (one per repeat) of each backend; the pair-decode ceiling is 100 images/s.
+RATES = {"dali-cpu": [40.0, 41.0], "tfdata": [60.0, 90.0], "opencv": [120.0, 121.0], "tfdata-naive": [10.0, 10.0]}
+CEILING = [100.0, 100.0]
+
+
+class Fakes:
+    """Every measurement of a run, faked: the ceilings and figures give fixed rates, the streams record
+    how they were measured (in groups) and closed."""
+
+    def __init__(self, monkeypatch):
+        self.groups, self.closed, self.trained, self.said = [], [], [], []
+        monkeypatch.setattr(job, "machine_info", lambda: {"host": "h", "cpu_count": 2, "gpu": None,
+                                                          "versions": {}, "dali_build": None, "daliloader": "0"})
+        monkeypatch.setattr(job, "cpu_decode_ceiling", lambda data, workers, seconds, repeats, what:
+                            Rates(CEILING[:repeats], [10] * repeats))
+        monkeypatch.setattr(job, "backend_stream", self.stream)
+        monkeypatch.setattr(job, "touched", next)  # a fake stream's batch says what it is
+        monkeypatch.setattr(job, "measure_in_turn", self.measure_in_turn)
+        monkeypatch.setattr(job, "dali_stages", lambda plan, device, seconds, repeats: [
+            StageCut(stage="read", cumulative_img_per_s=500.0, ms_per_img=2.0),
+            StageCut(stage="crop", cumulative_img_per_s=510.0, ms_per_img=-0.04)])
+        monkeypatch.setattr(job, "opencv_stages", lambda plan: [StageTime(stage="decode", ms_per_img=3.0)])
+        monkeypatch.setattr(job, "train_bound", self.train_bound)
+
+    def stream(self, name, plan, workers):
+        def batches():
+            try:
+                while True:
+                    yield name, plan
+            finally:
+                self.closed.append(name)
+        return batches()
+
+    def measure_in_turn(self, next_batches, batch_size, seconds, repeats, warmup_batches):
+        cells = [next_batch() for next_batch in next_batches]
+        self.groups.append([(name, plan.spec.label_mode) for name, plan in cells])
+        return [Rates(RATES[name][:repeats], [10] * repeats, steady=name != "tfdata-naive") for name, _ in cells]
+
+    def train_bound(self, plan, names, steps, workers):
+        self.trained.append((list(names), steps))
+        return {name: TrainRow(step_ms=30.0, floor_ms=20.0, waiting_share=0.333) for name in names}
+
+    def run(self, data, **settings):
+        settings = {"seconds": 0.5, "repeats": 2, "batch_size": 2, "image_size": 32, **settings}
+        return job.run(data, job.Settings(**settings), say=self.said.append)
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    return Fakes(monkeypatch)
+
+
+def test_a_run_measures_every_backend_and_label_mode_and_fills_the_report(synth_data, fakes):
+    report = fakes.run(synth_data, backends=CPU_BACKENDS, label_modes=("onehot", "int"), train=True)
+    assert report.schema == SCHEMA and report.machine.cpu_count == 2
+    assert report.settings.backends == list(CPU_BACKENDS) and report.settings.image_size == [32, 32]
+    assert report.dataset.pairs == len(synth_data) and report.dataset.images == str(
+        synth_data.images[0].rsplit("/", 1)[0])
+    assert set(report.ceilings) == {"cpu_decode_pairs", "cpu_decode_images", "cpu_decode_masks"}
+    assert {(r.name, r.label_mode) for r in report.results} == {(b, m) for b in CPU_BACKENDS for m in ("onehot", "int")}
+    assert len(fakes.groups) == 8 and all(len(g) == 1 for g in fakes.groups)  # each figure alone
+    assert sorted(fakes.closed) == sorted(name for group in fakes.groups for name, _ in group)  # every stream closed
+    for r in report.results:
+        assert len(r.rates) == 2 and r.min <= r.median <= r.max
+        ratio = r.median / report.ceilings["cpu_decode_pairs"].median
+        if r.noisy or ratio > 1:  # too noisy to divide by, or above its ceiling: no share
+            assert r.fraction_of_ceiling is None
+        else:
+            assert r.fraction_of_ceiling == pytest.approx(ratio, abs=1e-3)
+    by_name = {r.name: r for r in report.results}
+    assert by_name["tfdata"].noisy and not by_name["dali-cpu"].noisy
+    assert by_name["dali-cpu"].fraction_of_ceiling == 0.405
+    assert by_name["opencv"].via == "keras PyDataset" and by_name["tfdata-naive"].via == "tf.data"
+    assert "opencv / onehot / original: 120% of its ceiling, which is then no ceiling (the ceiling ran while the " \
+           "machine was busier?); raise --seconds or --repeats" in report.warnings
+    assert any(w.startswith("tfdata-naive / int / original: the warm-up did not reach") for w in report.warnings)
+    assert list(report.stages) == ["dali-cpu", "opencv (1 thread)"]
+    assert "stages of dali-cpu: crop came out below zero, which is noise between the cuts' windows; raise --seconds " \
+           "for a breakdown to read" in report.warnings
+    assert fakes.trained == [(["dali-cpu", "tfdata", "opencv"], 8)] and set(report.train) == {"dali-cpu", "tfdata",
+                                                                                               "opencv"}
+    assert report.augment_kept is None and report.tfrecord_vs_files is None
+
+
+def test_a_run_says_how_many_figures_and_each_as_it_is_measured(synth_data, fakes):
+    fakes.run(synth_data, backends=("dali-cpu", "opencv"), stages=False)
+    assert fakes.said == ["measuring 2 figures, each at least 3 windows of 0.5 s after a warm-up epoch: 3 s or more",
+                          "  1/2 dali-cpu / onehot / original: 40.5 images/s",
+                          "  2/2 opencv / onehot / original: 120.5 images/s"]
+
+
+def test_augmentation_is_measured_beside_each_backend_but_the_baseline(synth_data, fakes):
+    report = fakes.run(synth_data, backends=("dali-cpu", "tfdata-naive"), augment=True, stages=False)
+    assert [(r.name, r.augment) for r in report.results] == [("dali-cpu", "none"), ("dali-cpu", "full"),
+                                                             ("tfdata-naive", "none")]
+    assert report.settings.augment == {"scale": [0.5, 2.0], "rotate": 15, "brightness": 0.3, "contrast": 0.3,
+                                       "saturation": 0.3, "hue": 10}
+    assert report.augment_kept == {"dali-cpu onehot": 1.0}
+    assert "dali-cpu / onehot / original / augmented" in " ".join(fakes.said)
+
+
+def test_the_other_container_is_measured_in_turn_with_the_original(synth_data, fakes, monkeypatch):
+    made = []
+    monkeypatch.setattr(job, "other_container", lambda data, status: made.append(data) or ("tfrecord", synth_data))
+    report = fakes.run(synth_data, backends=("dali-cpu", "opencv"), tfrecord=True, stages=False)
+    assert made == [synth_data] and report.dataset.tfrecord == str(synth_data.images[0].rsplit("/", 1)[0])
+    assert fakes.groups == [[("dali-cpu", "onehot")] * 2, [("opencv", "onehot")] * 2]  # A B A B: one group each
+    assert [(r.name, r.data) for r in report.results] == [("dali-cpu", "original"), ("dali-cpu", "tfrecord"),
+                                                          ("opencv", "original"), ("opencv", "tfrecord")]
+    assert report.tfrecord_vs_files == {"dali-cpu onehot": 1.0, "opencv onehot": 1.0}
+
+
+def test_the_prepared_copy_is_measured_with_its_packs_by_the_dali_backends(synth_data, fakes, tmp_path):
+    report = fakes.run(synth_data, backends=("dali-cpu", "opencv"), label_modes=("int",), stages=False,
+                       prepared=str(tmp_path / "p"))
+    assert {(r.name, r.data) for r in report.results} == {
+        (b, d) for b in ("dali-cpu", "opencv") for d in ("original", "prepared")} | {("dali-cpu", "packs")}
+    assert "cpu_decode_pairs_prepared" in report.ceilings and (tmp_path / "p" / "manifest.json").exists()
+    assert report.dataset.prepared == str(tmp_path / "p")
+    assert all(r.fraction_of_ceiling == 0.405 for r in report.results if r.name == "dali-cpu")
+
+
+def test_a_prepared_copy_without_packs_is_measured_without_them(synth_data, fakes, tmp_path):
+    from daliloader.prepare import prepare
+
+    prepare(synth_data, tmp_path / "p", progress=False)
+    report = fakes.run(synth_data, backends=("dali-cpu",), stages=False, prepared=str(tmp_path / "p"))
+    assert [r.data for r in report.results] == ["original", "prepared"]
+    assert f"{tmp_path / 'p'} has no packs (`daliloader prepare --packs N` writes them): not measured" in fakes.said
+
+
+def test_what_the_machine_cannot_run_is_refused(synth_data, fakes, monkeypatch):
+    monkeypatch.setattr(job, "has_tensorflow", lambda: False)
+    with pytest.raises(dl.SpecError, match=r"--train needs TensorFlow, Keras and DALI's TF plugin \(`make install`\)"):
+        fakes.run(synth_data, backends=("dali-cpu",), train=True)
+    if not job.backends.dali_gpu_count():
+        with pytest.raises(dl.SpecError, match=r"--backends: dali-gpu needs a CUDA GPU that DALI can see, which this "
+                                               r"machine lacks \(`make install` installs"):
+            fakes.run(synth_data, backends=("dali-gpu",))
+
+
+NO_TF = ("tensorflow", "keras", "nvidia.dali_tf_plugin")
+
+
+def test_without_tensorflow_dali_is_timed_through_its_pipeline_and_opencv_without_keras(synth_data, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """Where only DALI is installed (benchmarks/gpu_check.sh on a bare GPU machine), bench times the DALI
+    backends through pipeline.run and opencv without Keras, says so, and refuses what needs TensorFlow.
+    Measured for real, TensorFlow, Keras and the plugin hidden as if they were not installed."""
+    for module in NO_TF:
+        monkeypatch.setitem(sys.modules, module, None)
+    said = []
+    report = job.run(synth_data, job.Settings(batch_size=2, image_size=16, seconds=0.05, repeats=1, stages=False,
+                                              prepared=str(tmp_path / "prepared")), say=said.append)
+    assert said[0] == "TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv without Keras"
+    assert "tensorflow" not in report.machine.versions and "keras" not in report.machine.versions
+    assert {(r.name, r.data): r.via for r in report.results} == {
+        ("dali-cpu", "original"): "DALI pipeline.run (no TensorFlow)",
+        ("opencv", "original"): "OpenCV loader (no Keras)",
+        ("dali-cpu", "prepared"): "DALI pipeline.run (no TensorFlow)",
+        ("opencv", "prepared"): "OpenCV loader (no Keras)",
+        ("dali-cpu", "packs"): "DALI pipeline.run (no TensorFlow)"}
+    assert all(r.median > 0 for r in report.results)
+    from daliloader.cli import main as cli
+
+    assert cli(["bench", str(tmp_path / "prepared"), "--backends", "dali-cpu,tfdata"]) == 2
+    assert "--backends: tfdata needs TensorFlow" in capsys.readouterr().err

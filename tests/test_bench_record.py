@@ -1,0 +1,160 @@
+"""The bench report as records (daliloader.bench.record): its JSON, with a schema version, and the one
+migration that reads every older report."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from daliloader.bench.record import (
+    DATA,
+    SCHEMA,
+    Ceiling,
+    Dataset,
+    Figure,
+    Machine,
+    Report,
+    RunSettings,
+    StageCut,
+    StageTime,
+    TrainRow,
+    migrate,
+    read,
+)
+from daliloader.errors import DataError
+
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+#: Every committed report that ``daliloader bench --json`` wrote (the others are benchmark scripts').
+REPORTS = sorted(p.name for p in RESULTS.glob("*.json") if {"results", "ceilings"} <= set(json.loads(p.read_text())))
+
+
+def current() -> Report:
+    """A report as a run makes it: every part filled, older forms absent."""
+    rates = Figure.summary([90.0, 100.0, 110.0])
+    return Report(
+        machine=Machine(host="h", platform="Linux", python="3.11.7", cpu_count=2, cpu="EPYC", gpu=None,
+                        versions={"numpy": "2.0"}, dali_build="nvidia-dali-cuda120 2.4.0", daliloader="0.1.0 abc"),
+        dataset=Dataset(images="/data/train", pairs=8, classes=32, prepared="/cache/prepared", tfrecord="/cache/t"),
+        settings=RunSettings(batch_size=8, image_size=[512, 512], label_modes=["onehot"], seconds=3.0, repeats=3,
+                             workers=2, backends=["dali-cpu"], augment={"scale": [0.5, 2.0], "rotate": 15}),
+        ceilings={"cpu_decode_pairs": Ceiling.measured("cpu_decode_pairs", [200.0, 210.0, 220.0], "pairs/s")},
+        results=[Figure(name="dali-cpu", label_mode="onehot", **rates, data=which, via="tf.data", noisy=False,
+                        fraction_of_ceiling=0.476) for which in ("original", "packs")],
+        stages={"dali-cpu": [StageCut(stage="read", cumulative_img_per_s=900.0, ms_per_img=1.11),
+                             StageCut(stage="one-hot (TensorFlow)", cumulative_img_per_s=None, ms_per_img=0.5)],
+                "opencv (1 thread)": [StageTime(stage="decode", ms_per_img=4.2)]},
+        warnings=["a warning"], augment_kept={"dali-cpu onehot": 0.5}, tfrecord_vs_files={"dali-cpu onehot": 0.98},
+        train={"dali-cpu": TrainRow(step_ms=30.0, floor_ms=20.0, waiting_share=0.333)})
+
+
+def test_a_current_report_round_trips_through_its_json():
+    report = current()
+    written = json.loads(json.dumps(report.to_json()))
+    assert written["schema"] == SCHEMA and list(written)[0] == "schema"
+    again = Report.from_json(written)
+    assert again == report and again.to_json() == written
+    assert "floor_cached" not in written["train"]["dali-cpu"]  # the current floor: nothing to say
+    assert written["stages"]["opencv (1 thread)"] == [{"stage": "decode", "ms_per_img": 4.2}]
+    assert written["stages"]["dali-cpu"][1] == {"stage": "one-hot (TensorFlow)", "cumulative_img_per_s": None,
+                                                "ms_per_img": 0.5}
+    figure = written["results"][0]
+    assert list(figure) == ["name", "label_mode", "rates", "unit", "extra", "median", "min", "max", "data", "via",
+                            "augment", "noisy", "fraction_of_ceiling"]
+    assert list(written["ceilings"]["cpu_decode_pairs"]) == list(figure)[:8]
+    assert written["ceilings"]["cpu_decode_pairs"]["name"] == "cpu-decode-pairs"
+
+
+def test_optional_parts_are_left_out_while_unset():
+    report = current()
+    report.augment_kept = report.tfrecord_vs_files = report.train = None
+    report.dataset.prepared = report.dataset.tfrecord = None
+    report.settings.augment = None
+    written = report.to_json()
+    assert not {"augment_kept", "tfrecord_vs_files", "train"} & set(written)
+    assert list(written["dataset"]) == ["images", "pairs", "classes"] and "augment" not in written["settings"]
+    assert Report.from_json(written) == report
+
+
+@pytest.mark.parametrize("name", REPORTS)
+def test_every_committed_report_reads(name):
+    raw = json.loads((RESULTS / name).read_text())
+    before = copy.deepcopy(raw)
+    report = read(RESULTS / name)
+    assert raw == before  # (read from its own copy; migrate leaves its argument alone)
+    assert migrate(copy.deepcopy(raw)) == migrate(raw) and raw == before
+    assert report.schema == SCHEMA and len(report.results) == len(raw["results"])
+    assert {r.data for r in report.results} <= set(DATA) and list(report.ceilings) == list(raw["ceilings"])
+    for figure, old in zip(report.results, raw["results"], strict=True):
+        assert (figure.name, figure.median, figure.min, figure.max) == (old["name"], old["median"], old["min"],
+                                                                        old["max"])
+        assert figure.data == {"shards": "packs"}.get(old.get("data"), old.get("data", "original"))
+    for key, ceiling in report.ceilings.items():
+        assert ceiling.unit.endswith("/s") and ceiling.median == raw["ceilings"][key]["median"]
+    assert Report.from_json(json.loads(json.dumps(report.to_json()))) == report  # and round-trips once migrated
+
+
+def test_the_migration_renames_shards_and_keeps_an_older_floor_for_what_it_was():
+    old = json.loads((RESULTS / "h100-16cores-cuda120-tf-bench.json").read_text())
+    assert "schema" not in old and any(r["data"] == "shards" for r in old["results"])
+    assert all("cached_batch_floor_ms" in row for row in old["train"].values())
+    report = Report.from_json(old)
+    assert [r.data for r in report.results].count("packs") == [r["data"] for r in old["results"]].count("shards")
+    assert report.train["dali-gpu"] == TrainRow(step_ms=22.7, floor_ms=48.3, waiting_share=0.0, floor_cached=True)
+    written = report.to_json()
+    assert written["train"]["dali-gpu"] == {"step_ms": 22.7, "floor_ms": 48.3, "waiting_share": 0.0,
+                                            "floor_cached": True}
+    assert report.machine.dali_build is None and report.machine.daliloader is None  # not recorded then
+
+
+def test_the_migration_fills_what_the_oldest_reports_lack():
+    """A version-1 report as small as read_report ever took: ceilings without unit or name, figures
+    without data, augmentation, via, noise or share."""
+    oldest = {"machine": {"cpu_count": 2, "gpu": None, "versions": {"nvidia.dali": "1.0"}},
+              "settings": {"batch_size": 8, "image_size": [512, 512], "label_modes": ["onehot"], "seconds": 3,
+                           "repeats": 3},
+              "ceilings": {"cpu_decode_pairs": {"rates": [1.0], "median": 100, "min": 95, "max": 110},
+                           "nvjpeg_images": {"rates": [1.0], "median": 900, "min": 890, "max": 910},
+                           "cpu_decode_masks_prepared": {"rates": [1.0], "median": 300, "min": 290, "max": 310}},
+              "results": [{"name": "dali-cpu", "label_mode": "int", "rates": [1.0], "median": 100, "min": 77,
+                           "max": 186}]}
+    report = Report.from_json(oldest)
+    assert [(c.name, c.unit) for c in report.ceilings.values()] == [
+        ("cpu-decode-pairs", "pairs/s"), ("nvjpeg-images", "images/s"), ("cpu-decode-masks-prepared", "masks/s")]
+    figure = report.results[0]
+    assert (figure.data, figure.augment, figure.via, figure.fraction_of_ceiling) == ("original", "none", None, None)
+    assert figure.noisy  # judged from its spread
+    assert report.stages == {} and report.warnings == [] and report.dataset == Dataset() and report.train is None
+    assert report.settings.crop == "random" and report.settings.workers is None
+
+
+def test_a_newer_report_and_reports_that_are_none_are_refused_saying_what_to_pass(tmp_path):
+    newer = dict(current().to_json(), schema=SCHEMA + 1)
+    with pytest.raises(DataError, match=f"a report of schema {SCHEMA + 1}, which a newer daliloader wrote .*upgrade"):
+        Report.from_json(newer)
+    with pytest.raises(DataError, match="its schema is 'two'"):
+        Report.from_json(dict(current().to_json(), schema="two"))
+    for name, text, why in (("bad.json", '{"results": []}', "it lacks machine, settings, ceilings"),
+                            ("number.json", "3", "not a JSON object"), ("broken.json", '{"machine": ', "not a JSON "),
+                            ("none.json", None, "no such file"),
+                            ("malformed.json", json.dumps(dict(current().to_json(), results=[{"name": "x"}])),
+                             "malformed"),
+                            ("old-malformed.json", json.dumps({"machine": [], "settings": {}, "results": [],
+                                                               "ceilings": {}}), "malformed")):
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        with pytest.raises(DataError) as e:
+            read(path)
+        assert str(e.value).startswith(f"{path}: ") and why in str(e.value), e.value
+        assert str(e.value).endswith("pass a report written by `daliloader bench --json`")
+
+
+def test_only_keeps_the_figures_on_the_data_asked_for_and_the_ceilings_that_bound_them():
+    report = read(RESULTS / "h100-16cores-cuda120-tf-bench.json")
+    original = report.only(["original"])
+    assert {r.data for r in original.results} == {"original"}
+    assert not any(k.endswith("_prepared") for k in original.ceilings)
+    packs = report.only(["packs"])
+    assert {r.data for r in packs.results} == {"packs"} and all(k.endswith("_prepared") for k in packs.ceilings)
+    assert report.only(None) is report and len(report.only(DATA).results) == len(report.results)

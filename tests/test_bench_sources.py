@@ -1,0 +1,58 @@
+"""The backends as the bench builds and reads them (daliloader.bench.sources), and the copies it
+measures besides the pairs given (daliloader.bench.copies)."""
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+
+from daliloader import backends
+from daliloader.bench import copies, sources
+from daliloader.bench.timing import touch
+
+pytest.importorskip("tensorflow")
+
+
+def test_each_backend_is_read_as_keras_reads_it_here():
+    assert sources.has_tensorflow()
+    assert [sources.via(b) for b in ("dali-cpu", "tfdata", "opencv", "tfdata-naive")] == [
+        "tf.data", "tf.data", "keras PyDataset", "tf.data"]
+    assert sources.sequence_like("opencv") and not sources.sequence_like("dali-cpu")
+    assert sources.reads_packs("dali-cpu") and not sources.reads_packs("opencv") and not sources.reads_packs(
+        "tfdata-naive")
+    assert sources.on_gpu("dali-gpu") and not sources.on_gpu("dali-cpu") and not sources.on_gpu("tfdata-naive")
+    if not backends.dali_gpu_count():
+        assert sources.product("dali-gpu") is None and sources.lacks("dali-gpu") == "a CUDA GPU that DALI can see"
+
+
+@pytest.mark.parametrize("name, label_mode", [("dali-cpu", "onehot"), ("tfdata", "onehot"), ("opencv", "onehot"),
+                                              ("tfdata-naive", "onehot"), ("tfdata-naive", "int")])
+def test_every_backend_streams_batches_of_the_plan(synth_data, name, label_mode):
+    """Each product read as the bench reads it (tf.data endlessly, a PyDataset by index on threads), past
+    an epoch's end; the baseline's labels made by its own code (int: 255 where no class matches)."""
+    plan = sources.bench_plan(synth_data, 2, (16, 24), label_mode)
+    stream = sources.backend_stream(name, plan, workers=2)
+    for x, y in itertools.islice(stream, len(synth_data) // 2 + 1):  # past an epoch's end
+        touch((x, y))
+    x, y = (np.asarray(t) for t in (x, y))
+    assert x.shape == (2, 16, 24, 3) and x.dtype == np.float32 and x.min() >= 0 and x.max() <= 1
+    assert y.shape == ((2, 16, 24, synth_data.classes.num_classes) if label_mode == "onehot" else (2, 16, 24))
+    if label_mode == "int" and name == "tfdata-naive":
+        assert set(np.unique(y)) <= set(range(synth_data.classes.num_classes)) | {255}
+    stream.close()
+
+
+def test_the_copies_are_named_after_their_pairs(synth_data, tmp_path):
+    assert copies.place_name(synth_data) == "train" and len(copies.dataset_digest(synth_data)) == 12
+    assert copies.dataset_place(synth_data) == os.path.dirname(os.path.abspath(synth_data.images[0]))
+    shown = []
+
+    def status(what, fn):
+        shown.append(what)
+        return fn()
+
+    out = copies.prepared_copy(synth_data, str(tmp_path / "copy"), status)
+    assert out == tmp_path / "copy" and (out / "manifest.json").exists()
+    assert shown == [f"preparing {len(synth_data)} pairs into {out}"]
+    assert copies.prepared_copy(synth_data, str(out), status) == out and len(shown) == 1  # kept, not made again

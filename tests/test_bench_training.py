@@ -1,0 +1,45 @@
+"""How much of a training step waits for input (daliloader.bench.training): a small U-Net fed by a
+backend, against the same step on one batch resident where the model trains."""
+
+import pytest
+
+from daliloader.bench import training
+from daliloader.plan import make_plan
+
+pytest.importorskip("tensorflow")
+
+
+def test_the_training_floor_runs_the_step_on_a_batch_resident_on_the_training_device(synth_data, monkeypatch):
+    """The floor is the model's own step on one batch that already lives where the model trains (not a
+    tf.data-cached batch, which TF copies from the host every step): the tensors given to the step are
+    the resident ones, on that device. Each backend's row: a step fed, its floor, and the share waiting
+    (a tf.data product and a PyDataset, read by index)."""
+    import keras
+    import tensorflow as tf
+
+    given = []
+    original = keras.Model.train_on_batch
+
+    def recording(self, x, y=None, *args, **kwargs):
+        given.append((x, y))
+        return original(self, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "train_on_batch", recording)
+    plan = make_plan(synth_data, batch_size=2, image_size=(32, 32), label_mode="int", seed=0)
+    rows = training.train_bound(plan, ["dali-cpu", "opencv"], steps=2, workers=1)
+    assert set(rows) == {"dali-cpu", "opencv"}
+    for row in rows.values():
+        assert row.step_ms > 0 and row.floor_ms > 0 and 0 <= row.waiting_share < 1 and not row.floor_cached
+    device = training.training_device()
+    assert len(given) == 8  # per backend: 2 warm-up steps, 2 timed
+    for steps in (given[:4], given[4:]):  # each backend's floor: one batch, resident
+        first = steps[0]
+        assert all(x is first[0] and y is first[1] for x, y in steps)
+        for t in first:
+            assert isinstance(t, tf.Tensor) and tf.DeviceSpec.from_string(t.device).device_type == \
+                tf.DeviceSpec.from_string(device).device_type
+
+
+def test_the_small_unet_predicts_a_logit_per_class_and_pixel():
+    model = training.small_unet((32, 48), num_classes=5, width=4)
+    assert tuple(model.output_shape) == (None, 32, 48, 5)

@@ -1,0 +1,305 @@
+"""The command line (daliloader.cli): a smoke test per command, the parser, the errors, and the filter of
+the native libraries' stderr.
+
+These runs use tiny settings to check what the commands produce, not how fast anything is.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from daliloader import cli as cli_module
+from daliloader.cli import build_parser, native_noise_filtered
+from daliloader.cli import main as cli
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = ROOT / "benchmarks" / "results" / "h100-16cores-cuda120-tf-bench.json"
+CPU_BACKENDS = "dali-cpu,tfdata,opencv,tfdata-naive"
+COMMANDS = ("bench", "report", "preview", "check", "prepare", "verify", "synth")
+
+
+@pytest.fixture(scope="module")
+def root(synth_data) -> str:
+    return str(Path(synth_data.images[0]).parent.parent)
+
+
+# ---------------------------------------------------------------- a smoke test per command
+def test_bench_measures_writes_json_and_plot(root, tmp_path, capsys):
+    pytest.importorskip("tensorflow")
+    out, png = tmp_path / "r" / "bench.json", tmp_path / "bench.png"
+    assert cli(["bench", root, "--backends", CPU_BACKENDS, "--batch-size", "2", "--image-size", "16", "--seconds",
+                "0.05", "--repeats", "1", "--no-stages", "--json", str(out), "--plot", str(png)]) == 0
+    said = capsys.readouterr().out
+    assert "measuring 4 figures" in said and "4/4 tfdata-naive / onehot / original:" in said
+    assert f"wrote {out}" in said.replace("\n", "") and "loader" in said and "share" in said
+    report = json.loads(out.read_text())
+    assert report["schema"] >= 2 and report["machine"]["cpu_count"] >= 1
+    assert "tensorflow" in report["machine"]["versions"]
+    assert report["settings"]["backends"] == CPU_BACKENDS.split(",")
+    assert set(report["ceilings"]) == {"cpu_decode_pairs", "cpu_decode_images", "cpu_decode_masks"}
+    assert [(r["name"], r["label_mode"]) for r in report["results"]] == [(b, "onehot") for b in CPU_BACKENDS.split(",")]
+    assert all(len(r["rates"]) == 1 and r["median"] > 0 for r in report["results"]) and report["stages"] == {}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_prints_and_charts_a_saved_report_and_names_a_bad_one(tmp_path, capsys):
+    """`daliloader report` reads what `bench --json` wrote (here the committed H100 report): the same
+    tables, only the data asked for, a chart; a file that is no report is named, with what to pass."""
+    assert cli(["report", str(COMMITTED), "--data", "original", "--plot", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "dali-gpu" in out and "447.1" in out and "prepared" not in out and "packs" not in out
+    assert (tmp_path / "c.png").stat().st_size > 10_000 and f"wrote {tmp_path / 'c.png'}" in out.replace("\n", "")
+    assert cli(["report", str(COMMITTED), "--data", "packs"]) == 0
+    out = capsys.readouterr().out
+    assert "1117.8" in out and "447.1" not in out
+    (tmp_path / "bad.json").write_text('{"results": []}')
+    (tmp_path / "number.json").write_text("3")
+    for bad in (tmp_path / "bad.json", tmp_path / "number.json", tmp_path / "none.json", ROOT / "benchmarks" /
+                "cpu_vs_gpu.sh"):
+        assert cli(["report", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and "bench --json" in err and err.count("\n") == 1, err
+
+
+def test_preview_writes_a_grid(root, tmp_path, capsys):
+    png = tmp_path / "grid.png"
+    assert cli(["preview", root, "-o", str(png), "--batches", "1", "--batch-size", "2", "--image-size", "64"]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert capsys.readouterr().out == (f"wrote {png}: 2 samples of the training recipe from dali-cpu, 1 batches\n")
+
+
+def test_check_lists_no_problem_in_a_good_dataset_and_writes_json(root, tmp_path, capsys):
+    assert cli(["check", root, "--quiet", "--json", str(tmp_path / "check.json")]) == 0
+    out = capsys.readouterr().out
+    assert "no problems" in out and f"wrote {tmp_path / 'check.json'}" in out
+    assert json.loads((tmp_path / "check.json").read_text())["ok"] is True
+
+
+def test_prepare_then_verify_a_copy(root, tmp_path, capsys):
+    out = tmp_path / "copy"
+    assert cli(["prepare", root, str(out), "--packs", "4", "--quiet"]) == 0
+    assert (out / "manifest.json").exists() and str(out) in capsys.readouterr().out
+    assert cli(["verify", str(out), "--quiet"]) == 0
+    assert "differ" not in capsys.readouterr().out
+
+
+def test_synth_writes_a_dataset(tmp_path):
+    assert cli(["synth", "--image-size", "48,64", str(tmp_path / "s"), "--n", "3", "--format", "png"]) == 0
+    files = list((tmp_path / "s" / "train").glob("*.png"))
+    assert len(files) == 3 and Image.open(files[0]).size == (64, 48)  # HEIGHT,WIDTH as image_size; PIL: (w, h)
+    assert cli(["synth", str(tmp_path / "q"), "--n", "1", "--image-size", "40", "--format", "png"]) == 0
+    assert Image.open(next((tmp_path / "q" / "train").glob("*.png"))).size == (40, 40)
+
+
+# ---------------------------------------------------------------- the parser
+def test_image_size_is_size_or_height_width_everywhere():
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for command, rest in (("bench", ["DATA"]), ("preview", ["DATA", "-o", "x.png"]), ("synth", ["OUT"])):
+        args = commands[command].parse_intermixed_args(["--image-size", "24,32"] + rest)  # DATA may follow
+        assert args.image_size == (24, 32)
+        assert Path(rest[0]) in (getattr(args, "data", None), getattr(args, "out", None))
+        assert commands[command].parse_intermixed_args(["--image-size", "24"] + rest).image_size == (24, 24)
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["bench", "--prepared", "copy", "camvid"], "name the prepared copy's folder with --prepared-dir DIR"),
+    (["synth", "out", "--image-size", "720", "960"], "--image-size takes SIZE or HEIGHT,WIDTH as one argument"),
+])
+def test_former_forms_get_a_hint(argv, hint, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(argv)
+    assert e.value.code == 2 and hint in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--backends", "dali-cpu,nope"],
+    ["bench", "--label-mode", "probabilities"],
+    ["bench", "--batch-size", "0"],
+    ["preview"],  # -o is required
+    ["bench", "--image-size", "1,2,3"],
+    ["bench", "--image-size", "0"],
+    ["report", "r.json", "--data", "shards"],  # the packs are called packs
+])
+def test_bad_arguments_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(argv)
+    assert e.value.code == 2 and "error" in capsys.readouterr().err
+
+
+def test_help_on_every_command(capsys):
+    assert tuple(build_parser()._subparsers._group_actions[0].choices) == COMMANDS  # the order of the help
+    for command in COMMANDS:
+        with pytest.raises(SystemExit) as e:
+            cli([command, "--help"])
+        assert e.value.code == 0
+        assert f"usage: daliloader {command}" in capsys.readouterr().out
+
+
+def test_every_command_line_option_has_help():
+    commands = build_parser()._subparsers._group_actions[0].choices
+    lacking = [f"{name} {a.option_strings or a.dest}" for name, sub in commands.items() for a in sub._actions
+               if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert not lacking
+
+
+def test_version_names_the_libraries(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(["--version"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("daliloader 0.") and "tensorflow" in out
+
+
+def test_options_may_sit_between_data_and_out():
+    args = cli_module.parse_args(build_parser(), ["prepare", "DATA", "--split", "val", "OUT"])
+    assert (args.command, args.data, args.split, args.out) == ("prepare", Path("DATA"), "val", Path("OUT"))
+
+
+# ---------------------------------------------------------------- errors, warnings, Ctrl-C
+def test_missing_data_folder_is_a_clear_error(tmp_path, capsys):
+    assert cli(["bench", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "ROOT", "--prepared-dir", "x"], "daliloader bench: error: --prepared-dir names the folder of "
+                                               "--prepared's copy: add --prepared"),
+    (["preview", "nowhere", "-o", "x.png", "--eval", "--augment"], "daliloader preview: error: --eval previews the "
+                                                                   "evaluation recipe, which draws nothing at random"),
+    (["check"], "daliloader check: error: name the dataset to check: DATA (a dataset folder) or --images/--masks"),
+])
+def test_wrong_combinations_are_one_line(argv, message, root, capsys):
+    assert cli([root if a == "ROOT" else a for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_an_interrupted_command_says_so_and_a_warning_is_one_line(monkeypatch, capsys):
+    def interrupted(args):
+        warnings.warn("something to know", UserWarning, stacklevel=1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module, "cmd_synth", interrupted)
+    assert cli(["synth", "out"]) == 130
+    assert capsys.readouterr().err == ("daliloader synth: warning: something to know\n"
+                                       "daliloader synth: interrupted\n")
+
+
+def test_an_unexpected_refusal_of_the_system_is_one_line(monkeypatch, capsys):
+    def refused(args):
+        raise PermissionError(13, "Permission denied", "/somewhere")
+
+    monkeypatch.setattr(cli_module, "cmd_verify", refused)
+    assert cli(["verify", "out"]) == 2
+    assert capsys.readouterr().err == "daliloader verify: error: /somewhere: Permission denied\n"
+
+
+# ---------------------------------------------------------------- native noise
+def test_the_command_line_hides_native_start_up_noise(root, tmp_path):
+    """TensorFlow's and CUDA's start-up lines (written by native code, whatever TF_CPP_MIN_LOG_LEVEL says)
+    are hidden from a command run from the shell, shown with --verbose. (preview on tfdata: the shortest
+    command that starts TensorFlow and DALI's plugin.)"""
+    pytest.importorskip("tensorflow")
+    args = [sys.executable, "-m", "daliloader.cli", "preview", root, "--backend", "tfdata", "-o",
+            str(tmp_path / "p.png"), "--batches", "1", "--batch-size", "1", "--image-size", "16"]
+    quiet = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "absl::InitializeLog" not in quiet.stderr and not re.search(r"^I\d{4} ", quiet.stderr, re.M), quiet.stderr
+    loud = subprocess.run(args + ["--verbose"], capture_output=True, text=True, timeout=300)
+    assert loud.returncode == 0 and re.search(r"^[IWE]\d{4} |absl", loud.stderr, re.M), loud.stderr[-2000:]
+
+
+@contextmanager
+def stderr_to(path: Path):
+    """File descriptor 2 (and sys.stderr) written to ``path`` (what the terminal would show), inside the test
+    itself: pytest puts its own capture back on fd 2 between a fixture and the test."""
+    saved, python_stderr = os.dup(2), sys.stderr
+    with open(path, "wb") as target:
+        os.dup2(target.fileno(), 2)
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115  (fd 2 itself, as Python's stderr is)
+    try:
+        yield path
+    finally:
+        sys.stderr.flush()
+        sys.stderr = python_stderr
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def shown(path: Path, wanted: str, timeout: float = 10.0) -> str:
+    """What ``path`` holds once ``wanted`` is in it (or ``timeout`` passed)."""
+    end = time.monotonic() + timeout
+    while wanted not in path.read_text() and time.monotonic() < end:
+        time.sleep(0.01)
+    return path.read_text()
+
+
+def test_native_lines_pass_as_they_come_and_noise_is_dropped(tmp_path):
+    with stderr_to(tmp_path / "stderr") as stderr_file:
+        with native_noise_filtered():
+            os.write(2, b"I0000 00:00:1.2 123 port.cc:153] oneDNN custom operations are on\n")
+            os.write(2, b"a native line\n")
+            assert shown(stderr_file, "a native line\n").endswith("a native line\n")  # before the command ends
+            print("a Python line", file=sys.stderr)
+            assert shown(stderr_file, "a Python line").endswith("a Python line\n")
+            os.write(2, b"E0000 00:00:1.2 1 cuda_executor.cc:1] failed call to cuInit: UNKNOWN ERROR (303)\n"
+                        b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
+        assert os.fstat(2).st_ino == os.stat(stderr_file).st_ino  # fd 2 is the real one again
+        print("Python's stderr again", file=sys.stderr)
+        sys.stderr.flush()
+    text = stderr_file.read_text()
+    assert text == "a native line\na Python line\nPython's stderr again\n", text
+
+
+def test_a_line_written_in_parts_is_judged_whole(tmp_path):
+    """A native write after a partial line completes it: noise in two parts is dropped, a line in two
+    parts passes once whole, and a last line without its newline is shown at the end."""
+    with stderr_to(tmp_path / "stderr") as stderr_file, native_noise_filtered():
+        os.write(2, b"I0000 00:00:1.2 port.cc")
+        time.sleep(0.05)
+        os.write(2, b":153] noise\nkept ")
+        time.sleep(0.05)
+        assert "kept" not in stderr_file.read_text()  # half a line: not judged yet
+        os.write(2, b"whole\nno newline")
+        assert shown(stderr_file, "kept whole\n") == "kept whole\n"
+    assert stderr_file.read_text() == "kept whole\nno newline"
+
+
+def test_the_filter_ends_and_fd_2_comes_back_when_the_command_is_interrupted(tmp_path, monkeypatch):
+    started = []
+    start = cli_module._start_filter
+    monkeypatch.setattr(cli_module, "_start_filter", lambda terminal: started.append(start(terminal)) or started[-1])
+    with stderr_to(tmp_path / "stderr") as stderr_file:
+        python_stderr = sys.stderr
+        with pytest.raises(KeyboardInterrupt), native_noise_filtered():
+            os.write(2, b"before Ctrl-C\n")
+            raise KeyboardInterrupt
+        assert started[0].poll() == 0 and sys.stderr is python_stderr
+        assert os.fstat(2).st_ino == os.stat(stderr_file).st_ino
+        os.write(2, b"after\n")
+    assert stderr_file.read_text() == "before Ctrl-C\nafter\n"
+
+
+CRASH = """
+import os
+from daliloader.cli import native_noise_filtered
+with native_noise_filtered():
+    os.write(2, b"I0000 00:00:1.2 1 port.cc:1] noise\\n")
+    os.write(2, b"F0000 00:00:1.2 1 check.cc:1] Check failed: the last words\\n")
+    os.abort()
+"""
+
+
+def test_a_native_crash_still_shows_its_last_lines():
+    crashed = subprocess.run([sys.executable, "-c", CRASH], capture_output=True, text=True, timeout=60)
+    assert crashed.returncode != 0
+    assert crashed.stderr == "F0000 00:00:1.2 1 check.cc:1] Check failed: the last words\n", crashed.stderr

@@ -1,0 +1,122 @@
+"""daliloader/metrics.py: dl.metrics.MeanIoU and Accuracy against a numpy reference on the evaluation
+batches of every backend (ignored pixels, padding weighted 0, float weights), against Keras' own MeanIoU
+where Keras is exact, inside Keras under XLA, and on Keras' [B, H, W, 1] labels.
+
+Two tests check the metrics and the losses together; they are here because their main assertion is on the
+metrics: test_metrics_and_losses_compile_under_xla (fit's and evaluate's reports, accuracy and mean IoU with
+the loss, equal with and without XLA) and test_metrics_read_int_labels_shaped_bhw1_and_refuse_another_one_hot_depth
+(the metrics read [B, H, W, 1] labels; metrics and losses refuse one-hot labels of another depth). The losses'
+own tests: tests/test_losses.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import eval_batches
+from test_training import loaders
+
+import daliloader as dl
+
+pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+
+# ---------------------------------------------------------------- the IoU metric
+def confusion(labels, predicted, weights, num_classes, ignore=255):
+    """The numpy reference: confusion[label, prediction], weighted, ignoring ignore and out-of-range labels."""
+    keep = (labels >= 0) & (labels < num_classes) & (labels != ignore)
+    conf = np.zeros((num_classes, num_classes))
+    np.add.at(conf, (labels[keep], predicted[keep]), weights[keep])
+    return conf
+
+
+def iou(conf):
+    tp = np.diag(conf)
+    union = conf.sum(0) + conf.sum(1) - tp
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, tp / union, np.nan)
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_mean_iou_and_accuracy_are_the_numpy_reference_on_every_backends_batches(synth_data, backend, label_mode):
+    """Evaluation batches of every backend (ignored pixels, padding weighted 0), random logits: the mean
+    and per-class IoU, and the accuracy, equal the reference, with int or one-hot labels; float weights
+    count exactly."""
+    n = synth_data.classes.num_classes
+    batches = eval_batches(backend, synth_data, batch_size=3, image_size=(64, 80), label_mode=label_mode)
+    rng = np.random.default_rng(0)
+    metric = dl.metrics.MeanIoU(n, per_class=True, class_names=synth_data.classes.names)
+    accuracy = dl.metrics.Accuracy()
+    conf = np.zeros((n, n))
+    for x, y, w in batches:
+        logits = rng.normal(size=x.shape[:3] + (n,)).astype(np.float32)
+        labels = np.where(y.any(-1), y.argmax(-1), 255) if label_mode == "onehot" else y
+        w = w * rng.choice([0.25, 1.0, 3.5], size=w.shape).astype(np.float32)  # float weights stay exact
+        metric.update_state(y, logits, w)
+        accuracy.update_state(y, logits, w)
+        conf += confusion(labels, logits.argmax(-1), w, n)
+    assert abs(float(accuracy.result()) - np.trace(conf) / conf.sum()) < 1e-12
+    want = iou(conf)
+    np.testing.assert_allclose(metric.per_class_iou(), want, rtol=1e-12, equal_nan=True)
+    result = metric.result()
+    assert abs(float(result["mean_iou"]) - np.nanmean(want)) < 1e-12
+    road = synth_data.classes.names.index("Road")
+    assert abs(float(result["iou_Road"]) - np.nan_to_num(want[road])) < 1e-12
+
+
+def test_mean_iou_agrees_with_keras_where_keras_is_exact(synth_data):
+    """With 0/1 weights and class-id predictions, Keras' own MeanIoU(ignore_class=255) is the anchor."""
+    n = synth_data.classes.num_classes
+    ours, theirs = dl.metrics.MeanIoU(n), keras.metrics.MeanIoU(n, ignore_class=255, sparse_y_pred=True)
+    rng = np.random.default_rng(1)
+    for x, y, w in eval_batches("dali-cpu", synth_data, batch_size=3, image_size=(64, 80), label_mode="int"):
+        logits = rng.normal(size=x.shape[:3] + (n,)).astype(np.float32)
+        ours.update_state(y, logits, w)
+        theirs.update_state(y, logits.argmax(-1), w)
+    assert abs(float(ours.result()) - float(theirs.result())) < 1e-6
+
+
+# ---------------------------------------------------------------- the metrics and losses inside Keras
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_metrics_and_losses_compile_under_xla(synth_data, backend, label_mode):
+    """jit_compile=True (what Keras' "auto" picks where TensorFlow sees a GPU): fit and evaluate run with
+    dl.losses and dl.metrics, int and one-hot labels, and report what the same model reports without XLA."""
+    n = synth_data.classes.num_classes
+    loss = dl.losses.SparseCategoricalCrossentropy if label_mode == "int" else dl.losses.CategoricalCrossentropy
+    inputs = keras.Input((48, 64, 3))
+    model = keras.Model(inputs, keras.layers.Conv2D(n, 3, padding="same")(inputs))
+    start = model.get_weights()
+    reports = []
+    for jit in (True, False):  # the same crops: fresh loaders, one seed
+        train, val = loaders(backend, synth_data, batch_size=3, image_size=(48, 64), label_mode=label_mode, seed=0)
+        model.set_weights(start)
+        model.compile(keras.optimizers.SGD(learning_rate=0.0), loss([1.0 + k / n for k in range(n)]),
+                      weighted_metrics=[dl.metrics.Accuracy(), dl.metrics.MeanIoU(n, per_class=True)],
+                      jit_compile=jit)
+        fitted = model.fit(train, epochs=1, verbose=0).history
+        reports.append({**{k: v[0] for k, v in fitted.items()}, **model.evaluate(val, verbose=0, return_dict=True)})
+    assert 0 < reports[0]["accuracy"] < 1 and reports[0] == pytest.approx(reports[1], rel=1e-5, abs=1e-9)
+
+
+def test_metrics_read_int_labels_shaped_bhw1_and_refuse_another_one_hot_depth():
+    """Keras' [B, H, W, 1] int labels are squeezed (Keras' MeanIoU is the anchor), not misread as one-hot;
+    one-hot labels over another number of classes raise, naming both numbers, in the metrics and losses."""
+    rng = np.random.default_rng(6)
+    labels = rng.choice([0, 1, 2, 255], size=(2, 4, 5))
+    logits = rng.normal(size=(2, 4, 5, 3)).astype(np.float32)
+    deep = {}
+    for make in (lambda: dl.metrics.MeanIoU(3), dl.metrics.Accuracy):
+        flat, deep[make] = make(), make()
+        flat.update_state(labels, logits)
+        deep[make].update_state(labels[..., None], logits)
+        assert float(deep[make].result()) == float(flat.result())
+        with pytest.raises(ValueError, match=r"one-hot over 4 classes, but the predictions score 3 \(num_classes=3\)"):
+            make().update_state(np.eye(4)[np.minimum(labels, 3)], logits)
+    anchor = keras.metrics.MeanIoU(3, ignore_class=255, sparse_y_pred=False)
+    anchor.update_state(labels[..., None], logits)
+    assert abs(float(anchor.result()) - float(next(iter(deep.values())).result())) < 1e-6
+    with pytest.raises(ValueError, match="one-hot over 4 classes, but the predictions score 3"):
+        dl.losses.CategoricalCrossentropy()(np.eye(4, dtype=np.float32)[np.minimum(labels, 3)], logits)
+    with pytest.raises(ValueError, match="not one-hot .* use SparseCategoricalCrossentropy"):
+        dl.losses.CategoricalCrossentropy()(labels.astype(np.float32), logits)
