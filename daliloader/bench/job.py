@@ -94,9 +94,10 @@ class Cell:
 
 
 def cell_groups(datasets: dict, names: list[str], settings: Settings) -> list[list[Cell]]:
-    """Every figure to measure, in groups measured together (:func:`measure_in_turn`): a backend on the
-    original pairs and on the same pairs in the other container (``--tfrecord``) form one group; every
-    other figure is a group of its own. Packs are read by DALI's webdataset reader only."""
+    """Every figure to measure, in groups measured together
+    (:func:`~daliloader.bench.timing.measure_in_turn`): a backend on the original pairs and on the same
+    pairs in the other container (``--tfrecord``) form one group; every other figure is a group of its
+    own. Packs are read by DALI's webdataset reader only."""
     groups: dict[tuple, list[Cell]] = {}
     for which, source in datasets.items():
         for name in (b for b in names if which != "packs" or reads_packs(b)):
