@@ -22,6 +22,7 @@ from . import codecs
 from .data import SegmentationData
 from .errors import SpecError
 from .parallel import threaded_map
+from .spec import check_workers
 
 METHODS = ("median", "inverse")
 
@@ -36,7 +37,7 @@ def class_frequencies(data: SegmentationData, workers: int | None = None, progre
         labels = classes.map_mask(codecs.decode_mask(codecs.read(mask_path), mask_path, classes))
         return np.bincount(labels[labels < n].ravel(), minlength=n)[:n]
 
-    total = sum(threaded_map(count, data.masks, workers, "counting class pixels" if progress else None))
+    total = sum(threaded_map(count, data.masks, check_workers(workers), "counting class pixels" if progress else None))
     if not np.sum(total):
         raise SpecError("the masks hold no labelled pixel: every pixel is the ignore index")
     return total / np.sum(total)

@@ -28,6 +28,7 @@ from .inspection import MIN_SIDE, Expect, Problem, ProblemKind, check_pair, quic
 from .layouts import find
 from .pairing import Pairing, listing_problems, pair_files
 from .parallel import threaded_map
+from .spec import check_workers
 
 __all__ = ["check", "Report", "Problem", "ProblemKind", "PairGuard", "Expect", "quick_problems", "check_pair"]
 
@@ -97,7 +98,7 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
         masks = [m for _, m in pairs]
         classes = choose_classes(listed.classes, masks, listed.published, listed.layout, progress) if pairs else None
         depth = data_mask_depth(masks[0]) if masks else 8
-    workers = workers or os.cpu_count() or 1
+    workers = check_workers(workers) or os.cpu_count() or 1
     start = time.perf_counter()
     problems = list(unpaired)
     for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,

@@ -470,9 +470,10 @@ def _names(names: Sequence[str] | None, count: int, of: str) -> tuple[str, ...]:
     """The class names given (one per class: ``of`` says of what, for the message), or ``class_0``..."""
     if names is None:
         return tuple(f"class_{i}" for i in range(count))
+    names = tuple(names)  # any iterable, a generator included
     if len(names) != count:
         raise DataError(f"{len(names)} names for {count} {of}")
-    return tuple(names)
+    return names
 
 
 def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], int]:

@@ -1,6 +1,7 @@
 """The ``daliloader`` command line: argument parsing and dispatch only. The jobs live in
-:mod:`daliloader.bench`, :mod:`daliloader.report`, :mod:`daliloader.prepare`, :mod:`daliloader.checks`
-and :mod:`daliloader.synthetic`; every daliloader error ends as a message and exit status 2.
+:mod:`daliloader.bench`, :mod:`daliloader.report`, :mod:`daliloader.prepare`, :mod:`daliloader.verify`,
+:mod:`daliloader.checks`, :mod:`daliloader.preview` and :mod:`daliloader.synthetic`; every daliloader
+error ends as a message and exit status 2.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from PIL import UnidentifiedImageError
 from . import layouts, tfds_folder, tfrecord
 from .classes import ClassMap, as_classmap, is_named
 from .errors import DataError
-from .manifest import GPU_FORM, PACKS, index_samples, load_manifest, prepared_classes
+from .manifest import GPU_FORM, PACKS, PACKS_FOLDER, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 from .parts import open_image
@@ -275,7 +275,7 @@ class SegmentationData:
                 raise DataError(f"pack file {f} is missing: the prepared copy {root} is incomplete")
         packed_samples = sum(index_samples(f) for f in found.indexes)
         if packed_samples != len(data):
-            raise DataError(f"the pack indexes under {Path(found.indexes[0]).parent} list {packed_samples} samples, "
+            raise DataError(f"the pack indexes under {_packs_folder(found, root)} list {packed_samples} samples, "
                             f"the manifest {len(data)} pairs: run `daliloader prepare DATA NEW_OUT --packs N --verify` "
                             "again")
         return replace(data, packs=found)
@@ -336,6 +336,10 @@ def mask_depth(path: str | Path | RecordPart) -> int:
     except (OSError, UnidentifiedImageError, DataError):
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
+
+def _packs_folder(packs: Packs, root: Path) -> Path:
+    """The folder a copy's pack indexes are in: that of the first, or the format's where the list is empty."""
+    return Path(packs.indexes[0]).parent if packs.indexes else root / PACKS_FOLDER
 
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
                    layout: str = "", progress: bool = True) -> ClassMap:

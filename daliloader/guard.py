@@ -45,7 +45,7 @@ class PairGuard:
         self.expect = Expect.of(data, backend, decoders)
         self._vetted: dict[int, tuple] = {}  # pair -> the stat stamp of its files when vetted
         self._recent: deque[int] = deque(maxlen=remember)
-        self._refused: list[LoadError] = []  # verify()'s refusals not yet handed on by explain()
+        self._refused: deque[LoadError] = deque(maxlen=remember)  # verify()'s latest refusals
         self._lock = threading.Lock()
 
     def verify(self, index: int) -> None:
@@ -75,10 +75,11 @@ class PairGuard:
         refusal where it raised one (TensorFlow hands it on wrapped in an ``OpError``), else what is wrong
         with the pairs it vetted last (reading TFRecords: every record the reader can have read lately)."""
         with self._lock:
-            refused, self._refused = self._refused, []
+            refused, self._refused = list(self._refused), deque(maxlen=self._refused.maxlen)
             recent = sorted(set(self._recent))
-        if refused:
-            return _handed_on(refused, error)
+        carried = _carried(refused, error)
+        if carried is not None:
+            return carried
         first_line = _first_line(str(error)) or type(error).__name__
         if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
             folder = Path(self.data.packs.tars[0]).parent
@@ -115,13 +116,14 @@ class PairGuard:
         return "the pairs in flight:\n" + "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in pairs)
 
 
-def _handed_on(refused: list[LoadError], error: BaseException) -> LoadError:
-    """The refusal that ``error`` carries: parallel reads (tf.data's parallel map) may refuse several pairs
-    at once, and TensorFlow hands on one of them, whose first line (which names its sample) is in its
-    text; the first refusal where none is (an error that does not carry it)."""
+def _carried(refused: list[LoadError], error: BaseException) -> LoadError | None:
+    """The refusal of :meth:`PairGuard.verify` that ``error`` is: that refusal itself, or TensorFlow's
+    (or DALI's) error wrapping it, whose text holds the refusal's first line (the line names its sample,
+    so among several pairs refused at once by parallel reads, the one handed on is found). None for an
+    error that carries no refusal: a refusal raised where no explain() followed (an epoch stopped early)
+    says nothing of a later error."""
     text = str(error)
-    carried = [r for r in refused if str(r).splitlines()[0] in text]
-    return (carried or refused)[0]
+    return next((r for r in refused if r is error or str(r).splitlines()[0] in text), None)
 
 
 def _first_line(text: str) -> str:

@@ -206,7 +206,7 @@ def _record_bytes(part: RecordPart) -> bytes:
     """A record's picture, or the FileProblem that says why it cannot be read: the file changed since it
     was indexed (its records may have moved), or the record is damaged."""
     if part.changed():
-        raise FileProblem(ProblemKind.CHANGED, f"its TFRecord file {CHANGED_FILE}")
+        raise FileProblem(ProblemKind.CHANGED, f"the TFRecord file {CHANGED_FILE}")
     try:
         return part.read()
     except RecordProblem as e:

@@ -13,9 +13,10 @@ when its label is a class (:func:`daliloader.metrics.class_labels`, the metrics'
 the divisor is the number of labelled pixels, and without class weights the loss is Keras'
 ``SparseCategoricalCrossentropy(ignore_class=255)``; in evaluation the weight-0 padding samples that fill
 the last batch count in neither the sum nor the divisor, so a batch's loss does not depend on how much
-padding it holds. The mechanism: the sample weights are multiplied by the labelled pixels (0 or 1)
-before Keras' reduction ``"mean_with_sample_weight"`` divides by their sum, as Keras' own
-``ignore_class`` does with a mask.
+padding it holds. The mechanism: each pixel's sample weight (per pixel ``[B, H, W]`` or ``[B, H, W, 1]``,
+or per sample ``[B]``) is set to 0 where the pixel is not labelled (:func:`daliloader.metrics.pixel_weights`,
+the metrics' rule) before Keras' reduction ``"mean_with_sample_weight"`` divides by their sum, as Keras'
+own ``ignore_class`` does with a mask.
 
 ``class_weights``: a sequence (one per class) or a dict ``{class: weight}`` as Keras' ``class_weight``
 (classes it leaves out weigh 1; it then needs ``num_classes``); None: every class 1. Both losses are
@@ -28,7 +29,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from .metrics import class_labels
+from .metrics import class_labels, pixel_weights
 from .spec import class_weight_list
 from .stages import weight_table
 
@@ -46,14 +47,9 @@ class _Weighted(keras.losses.Loss):
         self.ignore_class, self.from_logits = ignore_class, from_logits
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        """The reduced loss, the sample weights multiplied first by the labelled pixels (see the module)."""
+        """The reduced loss, the sample weights set to 0 first on unlabelled pixels (see the module)."""
         _, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
-        weight = ops.cast(known, "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(ops.convert_to_tensor(sample_weight), "float32")
-            while len(sample_weight.shape) < len(weight.shape):  # [B] or [B, H]: one weight per sample or row
-                sample_weight = ops.expand_dims(sample_weight, -1)
-            weight = weight * sample_weight
+        weight = ops.cast(pixel_weights(known, sample_weight), "float32")  # the metrics' rule: one per pixel
         return super().__call__(y_true, y_pred, sample_weight=weight)
 
     def _per_class(self, classes: int):

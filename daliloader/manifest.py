@@ -22,7 +22,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from .classes import ClassMap
+from .classes import ClassMap, MaskKind
 from .errors import DataError
 from .pairing import refuse_incomplete
 
@@ -212,7 +212,7 @@ def _check_keys(m: dict) -> None:
     _need(classes, "names", list, "classes ", each=lambda v: isinstance(v, str))
     _need(classes, "ignore_index", int, "classes ")
     _need(classes, "source", str, "classes ")
-    if _need(classes, "kind", str, "classes ") == "rgb":
+    if _need(classes, "kind", str, "classes ") == MaskKind.RGB.value:
         _need(classes, "colors", list, "classes ", each=lambda v: isinstance(v, list) and len(v) == 3)
     else:
         _need(classes, "ids", dict, "classes ")
@@ -253,7 +253,7 @@ def prepared_classes(manifest: dict) -> ClassMap:
 def original_classes(manifest: dict) -> ClassMap:
     """The class map that read the original masks."""
     c = manifest["classes"]
-    if c["kind"] == "rgb":
+    if c["kind"] == MaskKind.RGB.value:
         return ClassMap.from_palette(c["colors"], c["names"], ignore_index=c["ignore_index"], source=c["source"])
     return ClassMap.from_ids({int(k): v for k, v in c["ids"].items()}, c["names"], ignore_index=c["ignore_index"],
                              source=c["source"])

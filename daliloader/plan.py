@@ -94,10 +94,10 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
                      saturation=saturation, hue=hue, mean=mean, std=std, dtype=dtype)
     if not training:
         refuse_draws(caller, spec)
-    for name, value in (("batch_size", batch_size), ("seed", seed), ("num_threads", num_threads),
-                        ("prefetch", prefetch), ("device_id", device_id), ("shard_id", shard_id),
-                        ("num_shards", num_shards)):
-        check_count(name, value)
+    batch_size, seed, num_threads, prefetch, device_id, shard_id, num_shards = (
+        check_count(name, value) for name, value in (
+            ("batch_size", batch_size), ("seed", seed), ("num_threads", num_threads), ("prefetch", prefetch),
+            ("device_id", device_id), ("shard_id", shard_id), ("num_shards", num_shards)))
     shuffle = training if shuffle is None else shuffle
     drop_remainder = training if drop_remainder is None else drop_remainder
     outputs = batch_outputs(outputs, drop_remainder)

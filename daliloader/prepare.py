@@ -37,7 +37,7 @@ import cv2
 import numpy as np
 
 from . import __version__
-from .classes import ClassMap
+from .classes import ClassMap, MaskKind
 from .codecs import decode_image, decode_mask, encode, read, write_file
 from .data import SegmentationData
 from .errors import DataError, LoadError
@@ -58,6 +58,7 @@ from .manifest import (
 from .packs import write_packs
 from .parallel import threaded_map
 from .parts import image_suffix, part_stem, read_part
+from .spec import check_workers
 from .verify import VerifyReport, verify
 
 __all__ = ["prepare", "prepare_cached", "PrepareOptions", "PreparedPair", "summary", "file_stem", "encode_lz4_mask",
@@ -94,6 +95,7 @@ class PrepareOptions:
             raise DataError(f"jpeg_quality must lie in 1-100, got {self.jpeg_quality}")
         if self.pack_size is not None and self.pack_size < 1:
             raise DataError(f"pack_size must be a positive number of samples, got {self.pack_size}")
+        check_workers(self.workers)
 
 
 @dataclass(frozen=True)
@@ -323,7 +325,7 @@ def _image_file(image, name: str, jpeg_quality: int | None) -> tuple[str, bytes,
 
 
 def _how(classes: ClassMap) -> str:
-    if classes.kind == "rgb":
+    if classes.kind is MaskKind.RGB:
         return (f"each RGB colour of the palette ({classes.source}) -> its class index; every other colour -> "
                 f"ignore_index {classes.ignore_index}")
     return (f"each mask id -> its class by the id table ({classes.source}); ids mapped to ignore and ids "
@@ -331,9 +333,9 @@ def _how(classes: ClassMap) -> str:
 
 
 def _classes_entry(classes: ClassMap) -> dict:
-    entry = {"names": list(classes.names), "ignore_index": classes.ignore_index, "kind": classes.kind,
+    entry = {"names": list(classes.names), "ignore_index": classes.ignore_index, "kind": classes.kind.value,
              "source": classes.source}
-    if classes.kind == "rgb":
+    if classes.kind is MaskKind.RGB:
         entry["colors"] = classes.colors.tolist()
     else:
         entry["ids"] = {str(k): v for k, v in sorted(classes.id_to_class.items())}

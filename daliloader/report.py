@@ -174,7 +174,7 @@ def plot_report(report, out: Path) -> None:
                    color=["#c9c9c9" if noisy(r) else "#4c72b0" for r in results], capsize=3)
     ax.bar_label(bars, labels=[f"{r.median:.0f}" + (" (noisy)" if noisy(r) else "") for r in results],
                  padding=4, fontsize=7)
-    for (key, c), color in zip(report.ceilings.items(), CEILING_COLOURS, strict=False):
+    for (key, c), color in zip(report.ceilings.items(), CEILING_COLOURS):
         ax.axvline(c.median, color=color, linestyle="--", label=f"ceiling: {key.replace('_', ' ')}")
     ax.invert_yaxis()
     ax.set_xlabel("images/s (median of repeats; whiskers: min-max; grey: spread over 25%, noisy)")

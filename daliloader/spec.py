@@ -233,7 +233,7 @@ class Count:
     """An integer argument of the loaders: the least value it takes, whether None is allowed (it then
     means a default chosen later), and, for DALI's threads, the most (see :func:`most_threads`)."""
 
-    least: int
+    least: int | None  # None: any integer (the range is checked elsewhere, against other arguments)
     optional: bool = False
     most: Callable[[], int] | None = None
     sized: bool = False  # a size (of a batch, a pool): "a positive integer"
@@ -250,10 +250,10 @@ def most_threads() -> int:
     return max(8, THREADS_PER_CORE * (os.cpu_count() or 1))
 
 
-#: Every integer argument of the loaders, checked in one place (:func:`check_count`) by every entry point.
+#: Every integer argument of the loaders and jobs, checked in one place (:func:`check_count`) by each of them.
 COUNTS = {"batch_size": Count(1, sized=True), "global_batch_size": Count(1, sized=True),
           "workers": Count(1, sized=True), "prefetch": Count(1),
-          "device_id": Count(0), "shard_id": Count(0), "num_shards": Count(1), "seed": Count(0, optional=True),
+          "device_id": Count(0), "shard_id": Count(None), "num_shards": Count(1), "seed": Count(0, optional=True),
           "num_threads": Count(1, optional=True, most=most_threads)}
 
 
@@ -262,16 +262,23 @@ def check_count(name: str, value):
     count = COUNTS[name]
     if value is None and count.optional:
         return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < count.least:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (
+            count.least is not None and value < count.least):
         if count.sized:
             raise SpecError(f"{name} must be a positive integer, got {value!r}")
-        raise SpecError(f"{name} must be an integer >= {count.least}{' or None' if count.optional else ''}, "
-                        f"got {value!r}")
+        least = "" if count.least is None else f" >= {count.least}"
+        raise SpecError(f"{name} must be an integer{least}{' or None' if count.optional else ''}, got {value!r}")
     if count.most is not None and value > count.most():
         raise SpecError(f"{name}={value} is more than DALI's CPU threads can use here: this machine has "
                         f"{os.cpu_count() or 1} cores, and a loader takes at most {count.most()} threads "
                         f"({THREADS_PER_CORE} per core). Pass at most that, or leave {name} out (one thread per core)")
     return int(value)
+
+
+def check_workers(workers):
+    """The threads a job (check, prepare, verify, class_frequencies) runs on: None (one per core) or a
+    count, checked as the loaders' ``workers`` (:data:`COUNTS`)."""
+    return None if workers is None else check_count("workers", workers)
 
 
 def _image_size(image_size) -> tuple[int, int]:

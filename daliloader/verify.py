@@ -22,6 +22,7 @@ from .manifest import GPU_FORM, PACKS, Manifest, gpu_files, load_manifest, origi
 from .packs import KINDS, index_text, members, sample_index
 from .parallel import threaded_map
 from .parts import image_suffix, part_file, read_part
+from .spec import check_workers
 from .tfrecord import RecordPart, file_stamp
 
 #: How many differences ``str(VerifyReport)`` lists (it counts them all).
@@ -111,7 +112,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     run: every prepared mask decodes, its LZ4 form holds the same indices), files of the copy that are
     missing or damaged, packs that break off (named, with the byte where they break) and index files
     that are missing or do not match their tar. A manifest that cannot be read is a DataError naming it."""
-    out = Path(out)
+    out, workers = Path(out), check_workers(workers)
     manifest = load_manifest(out)
     copy = PreparedCopy.of(out, manifest)
     report = VerifyReport(pairs=len(copy.pairs))
@@ -307,7 +308,7 @@ def index_problems(index: Path, tar: Path, want: str) -> list[str]:
     if got == want:
         return []
     got_lines, want_lines = got.splitlines(), want.splitlines()
-    line = next((n for n, (a, b) in enumerate(zip(got_lines, want_lines, strict=False), 1) if a != b),
+    line = next((n for n, (a, b) in enumerate(zip(got_lines, want_lines), 1) if a != b),
                 min(len(got_lines), len(want_lines)) + 1)
     return [f"{index}: does not match {tar} (first difference on line {line}): DALI's webdataset reader, which seeks "
             "by it, would read the wrong bytes; prepare the copy again"]

@@ -44,6 +44,23 @@ def test_the_loss_weighs_each_pixel_by_its_class():
         pytest.approx(want, rel=1e-5)  # Keras' [B, H, W, 1]
 
 
+def test_sample_weights_take_the_metrics_shapes():
+    """Per pixel [B, H, W] or [B, H, W, 1], or per sample [B] (the shapes the metrics take): each labelled
+    pixel's cross-entropy weighs its weight, the sum divided by the weights of the labelled pixels."""
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    labels = rng.choice([0, 1, 2, 3, 4, 255], size=(2, 3, 4))
+    pixel = rng.uniform(0.5, 2.0, size=(2, 3, 4)).astype(np.float32)
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    known = labels < 5
+    ce = -np.log(np.take_along_axis(p, np.where(known, labels, 0)[..., None], -1)[..., 0])
+    loss = dl.losses.SparseCategoricalCrossentropy()
+    for given, weight in ((pixel, pixel), (pixel[..., None], pixel),
+                          (np.array([1.0, 3.0], np.float32), np.array([1.0, 3.0])[:, None, None] * np.ones((2, 3, 4)))):
+        want = np.sum(ce * weight * known) / np.sum(weight * known)
+        assert float(loss(labels, logits, sample_weight=given)) == pytest.approx(want, rel=1e-5)
+
+
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])
 def test_the_loss_is_the_mean_over_labelled_pixels_of_each_evaluation_batch(synth_data, backend, label_mode):
     """8 pairs in batches of 3, fit to 64x64 (the padding is ignored), the last batch filled with a

@@ -111,7 +111,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
 
 
 def pair_guard(data, backend: str, **options):
-    """The :class:`~daliloader.checks.PairGuard` a backend vets its pairs with: files of a format its
+    """The :class:`~daliloader.guard.PairGuard` a backend vets its pairs with: files of a format its
     decoders cannot read are refused, naming the backends that can."""
     from ..guard import PairGuard
 

@@ -447,8 +447,8 @@ def _inside(start, shape, size):
 def colour(image, spec: Preprocess, u):
     """colour (:func:`daliloader.stages.colour`): DALI's color_twist is the reference's formula, on the
     decoded pixels of the window (before padding), uint8 in and out. Without saturation and hue the map
-    is per channel, ``b (c x + 128 (1 - c))``, which brightness_contrast computes as well, about 18 times
-    faster on the CPU (benchmarks/augment_ops.py: color_twist mixes channels through a 3x3 matrix)."""
+    is per channel, ``b (c x + 128 (1 - c))``, which brightness_contrast computes as well, and much faster
+    on the CPU (color_twist mixes channels through a 3x3 matrix; benchmarks/augment_ops.py measures both)."""
     brightness, contrast, saturation, hue = (fn.cast(v, dtype=types.FLOAT) for v in stages.draw_colour(spec, u))
     if spec.saturation == (1.0, 1.0) and spec.hue == (0.0, 0.0):
         return fn.brightness_contrast(image, brightness=brightness, contrast=contrast,

@@ -3,7 +3,7 @@
 * Iterated in Python (``for batch in ds``, ``next(iter(ds))``), a failure of the loader is a
   :class:`~daliloader.errors.LoadError` naming the files: TensorFlow wraps an error raised inside a
   ``tf.data`` graph (a pair refused by the vetting, a decoder's failure) into an ``OpError``, which
-  :meth:`daliloader.checks.PairGuard.explain` turns back into the LoadError it was, or into one naming
+  :meth:`daliloader.guard.PairGuard.explain` turns back into the LoadError it was, or into one naming
   the bad pair among those read last. Inside a compiled function (Keras' ``fit``), TensorFlow raises
   before daliloader regains control: there the error stays TensorFlow's, with the same message.
 * ``model.fit(ds, class_weight=...)`` is refused at once, saying where class weights go: Keras turns

@@ -42,7 +42,7 @@ def _decode_jobs(data: SegmentationData, what: str) -> list[tuple]:
 
     mask_flag = mask_flags(data.classes)
     if what == "pairs":
-        return [(p, cv2.IMREAD_COLOR, m, mask_flag) for p, m in zip(data.images, data.masks, strict=False)]
+        return [(p, cv2.IMREAD_COLOR, m, mask_flag) for p, m in zip(data.images, data.masks)]
     if what == "images":
         return [(p, cv2.IMREAD_COLOR) for p in data.images]
     if what == "masks":
@@ -51,7 +51,7 @@ def _decode_jobs(data: SegmentationData, what: str) -> list[tuple]:
 
 
 def _decode(decode_file, job: tuple) -> None:
-    for path, flag in zip(job[::2], job[1::2], strict=False):
+    for path, flag in zip(job[::2], job[1::2]):
         decode_file(path, flag)
 
 

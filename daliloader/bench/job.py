@@ -128,8 +128,8 @@ def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[
         warned.append(f"{cell.what}: {share:.0%} of its ceiling, which is then no ceiling (the ceiling ran while the "
                       "machine was busier?); raise --seconds or --repeats")
     return Figure(name=cell.name, label_mode=cell.mode, **summary, data=cell.which, via=via(cell.name),
-    augment=cell.augment, noisy=figure_noisy,
-    fraction_of_ceiling=None if figure_noisy or ceiling_noisy or share > 1 else round(share, 3))
+                  augment=cell.augment, noisy=figure_noisy,
+                  fraction_of_ceiling=None if figure_noisy or ceiling_noisy or share > 1 else round(share, 3))
 
 
 def augment_kept(results: list[Figure]) -> dict[str, float]:
@@ -187,12 +187,12 @@ class Job:
         self.datasets = {"original": data}
         place = dataset_place(data)
         self.report = Report(
-    machine=Machine(**machine_info()),
-    dataset=Dataset(images=place, pairs=len(data), classes=data.classes.num_classes),
-    settings=RunSettings(batch_size=settings.batch_size, image_size=list(settings.crop_size),
-    label_modes=list(settings.label_modes), seconds=settings.seconds,
-    repeats=settings.repeats, workers=self.workers, backends=self.names,
-    augment=plain(AUGMENT) if settings.augment else None))
+            machine=Machine(**machine_info()),
+            dataset=Dataset(images=place, pairs=len(data), classes=data.classes.num_classes),
+            settings=RunSettings(batch_size=settings.batch_size, image_size=list(settings.crop_size),
+                                 label_modes=list(settings.label_modes), seconds=settings.seconds,
+                                 repeats=settings.repeats, workers=self.workers, backends=self.names,
+                                 augment=plain(AUGMENT) if settings.augment else None))
 
     def plan(self) -> Plan:
         """The plan of the stage breakdowns and training: the original pairs, the first labels."""
@@ -210,10 +210,10 @@ class Job:
         s = self.settings
         for what in CPU_DECODES:
             self.ceiling(f"cpu_decode_{what}", f"{what}/s",
-    partial(cpu_decode_ceiling, self.data, self.workers, s.seconds, s.repeats, what))
+                         partial(cpu_decode_ceiling, self.data, self.workers, s.seconds, s.repeats, what))
         if self.gpu:
             self.ceiling("nvjpeg_images", "images/s",
-    partial(nvjpeg_ceiling, self.data, s.batch_size, s.seconds, s.repeats))
+                         partial(nvjpeg_ceiling, self.data, s.batch_size, s.seconds, s.repeats))
 
     def prepared(self) -> None:
         """``--prepared``: the prepared copy (made if needed), its packs, and its decode ceilings."""
@@ -229,7 +229,7 @@ class Job:
             self.say(f"{out} has no packs (`daliloader prepare --packs N` writes them): not measured")
         for what in ("pairs", "masks") if self.gpu else ("pairs",):  # masks: what binds dali-gpu next to nvJPEG
             self.ceiling(f"cpu_decode_{what}_prepared", f"{what}/s", partial(
-    cpu_decode_ceiling, self.datasets["prepared"], self.workers, s.seconds, s.repeats, what))
+                cpu_decode_ceiling, self.datasets["prepared"], self.workers, s.seconds, s.repeats, what))
 
     def other_container(self) -> None:
         """``--tfrecord``: the same pairs in the other container (made once in the cache)."""
@@ -248,7 +248,7 @@ class Job:
         self.say(f"measuring {count} figure{'s' * (count != 1)}, each at least {s.repeats + 1} windows of "
                  f"{s.seconds:g} s after a warm-up epoch: {count * (s.repeats + 1) * s.seconds:.0f} s or more")
         for group in groups:
-            for cell, rates in zip(group, self.measure(group), strict=False):
+            for cell, rates in zip(group, self.measure(group)):
                 self.report.warnings.extend(timing_warnings(cell.what, rates))
                 self.report.results.append(figure(cell, rates, self.report.ceilings, self.report.warnings))
                 self.say(f"  {len(self.report.results)}/{count} {cell.what}: {self.report.results[-1].median:.1f} "
@@ -265,8 +265,8 @@ class Job:
         streams = [backend_stream(c.name, c.plan, self.workers) for c in group]
         try:
             return self.status(" + ".join(c.what for c in group), partial(
-    measure_in_turn, [partial(touched, stream) for stream in streams], first.batch_size, s.seconds,
-    s.repeats, max(1, len(first.data) // first.batch_size)))
+                measure_in_turn, [partial(touched, stream) for stream in streams], first.batch_size, s.seconds,
+                s.repeats, max(1, len(first.data) // first.batch_size)))
         finally:
             for stream in streams:
                 stream.close()
@@ -276,7 +276,7 @@ class Job:
         s, plan, stages = self.settings, self.plan(), self.report.stages
         for device in (["gpu"] if self.gpu else []) + ["cpu"]:
             stages[f"dali-{device}"] = self.status(f"dali-{device} stages", partial(
-    dali_stages, plan, device, s.seconds / 2, s.repeats))
+                dali_stages, plan, device, s.seconds / 2, s.repeats))
         stages["opencv (1 thread)"] = self.status("opencv stages", partial(opencv_stages, plan))
         self.report.warnings.extend(stage_warnings(stages))
 
@@ -284,7 +284,7 @@ class Job:
         """``--train``: the training step times of every backend but the baseline."""
         trained = [b for b in self.names if b != BASELINE]
         self.report.train = self.status("training step times", partial(
-    train_bound, self.plan(), trained, self.settings.train_steps, self.workers))
+            train_bound, self.plan(), trained, self.settings.train_steps, self.workers))
 
 
 def run(data: SegmentationData, settings: Settings, status=None, say=print) -> Report:

@@ -82,10 +82,10 @@ def measure_in_turn(next_batches: list, batch_size: int, seconds: float, repeats
     steady = [warm_up(n, batch_size, seconds, warmup_batches, clock) for n in next_batches]
     windows: list[list] = [[] for _ in next_batches]
     for _ in range(repeats):
-        for next_batch, taken in zip(next_batches, windows, strict=False):
+        for next_batch, taken in zip(next_batches, windows):
             window(next_batch, batch_size, short_window(seconds), clock)
             taken.append(window(next_batch, batch_size, seconds, clock))
-    return [Rates([r for r, _ in w], [n for _, n in w], ok) for w, ok in zip(windows, steady, strict=False)]
+    return [Rates([r for r, _ in w], [n for _, n in w], ok) for w, ok in zip(windows, steady)]
 
 
 def timing_warnings(name: str, rates: Rates) -> list[str]:
