@@ -6,10 +6,16 @@ GPU backends are skipped (not faked) where DALI sees no CUDA device.
 
 from __future__ import annotations
 
+import atexit
+import faulthandler
 import os
+import shutil
 import subprocess
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The suite never reads or writes the user's cache (~/.cache/daliloader): one of its own, removed at the end.
+os.environ["DALILOADER_CACHE"] = tempfile.mkdtemp(prefix="daliloader-tests-cache-")
 
 from pathlib import Path
 
@@ -21,6 +27,30 @@ from trees import cityscapes_tree
 import daliloader as dl
 from daliloader.catalog import CAMVID_CLASSES
 from daliloader.synthetic import write_class_dict
+
+atexit.register(shutil.rmtree, os.environ["DALILOADER_CACHE"], ignore_errors=True)
+
+
+#: A test (setup, call and teardown) still running after this many seconds is taken as hung: every
+#: thread's stack goes to the terminal's stderr and the run ends with exit status 1, so that a hang fails
+#: in minutes and says where, instead of running into CI's limit. faulthandler's watchdog is a thread of
+#: C, so it fires even where a native deadlock holds the GIL.
+HUNG_AFTER_S = float(os.environ.get("DALILOADER_TEST_HUNG_AFTER_S", 600))
+_TERMINAL_STDERR: list[int] = []
+
+
+def pytest_configure(config):
+    # pytest suspends its capture while plugins configure: file descriptor 2 is the terminal's stderr here
+    _TERMINAL_STDERR.append(os.dup(2))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    faulthandler.dump_traceback_later(HUNG_AFTER_S, exit=True, file=_TERMINAL_STDERR[0])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _gpu_count() -> int:
