@@ -63,8 +63,36 @@ def image_suffix(part: Part, data: bytes | None = None) -> str:
     return SUFFIXES.get(sniff((data if data is not None else part.read())[:4]), ".bin")
 
 
-#: Held while Pillow's pixel limit is lifted (see :func:`open_image`).
-_NO_PIXEL_LIMIT = threading.Lock()
+class _PixelLimitLifted:
+    """Pillow's pixel limit, lifted while any :func:`open_image` runs and put back by the last one out.
+
+    Only the count is kept under the lock, never a call that allocates: a lock held while Pillow opens a
+    picture deadlocked with garbage collection running on a TensorFlow thread (the collection frees a
+    tf.data iterator, whose destructor waits for in-flight calls that wait for the lock)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._open = 0
+        self._limit = None
+
+    def __enter__(self):
+        from PIL import Image
+
+        with self._lock:
+            if self._open == 0:
+                self._limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+            self._open += 1
+
+    def __exit__(self, *exc):
+        from PIL import Image
+
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                Image.MAX_IMAGE_PIXELS = self._limit
+
+
+_NO_PIXEL_LIMIT = _PixelLimitLifted()
 
 
 def open_image(part):
@@ -74,13 +102,10 @@ def open_image(part):
     Without Pillow's decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``, 89 million pixels, an error at
     twice that): daliloader opens the pictures a user's loaders decode anyway, and OpenCV, TensorFlow and
     DALI decode a 14000x14000 photo without complaint. The limit is Pillow's one global setting, so it is
-    lifted only while a picture's header is read, under a lock, and put back as it was."""
+    lifted only while headers are read (``_PixelLimitLifted``) and put back as it was; no lock is
+    held while Pillow reads."""
     from PIL import Image
 
     source = io.BytesIO(part.read()) if isinstance(part, RecordPart) else part
     with _NO_PIXEL_LIMIT:
-        limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
-        try:
-            return Image.open(source)
-        finally:
-            Image.MAX_IMAGE_PIXELS = limit
+        return Image.open(source)

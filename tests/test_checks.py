@@ -247,6 +247,38 @@ def test_pictures_over_pillows_pixel_limit_are_read_as_the_decoders_read_them(tm
     assert Image.MAX_IMAGE_PIXELS == 1000
 
 
+def test_no_lock_is_held_while_pillow_reads_a_header(tmp_path, monkeypatch):
+    """Opening a picture with Pillow's limit lifted once held a lock across Image.open: a garbage collection
+    inside Image.open on a TensorFlow thread can free a tf.data iterator whose destructor waits for calls
+    that wait for that lock, and the process hangs. Another thread's open must go through while one is
+    inside Image.open; the limit is lifted while either runs and put back after the last."""
+    import threading
+
+    from PIL import Image
+
+    from daliloader.parts import open_image
+
+    paths = [tmp_path / f"{i}.png" for i in range(2)]
+    for path in paths:
+        cv2.imwrite(str(path), np.zeros((4, 5, 3), np.uint8))
+    pillow_open, seen = Image.open, []
+
+    def open_while_inside(source, *args, **kwargs):
+        seen.append(Image.MAX_IMAGE_PIXELS)
+        if len(seen) == 1:  # inside the first open: another thread opens the second picture
+            other = threading.Thread(target=lambda: open_image(paths[1]).close(), daemon=True)
+            other.start()
+            other.join(timeout=10)
+            seen.append(other.is_alive())
+        return pillow_open(source, *args, **kwargs)
+
+    monkeypatch.setattr(Image, "open", open_while_inside)
+    limit = Image.MAX_IMAGE_PIXELS
+    with open_image(paths[0]) as im:
+        assert im.size == (5, 4)
+    assert seen == [None, None, False] and limit == Image.MAX_IMAGE_PIXELS
+
+
 # ---------------------------------------------------------------- the load-time guard
 @pytest.mark.parametrize("via_tf", [False, True], ids=["direct", "tf_dataset"])
 def test_loading_names_the_bad_file(broken, backend, via_tf):

@@ -143,3 +143,54 @@ def test_normalisation_and_float16(index_data, dali_backend):
     assert images.dtype == np.float16
     raw = np.array([[10 * i, 0, 0] for i in range(10)], np.float32) / 255
     np.testing.assert_allclose(images[:, 3, 4, :], (raw - mean) / std, atol=2e-3)
+
+
+# ---------------------------------------------------------------- vetting ahead of a container's reader
+class _Epochs:
+    """A reader that reads sample q at position q (what AheadOfReader asks of ReaderEpochs)."""
+
+    def sample(self, q):
+        return q
+
+
+def test_vetting_ahead_of_the_reader_holds_no_lock_while_it_vets():
+    """The positions ahead of DALI's reader were vetted under a lock: a garbage collection during a
+    vet on a TensorFlow thread can free an iterator whose destructor waits for a call that waits for
+    that lock, and the process hangs. Another caller must get through while one is vetting."""
+    import threading
+
+    from daliloader.backends.dali_graph import AheadOfReader
+
+    vetted, blocked = [], []
+
+    class Guard:
+        def verify(self, i):
+            vetted.append(i)
+            if len(vetted) == 1:  # inside the first vet: another thread asks for a later position
+                other = threading.Thread(target=ahead.upto, args=(ahead.ahead + 1,), daemon=True)
+                other.start()
+                other.join(timeout=10)
+                blocked.append(other.is_alive())
+
+    ahead = AheadOfReader(Guard(), _Epochs(), batch_size=1)
+    ahead.upto(0)
+    assert blocked == [False]
+    assert sorted(vetted) == list(range(2 * ahead.ahead + 1)) and ahead.next == 2 * ahead.ahead + 1
+
+
+def test_positions_whose_vetting_failed_are_vetted_again():
+    from daliloader.backends.dali_graph import AheadOfReader
+
+    vetted = []
+
+    class Guard:
+        def verify(self, i):
+            vetted.append(i)
+            if i == 3 and vetted.count(3) == 1:
+                raise dl.LoadError("sample 3 is bad")
+
+    ahead = AheadOfReader(Guard(), _Epochs(), batch_size=1)
+    with pytest.raises(dl.LoadError):
+        ahead.upto(0)
+    ahead.upto(0)
+    assert vetted[:4] == [0, 1, 2, 3] and vetted[4:] == list(range(ahead.ahead))

@@ -359,7 +359,9 @@ class AheadOfReader:
     """Vets, before a stream position is asked for, every sample DALI's reader can have read by then:
     a reader of a container reads its samples in order (:meth:`ReaderEpochs.sample`), at most its
     shuffle buffer (:data:`RECORD_FILL`) and a few batches of prefetch ahead of the position the
-    pipeline outputs. Each sample is vetted at every pass (a file changed since is vetted again)."""
+    pipeline outputs. Each sample is vetted at every pass (a file changed since is vetted again). The
+    lock only reserves the positions to vet; vetting runs outside it (see
+    ``parts._PixelLimitLifted`` for the deadlock that a lock held while vetting can make)."""
 
     def __init__(self, guard: PairGuard | None, epochs: ReaderEpochs, batch_size: int):
         self.guard, self.epochs = guard, epochs
@@ -371,10 +373,15 @@ class AheadOfReader:
         if self.guard is None:
             return
         with self._lock:
-            stop = position + self.ahead
-            for q in range(self.next, stop):
+            start, stop = self.next, position + self.ahead
+            self.next = max(start, stop)
+        try:
+            for q in range(start, stop):
                 self.guard.verify(int(self.epochs.sample(q)))
-            self.next = max(self.next, stop)
+        except BaseException:
+            with self._lock:  # not vetted: vetted again when asked again
+                self.next = min(self.next, start)
+            raise
 
 
 def decode_window(encoded, start, shape, device: str, kind, dtype):

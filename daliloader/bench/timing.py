@@ -135,7 +135,8 @@ def endless(dataset):
 def ordered_parallel(seq, workers: int):
     """``seq[i]`` for i = 0, 1, ... computed by ``workers`` threads, in order: what Keras does with
     ``PyDataset(workers=N)`` (threads), ``on_epoch_end`` included. Closing the generator stops its
-    workers."""
+    workers: the items not started are dropped, those under way finished (at most ``workers``), so
+    that none runs on while the next stream is timed."""
     pool = ThreadPoolExecutor(workers)
     ahead = 2 * workers
     pending, i = [], 0
@@ -152,4 +153,4 @@ def ordered_parallel(seq, workers: int):
                 continue
             yield item.result()
     finally:  # the stream is dropped: stop its workers
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)
