@@ -67,11 +67,15 @@ class Sampler:
         """Sample indices of this shard for ``epoch``: ``per_epoch`` entries, ``-1`` for padding."""
         with self._lock:
             order = self._orders.get(epoch)
-            if order is None:
-                if len(self._orders) >= 4:
-                    self._orders.pop(min(self._orders))
-                order = self._orders[epoch] = self._compute_order(epoch)
+        if order is not None:
             return order
+        # computed outside the lock (a collection during the work, on a TensorFlow thread, could free an
+        # iterator whose destructor waits for a call waiting for the lock); the same for every thread
+        order = self._compute_order(epoch)
+        with self._lock:
+            if epoch not in self._orders and len(self._orders) >= 4:
+                self._orders.pop(min(self._orders))
+            return self._orders.setdefault(epoch, order)
 
     def _compute_order(self, epoch: int) -> np.ndarray:
         order = (np.random.default_rng([self.seed, epoch]).permutation(self.n)

@@ -41,3 +41,27 @@ def test_shards_are_disjoint_and_cover():
 
 def test_seed_reproducible():
     assert (_epoch(Sampler(20, 4, seed=3), 1) == _epoch(Sampler(20, 4, seed=3), 1)).all()
+
+
+def test_no_lock_is_held_while_an_epoch_order_is_computed(monkeypatch):
+    """Sources call in from DALI and tf.data threads; a lock held while an order is computed can meet a
+    garbage collection on such a thread that waits, through an iterator's destructor, for that lock.
+    Another thread's order must come while one is computed; each epoch keeps one order."""
+    import threading
+
+    s = Sampler(10, 2, shuffle=True, seed=1)
+    compute, blocked, orders, inside = s._compute_order, [], {}, []
+
+    def computed(epoch):
+        inside.append(epoch)
+        if len(inside) == 1:  # inside the first computation: another thread asks for another epoch
+            other = threading.Thread(target=lambda: orders.setdefault(5, s.epoch_order(5)), daemon=True)
+            other.start()
+            other.join(timeout=10)
+            blocked.append(other.is_alive())
+        return compute(epoch)
+
+    monkeypatch.setattr(s, "_compute_order", computed)
+    first = s.epoch_order(0)
+    assert blocked == [False] and s.epoch_order(0) is first and s.epoch_order(5) is orders[5]
+    assert (first == Sampler(10, 2, shuffle=True, seed=1).epoch_order(0)).all()
