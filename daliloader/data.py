@@ -15,7 +15,7 @@ from PIL import UnidentifiedImageError
 from . import layouts, tfds_folder, tfrecord
 from .classes import ClassMap, as_classmap, is_named
 from .errors import DataError
-from .manifest import GPU_FORM, PACKS, PACKS_FOLDER, index_samples, load_manifest, prepared_classes
+from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 from .parts import open_image
@@ -259,9 +259,9 @@ class SegmentationData:
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
                               prepared_classes(manifest))  # 8-bit class-index masks
-        gpu_masks = manifest["masks"].get(GPU_FORM) or {}
-        if gpu_masks.get("files"):  # (left out, with the reason, when a mask is over nvCOMP's limit)
-            data = replace(data, gpu_masks=tuple(str(root / m) for m in gpu_masks["files"]))
+        gpu_masks = gpu_files(manifest)
+        if gpu_masks:
+            data = replace(data, gpu_masks=tuple(str(root / m) for m in gpu_masks))
         if not packs:
             return data
         p = manifest[PACKS]

@@ -259,9 +259,10 @@ def original_classes(manifest: dict) -> ClassMap:
                              source=c["source"])
 
 
-def gpu_files(gpu_form: dict | None) -> list[str] | None:
+def gpu_files(manifest: Manifest) -> list[str] | None:
     """The files of the masks' GPU form, relative to the copy, from the manifest's ``masks`` :data:`GPU_FORM`
-    entry (None: the copy has no such form, or it was left out)."""
+    entry (None: the copy has no such form, or it was left out: a mask over nvCOMP's limit)."""
+    gpu_form = manifest["masks"].get(GPU_FORM)
     return gpu_form.get("files") if gpu_form else None
 
 

@@ -170,8 +170,8 @@ def _write(data: SegmentationData, out: Path, options: PrepareOptions) -> dict:
                              "preparing" if options.progress else None))
     _refuse_failures(rows)
     manifest = _manifest(data, names, rows, options, round(time.perf_counter() - started, 1))
-    pairs, gpu_form = manifest["pairs"], manifest["masks"][GPU_FORM]
-    manifest[PACKS] = write_packs(out, pairs, options.pack_size, gpu_files(gpu_form)) if options.pack_size else None
+    manifest[PACKS] = (write_packs(out, manifest["pairs"], options.pack_size, gpu_files(manifest))
+                       if options.pack_size else None)
     write_file(out / MANIFEST, json.dumps(manifest, indent=1).encode())
     read_manifest(out / MANIFEST)  # written and readable: the copy is complete
     return manifest

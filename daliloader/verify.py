@@ -18,7 +18,7 @@ import numpy as np
 from .classes import ClassMap
 from .codecs import decode_file, decode_mask, read
 from .errors import DataError, LoadError
-from .manifest import GPU_FORM, PACKS, Manifest, gpu_files, load_manifest, original_classes, read_lz4_mask
+from .manifest import PACKS, Manifest, gpu_files, load_manifest, original_classes, read_lz4_mask
 from .packs import KINDS, index_text, members, sample_index
 from .parallel import threaded_map
 from .parts import image_suffix, part_file, read_part
@@ -99,7 +99,7 @@ class PreparedCopy:
     @classmethod
     def of(cls, out: Path, manifest: Manifest) -> PreparedCopy:
         images, masks = original_parts(manifest)
-        return cls(out, manifest["pairs"], gpu_files(manifest["masks"].get(GPU_FORM)), original_classes(manifest),
+        return cls(out, manifest["pairs"], gpu_files(manifest), original_classes(manifest),
                    images, masks)
 
 
@@ -249,7 +249,7 @@ def check_packs(out: Path, manifest: Manifest) -> tuple[int, int, list[str]]:
     every sample has each of its members (three, four with the GPU form) in the packs exactly once;
     each DALI index file is the index of its tar. Returns (members compared, indexes compared, problems)."""
     packs = manifest[PACKS]
-    gpu_masks = gpu_files(manifest["masks"].get(GPU_FORM)) if packs.get("gpu_mask_ext") else None
+    gpu_masks = gpu_files(manifest) if packs.get("gpu_mask_ext") else None
     seen: dict[tuple[int, str], int] = {}
     problems: list[str] = []
     indexes = 0

@@ -104,7 +104,7 @@ def test_a_copy_whose_gpu_masks_were_left_out_loads(tmp_path):
     (out / MANIFEST).write_text(json.dumps(manifest))
     copy = dl.SegmentationData.from_prepared(out)
     assert len(copy) == 3 and copy.gpu_masks is None
-    assert gpu_files(manifest["masks"]["gpu"]) is None and gpu_files(None) is None
+    assert gpu_files(manifest) is None and gpu_files({**manifest, "masks": {**manifest["masks"], "gpu": None}}) is None
 
 
 # ---------------------------------------------------------------- format versions
