@@ -49,7 +49,7 @@ class _Weighted(keras.losses.Loss):
     def __call__(self, y_true, y_pred, sample_weight=None):
         """The reduced loss, the sample weights set to 0 first on unlabelled pixels (see the module)."""
         _, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
-        weight = ops.cast(pixel_weights(known, sample_weight), "float32")  # the metrics' rule: one per pixel
+        weight = pixel_weights(known, sample_weight, "float32")  # the metrics' rule: one per pixel
         return super().__call__(y_true, y_pred, sample_weight=weight)
 
     def _per_class(self, classes: int):

@@ -66,13 +66,14 @@ def class_labels(y_true, y_pred, ignore_class: int | None, who: str):
     return ops.where(known, labels, 0), known
 
 
-def pixel_weights(known, sample_weight=None):
-    """float64 weight of each pixel ``[B, H, W]``: its ``sample_weight`` (per pixel ``[B, H, W]`` or
-    ``[B, H, W, 1]``, or per sample ``[B]``; None: 1) where ``known``, else 0. float64 keeps float weights
-    exact in sums over many pixels, where float32 would drop low bits once a sum passes 2**24."""
+def pixel_weights(known, sample_weight=None, dtype: str = "float64"):
+    """The weight of each pixel ``[B, H, W]``: its ``sample_weight`` (per pixel ``[B, H, W]`` or
+    ``[B, H, W, 1]``, or per sample ``[B]``; None: 1) where ``known``, else 0. float64 (the metrics')
+    keeps float weights exact in sums over many pixels, where float32 would drop low bits once a sum
+    passes 2**24; the losses, which Keras reduces in float32, ask for float32."""
     if sample_weight is None:
-        return ops.cast(known, "float64")
-    weight = ops.cast(ops.convert_to_tensor(sample_weight), "float64")
+        return ops.cast(known, dtype)
+    weight = ops.cast(ops.convert_to_tensor(sample_weight), dtype)
     if len(weight.shape) == len(known.shape) + 1 and weight.shape[-1] == 1:
         weight = ops.squeeze(weight, axis=-1)
     while len(weight.shape) < len(known.shape):  # [B] per-sample weights
