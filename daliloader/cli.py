@@ -107,7 +107,7 @@ def preview_recipe(args) -> dict:
                             "--augment and --scale")
         options["training"] = False
     else:
-        options["scale"] = tuple(args.scale) if args.scale is not None else (0.5, 2.0)
+        options["scale"] = tuple(args.scale) if args.scale is not None else AUGMENT["scale"]
     return options
 
 

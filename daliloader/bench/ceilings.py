@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from ..data import SegmentationData
-from .timing import Rates, measure
+from .timing import Rates, epoch_batches, measure
 
 #: What :func:`cpu_decode_ceiling` can decode.
 CPU_DECODES = ("pairs", "images", "masks")
@@ -68,7 +68,7 @@ def nvjpeg_ceiling(data: SegmentationData, batch_size: int, seconds: float, repe
 
     pipe = decode_only()
     pipe.build()
-    return measure(pipe.run, batch_size, seconds, repeats, warmup_batches=max(1, len(data) // batch_size))
+    return measure(pipe.run, batch_size, seconds, repeats, warmup_batches=epoch_batches(len(data), batch_size))
 
 
 def _encoded_images(data: SegmentationData):

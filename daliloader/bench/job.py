@@ -37,7 +37,7 @@ from .sources import (
     via,
 )
 from .stages import dali_stages, opencv_stages
-from .timing import Rates, measure_in_turn, noisy, timing_warnings, touched
+from .timing import Rates, epoch_batches, measure_in_turn, noisy, timing_warnings, touched
 from .training import train_bound
 
 #: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
@@ -267,7 +267,7 @@ class Job:
         try:
             return self.status(" + ".join(c.what for c in group), partial(
                 measure_in_turn, [partial(touched, stream) for stream in streams], first.batch_size, s.seconds,
-                s.repeats, max(1, len(first.data) // first.batch_size)))
+                s.repeats, epoch_batches(len(first.data), first.batch_size)))
         finally:
             for stream in streams:
                 stream.close()

@@ -11,7 +11,7 @@ import numpy as np
 from ..plan import Plan
 from .record import StageCut, StageTime
 from .sources import has_tensorflow
-from .timing import measure, touch
+from .timing import epoch_batches, measure, touch
 
 
 def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[StageCut]:
@@ -47,7 +47,7 @@ def _cut_rate(plan: Plan, device: str, dali_spec, stage: str | None, batch: int,
     pipe = SegmentationPipeline(plan, device, spec=dali_spec, stage=stage, batch_size=batch)
     pipe.build()
     return statistics.median(measure(pipe.run, batch, seconds, repeats,
-                                     warmup_batches=max(1, len(plan.data) // batch)))
+                                     warmup_batches=epoch_batches(len(plan.data), batch)))
 
 
 def _one_hot_rate(plan: Plan, seconds: float, repeats: int) -> float:

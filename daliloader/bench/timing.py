@@ -46,6 +46,11 @@ def window(next_batch, batch_size: int, seconds: float, clock=time.perf_counter)
             return n * batch_size / elapsed, n
 
 
+def epoch_batches(pairs: int, batch_size: int) -> int:
+    """The warm-up every figure takes first: one epoch's batches (at least one)."""
+    return max(1, pairs // batch_size)
+
+
 def short_window(seconds: float) -> float:
     """The length of a warm-up or drain window for timed windows of ``seconds``."""
     return max(seconds / 4, SHORTEST_WINDOW)
