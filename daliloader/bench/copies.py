@@ -40,7 +40,7 @@ def place_name(data: SegmentationData) -> str:
     return Path(part_file(data.images[0])).parent.name
 
 
-def other_container(data: SegmentationData, status=None) -> tuple[str, SegmentationData]:
+def other_container(data: SegmentationData, status=quiet) -> tuple[str, SegmentationData]:
     """``--tfrecord``: the same pairs in the other container, made once in the cache: ``("tfrecord",
     data)`` for files, ``("files", data)`` for TFRecords (see :mod:`daliloader.convert`). ``status(what,
     fn)`` runs the making while showing what it does."""
@@ -49,11 +49,11 @@ def other_container(data: SegmentationData, status=None) -> tuple[str, Segmentat
 
     which = "files" if data.records is not None else "tfrecord"
     out = cache_dir() / f"{which}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
-    return which, (status or quiet)(f"writing {len(data)} pairs as {which} into {out} (or waiting for a run "
-                                    "writing them)", lambda: convert.other_container(data, out, cache_way_out()))
+    return which, status(f"writing {len(data)} pairs as {which} into {out} (or waiting for a run "
+                         "writing them)", lambda: convert.other_container(data, out, cache_way_out()))
 
 
-def prepared_copy(data: SegmentationData, where: str, status=None) -> Path:
+def prepared_copy(data: SegmentationData, where: str, status=quiet) -> Path:
     """The folder of the prepared copy (with packs) the bench compares with: ``where`` names one (made
     there if absent), or is ``"cache"``: made once for this dataset in the cache folder, where a bench
     that finds another one making it waits for it and then uses its copy."""
@@ -63,11 +63,11 @@ def prepared_copy(data: SegmentationData, where: str, status=None) -> Path:
     source = {"made_by": "daliloader bench --prepared"}
     if where == "cache":
         out = cache_dir() / f"prepared-v{VERSION}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
-        (status or quiet)(f"preparing {len(data)} pairs into {out} (or waiting for a run making it)",
-                          lambda: prepare_cached(data, out, cache_way_out(), pack_size=BENCH_PACK_SIZE, source=source))
+        status(f"preparing {len(data)} pairs into {out} (or waiting for a run making it)",
+               lambda: prepare_cached(data, out, cache_way_out(), pack_size=BENCH_PACK_SIZE, source=source))
         return out
     out = Path(where)
     if not (out / MANIFEST).exists():
-        (status or quiet)(f"preparing {len(data)} pairs into {out}",
-                          lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False, source=source))
+        status(f"preparing {len(data)} pairs into {out}",
+               lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False, source=source))
     return out
