@@ -71,7 +71,9 @@ class SegmentationData:
     dali-gpu reads them, the CPU backends the PNG masks. ``records``: the pairs are records of
     TFRecord files (:meth:`from_tfrecord`, :meth:`from_tfds`); ``images[i]`` and ``masks[i]`` are then
     :class:`~daliloader.tfrecord.RecordPart`\ s where they are paths otherwise, and ``str()`` of one
-    names the file, the record and its byte offset.
+    names the file, the record and its byte offset. ``mask_channel``: the masks are colour pictures whose
+    channel ``mask_channel`` (0 red, 1 green, 2 blue) holds the class id, read by an id map (TFDS's
+    ``scene_parse150``: red the ADE20K class, green the instance); None: masks are read whole.
     """
 
     images: tuple[str | RecordPart, ...]
@@ -81,6 +83,7 @@ class SegmentationData:
     mask_depth: int = 8
     gpu_masks: tuple[str, ...] | None = None
     records: Records | None = None
+    mask_channel: int | None = None
 
     def __post_init__(self):
         if len(self.images) != len(self.masks):
@@ -197,7 +200,7 @@ class SegmentationData:
             raise DataError(found.needs_classes)
         masks = [m for _, m in found.pairing.pairs]
         data = cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout))
-        return replace(data, records=found.records) if found.records else data
+        return replace(data, records=found.records, mask_channel=found.mask_channel)
 
     @classmethod
     def from_tfrecord(cls, files, *, classes=None, image_key: str | None = None,
@@ -283,8 +286,8 @@ class SegmentationData:
     def subset(self, indices: Sequence[int]) -> SegmentationData:
         """The pairs at ``indices``, read from their files (packs hold the whole dataset) or records."""
         gpu_masks = None if self.gpu_masks is None else tuple(self.gpu_masks[i] for i in indices)
-        return SegmentationData(tuple(self.images[i] for i in indices), tuple(self.masks[i] for i in indices),
-                                self.classes, mask_depth=self.mask_depth, gpu_masks=gpu_masks, records=self.records)
+        return replace(self, images=tuple(self.images[i] for i in indices),
+                       masks=tuple(self.masks[i] for i in indices), packs=None, gpu_masks=gpu_masks)
 
     def split(self, fraction: float, seed: int = 0) -> tuple[SegmentationData, SegmentationData]:
         """``(train, val)``: ``val`` holds ``round(fraction * len(self))`` pairs drawn with ``seed``, ``train``

@@ -56,6 +56,8 @@ class Found:
     #: are no pair (damaged, or without the keys), which the loaders refuse and ``check`` lists
     records: tfrecord.Records | None = None
     record_problems: list = field(default_factory=list)
+    #: masks whose class is one channel of a colour picture (see ``SegmentationData.mask_channel``)
+    mask_channel: int | None = None
 
 
 def find(root: str | Path, split: str | None = None, image_key: str | None = None,
