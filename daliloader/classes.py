@@ -88,9 +88,17 @@ class ClassMap:
     ignore_colors: np.ndarray | None = field(default=None, repr=False)
     #: The palette (256, 3) every mask must carry: masks are palette PNGs read by index (VOC).
     palette_masks: np.ndarray | None = field(default=None, repr=False)
+    #: ID: the masks are colour pictures whose channel ``mask_channel`` (0 red, 1 green, 2 blue) holds the
+    #: id (TFDS's scene_parse150: red the class, green the instance); None: single-channel masks.
+    mask_channel: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "kind", MaskKind(self.kind))
+        if self.mask_channel is not None and (self.kind is not MaskKind.ID or isinstance(self.mask_channel, bool)
+                                              or self.mask_channel not in (0, 1, 2)):
+            raise DataError(f"mask_channel={self.mask_channel!r}: the channel of colour masks that holds the class "
+                            "id is 0 (red), 1 (green) or 2 (blue), for an id map (a class count, a remap table or "
+                            "a catalogue name), not a colour map")
         # here, not in each constructor: every way to a ClassMap (from_palette, from_ids, replace, ...) passes
         seen: dict[str, int] = {}
         for i, name in enumerate(self.names):
@@ -278,7 +286,8 @@ class ClassMap:
 
     @property
     def mask_channels(self) -> int:
-        return 3 if self.kind is MaskKind.RGB else 1
+        """The channels the masks are read with: 3 (colours, or ids in one channel of colour masks), or 1."""
+        return 3 if self.kind is MaskKind.RGB or self.mask_channel is not None else 1
 
     def palette(self) -> np.ndarray:
         """(C, 3) uint8 colours for drawing masks; id maps get a fixed distinct palette."""
@@ -342,15 +351,18 @@ class ClassMap:
             if mask.ndim != 3 or mask.shape[2] < 3:
                 raise DataError(f"expected an RGB colour mask, got shape {mask.shape}")
             return self.lookup_table[_pack(mask[..., :3])]
-        ids = mask if mask.ndim == 2 else mask[..., 0]
-        return self.lookup_table[ids]
+        return self.lookup_table[self.ids(mask)]
+
+    def ids(self, mask: np.ndarray) -> np.ndarray:
+        """The (H, W) ids of a decoded id mask: itself, or its channel :attr:`mask_channel` (else 0)."""
+        return mask if mask.ndim == 2 else mask[..., self.mask_channel or 0]
 
     def unknown_values(self, mask: np.ndarray) -> list[tuple[tuple[int, ...] | int, int]]:
         """Mask colours (or ids) that the map does not know, with their pixel counts, most frequent first.
 
         Ids that the map sends to ``ignore_index`` on purpose (Cityscapes' void ids) are known.
         """
-        codes = _pack(mask[..., :3]) if self.kind is MaskKind.RGB else (mask if mask.ndim == 2 else mask[..., 0])
+        codes = _pack(mask[..., :3]) if self.kind is MaskKind.RGB else self.ids(mask)
         codes = codes[self.lookup_table[codes] == self.ignore_index]
         if self.kind is MaskKind.ID and codes.size:
             codes = codes[~np.isin(codes, list(self.id_to_class))]

@@ -39,7 +39,7 @@ def decode_file(path, flags: int) -> np.ndarray | None:
 def mask_flags(classes: ClassMap) -> int:
     """How a mask is read, losslessly: its colours for colour maps (a palette expanded; 16-bit colours kept
     for :func:`to_8bit`), its values as stored (8 or 16 bits) for id maps."""
-    return COLOUR if classes.kind is MaskKind.RGB else cv2.IMREAD_UNCHANGED
+    return COLOUR if classes.mask_channels == 3 else cv2.IMREAD_UNCHANGED
 
 
 #: How pictures are read: in colour, 16-bit samples kept (as 16 bits) for :func:`to_8bit`.
@@ -57,11 +57,13 @@ def to_8bit(pixels: np.ndarray) -> np.ndarray:
 
 def mask_pixels(encoded: np.ndarray, classes: ClassMap) -> np.ndarray | None:
     """A mask's pixels as the class map reads them: RGB uint8 for colour maps (see :func:`to_8bit`),
-    (H, W) uint8 or uint16 ids for id maps; None when the data is corrupt (the caller names the file)."""
+    (H, W) uint8 or uint16 ids for id maps (the channel :attr:`ClassMap.mask_channel` of a colour mask
+    where the map names one); None when the data is corrupt (the caller names the file)."""
     mask = decode(encoded, mask_flags(classes))
-    if mask is None or classes.kind is not MaskKind.RGB:
+    if mask is None or classes.mask_channels == 1:
         return mask
-    return cv2.cvtColor(to_8bit(mask), cv2.COLOR_BGR2RGB)
+    rgb = cv2.cvtColor(to_8bit(mask), cv2.COLOR_BGR2RGB)
+    return rgb if classes.kind is MaskKind.RGB else np.ascontiguousarray(rgb[..., classes.mask_channel])
 
 
 def decode_image(encoded: np.ndarray, path) -> np.ndarray:

@@ -86,6 +86,11 @@ class SegmentationData:
     mask_channel: int | None = None
 
     def __post_init__(self):
+        # one place says how masks are read: the class map (mask_channel is its public spelling here too)
+        if self.mask_channel != self.classes.mask_channel:
+            channel = self.classes.mask_channel if self.mask_channel is None else self.mask_channel
+            object.__setattr__(self, "classes", replace(self.classes, mask_channel=channel))
+            object.__setattr__(self, "mask_channel", channel)
         if len(self.images) != len(self.masks):
             raise DataError(f"{len(self.images)} images but {len(self.masks)} masks")
         if not self.images:
@@ -135,13 +140,17 @@ class SegmentationData:
                 f"{self.classes.num_classes} classes, kind={self.classes.kind}{depth}{packed})")
 
     @classmethod
-    def _of(cls, pairs: Sequence[tuple[str, str]], classes, progress: bool = True) -> SegmentationData:
-        """The dataset of ``pairs`` read with ``classes`` (None: inferred from the masks)."""
+    def _of(cls, pairs: Sequence[tuple[str, str]], classes, progress: bool = True,
+            mask_channel: int | None = None) -> SegmentationData:
+        """The dataset of ``pairs`` read with ``classes`` (None: inferred from the masks), the ids in
+        channel ``mask_channel`` of colour masks where given."""
         masks = tuple(_part(m) for _, m in pairs)
         if not masks:
             raise DataError("the dataset is empty: no image/mask pairs")
-        classmap = classes if isinstance(classes, ClassMap) else choose_classes(classes, masks, progress=progress)
-        return cls(tuple(_part(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]))
+        classmap = classes if isinstance(classes, ClassMap) else choose_classes(
+            classes, masks, progress=progress, mask_channel=mask_channel)
+        return cls(tuple(_part(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]),
+                   mask_channel=mask_channel)
 
     @classmethod
     def from_dirs(
@@ -151,6 +160,8 @@ class SegmentationData:
         classes: ClassMap | str | Path | int | dict | None,
         mask_suffix: str | None = None,
         image_suffix: str = "",
+        *,
+        mask_channel: int | None = None,
     ) -> SegmentationData:
         """Pair every image under ``images`` with the mask of the same name under ``masks``.
 
@@ -161,6 +172,7 @@ class SegmentationData:
         ``mask_suffix``, files of the mask folder without it are not masks (Cityscapes' gtFine holds
         colour, instance and polygon files beside the labelIds). Any file left without a partner is an
         error that lists it. ``classes``: see :func:`choose_classes`; None reads the ids in the masks.
+        ``mask_channel``: the masks are colour pictures whose channel 0, 1 or 2 holds the ids.
         """
         pairing = pair_files(images, masks, mask_suffix, image_suffix, only_suffixed=mask_suffix is not None)
         detected = ([f"image suffix {pairing.image_suffix!r}"] if pairing.image_suffix != image_suffix else []) + (
@@ -168,7 +180,7 @@ class SegmentationData:
         hint = (f"{' and '.join(detected)} {'were' if len(detected) > 1 else 'was'} detected; pass image_suffix=/"
                 f"mask_suffix= if that is wrong" if detected else f"mask_suffix={mask_suffix!r}")
         _refuse_unpaired(pairing, hint)
-        return cls._of(pairing.pairs, classes)
+        return cls._of(pairing.pairs, classes, mask_channel=mask_channel)
 
     @classmethod
     def from_pairs(cls, pairs: Sequence[tuple[str, str]], classes) -> SegmentationData:
@@ -183,7 +195,7 @@ class SegmentationData:
 
     @classmethod
     def from_folder(cls, root: str | Path, split: str | None = None, classes=None, *, image_key: str | None = None,
-                    mask_key: str | None = None) -> SegmentationData:
+                    mask_key: str | None = None, mask_channel: int | None = None) -> SegmentationData:
         """A dataset folder as shipped: Cityscapes, Pascal VOC 2012, ADE20K, CamVid, images/ + masks/,
         a folder prepared by TensorFlow Datasets or a folder of TFRecord files (see
         :mod:`daliloader.layouts`), with the class map its layout publishes. ``split``: the layout's split
@@ -192,19 +204,22 @@ class SegmentationData:
         gives one where the layout has none (images/ + masks/ without class_dict.csv, TFRecords: a
         class count, a catalogue name, or None to read the ids in the masks). ``root`` may also be a
         TFRecord file or a glob of them, and ``image_key``/``mask_key`` name their features (see
-        :meth:`from_tfrecord`)."""
+        :meth:`from_tfrecord`). ``mask_channel``: the masks are colour pictures whose channel 0, 1 or 2
+        holds the ids (a layout that publishes one, TFDS's scene_parse150, sets it itself)."""
         found = layouts.find(root, split, image_key, mask_key)
         _refuse_unpaired(found.pairing, f"{found.layout} layout in {found.root}")
         tfrecord.refuse(found.record_problems)
         if classes is None and found.needs_classes:
             raise DataError(found.needs_classes)
         masks = [m for _, m in found.pairing.pairs]
-        data = cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout))
-        return replace(data, records=found.records, mask_channel=found.mask_channel)
+        channel = found.mask_channel if mask_channel is None else mask_channel
+        data = cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout,
+                                                           mask_channel=channel), mask_channel=channel)
+        return replace(data, records=found.records)
 
     @classmethod
     def from_tfrecord(cls, files, *, classes=None, image_key: str | None = None,
-                      mask_key: str | None = None) -> SegmentationData:
+                      mask_key: str | None = None, mask_channel: int | None = None) -> SegmentationData:
         """The pairs stored in TFRecord files of ``tf.train.Example``: ``files`` is a path, a glob pattern
         or a list of either (read in that order, each glob's matches sorted), uncompressed.
 
@@ -222,7 +237,7 @@ class SegmentationData:
         ``fn.readers.tfrecord``, ``tfdata`` with ``tf.data.TFRecordDataset``, ``opencv`` in Python.
         """
         scans = [tfrecord.indexed(f) for f in tfrecord.expand(files)]
-        return cls._of_records(scans, classes, image_key, mask_key)
+        return cls._of_records(scans, classes, image_key, mask_key, mask_channel)
 
     @classmethod
     def from_tfds(cls, path_or_name, split: str = "train", *, data_dir=None, classes=None,
@@ -241,12 +256,13 @@ class SegmentationData:
                                found.keys.mask_key)
 
     @classmethod
-    def _of_records(cls, scans: list, classes, image_key: str | None, mask_key: str | None) -> SegmentationData:
+    def _of_records(cls, scans: list, classes, image_key: str | None, mask_key: str | None,
+                    mask_channel: int | None = None) -> SegmentationData:
         """The dataset of the records that ``scans`` found (see :meth:`from_tfrecord`)."""
         keys = tfrecord.keys_of(scans, image_key, mask_key)
         pairs, problems = tfrecord.record_pairs(scans, keys)
         tfrecord.refuse(problems)
-        return replace(cls._of(pairs, classes), records=keys)
+        return replace(cls._of(pairs, classes, mask_channel=mask_channel), records=keys)
 
     @classmethod
     def from_prepared(cls, root: str | Path, packs: bool = False) -> SegmentationData:
@@ -345,7 +361,7 @@ def _packs_folder(packs: Packs, root: Path) -> Path:
     return Path(packs.indexes[0]).parent if packs.indexes else root / PACKS_FOLDER
 
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
-                   layout: str = "", progress: bool = True) -> ClassMap:
+                   layout: str = "", progress: bool = True, mask_channel: int | None = None) -> ClassMap:
     """The class map that reads ``masks``: what the user gave, else the layout's ``published`` map,
     else the ids in the masks (:func:`infer_classes`).
 
@@ -357,8 +373,9 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     if given is None:
         given, published = published, None
         if given is None:
-            return infer_classes(masks, progress)
-    if is_named(given) and given.strip().lower() == "voc" and masks and _palette(masks[0]) is None:
+            return infer_classes(masks, progress, mask_channel)
+    if (is_named(given) and given.strip().lower() == "voc" and masks and mask_channel is None
+            and _palette(masks[0]) is None):
         return ClassMap.voc(indexed=False)  # VOC's classes in id masks (DeepLab's SegmentationClassRaw)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
@@ -392,22 +409,28 @@ def _palette(path: str) -> np.ndarray | None:
         return None
 
 
-def mask_values(path: str) -> np.ndarray:
-    """A single-channel mask's values as the decoders read them (a 1-bit mask as 0 and 255)."""
+def mask_values(path: str, mask_channel: int | None = None) -> np.ndarray:
+    """A single-channel mask's values as the decoders read them (a 1-bit mask as 0 and 255), or the
+    values of channel ``mask_channel`` of a colour mask."""
     with open_image(path) as im:
+        if mask_channel is not None:
+            return np.asarray(im.convert("RGB"))[..., mask_channel]
         return np.asarray(im.convert("L") if im.mode == "1" else im)
 
 
-def infer_classes(masks: Sequence[str], progress: bool = True) -> ClassMap:
+def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int | None = None) -> ClassMap:
     """``classes=None``: the id masks' values, read from every mask (on all cores), give the classes
     0..N-1, N one more than the largest id. The ignore value of the masks' depth (255 in 8-bit masks,
     65535 in 16-bit ones) stays the ignore index, as in every known dataset; masks holding only 0 and
     255 are refused as ambiguous (binary masks, or background and ignore?). Colour and palette masks
-    name a class map instead, so they are refused."""
+    name a class map instead, so they are refused, unless ``mask_channel`` names the channel that holds the
+    ids."""
 
     def values(path) -> np.ndarray:
         with open_image(path) as im:
             mode = im.mode
+        if mask_channel is not None:
+            return np.unique(mask_values(path, mask_channel))
         if mode not in SINGLE_CHANNEL_MODES:
             what = "a palette PNG (its indices are read with classes=N, N classes)" if mode == "P" else \
                 f"a {mode} image (colour masks: classes='class_dict.csv', a name,r,g,b table)"
@@ -419,7 +442,7 @@ def infer_classes(masks: Sequence[str], progress: bool = True) -> ClassMap:
         raise DataError("classes=None reads class ids from the masks, but there are no image/mask pairs")
     found = np.unique(np.concatenate(list(threaded_map(values, masks, description="reading class ids" if progress
                                                        else None))))
-    ignore = 65535 if mask_depth(masks[0]) == 16 else 255
+    ignore = 65535 if mask_channel is None and mask_depth(masks[0]) == 16 else 255
     ids = found[found != ignore]
     if set(found.tolist()) == {0, 255} and ignore == 255:
         raise DataError("classes=None: the masks hold only the values 0 and 255. Binary masks (foreground 255)? "

@@ -263,6 +263,11 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[Problem
         return None
     if classes.kind is not MaskKind.ID:
         return None
+    if classes.mask_channel is not None:
+        if header.mode in SIXTEEN_BIT_MODES:
+            return ProblemKind.MASK_MODE, (f"a 16-bit {header.mode} image, but this class map ({classes.source}) reads "
+                                           f"the ids in channel {classes.mask_channel} of 8-bit colour masks")
+        return None
     if header.mode == "P":
         return ProblemKind.PALETTE_MASK, ("this mask is a palette PNG, which an id map cannot read: the decoders "
                                           "expand a palette into colours. If its indices are the labels, pass the "

@@ -255,8 +255,9 @@ def original_classes(manifest: dict) -> ClassMap:
     c = manifest["classes"]
     if c["kind"] == MaskKind.RGB.value:
         return ClassMap.from_palette(c["colors"], c["names"], ignore_index=c["ignore_index"], source=c["source"])
-    return ClassMap.from_ids({int(k): v for k, v in c["ids"].items()}, c["names"], ignore_index=c["ignore_index"],
-                             source=c["source"])
+    classes = ClassMap.from_ids({int(k): v for k, v in c["ids"].items()}, c["names"], ignore_index=c["ignore_index"],
+                                source=c["source"])
+    return replace(classes, mask_channel=c.get("mask_channel"))
 
 
 def gpu_files(manifest: Manifest) -> list[str] | None:

@@ -339,6 +339,8 @@ def _classes_entry(classes: ClassMap) -> dict:
         entry["colors"] = classes.colors.tolist()
     else:
         entry["ids"] = {str(k): v for k, v in sorted(classes.id_to_class.items())}
+        if classes.mask_channel is not None:
+            entry["mask_channel"] = classes.mask_channel
     return entry
 
 

@@ -228,13 +228,15 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
     # Masks: colours, or ids as stored (a 16-bit mask decoded as uint8 would lose its high byte; an
     # 8-bit one decoded as uint16 would be scaled to 0-65535).
-    mask_type = types.RGB if data.classes.kind is MaskKind.RGB else types.GRAY
+    mask_type = types.RGB if data.classes.mask_channels == 3 else types.GRAY
     mask_dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
     image = decode_window(image_bytes, inside_start, inside_shape, device, types.RGB, types.UINT8)
     if gpu_masks:
         mask = inflate_window(mask_bytes, inside_start, inside_shape)
     else:
         mask = decode_window(mask_bytes, inside_start, inside_shape, device, mask_type, mask_dtype)
+        if data.classes.kind is MaskKind.ID and data.classes.mask_channel is not None:  # ids in one channel
+            mask = mask[:, :, data.classes.mask_channel:data.classes.mask_channel + 1]
     cuts["decode"] = (image, mask)
     if spec.colours:
         image = colour(image, spec, u)

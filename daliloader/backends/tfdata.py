@@ -239,8 +239,9 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
 def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
     """Colours (a palette expanded; 16-bit ones as :func:`to_8bit`), or ids as stored: 8 or 16 bits
     (``depth``, the dataset's)."""
-    if classes.kind is MaskKind.RGB:
-        return to_8bit(tf.io.decode_image(mask_bytes, channels=3, dtype=tf.uint16, expand_animations=False))
+    if classes.mask_channels == 3:
+        rgb = to_8bit(tf.io.decode_image(mask_bytes, channels=3, dtype=tf.uint16, expand_animations=False))
+        return rgb if classes.kind is MaskKind.RGB else rgb[..., classes.mask_channel:classes.mask_channel + 1]
     dtype = tf.uint16 if depth == 16 else tf.uint8
     return tf.io.decode_image(mask_bytes, channels=1, dtype=dtype, expand_animations=False)
 
