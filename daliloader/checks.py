@@ -23,6 +23,7 @@ from pathlib import Path
 from .data import SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
 from .errors import DataError
+from .forms import other_form
 from .guard import PairGuard
 from .inspection import MIN_SIDE, Expect, Problem, ProblemKind, check_pair, quick_problems, record_problem_kind
 from .layouts import find
@@ -100,11 +101,20 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
         depth = data_mask_depth(masks[0]) if masks else 8
     workers = check_workers(workers) or os.cpu_count() or 1
     start = time.perf_counter()
-    problems = list(unpaired)
+    problems = list(unpaired) + _table_problems(classes, [m for _, m in pairs], source)
     for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,
                               "checking pairs" if progress else None):
         problems.extend(found)
     return Report(source, len(pairs), problems, time.perf_counter() - start, workers)
+
+
+def _table_problems(classes, masks: list, source: str) -> list[Problem]:
+    """The published table given where the masks are in its other form (:mod:`daliloader.forms`)."""
+    found = other_form(classes, masks) if classes is not None else None
+    if found is None:
+        return []
+    return [Problem(ProblemKind.CLASS_TABLE, source, found.message(classes, "the class map").split(": ", 1)[1],
+                    details={"fits": found.name})]
 
 
 @dataclass

@@ -91,6 +91,9 @@ class ClassMap:
     #: ID: the masks are colour pictures whose channel ``mask_channel`` (0 red, 1 green, 2 blue) holds the
     #: id (TFDS's scene_parse150: red the class, green the instance); None: single-channel masks.
     mask_channel: int | None = None
+    #: The catalogue name of the published table this map is (:data:`CATALOGUE`), None for any other map:
+    #: a published table is checked against the masks at load time (:mod:`daliloader.forms`).
+    catalogue: str | None = field(default=None, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "kind", MaskKind(self.kind))
@@ -214,38 +217,57 @@ class ClassMap:
         return cm
 
     @classmethod
-    def cityscapes(cls) -> ClassMap:
-        """Cityscapes ``*_gtFine_labelIds.png`` -> the 19 ``trainIds`` of the official label table;
-        every other labelId -> 255 (see :data:`daliloader.catalog.CITYSCAPES`)."""
+    def cityscapes(cls, ids: str = "label") -> ClassMap:
+        """Cityscapes' 19 training classes (see :data:`daliloader.catalog.CITYSCAPES`), from the masks'
+        ``ids``: ``"label"``, the ``*_gtFine_labelIds.png`` of the download (and TFDS's ``cityscapes``):
+        labelIds 0-33, the 19 trained ones -> their trainIds, every other labelId -> 255; ``"train"``,
+        the ``*_gtFine_labelTrainIds.png`` that cityscapesScripts' ``createTrainIdLabelImgs`` writes (and
+        DeepLab's ``build_cityscapes_data.py`` stores in its TFRecords): trainIds 0-18, 255 ignored.
+        By name: ``"cityscapes"`` and ``"cityscapes-trainids"``."""
+        if ids not in ("label", "train"):
+            raise SpecError(f"ids={ids!r}: Cityscapes masks hold 'label' ids (labelIds, 0-33) or 'train' ids "
+                            "(trainIds, 0-18 and 255)")
         trained = sorted((train_id, name, color) for name, _, train_id, color in CITYSCAPES if train_id != 255)
-        cm = cls.from_ids({label_id: train_id for _, label_id, train_id, _ in CITYSCAPES}, [n for _, n, _ in trained],
-                          ignore_index=255, source="cityscapes")
-        return replace(cm, colors=np.array([c for _, _, c in trained], dtype=np.uint8))
+        if ids == "train":
+            table, source, name = {t: t for t, _, _ in trained}, "cityscapes (trainIds)", "cityscapes-trainids"
+        else:
+            table, source, name = {label: t for _, label, t, _ in CITYSCAPES}, "cityscapes", "cityscapes"
+        cm = cls.from_ids(table, [n for _, n, _ in trained], ignore_index=255, source=source)
+        return replace(cm, colors=np.array([c for _, _, c in trained], dtype=np.uint8), catalogue=name)
 
     @classmethod
     def voc(cls, indexed: bool = True) -> ClassMap:
         """Pascal VOC 2012 ``SegmentationClass`` masks: palette PNGs whose indices 0-20 are the classes
         and whose index 255 (object borders) is ignored (see :data:`daliloader.catalog.VOC_CLASSES`).
         ``indexed=False``: the same classes in single-channel id masks (0-20, 255 ignored), as DeepLab's
-        ``SegmentationClassRaw`` and the TFRecords of DeepLab and TF Model Garden store them."""
+        ``SegmentationClassRaw`` and the TFRecords of DeepLab and TF Model Garden store them. By name:
+        ``"voc"`` (either, by the masks: palette PNGs or not) and ``"voc-ids"``."""
         if not indexed:
-            return cls.from_ids(len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE, source="Pascal VOC 2012 (ids)")
-        return cls.from_palette_indices(voc_colormap(), len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE,
-                                        source="Pascal VOC 2012")
+            cm = cls.from_ids(len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE, source="Pascal VOC 2012 (ids)")
+            return replace(cm, catalogue="voc-ids")
+        cm = cls.from_palette_indices(voc_colormap(), len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE,
+                                      source="Pascal VOC 2012")
+        return replace(cm, catalogue="voc")
 
     @classmethod
-    def ade20k(cls) -> ClassMap:
-        """ADE20K (``ADEChallengeData2016``) masks: 8-bit values 1-150 are the classes 0-149, and 0
-        ("other objects") is ignored (see :data:`daliloader.catalog.ADE20K_CLASSES`)."""
+    def ade20k(cls, reduced: bool = False) -> ClassMap:
+        """ADE20K (``ADEChallengeData2016``, and TFDS's ``scene_parse150``) masks: 8-bit values 1-150 are
+        the classes 0-149, and 0 ("other objects") is ignored (see
+        :data:`daliloader.catalog.ADE20K_CLASSES`). ``reduced=True``: masks whose values were already
+        shifted down (mmsegmentation's ``reduce_zero_label``): 0-149 the classes, 255 ignored. By name:
+        ``"ade20k"`` and ``"ade20k-reduced"``."""
+        if reduced:
+            cm = cls.from_ids(len(ADE20K_CLASSES), ADE20K_CLASSES, ignore_index=255, source="ADE20K (reduced)")
+            return replace(cm, catalogue="ade20k-reduced")
         table = {0: 255, **{k: k - 1 for k in range(1, len(ADE20K_CLASSES) + 1)}}
-        return cls.from_ids(table, ADE20K_CLASSES, ignore_index=255, source="ADE20K")
+        return replace(cls.from_ids(table, ADE20K_CLASSES, ignore_index=255, source="ADE20K"), catalogue="ade20k")
 
     @classmethod
     def camvid(cls) -> ClassMap:
         """CamVid's 32 classes in colour masks, as its ``class_dict.csv`` gives them (see
         :data:`daliloader.catalog.CAMVID_CLASSES`)."""
-        return cls.from_palette([c[1:] for c in CAMVID_CLASSES], [c[0] for c in CAMVID_CLASSES],
-                                source="CamVid palette")
+        cm = cls.from_palette([c[1:] for c in CAMVID_CLASSES], [c[0] for c in CAMVID_CLASSES], source="CamVid palette")
+        return replace(cm, catalogue="camvid")
 
     @classmethod
     def oxford_iiit_pet(cls) -> ClassMap:
@@ -253,18 +275,20 @@ class ClassMap:
         classes 0-2, as TensorFlow's segmentation tutorial reads them (see
         :data:`daliloader.catalog.OXFORD_PETS_CLASSES`); to ignore the border instead, pass
         ``ClassMap.from_ids({1: 0, 2: 1}, ["pet", "background"])``."""
-        return cls.from_ids({k + 1: k for k in range(len(OXFORD_PETS_CLASSES))}, OXFORD_PETS_CLASSES,
-                            ignore_index=255, source="Oxford-IIIT Pet trimaps")
+        cm = cls.from_ids({k + 1: k for k in range(len(OXFORD_PETS_CLASSES))}, OXFORD_PETS_CLASSES,
+                          ignore_index=255, source="Oxford-IIIT Pet trimaps")
+        return replace(cm, catalogue="oxford_iiit_pet")
 
     @classmethod
     def named(cls, name: str) -> ClassMap:
         """A published class table by its catalogue name (:data:`CATALOGUE`, case and ``-`` or ``_``
         aside); an unknown name is refused, listing the names."""
-        key = name.strip().lower().replace("-", "_")
-        if key not in CATALOGUE:
+        key = catalogue_name(name)
+        if key is None:
             raise DataError(f"no class table is named {name!r}; the known ones: {', '.join(CATALOGUE)} (or give a "
                             "class_dict.csv, a class count or a ClassMap)")
-        return getattr(cls, CATALOGUE[key])()
+        method, options = CATALOGUE[key]
+        return getattr(cls, method)(**options)
 
     def _check_ignore(self) -> None:
         if not self.num_classes <= self.ignore_index < _LUT_KEYS:
@@ -409,15 +433,31 @@ class ClassMap:
 
 
 #: The published class tables by name: what ``classes="cityscapes"`` (``--classes cityscapes``) means,
-#: the :class:`ClassMap` constructor of each.
-CATALOGUE = {"cityscapes": "cityscapes", "voc": "voc", "ade20k": "ade20k", "camvid": "camvid",
-             "oxford_iiit_pet": "oxford_iiit_pet"}
+#: the :class:`ClassMap` constructor of each and its arguments. Names match with case, ``-`` and ``_`` aside.
+CATALOGUE = {"cityscapes": ("cityscapes", {}), "cityscapes-trainids": ("cityscapes", {"ids": "train"}),
+             "voc": ("voc", {}), "voc-ids": ("voc", {"indexed": False}),
+             "ade20k": ("ade20k", {}), "ade20k-reduced": ("ade20k", {"reduced": True}),
+             "camvid": ("camvid", {}), "oxford_iiit_pet": ("oxford_iiit_pet", {})}
+#: The other form of the same dataset's table, in which its masks are also found: a map of one form is
+#: checked at load time against masks of the other (:mod:`daliloader.forms`).
+OTHER_FORM = {"cityscapes": "cityscapes-trainids", "cityscapes-trainids": "cityscapes", "voc": "voc-ids",
+              "voc-ids": "voc", "ade20k": "ade20k-reduced", "ade20k-reduced": "ade20k"}
+
+
+def _normal(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def catalogue_name(name) -> str | None:
+    """The :data:`CATALOGUE` name that ``name`` spells (case, ``-`` and ``_`` aside), or None."""
+    if not isinstance(name, str):
+        return None
+    return next((key for key in CATALOGUE if _normal(key) == _normal(name)), None)
 
 
 def is_named(classes) -> bool:
     """Whether ``classes`` is a catalogue name (:data:`CATALOGUE`) rather than a file."""
-    return (isinstance(classes, str) and classes.strip().lower().replace("-", "_") in CATALOGUE
-            and not Path(classes).is_file())
+    return catalogue_name(classes) is not None and not Path(classes).is_file()
 
 
 def default_ignore(num_classes: int) -> int:

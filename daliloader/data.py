@@ -13,8 +13,9 @@ import numpy as np
 from PIL import UnidentifiedImageError
 
 from . import layouts, tfds_folder, tfrecord
-from .classes import ClassMap, as_classmap, is_named
+from .classes import ClassMap, as_classmap, catalogue_name, is_named
 from .errors import DataError
+from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
@@ -149,6 +150,9 @@ class SegmentationData:
             raise DataError("the dataset is empty: no image/mask pairs")
         classmap = classes if isinstance(classes, ClassMap) else choose_classes(
             classes, masks, progress=progress, mask_channel=mask_channel)
+        if mask_channel is not None:
+            classmap = replace(classmap, mask_channel=mask_channel)
+        refuse_other_form(classmap, masks)  # a published table read on masks of its other form: wrong labels
         return cls(tuple(_part(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]),
                    mask_channel=mask_channel)
 
@@ -374,7 +378,7 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
         given, published = published, None
         if given is None:
             return infer_classes(masks, progress, mask_channel)
-    if (is_named(given) and given.strip().lower() == "voc" and masks and mask_channel is None
+    if (is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None
             and _palette(masks[0]) is None):
         return ClassMap.voc(indexed=False)  # VOC's classes in id masks (DeepLab's SegmentationClassRaw)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):

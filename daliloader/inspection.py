@@ -52,6 +52,7 @@ class ProblemKind(str, Enum):
     BROKEN_LINK = "broken_link"
     UNREADABLE = "unreadable"  # a folder that cannot be listed
     CHANGED = "changed"  # a TFRecord file changed since it was indexed
+    CLASS_TABLE = "class_table"  # the masks are in the other form of the published table given (forms.py)
 
     def __str__(self) -> str:
         return self.value

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
 LAYERS = [
     ["environment", "errors", "parallel"],
     ["spec", "catalog", "classes", "sampler", "stages"],
-    ["pairing", "manifest", "tfrecord", "parts", "tfds_folder", "layouts", "data"],
+    ["pairing", "manifest", "tfrecord", "parts", "forms", "tfds_folder", "layouts", "data"],
     ["codecs", "folders", "packs"],
     ["inspection", "guard", "checks", "balance"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
