@@ -14,6 +14,7 @@ indexed PNGs with that palette, so that the VOC devkit reads predictions as it r
 from __future__ import annotations
 
 import io
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,18 +67,19 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
     scores ``[B, h, w, C]`` (logits or probabilities); it is called as ``model.predict_on_batch``.
     ``out_dir``: also write ``<image stem>.png`` per pair there (implies ``original_size``: masks at the
     images' own size); a record is named by its file-name feature's stem, or ``<TFRecord file>-<record
-    number>`` where it has none. Options that would drop pairs or mix their order (``training=True``,
-    ``drop_remainder=True``, ``shuffle=True``, ``shard_id``/``num_shards``) or change what a batch holds
-    (``outputs``) raise a SpecError before anything is loaded; predict some pairs with
-    ``data.subset(indices)``.
+    number>`` where it has none; names that collide are made unique (:func:`file_stems`). Options that
+    would drop pairs or mix their order (``training=True``, ``drop_remainder=True``, ``shuffle=True``,
+    ``shard_id``/``num_shards``) or change what a batch holds (``outputs``) raise a SpecError before
+    anything is loaded; predict some pairs with ``data.subset(indices)``.
     """
     _refuse_fixed(options)
     plan = make_plan(data, batch_size, image_size, crop, training=False, outputs=("image", "index"),
                      caller="predict", **options)
     product = "tf.data" if backend in backends.names("tf.data") else "batches"
     chosen = backends.resolve(backend, product, plan)
+    stems = None
     if out_dir is not None:
-        original_size, out_dir = True, _ready(Path(out_dir), data)
+        original_size, out_dir, stems = True, _ready(Path(out_dir), data), file_stems(data)
     found: dict[int, Prediction] = {}
     for x, indices in chosen.build(product, plan):  # one epoch, every pair once, padding last
         scores = np.asarray(model.predict_on_batch(x))
@@ -86,7 +88,8 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None,
                             f"{tuple(plan.spec.image_size)}; it should give [batch, height, width, classes]")
         for labels, i in zip(np.argmax(scores, axis=-1), np.asarray(indices).tolist()):
             if i >= 0:  # (-1: padding, filling the last batch)
-                found[i] = _prediction(data, plan.spec, i, labels, original_size, out_dir)
+                found[i] = _prediction(data, plan.spec, i, labels, original_size, out_dir,
+                                       stems[i] if stems else None)
     if sorted(found) != list(range(len(data))):
         raise DataError(f"predict: {len(found)} of {len(data)} pairs came back from backend {chosen.name!r}; this is "
                         "a bug in daliloader, please report it")
@@ -104,14 +107,24 @@ def _refuse_fixed(options: dict) -> None:
                             "data.subset(indices))")
 
 
-def _ready(out_dir: Path, data: SegmentationData) -> Path:
-    """``out_dir``, made, once it is known that every pair's mask gets a file of its own there and that the
-    class map's ignore index fits the masks written."""
+def file_stems(data: SegmentationData) -> list[str]:
+    """The name (without ``.png``) each pair's prediction is written under: its image's stem (a record's
+    file-name feature's stem, else ``<TFRecord file>-<record number>``), made unique where stems collide
+    (TF Model Garden's records name each by a 24-bit hash, ``image/source_id``, which repeat past a few
+    thousand records; images of one name in several folders): a colliding record's stem gets its file and
+    record number (``<stem>-<file>-<record>``), a colliding file's its pair number (``<stem>-<pair>``)."""
     stems = [part_stem(p) for p in data.images]
-    if len(set(stems)) < len(stems):
-        twice = sorted({s for s in stems if stems.count(s) > 1})[:3]
-        raise DataError(f"predict(out_dir=...): several images are named {', '.join(twice)}, so their masks "
-                        "would overwrite each other; predict without out_dir and write them yourself")
+    seen = Counter(stems)
+    unique = [s if seen[s] == 1 else
+              f"{s}-{Path(p.file).name}-{p.record:06d}" if isinstance(p, RecordPart) else f"{s}-{i:06d}"
+              for i, (s, p) in enumerate(zip(stems, data.images))]
+    if len(set(unique)) < len(unique):  # a stem that ends like another's fallback: the pair number decides
+        unique = [f"{s}-{i:06d}" for i, s in enumerate(unique)]
+    return unique
+
+
+def _ready(out_dir: Path, data: SegmentationData) -> Path:
+    """``out_dir``, made, once it is known that the class map's ignore index fits the masks written."""
     if data.classes.palette_masks is not None and data.classes.ignore_index > 255:
         raise DataError(f"predict(out_dir=...): ignore_index {data.classes.ignore_index} does not fit the 8-bit "
                         "indices of the palette PNGs this class map reads; predict without out_dir and write "
@@ -121,13 +134,13 @@ def _ready(out_dir: Path, data: SegmentationData) -> Path:
 
 
 def _prediction(data: SegmentationData, spec: Preprocess, i: int, labels: np.ndarray, original_size: bool,
-                out_dir: Path | None) -> Prediction:
+                out_dir: Path | None, stem: str | None = None) -> Prediction:
     """Pair ``i``'s prediction from its class indices at the loader's size (taken back to the image's own
     size, and written, where asked)."""
     labels = labels.astype(data.classes.label_dtype)
     if original_size:
         labels = to_original_size(labels, spec, data, i)
-    written = _write(out_dir, data, i, labels) if out_dir is not None else None
+    written = _write(out_dir / f"{stem}.png", data, labels) if out_dir is not None else None
     image = data.images[i]
     name = image.name if isinstance(image, RecordPart) else Path(image).name
     return Prediction(i, str(image), str(data.masks[i]), labels, written, name)
@@ -152,12 +165,11 @@ def to_original_size(labels: np.ndarray, spec: Preprocess, data: SegmentationDat
     return out
 
 
-def _write(out_dir: Path, data: SegmentationData, index: int, labels: np.ndarray) -> str:
-    """Write pair ``index``'s labels as ``<image stem>.png`` in the dataset's own encoding, checking that
-    the whole file reached the disk (a full disk can leave a short file behind an encoder's success)."""
+def _write(path: Path, data: SegmentationData, labels: np.ndarray) -> str:
+    """Write a pair's labels to ``path`` in the dataset's own encoding, checking that the whole file reached
+    the disk (a full disk can leave a short file behind an encoder's success)."""
     from PIL import Image
 
-    path = out_dir / f"{part_stem(data.images[index])}.png"
     classes = data.classes
     if classes.palette_masks is not None:  # indexed, as the masks: index = class, ignore_index = border
         image = Image.fromarray(np.where(labels < classes.num_classes, labels, classes.ignore_index).astype(np.uint8))

@@ -112,3 +112,22 @@ def test_predict_names_a_mask_the_disk_did_not_take(tmp_path, index_data):
     (out / f"{Path(index_data.images[3]).stem}.png").symlink_to("/dev/full")
     with pytest.raises(dl.LoadError, match=r"cannot write .*0003\.png: no space left on the device"):
         dl.predict(Identity(), index_data, batch_size=4, backend="opencv", out_dir=out)
+
+
+def test_records_whose_names_collide_are_written_under_their_file_and_number(index_data, tmp_path):
+    """TF Model Garden names each record by a 24-bit hash (image/source_id), which repeats past a few thousand
+    records: colliding names get the record's file and number, and nothing is refused."""
+    from daliloader import tfrecord
+
+    with tfrecord.Writer(tmp_path / "train.tfrecord") as writer:
+        for i, (image, mask) in enumerate(zip(index_data.images, index_data.masks)):
+            writer.write({"image/encoded": Path(image).read_bytes(),
+                          "image/segmentation/class/encoded": Path(mask).read_bytes(),
+                          "image/source_id": b"8388607" if i in (2, 5, 7) else str(i).encode()})
+    data = dl.SegmentationData.from_tfrecord(tmp_path / "train.tfrecord", classes=index_data.classes)
+    found = dl.predict(Identity(), data, batch_size=4, backend="opencv", out_dir=tmp_path / "out")
+    written = [Path(p.written).name for p in found]
+    assert len(set(written)) == 10
+    assert written[2] == "8388607-train.tfrecord-000002.png" and written[3] == "3.png"
+    for p in found:
+        assert (cv2.imread(p.written, cv2.IMREAD_COLOR)[..., ::-1] == index_data.classes.colors[p.index]).all()
