@@ -9,11 +9,22 @@ from concurrent.futures import ThreadPoolExecutor
 
 def threaded_map(fn, items, workers: int | None = None, description: str | None = None):
     """``fn`` over ``items`` on ``workers`` threads (default: all cores), in order, with a transient
-    progress bar when a ``description`` is given."""
+    progress bar when a ``description`` is given (see :func:`progress`)."""
     with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-        results = pool.map(fn, items)
-        if description:
-            from rich.progress import track
+        yield from progress(pool.map(fn, items), len(items), description)
 
-            results = track(results, total=len(items), description=description, transient=True)
-        yield from results
+
+def progress(items, total: int, description: str | None):
+    """``items``, with a transient progress bar of ``description`` on stderr where stderr is a terminal
+    (or a notebook); elsewhere, and without a description, ``items`` as they are. The bar writes nothing
+    where it is not shown (rich's bar ends a non-terminal output with a blank line), and nothing to
+    stdout, so that a command's output piped or captured holds only its results."""
+    if not description:
+        return items
+    from rich.console import Console
+    from rich.progress import track
+
+    console = Console(stderr=True)
+    if not (console.is_interactive or console.is_jupyter):
+        return items
+    return track(items, total=total, description=description, transient=True, console=console)

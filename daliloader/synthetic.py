@@ -15,6 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from . import parallel
 from .catalog import CAMVID_CLASSES
 from .classes import ClassMap
 from .codecs import encode, write_file
@@ -60,11 +61,7 @@ def _write_dataset(out: Path, n: int, image_format: str, image_size: tuple[int, 
 
     palette = np.array([c[1:] for c in CAMVID_CLASSES], dtype=np.uint8)
     params = (cv2.IMWRITE_JPEG_QUALITY, quality) if image_format == "jpg" else (cv2.IMWRITE_PNG_COMPRESSION, 3)
-    indices = range(n)
-    if progress:
-        from rich.progress import track
-        indices = track(indices, description="writing synthetic dataset")
-    for i in indices:
+    for i in parallel.progress(range(n), n, "writing synthetic dataset" if progress else None):
         rng = np.random.default_rng([seed, i])
         labels = _scene_labels(rng, height, width, len(palette))
         photo = _render_photo(rng, labels, palette)

@@ -179,3 +179,11 @@ def test_without_tensorflow_dali_is_timed_through_its_pipeline_and_opencv_withou
 
     assert cli(["bench", str(tmp_path / "prepared"), "--backends", "dali-cpu,tfdata"]) == 2
     assert "--backends: tfdata needs TensorFlow" in capsys.readouterr().err
+
+
+def test_a_dataset_smaller_than_a_batch_is_measured_on_batches_of_all_its_pairs():
+    said = []
+    assert job.batch_within(job.Settings(batch_size=8), 6, said.append).batch_size == 6
+    assert said == ["batch size 6 instead of 8: the dataset holds only 6 pairs"]
+    assert job.batch_within(job.Settings(batch_size=4), 6, said.append) == job.Settings(batch_size=4)
+    assert len(said) == 1

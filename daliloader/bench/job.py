@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import itertools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -162,6 +162,16 @@ def stage_warnings(stages: dict) -> list[str]:
     return found
 
 
+def batch_within(settings: Settings, pairs: int, say) -> Settings:
+    """``settings``, with the batch size lowered to ``pairs`` where the dataset holds fewer pairs than
+    a batch, so that a tiny dataset is measured on batches of all its pairs instead of refused; says so
+    in one line (the report records the batch size measured)."""
+    if settings.batch_size <= pairs:
+        return settings
+    say(f"batch size {pairs} instead of {settings.batch_size}: the dataset holds only {pairs} pairs")
+    return replace(settings, batch_size=pairs)
+
+
 def choose_backends(settings: Settings) -> list[str]:
     """The backends to measure: those asked for, or every one this machine can run; refuses what it cannot."""
     chosen = list(settings.backends or [b for b in BENCH_BACKENDS if product(b) is not None])
@@ -179,8 +189,10 @@ class Job:
     report it fills. ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
 
     def __init__(self, data: SegmentationData, settings: Settings, status, say):
+        settings = batch_within(settings, len(data), say)
         self.data, self.settings, self.status, self.say = data, settings, status, say
         self.names = choose_backends(settings)
+        self.plan()  # settings the data cannot take fail here, before anything is measured
         if not has_tensorflow():
             say("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv without Keras")
         self.gpu = backends.dali_gpu_count() > 0
