@@ -68,6 +68,24 @@ ADE20K_CLASSES = (
     "bulletin board", "shower", "radiator", "glass", "clock", "flag",
 )
 
+#: ADE20K's 100 instance categories, as MIT's Places Challenge 2017 instance segmentation release
+#: (``annotations_instance``, which TFDS's ``scene_parse150`` reads) stores them: the red channel of its
+#: colour masks holds the category, 1-100 in the order of ``instanceInfo100_train.txt`` (0: no instance,
+#: which covers the "stuff" classes such as wall, floor and sky), the green channel the instance. They
+#: are the object classes of the 150 above, numbered anew (CSAILVision/placeschallenge).
+ADE20K_INSTANCE_CLASSES = (
+    "bed", "windowpane", "cabinet", "person", "door", "table", "curtain", "chair", "car", "painting", "sofa",
+    "shelf", "mirror", "armchair", "seat", "fence", "desk", "wardrobe", "lamp", "bathtub", "railing", "cushion",
+    "box", "column", "signboard", "chest of drawers", "counter", "sink", "fireplace", "refrigerator", "stairs",
+    "case", "pool table", "pillow", "screen door", "bookcase", "coffee table", "toilet", "flower", "book", "bench",
+    "countertop", "stove", "palm", "kitchen island", "computer", "swivel chair", "boat", "arcade machine", "bus",
+    "towel", "light", "truck", "chandelier", "awning", "streetlight", "booth", "television receiver", "airplane",
+    "apparel", "pole", "bannister", "ottoman", "bottle", "van", "ship", "fountain", "washer", "plaything", "stool",
+    "barrel", "basket", "bag", "minibike", "oven", "ball", "food", "step", "trade name", "microwave", "pot",
+    "animal", "bicycle", "dishwasher", "screen", "sculpture", "hood", "sconce", "vase", "traffic light", "tray",
+    "ashcan", "fan", "plate", "monitor", "bulletin board", "radiator", "glass", "clock", "flag",
+)
+
 #: CamVid's 32 classes and colours, as in the class_dict.csv of its common
 #: distribution (the 701 labelled frames with ``train``/``val``/``test`` and ``*_labels`` folders).
 CAMVID_CLASSES = (

@@ -112,8 +112,11 @@ def preview_recipe(args) -> dict:
 
 
 def data_source(args):
-    """What DATA / --images --masks --classes name: a folder (any known layout, or a prepared copy), or
-    the from_dirs arguments."""
+    """What DATA / --images --masks --classes name: a folder (any known layout, or a prepared copy; a
+    TFDS name resolved to its version folder, :func:`data_path`), or the from_dirs arguments."""
+    if args.data_dir is not None and args.data is None:
+        raise SpecError("--data-dir is where DATA, the name of a TFDS dataset, is prepared: give DATA (such as "
+                        "oxford_iiit_pet, or cityscapes/semantic_segmentation:1.0.0)")
     if args.images or args.masks:
         if not (args.images and args.masks):
             raise SpecError("--images and --masks go together (with --classes CSV|N, or without to read the ids in "
@@ -131,7 +134,17 @@ def data_source(args):
     if args.mask_suffix is not None or args.image_suffix:
         raise SpecError("--mask-suffix and --image-suffix pair --images with --masks; a dataset folder (DATA) pairs "
                         "its files as its layout says")
-    return args.data
+    return data_path(args)
+
+
+def data_path(args) -> Path | None:
+    """DATA as a path: itself where it exists or reads as no TFDS name (a glob, ./x, /x), else a TFDS name,
+    ``name[/config][:version]`` as ``tfds.load`` takes it, prepared under --data-dir (else $TFDS_DATA_DIR,
+    else ~/tensorflow_datasets), resolved to its version folder; where --data-dir is given and prepares
+    that name, the name wins (see :func:`daliloader.tfds_folder.resolve`). None without DATA."""
+    from daliloader import tfds_folder
+
+    return None if args.data is None else tfds_folder.resolve(args.data, args.data_dir)
 
 
 def load_data(args, default: bool = True):
@@ -173,9 +186,10 @@ def cmd_prepare(args) -> int:
     from daliloader.prepare import prepare, summary
 
     data = load_data(args, default=False)
+    data_at = data_path(args)
     # the split actually read (a layout's default, or none for a folder of one split)
-    split = find(args.data, args.split, args.image_key, args.mask_key).split if args.data is not None else None
-    source = {"data": str(args.data or ""), "split": split}
+    split = find(data_at, args.split, args.image_key, args.mask_key).split if data_at is not None else None
+    source = {"data": str(data_at or ""), "split": split}
     manifest = prepare(data, args.out, jpeg_quality=args.jpeg_quality, pack_size=args.packs, workers=args.workers,
                        progress=not args.quiet, source=source, gpu_masks=not args.no_gpu_masks)
     print(summary(manifest, args.out))
@@ -189,6 +203,19 @@ def cmd_verify(args) -> int:
     report = verify(args.out, workers=args.workers, progress=not args.quiet)
     print(report)
     return 0 if report.ok else 1
+
+
+def cmd_cache(args) -> int:
+    """``daliloader cache``: what the cache holds, or (``--clean``) what was removed from it; 0."""
+    from daliloader import cache
+
+    if not args.clean:
+        print(cache.describe(cache.entries()))
+        return 0
+    removed = cache.clean(args.older_than)
+    print(f"removed {len(removed)} entries ({cache.size_in_words(sum(e.size for e in removed))})" if removed else
+          "nothing to remove")
+    return 0
 
 
 def cmd_synth(args) -> int:
@@ -242,12 +269,17 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
     parser.add_argument("data", nargs="?", type=Path, default=None, metavar="DATA",
                         help="a dataset folder as shipped: Cityscapes, Pascal VOC 2012 (VOC2012 or VOCdevkit), ADE20K "
                              "(ADEChallengeData2016), CamVid (SPLIT/ + SPLIT_labels/ + class_dict.csv), images/ + "
-                             "masks/ (+ class_dict.csv), a prepared copy, a folder prepared by TensorFlow Datasets, or "
-                             "TFRecord files (a file, a quoted glob, or a folder of them)"
+                             "masks/ (+ class_dict.csv), a prepared copy, a folder prepared by TensorFlow Datasets, "
+                             "TFRecord files (a file, a quoted glob, or a folder of them), or the name of a TFDS "
+                             "dataset prepared under --data-dir, as tfds.load takes it: NAME[/CONFIG][:VERSION]"
                              + ("; default: the embedded synthetic dataset" if default else ""))
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="where DATA, a TFDS name, is prepared (default: $TFDS_DATA_DIR, else "
+                             "~/tensorflow_datasets); a name prepared there wins over a folder of that name here")
     parser.add_argument("--split", default=None, help="the split to read in DATA (default: train, or the whole "
                                                       "folder where it has no split folders; ADE20K's training/"
-                                                      "validation and VOC's train/val/trainval too)")
+                                                      "validation and VOC's train/val/trainval too; TFDS: a split "
+                                                      "expression as tfds.load takes it, 'train[:10%%]+test')")
     parser.add_argument("--images", type=Path, help="image folder (instead of DATA)")
     parser.add_argument("--masks", type=Path, help="mask folder (instead of DATA)")
     parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N|NAME",
@@ -319,7 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
     parents = [_verbose()]
-    for add in (_add_bench, _add_report, _add_preview, _add_check, _add_prepare, _add_verify, _add_synth):
+    for add in (_add_bench, _add_report, _add_preview, _add_check, _add_prepare, _add_verify, _add_cache,
+                _add_synth):
         add(sub, parents)
     return parser
 
@@ -491,6 +524,20 @@ def _add_verify(sub, parents: list) -> None:
     ver.add_argument("--workers", type=_positive_int, default=None, help="threads (default: all cores)")
     ver.add_argument("--quiet", action="store_true", help="no progress bar")
     ver.set_defaults(func=cmd_verify)
+
+
+def _add_cache(sub, parents: list) -> None:
+    """``daliloader cache``: the cache listed, or cleaned."""
+    cached = sub.add_parser("cache", parents=parents, help="list or clean daliloader's cache",
+                            description="List what daliloader keeps in its cache ($DALILOADER_CACHE, else "
+                                        "~/.cache/daliloader): TFRecord indexes, the bench's copies of datasets, "
+                                        "the embedded datasets; each is made again when needed. With --clean, "
+                                        "remove them (those unused for --older-than DAYS only). TFRecord indexes "
+                                        "unused for 90 days are also removed whenever a new one is written.")
+    cached.add_argument("--clean", action="store_true", help="remove the entries (default: list them)")
+    cached.add_argument("--older-than", type=_positive_float, default=None, metavar="DAYS",
+                        help="with --clean: only those not used for DAYS days")
+    cached.set_defaults(func=cmd_cache)
 
 
 def _add_synth(sub, parents: list) -> None:

@@ -61,12 +61,14 @@ class Found:
 
 
 def find(root: str | Path, split: str | None = None, image_key: str | None = None,
-         mask_key: str | None = None) -> Found:
+         mask_key: str | None = None, mask_channel: int | None = None) -> Found:
     """Recognise the dataset under ``root`` and pair its ``split`` (None: the layout's training split,
-    or the whole folder where it has no split folders); a folder in no known layout is an error that
-    lists every layout. ``root`` may also be a TFRecord file or a glob of them; ``image_key`` and
-    ``mask_key`` name the features of TFRecord layouts (see
-    :meth:`~daliloader.data.SegmentationData.from_tfrecord`)."""
+    or the whole folder where it has no split folders; a TFDS folder takes TFDS's split expressions,
+    see :func:`tfds`); a folder in no known layout is an error that lists every layout. ``root`` may
+    also be a TFRecord file or a glob of them; ``image_key`` and ``mask_key`` name the features of
+    TFRecord layouts (see :meth:`~daliloader.data.SegmentationData.from_tfrecord`), and
+    ``mask_channel`` the channel of a TFDS folder's colour masks that holds the class (which lets a mask
+    feature of three channels be found)."""
     root = Path(root)
     keys = (image_key, mask_key)
     if root.is_file() or (not root.exists() and glob.has_magic(str(root))):
@@ -81,10 +83,11 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
                 raise DataError(f"{root} is a {found.layout} folder: image_key and mask_key (--image-key, "
                                 "--mask-key) name the features of TFRecord files; leave them out")
             return found
-    for detect in (_tfds, _tfrecord_folder):
-        found = detect(root, split, keys)
-        if found is not None:
-            return found
+    found = _tfds(root, split, keys, mask_channel)
+    if found is None:
+        found = _tfrecord_folder(root, split, keys)
+    if found is not None:
+        return found
     split = split or "train"
     raise DataError(
         f"{root}: unknown dataset layout. daliloader recognises:\n"
@@ -223,16 +226,33 @@ def _records(files: list[str], root: Path, split: str | None, keys: tuple, layou
     return Found(layout, root, Pairing(pairs, [], [], ""), classes, split, records=found, record_problems=problems)
 
 
-def _tfds(root: Path, split: str | None, keys: tuple) -> Found | None:
+def _tfds(root: Path, split: str | None, keys: tuple, mask_channel: int | None = None) -> Found | None:
     """A folder prepared by TensorFlow Datasets: a version folder, or a dataset (or config) folder of them."""
     marked = (root / tfds_folder.INFO).is_file() or any(
         (p / tfds_folder.INFO).is_file() or any((v / tfds_folder.INFO).is_file() for v in p.iterdir() if v.is_dir())
         for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not marked:
         return None
-    found = tfds_folder.find(root, split or "train", None, *keys)
-    return _records(list(found.files), found.folder, found.split, (found.keys.image_key, found.keys.mask_key),
-                    f"TFDS {found.name} {found.version}", found.classes)
+    return tfds(root, split or "train", None, *keys, mask_channel)
+
+
+def tfds(path_or_name: str | Path, split: str = "train", data_dir: str | Path | None = None,
+         image_key: str | None = None, mask_key: str | None = None, mask_channel: int | None = None) -> Found:
+    """The records of a dataset prepared by TensorFlow Datasets (see :func:`daliloader.tfds_folder.find`:
+    a folder, or ``name[/config][:version]`` under ``data_dir``) that the split expression ``split``
+    selects (TFDS's grammar: ``"train[:10%]+test"``), paired in the order ``tfds.load(split=split,
+    shuffle_files=False)`` yields them; the records that cannot be read before the end of what is read
+    of their file are its ``record_problems``. The class map is the catalogue name TFDS's dataset is
+    published with (None where daliloader knows none), ``mask_channel`` the published one or that
+    given."""
+    found = tfds_folder.find(path_or_name, split, data_dir, image_key, mask_key, mask_channel)
+    scans = [tfrecord.indexed(f) for f in found.files]
+    found.check_lengths(scans)
+    keys = tfrecord.keys_of(scans, found.keys.image_key, found.keys.mask_key)
+    pairs, problems = tfrecord.record_pairs(scans, keys)
+    return Found(f"TFDS {found.name} {found.version}", found.folder, Pairing(found.in_order(pairs), [], [], ""),
+                 found.classes, found.split, records=keys, record_problems=found.relevant(problems),
+                 mask_channel=found.mask_channel)
 
 
 #: Names of TFRecord files: ``*.tfrecord``, ``*.tfrecord-00000-of-00004`` (TFDS), ``*.tfrec``, ``*.record``.
