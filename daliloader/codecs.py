@@ -29,7 +29,10 @@ cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
 
 def decode(encoded: np.ndarray, flags: int) -> np.ndarray | None:
     """``cv2.imdecode`` with EXIF ignored; None when the data is corrupt (the caller names the file)."""
-    return cv2.imdecode(encoded, flags | cv2.IMREAD_IGNORE_ORIENTATION)
+    try:
+        return cv2.imdecode(encoded, flags | cv2.IMREAD_IGNORE_ORIENTATION)
+    except cv2.error:  # OpenCV 5 raises for a picture over its size limits (OPENCV_IO_MAX_IMAGE_PIXELS, ...)
+        return None
 
 
 def decode_file(path, flags: int) -> np.ndarray | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import zlib
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -48,7 +50,7 @@ class ProblemKind(str, Enum):
     MASK_PALETTE = "mask_palette"  # a palette other than the class map's
     PALETTE_MASK = "palette_mask"  # a palette PNG where the map reads ids or colours
     MASK_DEPTH = "mask_depth"  # 8 and 16 bits in one dataset
-    UNDECODABLE = "undecodable"  # a format this backend does not decode
+    UNDECODABLE = "undecodable"  # a format or a size this backend does not decode
     BROKEN_LINK = "broken_link"
     UNREADABLE = "unreadable"  # a folder that cannot be listed
     CHANGED = "changed"  # a TFRecord file changed since it was indexed
@@ -125,14 +127,16 @@ class FileProblem(Exception):
 
 
 # ---------------------------------------------------------------- one file
-def peek(path) -> Header:
+def peek(path, blob: bytes | None = None) -> Header:
     """Format and size from the header, and a complete-file test from the tail; raises FileProblem.
     ``path``: a file, or a record's picture (a :class:`~daliloader.tfrecord.RecordPart`, read whole).
 
     Cheap (no decode): what the loaders run on every new pair. A JPEG/PNG without its end marker is
-    decoded once to tell a truncated file from one with trailing data after the marker.
+    decoded once to tell a truncated file from one with trailing data after the marker. ``blob``: the
+    picture's bytes where they were read already (a record's, checked against its index).
     """
-    blob = _record_bytes(path) if isinstance(path, RecordPart) else None
+    if blob is None and isinstance(path, RecordPart):
+        blob = _record_bytes(path)
     try:
         size = len(blob) if blob is not None else os.path.getsize(path)
     except FileNotFoundError:
@@ -195,7 +199,7 @@ CHANGED_FILE = ("changed (or went away) since it was indexed, when the dataset w
                 "Load the dataset again (SegmentationData.from_tfrecord / from_tfds), which indexes it anew")
 #: The problem kind of each way a record cannot be read.
 _RECORD_KINDS = {RecordFault.TRUNCATED: ProblemKind.TRUNCATED, RecordFault.MISSING_KEY: ProblemKind.MISSING,
-                 RecordFault.UNREADABLE: ProblemKind.MISSING}
+                 RecordFault.UNREADABLE: ProblemKind.MISSING, RecordFault.CHANGED: ProblemKind.CHANGED}
 
 
 def record_problem_kind(fault: RecordFault) -> ProblemKind:
@@ -219,12 +223,14 @@ def quick_problems(image: str, mask: str, expect: Expect | None = None) -> list[
     return quick_check(image, mask, expect)[0]
 
 
-def quick_check(image: str, mask: str, expect: Expect | None = None) -> tuple[list[Problem], dict[str, Header]]:
-    """The quick checks' problems, and the headers of the files that passed them."""
+def quick_check(image: str, mask: str, expect: Expect | None = None,
+                blobs: dict | None = None) -> tuple[list[Problem], dict[str, Header]]:
+    """The quick checks' problems, and the headers of the files that passed them; ``blobs``: the bytes of
+    either file where they were read already (part -> bytes)."""
     problems, headers = [], {}
     for path, partner in ((image, mask), (mask, image)):
         try:
-            headers[path] = peek(path)
+            headers[path] = peek(path, (blobs or {}).get(path))
         except FileProblem as e:
             problems.append(Problem(e.kind, path, str(e), partner))
     if len(headers) == 2:
@@ -237,6 +243,7 @@ def quick_check(image: str, mask: str, expect: Expect | None = None) -> tuple[li
             problems += [_undecodable(path, partner, headers[path].format, expect)
                          for path, partner in ((image, mask), (mask, image))
                          if path in headers and headers[path].format not in expect.decoders[expect.backend]]
+        problems += backend_size_problems(image, mask, headers, expect)
         if mask in headers and expect.classes is not None:
             problem = mask_problem(headers[mask], expect.classes, expect.mask_depth)
             if problem:
@@ -310,11 +317,7 @@ def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_de
                 if p.path == str(mask) and p.kind is ProblemKind.PALETTE_MASK else p for p in problems]
     if any(p.path == str(mask) and p.kind in MASK_KINDS for p in problems):
         headers.pop(mask, None)  # the map cannot read it: its values say nothing more
-    for path, partner in ((image, mask), (mask, image)):
-        damage = strict_decode(path) if path in headers else None
-        if damage:
-            problems.append(Problem(ProblemKind.CORRUPT, path, f"corrupt data: {damage}", partner))
-            headers.pop(path)
+    problems += _decode_problems(image, mask, headers)
     if image in headers and min(headers[image].height, headers[image].width) < min_side:
         problems.append(Problem(ProblemKind.TINY, image, f"tiny image: {headers[image].width}x{headers[image].height} "
                                                          f"pixels (a side below {min_side})", mask))
@@ -351,29 +354,305 @@ def _mask_problems(mask, image, header: Header, classes: ClassMap) -> list[Probl
 
 
 def strict_decode(path) -> str | None:
-    """Decode a file whole, refusing the damaged data that the loaders' decoders (OpenCV, DALI,
-    TensorFlow) only warn about on stderr before decoding it into garbage pixels: what is wrong, or None.
+    """What :func:`decode_problem` finds wrong with a file's data, in words, or None."""
+    found = decode_problem(path)
+    return found[1] if found else None
+
+
+# ---------------------------------------------------------------- full decodes, as strict as the loaders' decoders
+def _decode_problems(image, mask, headers: dict[str, Header]) -> list[Problem]:
+    """The full decodes of :func:`check_pair`: pictures too large for some backend's decoders
+    (:func:`size_problem`), and data that a decoder refuses or only warns about (:func:`decode_problem`).
+    A file whose data is damaged, and a mask that OpenCV cannot decode here (for its size), leave
+    ``headers``: nothing more is read of them."""
+    problems = []
+    for path, partner in ((image, mask), (mask, image)):
+        if path not in headers:
+            continue
+        too_large = size_problem(path, partner, headers[path])
+        problems += [too_large] if too_large else []
+        found = decode_problem(path, headers[path])
+        if found:
+            problems.append(Problem(found[0], path, found[1], partner))
+        if found or (path == mask and opencv_limit(headers[path])):
+            headers.pop(path)
+    return problems
+
+
+def decode_problem(path, header: Header | None = None) -> tuple[ProblemKind, str] | None:
+    """Decode a file whole, at least as strictly as each loader's decoders: what is wrong with its data (a
+    kind, and a message without the file's name), or None. ``header``: the file's, where read already.
 
     JPEGs go through libjpeg-turbo in strict mode (simplejpeg), which turns each of libjpeg's warnings
-    ("Corrupt JPEG data: premature end of data segment", a bad Huffman code, ...) into an error; Pillow
-    is not enough there, as its decoder passes over part of them (a fair share of JPEGs with random bytes
-    in their compressed data decode without a word). Other formats go through Pillow, which refuses a
-    PNG whose data fails its checksums or ends early."""
+    ("Corrupt JPEG data: premature end of data segment", a bad Huffman code, ...) into an error: OpenCV,
+    DALI and TensorFlow only warn there, and decode garbage pixels. Pillow is not enough there, as its
+    decoder passes over part of them. PNGs go through libpng (by OpenCV), the library OpenCV, DALI's CPU
+    decoder and TensorFlow decode them with, which refuses what Pillow lets pass: an image-data chunk
+    (IDAT) whose checksum is wrong, compressed data that stops before the last row while the file keeps
+    its end marker; :func:`png_damage` says what is wrong then. Other formats go through Pillow, then
+    OpenCV. A picture too large for OpenCV in this process (:func:`opencv_limit`) is decoded by Pillow
+    alone."""
     try:
         with open_part(path) as fh:
-            head = fh.read(3)
-            if sniff(head) == "JPEG":
-                import simplejpeg
+            data = fh.read()
+    except OSError as e:
+        return ProblemKind.MISSING, f"cannot read it ({e.strerror or e})"
+    if sniff(data[:4]) == "JPEG":
+        return _strict_jpeg(data)
+    try:
+        header = header or _pillow_header(data)
+    except (OSError, ValueError, SyntaxError) as e:
+        return ProblemKind.CORRUPT, f"corrupt data: {e}; {_FIX}"
+    if opencv_limit(header):
+        return _pillow_problem(data, header.format)
+    if header.format == "PNG":
+        return None if _opencv_decodes(data) else png_damage(data)
+    if not _opencv_decodes(data):
+        return ProblemKind.CORRUPT, f"corrupt {header.format} data: OpenCV's decoder refuses it; {_FIX}"
+    return _pillow_problem(data, header.format)
 
-                # fast DCT and upsampling: the errors come from the entropy decoding, which both variants run whole
-                simplejpeg.decode_jpeg(head + fh.read(), strict=True, fastdct=True, fastupsample=True)
-                return None
 
-        with open_image(path) as im:
+def _pillow_header(data: bytes) -> Header:
+    with open_image(io.BytesIO(data)) as im:
+        return Header(im.format, im.size[0], im.size[1], im.mode)
+
+
+def _strict_jpeg(data: bytes) -> tuple[ProblemKind, str] | None:
+    """libjpeg-turbo in strict mode; fast DCT and upsampling, as the errors come from the entropy decoding,
+    which both variants run whole."""
+    import simplejpeg
+
+    try:
+        simplejpeg.decode_jpeg(data, strict=True, fastdct=True, fastupsample=True)
+    except ValueError as e:
+        return ProblemKind.CORRUPT, (f"corrupt data: {e} (the decoders the loaders use would fill the damaged part "
+                                     "with garbage and only warn)")
+    return None
+
+
+def _pillow_problem(data: bytes, fmt: str) -> tuple[ProblemKind, str] | None:
+    """Pillow's full decode: what it refuses, or None."""
+    try:
+        with open_image(io.BytesIO(data)) as im:
             im.load()
     except (OSError, ValueError, SyntaxError) as e:
-        return f"{e} (the decoders the loaders use would fill the damaged part with garbage and only warn)"
+        return ProblemKind.CORRUPT, f"corrupt {fmt} data: {e}; {_FIX}"
     return None
+
+
+def _opencv_decodes(data: bytes) -> bool:
+    """Whether OpenCV decodes the data whole, as it is stored."""
+    try:
+        return decode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED) is not None
+    except cv2.error:
+        return False
+
+
+#: The colour types of PNG (IHDR), and their samples per pixel.
+_PNG_SAMPLES = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+#: The Adam7 passes of an interlaced PNG: first column, first row, column step, row step.
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+#: The PNG chunks a decoder cannot do without (a checksum error in one is an error, elsewhere a warning).
+_CRITICAL_CHUNKS = (b"IHDR", b"PLTE", b"IDAT", b"IEND")
+#: What to do with a damaged file.
+_FIX = "copy or download it again, or remove the pair"
+#: What every PNG problem found here ends with.
+_PNG_FIX = f"Every loader's decoder (libpng) refuses it: {_FIX}"
+
+
+def png_damage(data: bytes) -> tuple[ProblemKind, str]:
+    """Why libpng refuses a PNG, read from its chunks: a chunk cut off by the end of the file, a critical
+    chunk whose checksum (CRC) is wrong, compressed image data that is damaged, or that stops before the
+    last row (while the file may still end with its end marker, IEND); else a corrupt file."""
+    idat, ihdr = [], b""
+    for pos, kind, body, crc in _png_chunks(data):
+        name = kind.decode("latin-1")
+        if crc is None:
+            return ProblemKind.TRUNCATED, (f"truncated PNG: its {name} chunk at byte {pos} runs past the end of the "
+                                           f"file ({len(data)} bytes). {_PNG_FIX}")
+        if kind in _CRITICAL_CHUNKS and zlib.crc32(kind + body) != crc:
+            return ProblemKind.CORRUPT, (f"corrupt PNG: the checksum (CRC) of its {name} chunk at byte {pos} is "
+                                         f"wrong: damaged bytes. {_PNG_FIX}")
+        ihdr = body if kind == b"IHDR" else ihdr
+        idat += [body] if kind == b"IDAT" else []
+    return _png_data_damage(b"".join(idat), ihdr)
+
+
+def _png_chunks(data: bytes):
+    """A PNG's chunks up to IEND: ``(offset, type, body, the CRC stored)``, the CRC None for a chunk cut off
+    by the end of the data (the last one yielded)."""
+    pos = 8
+    while pos + 8 <= len(data):
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        end = pos + 8 + length
+        crc = int.from_bytes(data[end:end + 4], "big") if end + 4 <= len(data) else None
+        yield pos, kind, data[pos + 8:end], crc
+        if crc is None or kind == b"IEND":
+            return
+        pos = end + 4
+
+
+def _png_data_damage(compressed: bytes, ihdr: bytes) -> tuple[ProblemKind, str]:
+    """What is wrong with a PNG's compressed image data (its IDAT chunks joined), whose header is ``ihdr``."""
+    stream = zlib.decompressobj()
+    inflated = 0
+    try:
+        while compressed:  # counted, not kept: a large picture inflates to gigabytes
+            inflated += len(stream.decompress(compressed, 1 << 20))
+            compressed = stream.unconsumed_tail
+    except zlib.error as e:
+        return ProblemKind.CORRUPT, f"corrupt PNG: its compressed image data is damaged ({e}). {_PNG_FIX}"
+    expected, rows = _png_data_size(ihdr)
+    if not stream.eof or inflated < expected:
+        held = (f"{inflated * rows // expected} of its {rows} rows" if expected and rows
+                else f"{inflated} of its {expected} bytes")
+        ends = "" if stream.eof else ", and the compressed stream does not end"
+        return ProblemKind.TRUNCATED, (f"truncated PNG: its compressed image data (IDAT) holds {held}{ends}, though "
+                                       "the file ends with its end marker (cut short, then closed by a tool?). "
+                                       + _PNG_FIX)
+    return ProblemKind.CORRUPT, f"corrupt PNG: its data is damaged. {_PNG_FIX}"
+
+
+def _png_data_size(ihdr: bytes) -> tuple[int, int]:
+    """The bytes a PNG's image data inflates to (each row with its filter byte), and its rows (0 for an
+    interlaced one, whose passes are not whole rows); (0, 0) for a damaged header."""
+    if len(ihdr) != 13 or ihdr[9] not in _PNG_SAMPLES:
+        return 0, 0
+    width, height = int.from_bytes(ihdr[:4], "big"), int.from_bytes(ihdr[4:8], "big")
+    bits = ihdr[8] * _PNG_SAMPLES[ihdr[9]]
+
+    def size(w: int, h: int) -> int:
+        return h * (1 + (w * bits + 7) // 8) if w and h else 0
+
+    if ihdr[12] == 0:
+        return size(width, height), height
+    return sum(size(-(-(width - x) // dx), -(-(height - y) // dy)) for x, y, dx, dy in _ADAM7), 0
+
+
+# ---------------------------------------------------------------- pictures too large for a decoder
+#: The caps the decoders put on a picture's size, by their sources (TensorFlow's ``jpeg_mem.cc`` and
+#: ``decode_image_op.cc``, OpenCV's ``loadsave.cpp``); docs/bad-input.md has what each does at them.
+#: TensorFlow refuses a JPEG whose width x height x components (of the file) reach 2^29, cropping or not.
+TF_JPEG_SAMPLES = 1 << 29
+#: TensorFlow refuses a PNG of 2^29 pixels or more, or with a side of 2^27 or more.
+TF_PNG_PIXELS, TF_PNG_SIDE = 1 << 29, 1 << 27
+#: TensorFlow refuses a BMP of (2^31 - 1) // 8 pixels or more ("must be less than 2^30").
+TF_BMP_PIXELS = (2 ** 31 - 1) // 8
+#: OpenCV's defaults, which the environment variables OPENCV_IO_MAX_IMAGE_PIXELS, OPENCV_IO_MAX_IMAGE_WIDTH
+#: and OPENCV_IO_MAX_IMAGE_HEIGHT replace (read when a process first decodes; DALI's copy of OpenCV too).
+OPENCV_PIXELS, OPENCV_SIDE = 1 << 30, 1 << 20
+#: A JPEG's components, by Pillow's mode.
+_JPEG_COMPONENTS = {"L": 1, "RGB": 3, "YCbCr": 3, "CMYK": 4}
+
+
+def _setting(name: str, default: int) -> int:
+    """An OpenCV limit from the environment as it is now, parsed as OpenCV parses it (digits, then
+    nothing, KB or MB); else the default. OpenCV reads it once, when a process first decodes."""
+    found = re.fullmatch(r"(\d+)(|[KkMm][Bb])", os.environ.get(name, "").strip())
+    if not found:
+        return default
+    return int(found[1]) << {"": 0, "k": 10, "m": 20}[found[2][:1].lower()]
+
+
+def opencv_limit(header: Header) -> str | None:
+    """Why OpenCV will not decode a picture of this size, or None: more pixels than OPENCV_IO_MAX_IMAGE_PIXELS,
+    or a side over OPENCV_IO_MAX_IMAGE_WIDTH or _HEIGHT (OpenCV's defaults where they are not set)."""
+    pixels = _setting("OPENCV_IO_MAX_IMAGE_PIXELS", OPENCV_PIXELS)
+    width = _setting("OPENCV_IO_MAX_IMAGE_WIDTH", OPENCV_SIDE)
+    height = _setting("OPENCV_IO_MAX_IMAGE_HEIGHT", OPENCV_SIDE)
+    if header.width * header.height > pixels:
+        return (f"OpenCV's limit is {pixels} pixels, and this one has {header.width * header.height}; the "
+                "environment variable OPENCV_IO_MAX_IMAGE_PIXELS, set before the process starts, raises it")
+    if header.width > width or header.height > height:
+        return (f"OpenCV's limit is {width}x{height}; the environment variables OPENCV_IO_MAX_IMAGE_WIDTH and "
+                "OPENCV_IO_MAX_IMAGE_HEIGHT, set before the process starts, raise it")
+    return None
+
+
+def tensorflow_limit(header: Header) -> str | None:
+    """Why TensorFlow's decoders (tf.io.decode_image, decode_jpeg, decode_and_crop_jpeg) will not decode a
+    picture of this size, or None. Their caps are fixed (no setting raises them)."""
+    w, h = header.width, header.height
+    if header.format == "JPEG":
+        samples = w * h * _JPEG_COMPONENTS.get(header.mode, 3)
+        if samples >= TF_JPEG_SAMPLES:
+            return (f"TensorFlow's JPEG decoder refuses width x height x components of 2^29 ({TF_JPEG_SAMPLES}) or "
+                    f"more, even for a crop, and this one has {samples}")
+    if header.format == "PNG" and (w * h >= TF_PNG_PIXELS or max(w, h) >= TF_PNG_SIDE):
+        return f"TensorFlow's PNG decoder refuses 2^29 ({TF_PNG_PIXELS}) pixels or more, or a side of 2^27"
+    if header.format == "BMP" and w * h >= TF_BMP_PIXELS:
+        return f"TensorFlow's BMP decoder refuses {TF_BMP_PIXELS} pixels or more"
+    return None
+
+
+def dali_limit(header: Header, device: str = "cpu") -> str | None:
+    """Why DALI's decoders (``device`` "cpu" or "gpu") will not decode a picture of this size, or None.
+
+    DALI decodes JPEGs with libjpeg-turbo, under TensorFlow's cap (:func:`tensorflow_limit`: the same
+    code); a JPEG over it goes to DALI's own copy of OpenCV, whole even where a window is asked for, so
+    OpenCV's limit applies to it, as to PNG, WebP and BMP, which that OpenCV decodes. TIFF goes to libtiff,
+    without a cap. On a GPU, nvJPEG decodes JPEGs (no cap known); the other formats decode on the CPU."""
+    if header.format == "TIFF" or (header.format == "JPEG" and (device == "gpu" or not tensorflow_limit(header))):
+        return None
+    reason = opencv_limit(header)
+    return reason and f"DALI decodes it with its own copy of OpenCV, whose limit is OpenCV's: {reason}"
+
+
+#: Each backend's size limit (the registry's names: :data:`daliloader.backends.BACKENDS`).
+SIZE_LIMITS = {"dali-gpu": lambda header: dali_limit(header, "gpu"), "dali-cpu": dali_limit,
+               "tfdata": tensorflow_limit, "opencv": opencv_limit}
+
+
+def backend_limits(header: Header, backend: str) -> str | None:
+    """Why ``backend`` cannot decode a picture with this header for its size alone (a cap of its
+    decoders), as a sentence naming the backend and the cap; None where it can (or is not known)."""
+    limit = SIZE_LIMITS.get(backend)
+    reason = limit(header) if limit else None
+    if not reason:
+        return None
+    return f"{backend} cannot decode a {header.format} of {header.width}x{header.height} ({reason})"
+
+
+def size_readers(header: Header, decoders: dict | None = None) -> list[str]:
+    """The backends whose decoders read a picture of this size; of them, with ``decoders`` (backend -> the
+    formats it decodes, as :class:`Expect` has it), those that read its format."""
+    return [name for name in SIZE_LIMITS if not backend_limits(header, name)
+            and (decoders is None or header.format in decoders.get(name, ()))]
+
+
+def size_problem(path, partner, header: Header, backend: str = "", decoders: dict | None = None) -> Problem | None:
+    """A picture too large for the decoders of ``backend`` (of any backend, where none is given): an
+    ``ProblemKind.UNDECODABLE`` problem that says why and which backends read it
+    (:func:`size_readers`; ``details``: ``cannot``, backend -> why, and ``readers``); None where none is."""
+    names = [backend] if backend else list(SIZE_LIMITS)
+    cannot = {name: why for name in names if (why := backend_limits(header, name))}
+    if not cannot:
+        return None
+    readers = size_readers(header, decoders)
+    if readers:
+        fix = (f"{_listed(readers)} {'reads' if len(readers) == 1 else 'read'} it: load it with "
+               f"{'that backend' if len(readers) == 1 else 'one of them'}, or make the picture smaller")
+    else:
+        fix = "no backend reads it: make the picture smaller"
+    return Problem(ProblemKind.UNDECODABLE, path, "; ".join(cannot.values()) + f"; {fix}", partner,
+                   {"cannot": cannot, "readers": readers})
+
+
+def backend_size_problems(image, mask, headers: dict[str, Header], expect: Expect) -> list[Problem]:
+    """The pictures of a pair (of those whose ``headers`` were read) too large for the decoders of
+    ``expect.backend``, naming the backends that read them (:func:`size_problem`; those that read their
+    format, with ``expect.decoders``); none without a backend. What a loader's vetting refuses, before
+    any decoder fails on them."""
+    if not expect.backend:
+        return []
+    found = [size_problem(path, partner, headers[path], expect.backend, expect.decoders)
+             for path, partner in ((image, mask), (mask, image)) if path in headers]
+    return [p for p in found if p]
+
+
+def _listed(names: list[str]) -> str:
+    """Names in words: "a", "a and b", "a, b and c"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _palette_read_as_colours(mask: str, image: str, classes: ClassMap) -> Problem:
