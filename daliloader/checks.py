@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .data import SegmentationData, choose_classes
@@ -44,6 +44,8 @@ class Report:
     problems: list[Problem]
     seconds: float
     workers: int
+    #: what is worth knowing and is no problem (TFRecord files that hold no record)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -62,7 +64,7 @@ class Report:
     def to_dict(self) -> dict:
         return {"source": self.source, "pairs": self.pairs, "ok": self.ok, "seconds": round(self.seconds, 3),
                 "pairs_per_second": round(self.pairs_per_second, 1), "workers": self.workers,
-                "counts": self.counts(), "problems": [asdict(p) for p in self.problems]}
+                "counts": self.counts(), "problems": [asdict(p) for p in self.problems], "notes": self.notes}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -70,10 +72,11 @@ class Report:
     def __str__(self) -> str:
         head = (f"checked {self.pairs} pairs in {self.seconds:.1f} s ({self.pairs_per_second:.0f} pairs/s, "
                 f"{self.workers} threads): ")
+        notes = "".join(f"\n  note: {n}" for n in self.notes)
         if self.ok:
-            return head + "no problems"
+            return head + "no problems" + notes
         counts = ", ".join(f"{n} {k}" for k, n in sorted(self.counts().items()))
-        return head + f"{len(self.problems)} problem(s): {counts}\n" + "\n".join(f"  {p}" for p in self.problems)
+        return head + f"{len(self.problems)} problem(s): {counts}{notes}\n" + "\n".join(f"  {p}" for p in self.problems)
 
 
 def check(data: SegmentationData | str | Path | dict, *, split: str | None = None, classes=None,
@@ -93,11 +96,15 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
         pairs, source, depth = list(zip(data.images, data.masks)), repr(data), data.mask_depth
         classes = data.classes if classes is None else choose_classes(classes, data.masks, progress=progress)
         unpaired: list[Problem] = []
+        notes = _empty_files(data.records)
     else:
         listed = _listed(data, split, classes, image_key, mask_key)
-        pairs, source, unpaired = listed.pairing.pairs, listed.source, listed.problems
+        pairs, source, unpaired, notes = listed.pairing.pairs, listed.source, listed.problems, listed.notes
         masks = [m for _, m in pairs]
-        classes = choose_classes(listed.classes, masks, listed.published, listed.layout, progress) if pairs else None
+        classes = choose_classes(listed.classes, masks, listed.published, listed.layout, progress,
+                                 mask_channel=listed.mask_channel) if pairs else None
+        if classes is not None and listed.mask_channel is not None:  # the layout's colour masks (scene_parse150)
+            classes = replace(classes, mask_channel=listed.mask_channel)
         depth = data_mask_depth(masks[0]) if masks else 8
     workers = check_workers(workers) or os.cpu_count() or 1
     start = time.perf_counter()
@@ -105,7 +112,16 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,
                               "checking pairs" if progress else None):
         problems.extend(found)
-    return Report(source, len(pairs), problems, time.perf_counter() - start, workers)
+    return Report(source, len(pairs), problems, time.perf_counter() - start, workers, notes)
+
+
+def _empty_files(records) -> list[str]:
+    """A note on the TFRecord files that hold no record (DeepLab's scripts write empty shards)."""
+    empty = records.empty_files if records is not None else ()
+    if not empty:
+        return []
+    return [f"{len(empty)} TFRecord file(s) hold no record and were read as empty: {', '.join(empty[:5])}"
+            + (" ..." if len(empty) > 5 else "")]
 
 
 def _table_problems(classes, masks: list, source: str) -> list[Problem]:
@@ -128,6 +144,8 @@ class _Listed:
     published: object = None
     layout: str = ""
     problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    mask_channel: int | None = None
 
 
 def _listed(data: str | Path | dict, split: str | None, classes, image_key: str | None,
@@ -147,7 +165,8 @@ def _listed(data: str | Path | dict, split: str | None, classes, image_key: str 
             raise DataError(found.needs_classes)
         listed = _Listed(found.pairing, f"{data} ({found.layout})", classes, found.classes, found.layout,
                          [Problem(record_problem_kind(p.kind), f"{p.file} [record {p.record} at byte {p.offset}]",
-                                  p.what) for p in found.record_problems])
+                                  p.what) for p in found.record_problems], _empty_files(found.records),
+                         mask_channel=found.mask_channel)
     listed.problems += _pairing_problems(listed.pairing)
     return listed
 

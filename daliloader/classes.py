@@ -29,6 +29,7 @@ import numpy as np
 
 from .catalog import (
     ADE20K_CLASSES,
+    ADE20K_INSTANCE_CLASSES,
     CAMVID_CLASSES,
     CITYSCAPES,
     OXFORD_PETS_CLASSES,
@@ -52,21 +53,28 @@ class MaskKind(str, Enum):
         return self.value
 
 
+#: Prefixes (distinct (r, g) pairs) per second-stage table of :class:`RGBTables`: ``prefix * 256 + b``
+#: of 255 prefixes fills a table's 16-bit keys (the 256th value stays free for an unknown prefix).
+PREFIXES_PER_TABLE = 255
+
+
 @dataclass(frozen=True)
 class RGBTables:
-    """Two chained integer lookup tables that map an RGB colour to a class, exactly.
+    """Integer lookup tables that map an RGB colour to a class, exactly, within DALI's 16-bit keys.
 
     A 24-bit colour does not fit one DALI lookup table, so the colour is split:
     ``prefix = LUT1[r*256 + g]`` numbers the distinct (r, g) pairs of the palette (unknown pairs get
-    ``num_prefixes``), then ``class = LUT2[prefix*256 + b]`` (unknown keys get the ignore index).
-    Per-pixel cost is two table reads whatever the number of classes.
+    ``num_prefixes``). The prefixes are cut into groups of :data:`PREFIXES_PER_TABLE`, one second-stage
+    table each (``groups[k] = (keys, values)``): ``class_k = LUT2_k[(prefix - 255 k) * 256 + b]``, the
+    ignore index for any key outside its group; the class is the least of them (a known colour is found
+    in its group alone, everything else gives the ignore index, which is above every class). A palette
+    of up to 255 (r, g) pairs needs one group: two table reads per pixel whatever the number of classes.
     """
 
     rg_keys: tuple[int, ...]
     rg_values: tuple[int, ...]
     num_prefixes: int
-    rgb_keys: tuple[int, ...]
-    rgb_values: tuple[int, ...]
+    groups: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -208,8 +216,12 @@ class ClassMap:
         """
         if isinstance(id_to_class, (int, np.integer)) and not isinstance(id_to_class, bool):
             table, ignore_index = _count_table(int(id_to_class), ignore_index)
-        else:
+        elif isinstance(id_to_class, Mapping):
             table, ignore_index = _remap_table(id_to_class, ignore_index)
+        else:
+            raise DataError(f"{source}: id_to_class is a class count (an int: ids 0..N-1) or a mapping "
+                            f"{{mask id: class}}; got {type(id_to_class).__name__} {id_to_class!r:.60}. For the ids "
+                            "0..N-1 pass N; to remap, a dict such as {7: 0, 26: 1}")
         n = _class_count(table, ignore_index)
         names = _names(names, n, "classes")
         cm = cls(names=names, kind=MaskKind.ID, id_to_class=table, ignore_index=ignore_index, source=source)
@@ -229,7 +241,8 @@ class ClassMap:
                             "(trainIds, 0-18 and 255)")
         trained = sorted((train_id, name, color) for name, _, train_id, color in CITYSCAPES if train_id != 255)
         if ids == "train":
-            table, source, name = {t: t for t, _, _ in trained}, "cityscapes (trainIds)", "cityscapes-trainids"
+            table = {**{t: t for t, _, _ in trained}, 255: 255}  # 255: the masks' own void (ignored), no unknown id
+            source, name = "cityscapes (trainIds)", "cityscapes-trainids"
         else:
             table, source, name = {label: t for _, label, t, _ in CITYSCAPES}, "cityscapes", "cityscapes"
         cm = cls.from_ids(table, [n for _, n, _ in trained], ignore_index=255, source=source)
@@ -261,6 +274,16 @@ class ClassMap:
             return replace(cm, catalogue="ade20k-reduced")
         table = {0: 255, **{k: k - 1 for k in range(1, len(ADE20K_CLASSES) + 1)}}
         return replace(cls.from_ids(table, ADE20K_CLASSES, ignore_index=255, source="ADE20K"), catalogue="ade20k")
+
+    @classmethod
+    def ade20k_instances(cls) -> ClassMap:
+        """ADE20K's 100 instance categories (see :data:`daliloader.catalog.ADE20K_INSTANCE_CLASSES`), as the
+        red channel of MIT's ``annotations_instance`` masks, which TFDS's ``scene_parse150`` stores, holds
+        them: 1-100 -> classes 0-99; 0 (no instance: the "stuff" classes such as wall, floor and sky) is
+        ignored. By name: ``"ade20k-instances"``; with ``mask_channel=0`` for those masks."""
+        table = {0: 255, **{k: k - 1 for k in range(1, len(ADE20K_INSTANCE_CLASSES) + 1)}}
+        cm = cls.from_ids(table, ADE20K_INSTANCE_CLASSES, ignore_index=255, source="ADE20K instance categories")
+        return replace(cm, catalogue="ade20k-instances")
 
     @classmethod
     def camvid(cls) -> ClassMap:
@@ -322,26 +345,20 @@ class ClassMap:
 
     # ----------------------------------------------------------------- tables
     def rgb_tables(self) -> RGBTables:
-        """The two lookup tables DALI uses for colour masks (see :class:`RGBTables`)."""
+        """The lookup tables DALI uses for colour masks (see :class:`RGBTables`)."""
         if self.kind is not MaskKind.RGB:
             raise SpecError(f"{self.source}: rgb_tables() is for colour masks; this map reads ids (id_table())")
         c = self.colors.astype(np.int64)
         rg = c[:, 0] * 256 + c[:, 1]
         prefixes = np.unique(rg)
-        if len(prefixes) > 255:
-            raise DataError(
-                f"{self.source}: the palette has {len(prefixes)} distinct (r, g) pairs; at most 255 are "
-                "supported by the two-table colour lookup. Convert the masks to class ids first."
-            )
         prefix_of = {int(p): i for i, p in enumerate(prefixes)}
-        rgb_keys = [prefix_of[int(k)] * 256 + int(b) for k, b in zip(rg, c[:, 2])]
-        return RGBTables(
-            rg_keys=tuple(int(p) for p in prefixes),
-            rg_values=tuple(range(len(prefixes))),
-            num_prefixes=len(prefixes),
-            rgb_keys=tuple(rgb_keys),
-            rgb_values=tuple(range(self.num_classes)),
-        )
+        groups: list[tuple[list[int], list[int]]] = [([], []) for _ in range(-(-len(prefixes) // PREFIXES_PER_TABLE))]
+        for cls_index, (k, b) in enumerate(zip(rg, c[:, 2])):
+            group, local = divmod(prefix_of[int(k)], PREFIXES_PER_TABLE)
+            groups[group][0].append(local * 256 + int(b))
+            groups[group][1].append(cls_index)
+        return RGBTables(rg_keys=tuple(int(p) for p in prefixes), rg_values=tuple(range(len(prefixes))),
+                         num_prefixes=len(prefixes), groups=tuple((tuple(k), tuple(v)) for k, v in groups))
 
     def id_table(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Keys and values of the id lookup table (kind ``ID``)."""
@@ -437,6 +454,7 @@ class ClassMap:
 CATALOGUE = {"cityscapes": ("cityscapes", {}), "cityscapes-trainids": ("cityscapes", {"ids": "train"}),
              "voc": ("voc", {}), "voc-ids": ("voc", {"indexed": False}),
              "ade20k": ("ade20k", {}), "ade20k-reduced": ("ade20k", {"reduced": True}),
+             "ade20k-instances": ("ade20k_instances", {}),
              "camvid": ("camvid", {}), "oxford_iiit_pet": ("oxford_iiit_pet", {})}
 #: The other form of the same dataset's table, in which its masks are also found: a map of one form is
 #: checked at load time against masks of the other (:mod:`daliloader.forms`).
@@ -547,7 +565,11 @@ def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], 
 def _remap_table(id_to_class: Mapping[int, int], ignore_index: int | None) -> tuple[dict[int, int], int]:
     """A remap table ``{raw_id: class}`` as ints, and its ignore index: 255 where none is given (also
     where the table maps ids to 255), 65535 above 255 classes."""
-    table = {int(k): int(v) for k, v in dict(id_to_class).items()}
+    try:
+        table = {int(k): int(v) for k, v in dict(id_to_class).items()}
+    except (TypeError, ValueError):
+        raise DataError(f"a remap table maps integer mask ids to integer classes, got {dict(id_to_class)!r:.80}") \
+            from None
     if ignore_index is None:
         ignore_index = default_ignore(max((v for v in table.values() if v != 255), default=0) + 1)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from PIL import UnidentifiedImageError
 
-from . import layouts, tfds_folder, tfrecord
+from . import layouts, tfrecord
 from .classes import ClassMap, as_classmap, catalogue_name, is_named
 from .errors import DataError
 from .forms import refuse_other_form
@@ -46,9 +47,9 @@ class Packs:
 
 class Container(Enum):
     """How a dataset's pairs are stored, which says how the DALI backends read them: files, each read by
-    path in the order of one :class:`~daliloader.sampler.Sampler`; or a container that DALI's own
-    reader walks through (packs, webdataset tars of a prepared copy; TFRecord files), shuffling
-    within its buffer (:class:`~daliloader.sampler.ReaderEpochs`)."""
+    path, and TFRecord records, each read by the guard and checked against its index, in the order of
+    one :class:`~daliloader.sampler.Sampler`; or packs (webdataset tars of a prepared copy), which
+    DALI's own reader walks through, shuffling within its buffer (:class:`~daliloader.sampler.ReaderEpochs`)."""
 
     FILES = "files"
     PACKS = "packs"
@@ -56,7 +57,8 @@ class Container(Enum):
 
     @property
     def read_by_reader(self) -> bool:
-        return self is not Container.FILES
+        """Whether DALI's own reader decides the order (packs), not the sampler."""
+        return self is Container.PACKS
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,9 @@ class SegmentationData:
     def __repr__(self) -> str:
         packed = f", {len(self.packs.tars)} packs" if self.packs else ""
         if self.records:
-            packed += f", {len({p.file for p in self.images})} TFRecord files"
+            empty = self.records.empty_files
+            files = len({p.file for p in self.images} | set(empty))
+            packed += f", {files} TFRecord files" + (f" ({len(empty)} empty)" if empty else "")
         depth = ", 16-bit masks" if self.mask_depth == 16 else ""
         return (f"SegmentationData({len(self)} pair{'s' if len(self) != 1 else ''}, "
                 f"{self.classes.num_classes} classes, kind={self.classes.kind}{depth}{packed})")
@@ -178,6 +182,7 @@ class SegmentationData:
         error that lists it. ``classes``: see :func:`choose_classes`; None reads the ids in the masks.
         ``mask_channel``: the masks are colour pictures whose channel 0, 1 or 2 holds the ids.
         """
+        images, masks = as_path(images, "images"), as_path(masks, "masks")
         pairing = pair_files(images, masks, mask_suffix, image_suffix, only_suffixed=mask_suffix is not None)
         detected = ([f"image suffix {pairing.image_suffix!r}"] if pairing.image_suffix != image_suffix else []) + (
             [f"mask suffix {pairing.mask_suffix!r}"] if mask_suffix is None else [])
@@ -189,6 +194,7 @@ class SegmentationData:
     @classmethod
     def from_pairs(cls, pairs: Sequence[tuple[str, str]], classes) -> SegmentationData:
         """Explicit (image, mask) pairs, for layouts that ``from_dirs`` does not cover."""
+        pairs = [(as_path(img, "an image of pairs"), as_path(mask, "a mask of pairs")) for img, mask in pairs]
         for img, mask in pairs:
             for f in (img, mask):
                 if not Path(f).is_file():
@@ -210,20 +216,25 @@ class SegmentationData:
         TFRecord file or a glob of them, and ``image_key``/``mask_key`` name their features (see
         :meth:`from_tfrecord`). ``mask_channel``: the masks are colour pictures whose channel 0, 1 or 2
         holds the ids (a layout that publishes one, TFDS's scene_parse150, sets it itself)."""
-        found = layouts.find(root, split, image_key, mask_key)
+        return cls._of_found(layouts.find(as_path(root, "root"), split, image_key, mask_key, mask_channel), classes)
+
+    @classmethod
+    def _of_found(cls, found: layouts.Found, classes) -> SegmentationData:
+        """The dataset of a folder as :mod:`daliloader.layouts` recognised it, read with ``classes`` (None:
+        the layout's own table, else the ids in the masks)."""
         _refuse_unpaired(found.pairing, f"{found.layout} layout in {found.root}")
         tfrecord.refuse(found.record_problems)
         if classes is None and found.needs_classes:
             raise DataError(found.needs_classes)
         masks = [m for _, m in found.pairing.pairs]
-        channel = found.mask_channel if mask_channel is None else mask_channel
         data = cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout,
-                                                           mask_channel=channel), mask_channel=channel)
+                                                           mask_channel=found.mask_channel),
+                       mask_channel=found.mask_channel)
         return replace(data, records=found.records)
 
     @classmethod
-    def from_tfrecord(cls, files, *, classes=None, image_key: str | None = None,
-                      mask_key: str | None = None, mask_channel: int | None = None) -> SegmentationData:
+    def from_tfrecord(cls, files, *, classes=None, image_key: str | None = None, mask_key: str | None = None,
+                      mask_channel: int | None = None, index: str | None = None) -> SegmentationData:
         """The pairs stored in TFRecord files of ``tf.train.Example``: ``files`` is a path, a glob pattern
         or a list of either (read in that order, each glob's matches sorted), uncompressed.
 
@@ -233,31 +244,38 @@ class SegmentationData:
         + ``segmentation_label``). ``classes`` as for :meth:`from_folder` (a ClassMap, a catalogue name
         such as ``"voc"``, a class_dict.csv, a class count, or None to read the ids in the masks).
 
-        Each file is indexed once (every record's offset and CRCs, DALI's index file), beside it or in
-        the cache when its folder is read-only, and again when it changes
-        (:func:`daliloader.tfrecord.indexed`). A damaged record, a record without the keys or a
-        compressed file is a DataError naming the file, the record and its byte offset
-        (``daliloader check`` lists every one). The DALI backends read the records with
-        ``fn.readers.tfrecord``, ``tfdata`` with ``tf.data.TFRecordDataset``, ``opencv`` in Python.
+        Each file is indexed once (every record's offset, size and CRCs), and again when it changes; the
+        index is kept in the cache, nothing is written beside the data unless ``index="beside"`` (or
+        ``$DALILOADER_INDEX=beside``) asks for it (:func:`daliloader.tfrecord.indexed`). A damaged
+        record, a record without the keys or a compressed file is a DataError naming the file, the
+        record and its byte offset (``daliloader check`` lists every one). Every read of a record is
+        checked against the index: a file that changed since it was loaded is refused on every backend.
+        The DALI backends and ``opencv`` read the records in Python
+        (:meth:`~daliloader.guard.PairGuard.read`), ``tfdata`` with ``tf.data.TFRecordDataset``.
+        ``mask_channel``: as for :meth:`from_dirs`.
         """
-        scans = [tfrecord.indexed(f) for f in tfrecord.expand(files)]
+        scans = [tfrecord.indexed(f, index) for f in tfrecord.expand(files)]
         return cls._of_records(scans, classes, image_key, mask_key, mask_channel)
 
     @classmethod
     def from_tfds(cls, path_or_name, split: str = "train", *, data_dir=None, classes=None,
-                  image_key: str | None = None, mask_key: str | None = None) -> SegmentationData:
+                  image_key: str | None = None, mask_key: str | None = None,
+                  mask_channel: int | None = None) -> SegmentationData:
         """A split of a dataset prepared by TensorFlow Datasets, read without importing it: a version
         folder (``~/tensorflow_datasets/oxford_iiit_pet/4.0.0``), a dataset folder holding versions (the
         newest is read), or ``"name[/config][:version]"`` found under ``data_dir`` as ``tfds.load``
-        finds it (``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``). The image and mask features come
-        from its ``features.json`` (or ``image_key``/``mask_key``); ``classes`` (as for
-        :meth:`from_tfrecord`) defaults to the table TFDS's dataset is published with (oxford_iiit_pet:
-        pet, background, border; cityscapes: the 19 train ids), else the ids in the masks (see
-        docs/tfrecord.md)."""
-        found = tfds_folder.find(path_or_name, split, data_dir, image_key, mask_key)
-        scans = [tfrecord.indexed(f) for f in found.files]
-        return cls._of_records(scans, classes if classes is not None else found.classes, found.keys.image_key,
-                               found.keys.mask_key)
+        finds it (``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``). ``split`` is a split expression in
+        TFDS's grammar (``"train"``, ``"train[:10%]"``, ``"test[-5:]"``, ``"train[:50%]+test[:10]"``): the
+        pairs are the records ``tfds.load(split=split, shuffle_files=False)`` gives, in its order
+        (``images[i]`` is the i-th example it yields). The image and mask features come from its
+        ``features.json`` (or ``image_key``/``mask_key``); ``classes`` (as for :meth:`from_tfrecord`)
+        defaults to the table TFDS's dataset is published with (oxford_iiit_pet: pet, background,
+        border; cityscapes: the 19 train ids; scene_parse150: ADE20K's 100 instance categories in the
+        annotation's red channel), else the ids in the masks; ``mask_channel`` names the channel of colour
+        masks that holds the class where TFDS publishes none (see docs/tfrecord.md)."""
+        found = layouts.tfds(as_path(path_or_name, "path_or_name"), split, data_dir, image_key, mask_key,
+                             mask_channel)
+        return cls._of_found(found, classes)
 
     @classmethod
     def _of_records(cls, scans: list, classes, image_key: str | None, mask_key: str | None,
@@ -342,6 +360,14 @@ def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
     if pairing.missing:
         what = f"{len(pairing.missing)} listed file(s) are missing, " + what
     raise DataError(f"{what} ({hint}):\n" + "\n".join(lines))
+
+
+def as_path(value, argument: str) -> str:
+    """A path argument as a string: a ``str``, an ``os.PathLike`` or ``bytes`` (names that are no UTF-8, as
+    ``os.listdir(b".")`` gives them); anything else is a DataError naming the argument."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return os.fsdecode(value)
+    raise DataError(f"{argument} is a path (a str, pathlib.Path or bytes), got {type(value).__name__} {value!r:.60}")
 
 
 def _part(part) -> str | RecordPart:

@@ -12,12 +12,13 @@ fits them far better is named (:func:`refuse_other_form` at load time, :func:`ot
 all (``unknown``), that it maps to a class (``labelled``), and that it ignores on purpose (``ignored``:
 void ids, "other"). The other form fits far better when (1) the given table leaves at least
 :data:`UNKNOWN_SHARE` of the pixels unknown and the other at most a tenth of that; or (2) the other
-labels :data:`LABELLED_GAIN` more of the pixels, knowing no fewer; or (3) both know every id, the given
-table ignores no pixel while the other ignores at least :data:`IGNORED_SHARE` of them and labels no more
-than :data:`LABELLED_GAIN` fewer. Real masks of the right form leave nothing unknown and hold some void
-(every form here has void pixels in nearly every picture: Cityscapes' ego vehicle and borders, ADE20K's
-"other objects", VOC's object borders); of the wrong form, whole classes go unknown or ignored. Rule 3
-tells ADE20K's raw masks (0 "other") from reduced ones, which a reduced table reads without an unknown id.
+knows every id the given table knows, the given table ignores no pixel while the other ignores at least
+:data:`IGNORED_SHARE` of them, and labels no more than :data:`LABELLED_LOSS` fewer. Real masks of the
+right form leave nothing unknown and hold some void (every form here has void pixels in nearly every
+picture: Cityscapes' ego vehicle and borders, ADE20K's "other objects", VOC's object borders); of the
+wrong form, whole classes go unknown. Rule 2 tells ADE20K's raw masks (0 "other") from reduced ones,
+which a reduced table reads without an unknown id. A form that labels more pixels is not enough by
+itself: masks of blank or unusual content would be refused for it.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ from .parts import open_image
 SAMPLE = 16
 #: The share of pixels of no known id above which the given table is suspect.
 UNKNOWN_SHARE = 0.001
-#: How many more of the pixels (a share) the other form must label, knowing no fewer, to fit far better.
-LABELLED_GAIN = 0.25
-#: The share of pixels the other form must ignore where the given table ignores none (rule 3).
+#: The share of pixels the other form must ignore where the given table ignores none (rule 2).
 IGNORED_SHARE = 0.01
+#: How many fewer of the pixels (a share) the other form may label and still fit far better by rule 2.
+LABELLED_LOSS = 0.25
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,8 @@ class Fit:
     def far_better(self, other: Fit) -> bool:
         """Whether this fit is far better than ``other`` (see the module's docstring)."""
         return ((other.unknown >= UNKNOWN_SHARE and self.unknown <= other.unknown / 10)
-                or (self.labelled >= other.labelled + LABELLED_GAIN and self.unknown <= other.unknown)
                 or (other.ignored == 0 and self.ignored >= IGNORED_SHARE and self.unknown <= other.unknown
-                    and self.labelled >= other.labelled - LABELLED_GAIN))
+                    and self.labelled >= other.labelled - LABELLED_LOSS))
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,22 @@ import re
 import threading
 from collections import deque
 from pathlib import Path
+from typing import NoReturn
 
 from .data import SegmentationData
 from .errors import WHAT_TO_DO, LoadError
-from .inspection import CHANGED_FILE, Expect, Problem, ProblemKind, check_pair, gpu_mask_problems, quick_check
-from .parts import part_file
-from .tfrecord import file_stamp
+from .inspection import (
+    CHANGED_FILE,
+    Expect,
+    Problem,
+    ProblemKind,
+    check_pair,
+    gpu_mask_problems,
+    quick_check,
+    record_problem_kind,
+)
+from .parts import part_file, read_part
+from .tfrecord import CHANGED_RECORD, RecordPart, RecordProblem, file_stamp, masked_crc, read_pair
 
 
 # ---------------------------------------------------------------- at load time
@@ -48,27 +58,66 @@ class PairGuard:
         self._refused: deque[LoadError] = deque(maxlen=remember)  # verify()'s latest refusals
         self._lock = threading.Lock()
 
-    def verify(self, index: int) -> None:
+    def verify(self, index: int, blobs: tuple[bytes, bytes] | None = None) -> None:
         """Vet pair ``index`` unless it was vetted and its files have not changed since; a LoadError naming
-        its files where it would not load."""
+        its files where it would not load. ``blobs``: the pair's encoded image and mask as read from its
+        record, already checked against the index (:meth:`read`): vetted once, as the bytes are then the
+        ones indexed."""
         with self._lock:
             self._recent.append(index)
         image, mask = self.data.images[index], self.data.masks[index]
-        try:
-            stamp = (file_stamp(part_file(image)), file_stamp(part_file(mask)))
-        except OSError:
-            stamp = None  # gone: the quick checks say so, naming the file
+        if blobs is not None:
+            stamp = "indexed"  # the record's data CRC was compared with the index's
+        else:
+            try:
+                stamp = (file_stamp(part_file(image)), file_stamp(part_file(mask)))
+            except OSError:
+                stamp = None  # gone: the quick checks say so, naming the file
         if stamp is not None and self._vetted.get(index) == stamp:
             return
-        problems, headers = quick_check(image, mask, self.expect)
+        problems, headers = quick_check(image, mask, self.expect, dict(zip((image, mask), blobs or ())))
         if not problems and self.expect.backend == "dali-gpu" and self.data.gpu_masks is not None:
             problems = gpu_mask_problems(self.data.gpu_masks[index], headers[image], image)
         if problems:
-            refused = LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
-            with self._lock:
-                self._refused.append(refused)  # what explain() hands on, whatever wraps it on the way
-            raise refused
+            self._refuse(index, problems)
         self._vetted[index] = stamp
+
+    def read(self, index: int) -> tuple[bytes, bytes]:
+        """Pair ``index``'s encoded image and mask, vetted (:meth:`verify`). A pair in a TFRecord record is
+        read once and checked against the file's index (:func:`~daliloader.tfrecord.read_pair`): a record
+        whose data changed since the dataset was loaded is refused, so what a loader decodes is what was
+        indexed and vetted."""
+        image, mask = self.data.images[index], self.data.masks[index]
+        if not isinstance(image, RecordPart):
+            self.verify(index)
+            return read_part(image), read_part(mask)
+        try:
+            blobs = read_pair(image, mask)
+        except RecordProblem as e:
+            self._refuse(index, [Problem(record_problem_kind(e.kind), str(image), e.what, str(mask))])
+        self.verify(index, blobs)
+        return blobs
+
+    def take(self, index: int, payload: bytes) -> tuple[bytes, bytes]:
+        """:meth:`read` of a record that another reader read (tf.data's ``TFRecordDataset``): its
+        ``payload`` checked against the index, then vetted; the encoded image and mask."""
+        image, mask = self.data.images[index], self.data.masks[index]
+        if image.crc is not None and masked_crc(payload) != image.crc:
+            self._refuse(index, [Problem(ProblemKind.CHANGED, str(image), CHANGED_RECORD, str(mask))])
+        try:
+            blobs = image.picture(payload), mask.picture(payload)
+        except RecordProblem as e:
+            self._refuse(index, [Problem(record_problem_kind(e.kind), str(image), e.what, str(mask))])
+        self.verify(index, blobs)
+        return blobs
+
+    def _refuse(self, index: int, problems: list[Problem]) -> NoReturn:
+        """Raise the LoadError that names pair ``index`` and its ``problems``, kept for :meth:`explain`."""
+        image, mask = self.data.images[index], self.data.masks[index]
+        refused = LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
+        with self._lock:
+            self._refused.append(refused)  # what explain() hands on, whatever wraps it on the way
+        raise refused
 
     def explain(self, error: BaseException) -> LoadError:
         """A LoadError naming the bad files among the pairs in flight when ``error`` happened: the guard's own
@@ -106,7 +155,14 @@ class PairGuard:
         return [p for i in pairs
                 for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0,
                                     mask_depth=self.data.mask_depth)
-                if p.kind not in (ProblemKind.UNKNOWN_VALUES, ProblemKind.LOSSY_MASK)]
+                if p.kind not in (ProblemKind.UNKNOWN_VALUES, ProblemKind.LOSSY_MASK) and self._fails_here(p)]
+
+    def _fails_here(self, problem: Problem) -> bool:
+        """Whether a problem stops this guard's backend: a picture too large for another backend's decoders
+        does not."""
+        backend = self.expect.backend
+        return problem.kind is not ProblemKind.UNDECODABLE or not backend or backend in problem.details.get(
+            "cannot", {backend: ""})
 
     def _what(self, pairs: list[int]) -> str:
         """The pairs vetted last, in words."""

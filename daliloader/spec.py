@@ -237,6 +237,7 @@ class Count:
     optional: bool = False
     most: Callable[[], int] | None = None
     sized: bool = False  # a size (of a batch, a pool): "a positive integer"
+    of: str = "threads"  # what the count is of, for the message about its most
 
 
 #: DALI's CPU threads per core that a loader takes at most (see :func:`most_threads`).
@@ -244,17 +245,18 @@ THREADS_PER_CORE = 4
 
 
 def most_threads() -> int:
-    """The most DALI threads a loader takes: :data:`THREADS_PER_CORE` per core, 8 at least. DALI's CPU
-    threads share the cores and each holds its own buffers, so more threads add memory and no speed,
-    and a few hundred crash DALI (a segmentation fault or an abort, not an error)."""
+    """The most threads (or worker processes) a loader or job takes: :data:`THREADS_PER_CORE` per core, 8
+    at least. DALI's CPU threads share the cores and each holds its own buffers, so more threads add
+    memory and no speed, and a few hundred crash DALI (a segmentation fault or an abort, not an error);
+    Keras' ``workers`` and the jobs' threads alike (a million of them end in "can't start new thread")."""
     return max(8, THREADS_PER_CORE * (os.cpu_count() or 1))
 
 
 #: Every integer argument of the loaders and jobs, checked in one place (:func:`check_count`) by each of them.
 COUNTS = {"batch_size": Count(1, sized=True), "global_batch_size": Count(1, sized=True),
-          "workers": Count(1, sized=True), "prefetch": Count(1),
+          "workers": Count(1, sized=True, most=most_threads, of="workers"), "prefetch": Count(1),
           "device_id": Count(0), "shard_id": Count(None), "num_shards": Count(1), "seed": Count(0, optional=True),
-          "num_threads": Count(1, optional=True, most=most_threads)}
+          "num_threads": Count(1, optional=True, most=most_threads, of="DALI CPU threads")}
 
 
 def check_count(name: str, value):
@@ -269,9 +271,9 @@ def check_count(name: str, value):
         least = "" if count.least is None else f" >= {count.least}"
         raise SpecError(f"{name} must be an integer{least}{' or None' if count.optional else ''}, got {value!r}")
     if count.most is not None and value > count.most():
-        raise SpecError(f"{name}={value} is more than DALI's CPU threads can use here: this machine has "
-                        f"{os.cpu_count() or 1} cores, and a loader takes at most {count.most()} threads "
-                        f"({THREADS_PER_CORE} per core). Pass at most that, or leave {name} out (one thread per core)")
+        raise SpecError(f"{name}={value} is more than this machine can use: it has {os.cpu_count() or 1} cores, "
+                        f"and daliloader takes at most {count.most()} {count.of} ({THREADS_PER_CORE} per core). "
+                        "Pass at most that")
     return int(value)
 
 

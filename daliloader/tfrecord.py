@@ -7,38 +7,42 @@ datasets store one ``tf.train.Example`` per record: a map from feature keys to a
 or int64s, with the encoded image and mask as bytes.
 
 :func:`scan` reads a file once, checking every CRC, and records what the loaders need: each record's
-offset and size (DALI's ``fn.readers.tfrecord`` index, ``"offset size"`` per line, as DALI's
-``tfrecord2idx`` writes it), each record's feature keys, and the value of a file-name feature where
-records have one. :func:`indexed` keeps that scan in an index beside the file (or in the cache when
-the file's folder is read-only) and scans again when the file changes. :func:`read_record` and
-:func:`example_bytes` read one record and take a feature out of it; :class:`Writer` writes TFRecord
-files of Examples (the bench's TFRecord copy of a dataset).
+number, offset, size and data CRC, its feature keys, and the value of a file-name feature where records
+have one. :func:`indexed` keeps that scan in an index (in the cache, or beside the file where asked) and
+scans again when the file changes or the index is damaged. :func:`read_record`, :func:`read_pair` and
+:func:`example_bytes` read one record, compare it with what was indexed, and take a feature out of it:
+every backend reads records through them or checks what it read against the index, so that a record
+that changed since the dataset was loaded is never used. :class:`Writer` writes TFRecord files of
+Examples (the bench's TFRecord copy of a dataset).
 
-Compressed files (``TFRecordOptions(compression_type="GZIP" | "ZLIB")``) cannot be read at an offset,
-which DALI's reader needs: they are refused with the command that decompresses them.
+Compressed files (``TFRecordOptions(compression_type="GZIP" | "ZLIB")``) cannot be read at an offset:
+they are refused with the command that decompresses them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
 import os
 import shlex
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
+from .cache import INDEXES, prune_indexes
 from .environment import cache_dir, cache_way_out
 from .errors import DataError
 
 #: Bytes before a record's payload (length, CRC of the length) and after it (CRC of the payload).
 HEADER, FOOTER = 12, 4
-#: The index kept for each TFRecord file: ``INDEX_FOLDER/<file name>.idx`` (DALI's format) and
-#: ``.json`` (the scan), beside the file or in the cache.
+#: The folder beside a TFRecord file where its index (``<file name>.json``, the scan) is kept when asked
+#: (``index="beside"``; by default indexes are kept in the cache).
 INDEX_FOLDER = ".daliloader-index"
-INDEX_VERSION = 1
+#: 2: each record's data CRC, and a digest of the whole index.
+INDEX_VERSION = 2
 #: Features that name a record's source file, in the order they are looked for (Model Garden and
 #: DeepLab, TFDS's oxford_iiit_pet, TFDS's cityscapes, others).
 NAME_KEYS = ("image/filename", "file_name", "image_id", "filename", "image/source_id")
@@ -68,6 +72,7 @@ class RecordFault(str, Enum):
     PARSE = "parse"  # its data is no tf.train.Example
     MISSING_KEY = "missing_key"  # no single picture under the image or mask key
     UNREADABLE = "unreadable"  # the operating system refused to read it
+    CHANGED = "changed"  # its data is not what was indexed (the file changed since)
 
     def __str__(self) -> str:
         return self.value
@@ -212,9 +217,12 @@ def frame(payload: bytes) -> bytes:
     return length + struct.pack("<I", masked_crc(length)) + payload + struct.pack("<I", masked_crc(payload))
 
 
-def read_record(file: str, record: int, offset: int, size: int) -> bytes:
+def read_record(file: str, record: int, offset: int, size: int, crc: int | None = None) -> bytes:
     """The payload of record number ``record`` at byte ``offset`` of ``file`` (``size`` bytes, framing
-    included), its CRCs checked; a RecordProblem names the file, the record and the offset."""
+    included), its CRCs checked, and its data's CRC compared with ``crc``, the one it had when the file
+    was indexed (where given): a record whose data changed since, even into another valid record, is
+    refused. A RecordProblem names the file, the record and the offset. Read with plain file I/O: a file
+    truncated or rewritten meanwhile is an error, never a signal (a memory map would raise SIGBUS)."""
     try:
         with open(file, "rb") as fh:
             fh.seek(offset)
@@ -222,7 +230,20 @@ def read_record(file: str, record: int, offset: int, size: int) -> bytes:
     except OSError as e:
         raise RecordProblem(RecordFault.UNREADABLE, file, record, offset,
                             f"cannot be read ({e.strerror or e})") from None
-    return _payload(blob, file, record, offset, size)
+    payload = _payload(blob, file, record, offset, size)
+    if crc is not None and _data_crc(blob) != crc:
+        raise RecordProblem(RecordFault.CHANGED, file, record, offset, CHANGED_RECORD)
+    return payload
+
+
+#: What a record whose data is not what was indexed is told.
+CHANGED_RECORD = ("its data changed since the file was indexed, when the dataset was loaded (the file was rewritten, "
+                  "or its records moved). Load the dataset again, which indexes it anew")
+
+
+def _data_crc(blob: bytes) -> int:
+    """The masked CRC of a record's data, as its last four bytes store it."""
+    return struct.unpack("<I", blob[-FOOTER:])[0]
 
 
 def _payload(blob: bytes, file: str, record: int, offset: int, size: int) -> bytes:
@@ -235,7 +256,7 @@ def _payload(blob: bytes, file: str, record: int, offset: int, size: int) -> byt
         raise RecordProblem(RecordFault.CRC, file, record, offset,
                             "its length field fails its CRC: the file is damaged, or changed since it was indexed")
     payload = blob[HEADER:HEADER + length]
-    if masked_crc(payload) != struct.unpack("<I", blob[HEADER + length:])[0]:
+    if masked_crc(payload) != _data_crc(blob):
         raise RecordProblem(RecordFault.CRC, file, record, offset, "its data fails its CRC: the file is damaged")
     return payload
 
@@ -252,11 +273,11 @@ def example_bytes(payload: bytes, key: str) -> bytes:
 # ---------------------------------------------------------------- scanning a file
 @dataclass(frozen=True)
 class Scan:
-    """What one pass over a TFRecord file found: each readable record's offset and size (framing
-    included), its feature keys (an index into ``keysets``: sorted ``(key, kind, count)``), and the
-    value of its name feature (:data:`NAME_KEYS`, None without one); and the records that cannot be
-    read, as RecordProblems (a damaged length or a truncated end stops the scan: what follows cannot
-    be found)."""
+    """What one pass over a TFRecord file found: each readable record's number in the file, offset and
+    size (framing included), the CRC of its data (as stored: what each later read is compared with),
+    its feature keys (an index into ``keysets``: sorted ``(key, kind, count)``), and the value of its
+    name feature (:data:`NAME_KEYS`, None without one); and the records that cannot be read, as
+    RecordProblems (a damaged length or a truncated end stops the scan: what follows cannot be found)."""
 
     file: str
     stamp: tuple[int, ...]
@@ -266,12 +287,17 @@ class Scan:
     record_keysets: tuple[int, ...]
     names: tuple[str | None, ...]
     problems: tuple[RecordProblem, ...] = ()
-    index: str = ""  # DALI's index file for it (set by :func:`indexed`)
-    numbers: tuple[int, ...] = field(default=())  # each readable record's number in the file
+    numbers: tuple[int, ...] = ()
+    crcs: tuple[int, ...] = ()
 
     def keys(self, i: int) -> tuple[tuple[str, str, int], ...]:
         """The ``(key, kind, count)`` of readable record ``i``."""
         return self.keysets[self.record_keysets[i]]
+
+    @property
+    def empty(self) -> bool:
+        """Whether the file holds no byte (DeepLab's conversion scripts write empty shards)."""
+        return self.stamp[0] == 0
 
 
 def file_stamp(path: str | os.PathLike) -> tuple[int, ...]:
@@ -282,51 +308,76 @@ def file_stamp(path: str | os.PathLike) -> tuple[int, ...]:
     return s.st_size, s.st_mtime_ns, s.st_ino, s.st_ctime_ns
 
 
+class _Scanning:
+    """What :func:`scan` has found so far in one file."""
+
+    def __init__(self, file: str, stamp: tuple[int, ...]):
+        self.file, self.stamp = file, stamp
+        self.offsets, self.sizes, self.numbers, self.crcs = [], [], [], []
+        self.record_keysets, self.names, self.problems = [], [], []
+        self.keysets: dict[tuple, int] = {}
+
+    def record(self, number: int, offset: int, blob: bytes, size: int) -> bool:
+        """Take the record ``blob`` (framing included, ``size`` bytes where the file is whole); whether the
+        scan can go on after it."""
+        try:
+            payload = _payload(blob, self.file, number, offset, size)
+            features = parse_example(payload)
+        except RecordProblem as e:
+            self.problems.append(e)
+            return e.kind is not RecordFault.TRUNCATED
+        except ValueError as e:
+            self.problems.append(RecordProblem(RecordFault.PARSE, self.file, number, offset,
+                                               f"its data is no tf.train.Example ({e})"))
+            return True
+        keyset = tuple(sorted((k, f.kind, f.count) for k, f in features.items()))
+        self.record_keysets.append(self.keysets.setdefault(keyset, len(self.keysets)))
+        self.names.append(_name(payload, features))
+        self.offsets.append(offset)
+        self.sizes.append(size)
+        self.numbers.append(number)
+        self.crcs.append(_data_crc(blob))
+        return True
+
+    def done(self) -> Scan:
+        return Scan(self.file, self.stamp, tuple(self.offsets), tuple(self.sizes), tuple(self.keysets),
+                    tuple(self.record_keysets), tuple(self.names), tuple(self.problems), tuple(self.numbers),
+                    tuple(self.crcs))
+
+
 def scan(file: str) -> Scan:
     """Read ``file`` once, record by record (see :class:`Scan`). A file that is no TFRecord file at all
     (compressed, or another format) is one problem, at record 0, saying what to do."""
-    stamp = file_stamp(file)
-    offsets, sizes, numbers, record_keysets, names, problems = [], [], [], [], [], []
-    keysets: dict[tuple, int] = {}
+    found = _Scanning(file, file_stamp(file))
     with open(file, "rb") as fh:
         offset, number = 0, 0
-        while offset < stamp[0]:
+        while offset < found.stamp[0]:
             head = fh.read(HEADER)
-            if len(head) < HEADER:
-                problems.append(RecordProblem(RecordFault.TRUNCATED, file, number, offset,
-                                              f"only {len(head)} bytes of its "
-                                              "12-byte header are there: the file is truncated"))
+            problem = _header_problem(file, number, offset, head)
+            if problem is not None:
+                found.problems.append(problem)
                 break
-            length, crc = struct.unpack("<QI", head)
-            if masked_crc(head[:8]) != crc:
-                problems.append(_foreign(file, head) if number == 0 else RecordProblem(
-                    RecordFault.CRC, file, number, offset,
-                    "its length field fails its CRC: the file is damaged here, and "
-                    "nothing after this record can be found"))
+            size = HEADER + struct.unpack("<Q", head[:8])[0] + FOOTER
+            if not found.record(number, offset, head + fh.read(size - HEADER), size):
                 break
-            size = HEADER + length + FOOTER
-            blob = head + fh.read(length + FOOTER)
-            try:
-                payload = _payload(blob, file, number, offset, size)
-                features = parse_example(payload)
-            except RecordProblem as e:
-                problems.append(e)
-                if e.kind is RecordFault.TRUNCATED:
-                    break
-            except ValueError as e:
-                problems.append(RecordProblem(RecordFault.PARSE, file, number, offset,
-                                              f"its data is no tf.train.Example ({e})"))
-            else:
-                keyset = tuple(sorted((k, f.kind, f.count) for k, f in features.items()))
-                record_keysets.append(keysets.setdefault(keyset, len(keysets)))
-                names.append(_name(payload, features))
-                offsets.append(offset)
-                sizes.append(size)
-                numbers.append(number)
             offset += size
             number += 1
-    return Scan(file, stamp, tuple(offsets), tuple(sizes), tuple(keysets), tuple(record_keysets), tuple(names),
-                tuple(problems), numbers=tuple(numbers))
+    return found.done()
+
+
+def _header_problem(file: str, number: int, offset: int, head: bytes) -> RecordProblem | None:
+    """Why a record's header (its first 12 bytes) cannot be read, or None."""
+    if len(head) < HEADER:
+        return RecordProblem(RecordFault.TRUNCATED, file, number, offset,
+                             f"only {len(head)} bytes of its 12-byte header are there: the file is truncated")
+    length, crc = struct.unpack("<QI", head)
+    if masked_crc(head[:8]) == crc:
+        return None
+    if number == 0:
+        return _foreign(file, head)
+    return RecordProblem(RecordFault.CRC, file, number, offset,
+                         "its length field fails its CRC: the file is damaged here, and nothing after this record "
+                         "can be found")
 
 
 def _name(payload: bytes, features: dict[str, Feature]) -> str | None:
@@ -353,26 +404,37 @@ def _foreign(file: str, head: bytes) -> RecordProblem:
 
 
 # ---------------------------------------------------------------- the index, kept
-def indexed(file: str | os.PathLike) -> Scan:
+#: Where :func:`indexed` keeps a file's index: in the cache (nothing written beside the data), or
+#: beside the file, in :data:`INDEX_FOLDER` (the cache where that folder cannot be written).
+INDEX_PLACES = ("cache", "beside")
+#: The cache's folder of indexes, one folder per TFRecord file (named by its absolute path).
+CACHE_FOLDER = INDEXES
+
+
+def indexed(file: str | os.PathLike, index: str | None = None) -> Scan:
     """The scan of ``file``, kept in an index that is read instead while the file is unchanged (its
-    :func:`file_stamp`); written beside the file in :data:`INDEX_FOLDER`, or in the cache
-    (``$DALILOADER_CACHE``) when that folder cannot be written. The index holds DALI's index file
-    (``Scan.index``). Two processes indexing one file wait for each other instead of scanning twice."""
+    :func:`file_stamp`) and the index whole: an index that fails its own digest or does not fit the file
+    (damaged, torn, cut short, edited) is never trusted; the file is scanned anew.
+
+    ``index``: where a new index is written (:data:`INDEX_PLACES`; None: ``$DALILOADER_INDEX``, else
+    ``"cache"``): ``"cache"`` writes nothing beside the data (``$DALILOADER_CACHE/tfrecord-index/``, see
+    :mod:`daliloader.cache` to list and clean it); ``"beside"`` keeps it in :data:`INDEX_FOLDER` beside
+    the file, for datasets that travel with their indexes. An index beside the file is read in either
+    case. Two processes indexing one file wait for each other instead of scanning twice."""
     from filelock import FileLock
 
     file = os.fspath(file)  # the parts keep the path as given, as SegmentationData keeps file paths
-    try:
-        with open(file, "rb"):
-            stamp = file_stamp(file)
-    except FileNotFoundError:
-        raise DataError(f"TFRecord file {file} does not exist") from None
-    except OSError as e:
-        raise DataError(f"cannot read TFRecord file {file} ({e.strerror or e})") from None
-    for folder in _index_folders(file):
+    index = os.environ.get("DALILOADER_INDEX", "cache") if index is None else index
+    if index not in INDEX_PLACES:
+        raise DataError(f"index={index!r} (or $DALILOADER_INDEX): TFRecord indexes are kept in the 'cache' (the "
+                        "default) or 'beside' the files")
+    stamp = _readable_stamp(file)
+    cache, beside = _index_folders(file)
+    for folder in (cache, beside):
         found = _read_index(folder, file, stamp)
         if found is not None:
             return found
-    for folder in _index_folders(file):
+    for folder in (beside, cache) if index == "beside" else (cache,):
         try:
             folder.mkdir(parents=True, exist_ok=True)
             lock = FileLock(str(folder / f"{Path(file).name}.lock"))
@@ -384,58 +446,119 @@ def indexed(file: str | os.PathLike) -> Scan:
             return found if found is not None else _write_index(folder, scan(file))
         finally:
             lock.release()
-    raise DataError(f"cannot write an index for {file} beside it nor in the cache ({cache_way_out()})")
+    raise DataError(f"cannot write an index for {file} in the cache ({cache_way_out()})")
 
 
-def _index_folders(file: str) -> list[Path]:
-    """Beside the file, then in the cache (under a name unique to the file's absolute path)."""
+def _readable_stamp(file: str) -> tuple[int, ...]:
+    """The file's stamp, once it is known to be a file that can be opened."""
+    if os.path.isdir(file):
+        raise DataError(f"{file} is a folder, not a TFRecord file")
+    try:
+        with open(file, "rb"):
+            return file_stamp(file)
+    except FileNotFoundError:
+        raise DataError(f"TFRecord file {file} does not exist") from None
+    except OSError as e:
+        raise DataError(f"cannot read TFRecord file {file} ({e.strerror or e})") from None
+
+
+def _index_folders(file: str) -> tuple[Path, Path]:
+    """In the cache (under a name unique to the file's absolute path), and beside the file."""
     digest = hashlib.sha1(os.path.abspath(file).encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
-    return [Path(file).parent / INDEX_FOLDER, cache_dir() / "tfrecord-index" / digest]
+    return cache_dir() / CACHE_FOLDER / digest, Path(file).parent / INDEX_FOLDER
 
 
 def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:
-    """The kept scan of ``file`` in ``folder`` if it is there, whole, and of this version of the file."""
-    name = Path(file).name
+    """The kept scan of ``file`` in ``folder`` if it is there, whole (its digest), of this version of the
+    file (its stamp) and fits it (``_fits``); its last use is noted (for :mod:`daliloader.cache`)."""
+    path = folder / f"{Path(file).name}.json"
     try:
-        kept = json.loads((folder / f"{name}.json").read_text())
-    except (OSError, ValueError):
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        body = kept["body"]
+        if kept.get("digest") != _digest(body) or body.get("version") != INDEX_VERSION:
+            return None
+        found = _scan_of(body, file)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None
-    if not isinstance(kept, dict) or kept.get("version") != INDEX_VERSION or kept.get("stamp") != list(stamp):
+    if found.stamp != tuple(stamp) or not _fits(found):
         return None
-    index = folder / f"{name}.idx"
-    if not index.is_file():
-        return None
-    problems = tuple(RecordProblem(kind, file, record, offset, what)
-                     for kind, _, record, offset, what in kept["problems"])
-    return Scan(file, stamp, tuple(kept["offsets"]), tuple(kept["sizes"]),
-                tuple(tuple(tuple(k) for k in ks) for ks in kept["keysets"]), tuple(kept["record_keysets"]),
-                tuple(kept["names"]), problems, str(index), tuple(kept["numbers"]))
+    with contextlib.suppress(OSError):  # a read-only folder: the index is used all the same
+        os.utime(path)
+    return found
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _scan_of(body: dict, file: str) -> Scan:
+    """The Scan a kept index holds (a TypeError, ValueError or KeyError where it holds something else)."""
+    ints = lambda key: tuple(int(v) for v in body[key])  # noqa: E731
+    keysets = tuple(tuple((str(k), str(kind), int(n)) for k, kind, n in ks) for ks in body["keysets"])
+    names = tuple(None if n is None else str(n) for n in body["names"])
+    problems = tuple(RecordProblem(RecordFault(kind), file, int(record), int(offset), str(what))
+                     for kind, record, offset, what in body["problems"])
+    return Scan(file, ints("stamp"), ints("offsets"), ints("sizes"), keysets, ints("record_keysets"), names,
+                problems, ints("numbers"), ints("crcs"))
+
+
+def _fits(found: Scan) -> bool:
+    """Whether a kept scan can be the scan of its file: one entry per record in every list, records in
+    increasing order of number, and the records tiling the file (:func:`_tiles`)."""
+    n = len(found.offsets)
+    if not all(len(v) == n for v in (found.sizes, found.numbers, found.crcs, found.record_keysets, found.names)):
+        return False
+    return (all(s >= HEADER + FOOTER for s in found.sizes) and all(0 <= c < 2 ** 32 for c in found.crcs)
+            and all(0 <= k < len(found.keysets) for k in found.record_keysets)
+            and all(a < b for a, b in zip(found.numbers, found.numbers[1:])) and _tiles(found))
+
+
+def _tiles(found: Scan) -> bool:
+    """Whether the readable records follow each other from the file's first byte to its last, leaving a
+    gap only where a record that cannot be read starts (a problem's offset): no record dropped, repeated
+    or moved."""
+    problems = {p.offset for p in found.problems}
+    expected = 0  # where the next record starts
+    for offset, size in zip(found.offsets, found.sizes):
+        if offset != expected and (offset < expected or expected not in problems):
+            return False
+        expected = offset + size
+    return expected == found.stamp[0] or expected in problems
 
 
 def _write_index(folder: Path, found: Scan) -> Scan:
-    """Write DALI's index file and the scan, each to a temporary file renamed into place (the JSON last:
-    it says the index is complete)."""
-    name = Path(found.file).name
-    index = folder / f"{name}.idx"
-    _write_whole(index, "".join(f"{o} {s}\n" for o, s in zip(found.offsets, found.sizes)))
-    kept = {"version": INDEX_VERSION, "file": found.file, "stamp": list(found.stamp), "offsets": found.offsets,
-            "sizes": found.sizes, "numbers": found.numbers, "keysets": found.keysets,
+    """Write the scan, whole (a temporary file renamed into place), with its digest."""
+    body = {"version": INDEX_VERSION, "file": found.file, "stamp": list(found.stamp), "offsets": found.offsets,
+            "sizes": found.sizes, "numbers": found.numbers, "crcs": found.crcs, "keysets": found.keysets,
             "record_keysets": found.record_keysets, "names": found.names,
-            "problems": [[p.kind, p.file, p.record, p.offset, p.what] for p in found.problems]}
-    _write_whole(folder / f"{name}.json", json.dumps(kept))
-    return replace(found, index=str(index))
+            "problems": [[p.kind.value, p.record, p.offset, p.what] for p in found.problems]}
+    body = json.loads(json.dumps(body))  # as it reads back (tuples as lists), which the digest is of
+    prune_indexes()
+    _write_whole(folder / f"{Path(found.file).name}.json", json.dumps({"digest": _digest(body), "body": body}))
+    return found
 
 
 def _write_whole(path: Path, text: str) -> None:
     """``text`` into ``path``, whole: a temporary sibling renamed into place."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_text(text)
+        temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, path)
     except OSError as e:
         raise DataError(f"cannot write {path} ({e.strerror or e}); {cache_way_out()}") from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def dali_index(found: Scan) -> str:
+    """DALI's index file (``"offset size"`` per record, as its ``tfrecord2idx`` writes) of a whole file's
+    records, written into the cache beside the file's kept index: for DALI's own reader, which the bench's
+    decode ceiling uses (the loaders read records themselves)."""
+    path = _index_folders(found.file)[0] / f"{Path(found.file).name}.{found.stamp[1]}.idx"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_whole(path, "".join(f"{o} {s}\n" for o, s in zip(found.offsets, found.sizes)))
+    return str(path)
 
 
 # ---------------------------------------------------------------- a dataset's pairs in records
@@ -444,7 +567,8 @@ class RecordPart:
     """The image (or the mask) of one pair stored in a TFRecord file: feature ``key`` of record number
     ``record`` at byte ``offset`` of ``file`` (``size`` bytes, framing included); ``name``: the record's
     file-name feature, where it has one (:data:`NAME_KEYS`); ``stamp``: the file's :func:`file_stamp`
-    when it was indexed (a file that changed since may have moved its records).
+    when it was indexed (a file that changed since may have moved its records); ``crc``: the CRC of the
+    record's data then, with which every read is compared (None: not known, the record's own CRCs only).
 
     It stands where a file path stands for files (``SegmentationData.images[i]``); ``str()`` names it
     in messages."""
@@ -456,13 +580,28 @@ class RecordPart:
     key: str
     name: str | None
     stamp: tuple[int, ...]
+    crc: int | None = None
 
     def __str__(self) -> str:
         return f"{self.file} [record {self.record} at byte {self.offset}, {self.key}]"
 
+    def payload(self) -> bytes:
+        """The record's serialized Example, as it was indexed; a RecordProblem names the record when it
+        cannot be read or is no longer what was indexed (a file that changed since says so, whatever the
+        read found at the record's old place)."""
+        try:
+            return read_record(self.file, self.record, self.offset, self.size, self.crc)
+        except RecordProblem as e:
+            if e.kind is RecordFault.UNREADABLE or e.kind is RecordFault.CHANGED or not self.changed():
+                raise
+            raise RecordProblem(RecordFault.CHANGED, self.file, self.record, self.offset, CHANGED_RECORD) from None
+
     def read(self) -> bytes:
-        """The encoded picture; a RecordProblem names the record when it cannot be read."""
-        payload = read_record(self.file, self.record, self.offset, self.size)
+        """The encoded picture; a RecordProblem names the record when it cannot be read (:meth:`payload`)."""
+        return self.picture(self.payload())
+
+    def picture(self, payload: bytes) -> bytes:
+        """This part's encoded picture in the record's ``payload``."""
         try:
             return example_bytes(payload, self.key)
         except ValueError:
@@ -477,13 +616,23 @@ class RecordPart:
             return True
 
 
+def read_pair(image: RecordPart, mask: RecordPart) -> tuple[bytes, bytes]:
+    """The encoded image and mask of a pair, from one read of their record (both parts of one record, as
+    a dataset's pairs are), as it was indexed (see :meth:`RecordPart.payload`)."""
+    payload = image.payload()
+    return image.picture(payload), (mask.picture(payload) if mask.offset == image.offset else mask.read())
+
+
 @dataclass(frozen=True)
 class Records:
     """How a dataset stored in TFRecord files is read: the features that hold each record's image and
-    mask (``SegmentationData.images[i]`` and ``masks[i]`` are the RecordParts of record ``i``)."""
+    mask (``SegmentationData.images[i]`` and ``masks[i]`` are the RecordParts of record ``i``), and the
+    files given that hold no record at all (DeepLab's conversion scripts write empty shards: they are
+    read, and named in the dataset's description and by ``check``)."""
 
     image_key: str
     mask_key: str
+    empty_files: tuple[str, ...] = ()
 
 
 #: Known layouts: (image key, mask key, who writes them), tried in this order.
@@ -495,11 +644,17 @@ KNOWN_KEYS = (("image/encoded", "image/segmentation/class/encoded", "TF Model Ga
 def expand(files) -> list[str]:
     """TFRecord files from a path, a glob pattern or a list of either, in that order (each glob's
     matches sorted); a pattern that matches nothing, a folder or a missing file is a DataError."""
-    if isinstance(files, (str, os.PathLike)):
+    if isinstance(files, (str, bytes, os.PathLike)):
         files = [files]
+    if not isinstance(files, (list, tuple)):
+        raise DataError(f"files is a TFRecord file, a glob pattern or a list of them (str, pathlib.Path or bytes), "
+                        f"got {type(files).__name__} {files!r:.60}")
     found = []
     for given in files:
-        given = os.fspath(given)
+        if not isinstance(given, (str, bytes, os.PathLike)):
+            raise DataError(f"a TFRecord file is a path (str, pathlib.Path or bytes), got {type(given).__name__} "
+                            f"{given!r:.60}")
+        given = os.fsdecode(given)
         if glob.has_magic(given) and not os.path.isfile(given):  # (a file may hold [, ] or * in its name)
             matches = sorted(m for m in glob.glob(given) if os.path.isfile(m))
             if not matches:
@@ -553,7 +708,7 @@ def record_pairs(scans: list[Scan], keys: Records) -> tuple[list[tuple[RecordPar
     they hold). Loaders refuse the data for the first problem; ``check`` lists them all."""
     pairs, problems = [], [p for found in scans for p in found.problems]
     for found in scans:
-        for i, (offset, size, number) in enumerate(zip(found.offsets, found.sizes, found.numbers)):
+        for i, (offset, size, number, crc) in enumerate(zip(found.offsets, found.sizes, found.numbers, found.crcs)):
             held = {k: (kind, count) for k, kind, count in found.keys(i)}
             lacking = [key for key in (keys.image_key, keys.mask_key) if held.get(key) != ("bytes", 1)]
             if lacking:
@@ -563,7 +718,7 @@ def record_pairs(scans: list[Scan], keys: Records) -> tuple[list[tuple[RecordPar
                                               f"it {what}, where one encoded picture belongs; its keys: "
                                               f"{', '.join(sorted(held))}"))
                 continue
-            pairs.append(tuple(RecordPart(found.file, number, offset, size, key, found.names[i], found.stamp)
+            pairs.append(tuple(RecordPart(found.file, number, offset, size, key, found.names[i], found.stamp, crc)
                                for key in (keys.image_key, keys.mask_key)))
     return pairs, problems
 
@@ -584,49 +739,8 @@ def keys_of(scans: list[Scan], image_key: str | None, mask_key: str | None) -> R
         refuse([p for found in scans for p in found.problems])
         raise DataError(f"the TFRecord files hold no record: {', '.join(found.file for found in scans)}")
     where = scans[0].file if len(scans) == 1 else f"{scans[0].file} and {len(scans) - 1} more files"
-    return choose_keys(keysets, image_key, mask_key, f"the records of {where}")
-
-
-def reader_files(parts) -> tuple[list[str], list[str]]:
-    """DALI's ``fn.readers.tfrecord`` inputs that read ``parts`` in their order: a path and an index file
-    per run of consecutive parts of one file. A run that is a whole file in its order uses the file's
-    kept index; any other (a subset, another order) gets an index of its own, beside the file or in the
-    cache, named by its content."""
-    paths, indexes = [], []
-    runs: list[list[RecordPart]] = []
-    for part in parts:
-        if runs and runs[-1][0].file == part.file:
-            runs[-1].append(part)
-        else:
-            runs.append([part])
-    for run in runs:
-        kept = indexed(run[0].file)
-        if [(p.offset, p.size) for p in run] == list(zip(kept.offsets, kept.sizes)):
-            index = kept.index
-        else:
-            index = _run_index(run)
-        paths.append(run[0].file)
-        indexes.append(index)
-    return paths, indexes
-
-
-def _run_index(run: list[RecordPart]) -> str:
-    """A DALI index of the records of ``run`` (parts of one file), written once where the file's own index
-    could be (see :func:`indexed`)."""
-    lines = "".join(f"{p.offset} {p.size}\n" for p in run)
-    name = hashlib.sha1((os.path.abspath(run[0].file) + lines).encode(errors="surrogateescape")).hexdigest()
-    for folder in _index_folders(run[0].file):
-        index = folder / "runs" / f"{name}.idx"
-        if index.is_file():
-            return str(index)
-        try:
-            index.parent.mkdir(parents=True, exist_ok=True)
-            _write_whole(index, lines)
-            return str(index)
-        except (OSError, DataError):
-            continue
-    raise DataError(f"cannot write an index of records of {run[0].file} beside it nor in the cache "
-                    f"({cache_way_out()})")
+    found = choose_keys(keysets, image_key, mask_key, f"the records of {where}")
+    return replace(found, empty_files=tuple(s.file for s in scans if s.empty))
 
 
 # ---------------------------------------------------------------- writing

@@ -132,8 +132,8 @@ def test_num_threads_is_bounded_by_the_cores(index_data, monkeypatch):
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert dl.make_plan(index_data, num_threads=8).num_threads == 8
-    with pytest.raises(dl.SpecError, match=r"num_threads=256 is more than .*2 cores, and a loader takes at most 8 "
-                                           r"threads \(4 per core\)"):
+    with pytest.raises(dl.SpecError, match=r"num_threads=256 is more than .*2 cores, and daliloader takes at most 8 "
+                                           r"DALI CPU threads \(4 per core\)"):
         dl.dali_pipeline(index_data, num_threads=256, backend="dali-cpu")
 
 

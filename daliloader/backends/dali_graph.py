@@ -11,7 +11,11 @@ the stream position through one :class:`~daliloader.sampler.Sampler`, so image a
 construction under shuffling and sharding; ``fn.io.file.read`` reads the bytes in DALI's worker
 threads. Reading packs (``data.packs``): one ``fn.readers.webdataset`` reads image, mask and sample
 index from the same record, and one input marks the padding positions
-(:class:`~daliloader.sampler.ReaderEpochs`).
+(:class:`~daliloader.sampler.ReaderEpochs`). Reading TFRecords: the records are read in Python by
+the guard (:meth:`~daliloader.guard.PairGuard.read`), which checks each one against the file's index
+(its data's CRC) as it hands it over, in the sampler's order as files are; DALI's own TFRecord reader
+is not used, because it checks no CRC, trusts its index file, reads ahead of any check and
+memory-maps the files (a file truncated under it kills the process with SIGBUS).
 
 Run alone, the pipeline computes its inputs in ``external_source`` callbacks; under TensorFlow they
 are placeholders fed by native ``tf.data`` streams (``fed``), because the plugin would otherwise call
@@ -38,26 +42,24 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
+import struct
 from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 from nvidia.dali import fn, types
 from nvidia.dali import math as dmath
-from nvidia.dali import tfrecord as tfrec
 from nvidia.dali.pipeline import Pipeline
 
 from .. import stages
-from ..classes import ClassMap, MaskKind
+from ..classes import PREFIXES_PER_TABLE, ClassMap, MaskKind
 from ..data import Container, SegmentationData
 from ..errors import SpecError
 from ..guard import PairGuard
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
-from ..sampler import SHUFFLE_BUFFER, ReaderEpochs, Sampler
+from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
-from ..tfrecord import reader_files
 from . import pair_guard
 
 log = logging.getLogger("daliloader")
@@ -73,13 +75,16 @@ DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max,
 #: draws afresh for the next epoch's positions instead of replaying its generator.
 INPUTS = ("image_path", "mask_path", "index")
 PACK_INPUTS = ("real",)
-#: When reading TFRecords: the sample index of each position (-1: padding).
-RECORD_INPUTS = ("index",)
+#: When reading TFRecords: each position's record (its encoded image and mask, :func:`pack_pair`) and
+#: sample index (-1: padding).
+RECORD_INPUTS = ("record", "index")
 DRAWS = "draws"
-#: Name of the webdataset or TFRecord reader (for ``pipeline.reader_meta``).
+#: Name of the webdataset reader (for ``pipeline.reader_meta``).
 READER = "packs"
-#: Samples DALI's TFRecord reader buffers to shuffle (its ``initial_fill``).
-RECORD_FILL = SHUFFLE_BUFFER
+#: Whether DALI memory-maps the files and packs it reads (its default). Off: a file truncated or
+#: rewritten under a mapped read kills the process with SIGBUS, which no error handler sees; with plain
+#: file I/O it is an error naming the file (benchmarks/mmap_cost.py measures what maps would gain).
+USE_MMAP = False
 #: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
 STAGES = ("read", "decode", "labels", "crop", "normalize")
 
@@ -142,11 +147,8 @@ def host_batch_size(plan: Plan, device: str) -> int:
 def guard_memory(plan: Plan, batch: int, chunk: int = 0) -> int:
     """How many pairs the guard remembers, so that :meth:`PairGuard.explain` decodes every pair that can be
     in flight when a decoder fails: the batches DALI prefetches, and the positions vetted ahead of them
-    (``chunk``, under TensorFlow); reading TFRecords, every record the reader can have read (its buffer)."""
-    memory = 2 * chunk + batch * (plan.prefetch + 2)
-    if plan.data.container is Container.TFRECORD:
-        memory += RECORD_FILL + 4 * batch
-    return memory
+    (``chunk``, under TensorFlow)."""
+    return 2 * chunk + batch * (plan.prefetch + 2)
 
 
 class SegmentationPipeline(Pipeline):
@@ -168,10 +170,6 @@ class SegmentationPipeline(Pipeline):
             plan.data, f"dali-{device}", remember=guard_memory(plan, batch_size or plan.batch_size))
         if self.spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
-        if plan.data.container is Container.TFRECORD and plan.sampler.shuffle and "index" in plan.outputs:
-            raise SpecError("outputs with 'index' and shuffle=True on TFRecords: DALI's reader shuffles within its "
-                            "buffer and does not say which record it output; pass shuffle=False (the records' order), "
-                            "or leave 'index' out")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
         super().__init__(batch_size=batch_size or plan.batch_size, num_threads=threads(plan),
                          device_id=plan.device_id if device == "gpu" else None, prefetch_queue_depth=plan.prefetch,
@@ -305,14 +303,15 @@ def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed:
     if data.container is Container.PACKS:
         return _read_packs(data, sampler, fed, device)
     if data.container is Container.TFRECORD:
-        return _read_records(data, sampler, guard, fed)
+        return _read_records(sampler, guard, fed)
     sources = ((None, None, None) if fed else
                (_PathSource(sampler, data.images, guard), _PathSource(sampler, mask_files(data, device)),
                 _IndexSource(sampler)))
     image_path, mask_path, index = (
         fn.external_source(source=source, batch=False, name=name, dtype=dtype, ndim=ndim)
         for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
-    return fn.io.file.read(image_path), fn.io.file.read(mask_path), index
+    image, mask = (fn.io.file.read(path, dont_use_mmap=not USE_MMAP) for path in (image_path, mask_path))
+    return image, mask, index
 
 
 def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str):
@@ -328,62 +327,32 @@ def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str
         ext=[";".join(p.image_exts), p.gpu_mask_ext if reads_gpu_masks(data, device) else p.mask_ext, p.index_ext],
         dtypes=[types.UINT8, types.UINT8, types.INT64], missing_component_behavior="error",
         random_shuffle=sampler.shuffle, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
-        pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, name=READER)
+        pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, dont_use_mmap=not USE_MMAP, name=READER)
     real = fn.external_source(source=None if fed else _RealSource(ReaderEpochs(sampler)), batch=False,
                               name=PACK_INPUTS[0], dtype=types.INT64, ndim=0)
     return image_bytes, mask_bytes, real * (index[0] + 1) - 1
 
 
-def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool):
-    """One TFRecord reader: image and mask from the same record, so paired by construction; one input gives
-    each position's sample index (-1: padding), which is exact where the reader does not shuffle.
-
-    Like the pack reader (:class:`ReaderEpochs`), it shuffles within its buffer (:data:`RECORD_FILL`
-    samples), gives each worker a contiguous range and pads its passes for evaluation only. It reads
-    the records in the data's order from DALI index files made for them
-    (:func:`daliloader.tfrecord.reader_files`). Run alone, the index input vets the records the reader can
-    have read by then (:class:`AheadOfReader`); fed by TensorFlow, the stream does
-    (:func:`daliloader.backends.dali_tf.dataset`)."""
-    keys = data.records
-    paths, indexes = reader_files(data.images)
-    features = {key: tfrec.FixedLenFeature((), tfrec.string, "") for key in (keys.image_key, keys.mask_key)}
-    found = fn.readers.tfrecord(path=paths, index_path=indexes, features=features, random_shuffle=sampler.shuffle,
-                                initial_fill=RECORD_FILL, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
-                                pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, name=READER)
-    epochs = ReaderEpochs(sampler)
-    source = None if fed else _RecordIndexSource(epochs, AheadOfReader(guard, epochs, sampler.batch_size))
-    index = fn.external_source(source=source, batch=False, name=RECORD_INPUTS[0], dtype=types.INT64, ndim=0)
-    fn.copy(index, preserve=True)  # the input runs, and vets, even where no output uses the index
-    return found[keys.image_key], found[keys.mask_key], index
+def _read_records(sampler: Sampler, guard: PairGuard | None, fed: bool):
+    """Each position's record, read in Python and checked against its index before DALI sees it
+    (:meth:`~daliloader.guard.PairGuard.read`: a record that changed since the dataset was loaded is refused, never
+    decoded), in the sampler's order like files: image and mask of one record, so paired by
+    construction. They arrive as one input (:func:`pack_pair`), split here; a second input gives the
+    sample index (-1: padding)."""
+    source, index_source = (None, None) if fed else (_RecordSource(sampler, guard), _IndexSource(sampler))
+    record = fn.external_source(source=source, batch=False, name=RECORD_INPUTS[0], dtype=types.UINT8, ndim=1)
+    index = fn.external_source(source=index_source, batch=False, name=RECORD_INPUTS[1], dtype=types.INT64, ndim=0)
+    length = fn.reinterpret(record[0:PAIR_HEADER], dtype=types.INT32)[0]
+    return record[PAIR_HEADER:length + PAIR_HEADER], record[length + PAIR_HEADER:], index
 
 
-class AheadOfReader:
-    """Vets, before a stream position is asked for, every sample DALI's reader can have read by then:
-    a reader of a container reads its samples in order (:meth:`ReaderEpochs.sample`), at most its
-    shuffle buffer (:data:`RECORD_FILL`) and a few batches of prefetch ahead of the position the
-    pipeline outputs. Each sample is vetted at every pass (a file changed since is vetted again). The
-    lock only reserves the positions to vet; vetting runs outside it (see
-    ``parts._PixelLimitLifted`` for the deadlock that a lock held while vetting can make)."""
+#: Bytes before the image in a packed pair (:func:`pack_pair`): the image's length, int32 little-endian.
+PAIR_HEADER = 4
 
-    def __init__(self, guard: PairGuard | None, epochs: ReaderEpochs, batch_size: int):
-        self.guard, self.epochs = guard, epochs
-        self.ahead = RECORD_FILL + 4 * batch_size
-        self.next = 0  # the first reader position not vetted yet
-        self._lock = threading.Lock()
 
-    def upto(self, position: int) -> None:
-        if self.guard is None:
-            return
-        with self._lock:
-            start, stop = self.next, position + self.ahead
-            self.next = max(start, stop)
-        try:
-            for q in range(start, stop):
-                self.guard.verify(int(self.epochs.sample(q)))
-        except BaseException:
-            with self._lock:  # not vetted: vetted again when asked again
-                self.next = min(self.next, start)
-            raise
+def pack_pair(image: bytes, mask: bytes) -> bytes:
+    """A record's encoded image and mask as one input of the graph: the image's length, the image, the mask."""
+    return struct.pack("<i", len(image)) + image + mask
 
 
 def decode_window(encoded, start, shape, device: str, kind, dtype):
@@ -433,8 +402,13 @@ def map_labels(mask, classes: ClassMap):
     r, g, b = rgb[:, :, 0:1], rgb[:, :, 1:2], rgb[:, :, 2:3]
     prefix = fn.lookup_table(r * 256 + g, keys=list(t.rg_keys), values=list(t.rg_values),
                              default_value=t.num_prefixes, dtype=types.INT32)
-    return fn.lookup_table(prefix * 256 + b, keys=list(t.rgb_keys), values=list(t.rgb_values),
-                           default_value=classes.ignore_index, dtype=out)
+    labels = None
+    for k, (keys, values) in enumerate(t.groups):  # one table per PREFIXES_PER_TABLE prefixes (RGBTables)
+        local = prefix - k * PREFIXES_PER_TABLE if k else prefix
+        found = fn.lookup_table(local * 256 + b, keys=list(keys), values=list(values),
+                                default_value=classes.ignore_index, dtype=out)
+        labels = found if labels is None else dmath.min(labels, found)
+    return labels
 
 
 def crop_window(size, spec: Preprocess, u=None):
@@ -590,16 +564,16 @@ class _RealSource:
         return np.array(self.epochs.real(info.idx_in_epoch), dtype=np.int64)
 
 
-class _RecordIndexSource:
-    """The sample index (``-1`` for padding) at the reader's position ``info.idx_in_epoch``, as a 0-d int64,
-    after vetting what the reader can have read by then."""
+class _RecordSource:
+    """The record of the sample at ``info.idx_in_epoch`` (padding reads the first), read and vetted by the
+    guard (:meth:`~daliloader.guard.PairGuard.read`), packed as the graph takes it (:func:`pack_pair`)."""
 
-    def __init__(self, epochs: ReaderEpochs, ahead: AheadOfReader):
-        self.epochs, self.ahead = epochs, ahead
+    def __init__(self, sampler: Sampler, guard: PairGuard):
+        self.sampler, self.guard = sampler, guard
 
     def __call__(self, info):
-        self.ahead.upto(info.idx_in_epoch)
-        return np.array(self.epochs.index(info.idx_in_epoch), dtype=np.int64)
+        i = max(self.sampler.index_at(info.idx_in_epoch), 0)
+        return np.frombuffer(pack_pair(*self.guard.read(i)), dtype=np.uint8)
 
 
 def to_numpy(outputs) -> list[np.ndarray]:

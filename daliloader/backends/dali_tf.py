@@ -43,7 +43,6 @@ from .dali_graph import (
     DRAWS,
     PACK_INPUTS,
     RECORD_INPUTS,
-    AheadOfReader,
     SegmentationPipeline,
     graph_spec,
     guard_memory,
@@ -51,6 +50,7 @@ from .dali_graph import (
     mask_files,
     needs_draws,
     outputs_on,
+    pack_pair,
 )
 from .tfloader import ExplainingIterator, LoaderDataset, refuse_class_weight
 from .tfops import one_hot
@@ -146,8 +146,8 @@ class EpochDataset(LoaderDataset):
         return self._iterator._start_epoch()
 
 
-#: What a second chained pass over a pack or TFRecord reader says.
-PACKS_REPLAY = ("daliloader: this dataset is read by a DALI reader (of packs, webdataset tars, or of TFRecord files), "
+#: What a second chained pass over a pack reader says.
+PACKS_REPLAY = ("daliloader: this dataset is read by a DALI reader (of packs, the webdataset tars of a prepared copy), "
                 "and a chained tf.data transformation builds that reader anew for every pass, which would replay the "
                 "order and crops of the first pass. Iterate the dataset itself (model.fit(ds) keeps one pipeline for "
                 "all epochs); or, to chain transformations, load a prepared copy with packs=False, or use "
@@ -265,7 +265,9 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
         if data.container is Container.TFRECORD:
-            streams = {RECORD_INPUTS[0]: make.record_indices()}
+            streams = {RECORD_INPUTS[0]: make.records()}
+            if positional:
+                streams[RECORD_INPUTS[1]] = make.indices(vet=False)
         elif data.container is Container.PACKS:
             streams = {PACK_INPUTS[0]: make.real()} if positional else {}
         else:
@@ -288,7 +290,7 @@ class _Streams:
     tables (a Python call per sample or per batch, as ``from_generator`` makes, is slower:
     docs/design.md). The draws are TensorFlow's stateless uniforms of (seed, position), in blocks of
     CHUNK. Reading files, the streams start at the epoch ``passes`` holds when the pipeline starts
-    (see :class:`EpochDataset`); the pack and TFRecord readers always start at their first pass.
+    (see :class:`EpochDataset`); the pack reader always starts at its first pass.
     """
 
     def __init__(self, plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, passes: tf.Variable, batch: int):
@@ -339,19 +341,22 @@ class _Streams:
         reader = self.reader
         return tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
 
-    def record_indices(self) -> tf.data.Dataset:
-        """Each position's index, vetting first what the TFRecord reader can have read by then."""
-        reader, size = self.reader, self.chunk_size
-        ahead = AheadOfReader(self.guard, reader, self.batch)
+    def records(self) -> tf.data.Dataset:
+        """Each position's record (its encoded image and mask, :func:`.dali_graph.pack_pair`), read and
+        checked against its index by the guard (:meth:`~daliloader.guard.PairGuard.read`) a chunk at a
+        time: what DALI decodes is what was indexed and vetted."""
+        sampler, guard, size = self.sampler, self.guard, self.chunk_size
 
-        def vet(start):
-            ahead.upto(int(start) + size)
-            return start
+        def chunk(start):
+            found = sampler.indices(int(start), int(start) + size)
+            return np.array([pack_pair(*guard.read(max(int(i), 0))) for i in found], dtype=object)
 
-        starts = self.chunks(from_passes=False).map(
-            lambda start: tf.numpy_function(vet, [start], tf.int64, stateful=True))
-        return starts.flat_map(lambda start: tf.data.Dataset.range(start, start + size)).map(
-            lambda p: reader.index(p, lambda b: tf.cast(b, tf.int64)))
+        def call(start):
+            found = tf.numpy_function(chunk, [start], tf.string, stateful=True)
+            found.set_shape([size])
+            return found
+
+        return self.chunks(from_passes=True).map(call).unbatch().map(lambda r: tf.io.decode_raw(r, tf.uint8))
 
 
 def _finish(batch, outputs, spec: Preprocess, num_classes: int | None):

@@ -31,9 +31,8 @@ class OpenCVLoader:
         called after each of :data:`SAMPLE_STAGES`."""
         tick = clock or (lambda stage: None)
         data, spec, classes = self.plan.data, self.plan.spec, self.plan.data.classes
-        self.guard.verify(index)
         image_path, mask_path = data.images[index], data.masks[index]
-        image_bytes, mask_bytes = codecs.read(image_path), codecs.read(mask_path)
+        image_bytes, mask_bytes = (np.frombuffer(b, np.uint8) for b in self.guard.read(index))
         tick("read")
         image = codecs.decode_image(image_bytes, image_path)
         mask = codecs.decode_mask(mask_bytes, mask_path, classes)

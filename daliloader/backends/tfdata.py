@@ -38,34 +38,35 @@ def dataset(plan: Plan) -> LoaderDataset:
     lut = tf.constant(classes.lookup_table)
     guard = pair_guard(data, "tfdata")
 
-    def vet(index, payload):  # the PairGuard's checks, once per pair: a bad file fails with its name
-        guard.verify(int(index))
-        return index, payload
-
     if data.container is Container.TFRECORD:
         stream = _records(plan)
-        keys = data.records
-        features = {key: tf.io.FixedLenFeature([], tf.string) for key in (keys.image_key, keys.mask_key)}
 
-        def fetch(_, serialized):
-            parsed = tf.io.parse_single_example(serialized, features)
-            return parsed[keys.image_key], parsed[keys.mask_key]
+        def vet(index, payload):  # the record checked against the index, then the pair vetted
+            return (index, *guard.take(int(index), payload))
+
+        def fetch(read, image_bytes, mask_bytes):
+            return image_bytes, mask_bytes
     else:
         stream = _files(plan).map(lambda index: (index, tf.constant(b"")))
         # bytes, as the file system names them (a name that is no UTF-8 is no TensorFlow string)
         images, masks = (tf.constant([os.fsencode(p) for p in paths]) for paths in (data.images, data.masks))
 
-        def fetch(read, _):
+        def vet(index, payload):  # the PairGuard's checks, once per pair: a bad file fails with its name
+            guard.verify(int(index))
+            return index, b"", b""
+
+        def fetch(read, *_):
             return tf.io.read_file(images[read]), tf.io.read_file(masks[read])
 
     def load(index, payload, seed):
-        # vetted before anything is read or decoded: what is read (the index, the record) comes out of vet
-        read, payload = tf.numpy_function(vet, [tf.maximum(index, 0), payload], (tf.int64, tf.string),
-                                          stateful=False)  # padding reads sample 0
-        image_bytes, mask_bytes = fetch(read, payload)
+        # vetted before anything is read or decoded: what is read (the index, the record) comes out of vet.
+        # Padding (index < 0) reads sample -1 - index: 0 for files, the record it repeats for records.
+        read, *vetted = tf.numpy_function(vet, [tf.where(index < 0, -1 - index, index), payload],
+                                          (tf.int64, tf.string, tf.string), stateful=False)
+        image_bytes, mask_bytes = fetch(read, *vetted)
         image, labels = sample_from_bytes(image_bytes, mask_bytes, spec, classes, lut, tf.stack([seed, read]),
                                           data.mask_depth, tf.gather(names, read))
-        return image, labels, index
+        return image, labels, tf.maximum(index, -1)
 
     names = tf.constant([f"{image} + {mask}".encode(errors="surrogateescape")
                          for image, mask in zip(data.images, data.masks)])  # for messages
@@ -103,7 +104,7 @@ def _records(plan: Plan) -> tf.data.Dataset:
     if sampler.drop_remainder:
         records = records.take(sampler.per_epoch)
     else:
-        padding = records.take(1).map(lambda index, serialized: (tf.constant(-1, tf.int64), serialized))
+        padding = records.take(1).map(lambda index, serialized: (-1 - index, serialized))  # (see dataset's load)
         records = records.concatenate(padding.repeat(sampler.per_epoch - epochs.size))
     return records.apply(tf.data.experimental.assert_cardinality(sampler.per_epoch))
 
@@ -130,7 +131,7 @@ def record_stream(parts) -> tf.data.Dataset:
         for record, index in run:
             table[record] = index
         lookup = tf.constant(table)  # this run's table, bound to its map function by the default below
-        ds = tf.data.TFRecordDataset(file).take(len(table)).enumerate().map(
+        ds = tf.data.TFRecordDataset(os.fsencode(file)).take(len(table)).enumerate().map(
             lambda k, serialized, lookup=lookup: (lookup[k], serialized))
         if len(run) < len(table):
             ds = ds.filter(lambda index, _: index >= 0)
@@ -142,7 +143,7 @@ def _by_offset(parts) -> tf.data.Dataset:
     """``(sample index, serialized Example)`` of each part, read at its offset (its CRCs checked)."""
     def payload(index):
         part = parts[int(index)]
-        return read_record(part.file, part.record, part.offset, part.size)
+        return read_record(part.file, part.record, part.offset, part.size, part.crc)
 
     return tf.data.Dataset.range(len(parts)).map(
         lambda i: (i, tf.numpy_function(payload, [i], tf.string, stateful=False)), num_parallel_calls=AUTOTUNE)
@@ -228,7 +229,7 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
         return image, shape[:2], top, left, win_h, win_w, flip
 
     def other():
-        image = to_8bit(tf.io.decode_image(image_bytes, channels=3, dtype=tf.uint16, expand_animations=False))
+        image = decode_rgb(image_bytes)
         shape = tf.shape(image)
         top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
         return crop(image, top, left, win_h, win_w, image_fill, inside), shape[:2], top, left, win_h, win_w, flip
@@ -240,10 +241,25 @@ def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
     """Colours (a palette expanded; 16-bit ones as :func:`to_8bit`), or ids as stored: 8 or 16 bits
     (``depth``, the dataset's)."""
     if classes.mask_channels == 3:
-        rgb = to_8bit(tf.io.decode_image(mask_bytes, channels=3, dtype=tf.uint16, expand_animations=False))
+        rgb = decode_rgb(mask_bytes)
         return rgb if classes.kind is MaskKind.RGB else rgb[..., classes.mask_channel:classes.mask_channel + 1]
     dtype = tf.uint16 if depth == 16 else tf.uint8
     return tf.io.decode_image(mask_bytes, channels=1, dtype=dtype, expand_animations=False)
+
+
+def decode_rgb(encoded):
+    """Any picture but a JPEG as 8-bit RGB (16-bit samples rounded by :func:`to_8bit`). TensorFlow decodes
+    WebP only as uint8, and only with the channels it stores (3, or 4 with alpha): it is decoded so, and
+    its alpha dropped."""
+    def webp():
+        pixels = tf.io.decode_image(encoded, dtype=tf.uint8, expand_animations=False)[..., :3]
+        return tf.ensure_shape(pixels, [None, None, 3])
+
+    def others():
+        return to_8bit(tf.io.decode_image(encoded, channels=3, dtype=tf.uint16, expand_animations=False))
+
+    is_webp = (tf.strings.substr(encoded, 0, 4) == b"RIFF") & (tf.strings.substr(encoded, 8, 4) == b"WEBP")
+    return tf.cond(is_webp, webp, others)
 
 
 def to_8bit(pixels):
