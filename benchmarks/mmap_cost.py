@@ -60,8 +60,8 @@ def main() -> None:
         print(f"{name}: memory maps {mapped:.1f} img/s, plain I/O {plain:.1f} img/s ({plain / mapped:.1%}); "
               f"rounds {found[f'{name} mmap']} / {found[f'{name} plain I/O']}")
     if args.json:
-        write_json(args.json, {"machine": machine_info(), "settings": vars(args) | {"json": str(args.json)},
-                               "images_per_second": found, "median": medians})
+        write_json({"machine": machine_info(), "settings": vars(args) | {"json": str(args.json)},
+                    "images_per_second": found, "median": medians}, args.json)
 
 
 if __name__ == "__main__":
