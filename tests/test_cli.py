@@ -25,7 +25,7 @@ from daliloader.cli import main as cli
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "benchmarks" / "results" / "h100-16cores-cuda120-tf-bench.json"
 CPU_BACKENDS = "dali-cpu,tfdata,opencv,tfdata-naive"
-COMMANDS = ("bench", "report", "preview", "check", "prepare", "verify", "synth")
+COMMANDS = ("bench", "report", "preview", "check", "prepare", "verify", "cache", "synth")
 
 
 @pytest.fixture(scope="module")

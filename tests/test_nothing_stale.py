@@ -295,3 +295,39 @@ def test_more_than_255_colours_label_right_on_every_backend(tmp_path, backend):
     assert data.classes.num_classes == 300 and data.classes.ignore_index == 65535
     labels = np.concatenate([b[1] for b in one_epoch(backend, data, tf=True, training=False, **OPTIONS)])
     np.testing.assert_array_equal(labels, np.stack(truth))
+
+
+FILES_SCRIPT = """
+import os, sys
+import daliloader as dl
+from pathlib import Path
+root, container = Path(sys.argv[1]), sys.argv[2]
+data = dl.synthetic.make_dataset(root / "data", n=16, image_size=(120, 160))
+if container == "packs":
+    dl.prepare.prepare(data, root / "copy", pack_size=4, progress=False)
+    data = dl.SegmentationData.from_prepared(root / "copy", packs=True)
+    victims = [Path(t) for t in data.packs.tars]
+else:
+    victims = [Path(p) for p in data.images + data.masks]
+ds = dl.tf_dataset(data, batch_size=2, image_size=(64, 64), backend="dali-cpu", seed=0)
+try:
+    for epoch in range(4):
+        for i, _ in enumerate(ds):
+            if epoch == 0 and i == 0:
+                for v in victims:
+                    os.truncate(v, v.stat().st_size // 3)
+except dl.LoadError as e:
+    print("LoadError:", e)
+    sys.exit(3)
+print("no error")
+"""
+
+
+@pytest.mark.parametrize("container", ["files", "packs"])
+def test_files_or_packs_truncated_under_dali_are_an_error_not_a_signal(tmp_path, container):
+    """DALI reads files and packs with plain I/O (no memory map): truncated under a run, they fail with a
+    LoadError, never SIGBUS."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(FILES_SCRIPT), str(tmp_path), container],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr[-2000:])

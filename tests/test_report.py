@@ -69,7 +69,7 @@ def test_the_closing_lines_say_what_augmentation_and_the_container_keep_and_warn
     assert "full augmentation keeps 48% of dali-cpu onehot's throughput (same run)" in augment
     records = printed(read(RESULTS / "vm-2cores-tfrecord.json"), width=200)
     assert "dali-cpu onehot on TFRecords: 98% of its throughput on the same pairs as files (same run)" in records
-    assert any(line.startswith("warning: opencv / onehot / tfrecord: the warm-up") for line in records)
+    assert any(line.startswith("warning: tfdata / onehot / original: the warm-up") for line in records)
 
 
 def test_the_chart_is_written_from_a_report_or_its_json(tmp_path):

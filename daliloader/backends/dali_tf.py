@@ -20,9 +20,12 @@ read stopped part-way (a peek,
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import os
 import warnings
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -87,6 +90,21 @@ class _EpochIterator(ExplainingIterator):
         return super().__next__()
 
 
+#: The DALI datasets of this process, whose iterators may hold a running pipeline (see :func:`_let_go`).
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _let_go() -> None:
+    """Let go of every daliloader DALI iterator before the interpreter shuts down. A DALI pipeline still
+    alive when the process exits (a training script that stops on a LoadError while its dataset is a
+    global) ends the process with "terminate called without an active exception" (SIGABRT, exit 134)
+    instead of the script's own exit status."""
+    for ds in list(_OPEN):
+        ds._iterator = None
+    gc.collect()
+
+
 class EpochDataset(LoaderDataset):
     """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs.
 
@@ -111,6 +129,7 @@ class EpochDataset(LoaderDataset):
         self._steps = steps
         self._restart = restart  # every iter() from the first batch, on a new pipeline (evaluation)
         self._iterator: _EpochIterator | None = None
+        _OPEN.add(self)
         super().__init__(stream, guard,
                          self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor)
 
@@ -169,6 +188,7 @@ class GPUEpochDataset(EpochDataset):
         self._steps = steps
         self._restart = restart
         self._iterator = None
+        _OPEN.add(self)
         LoaderDataset.__init__(self, stream, guard)
 
     def __getattribute__(self, name: str):
