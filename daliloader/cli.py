@@ -14,7 +14,7 @@ import sys
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
-from daliloader.bench import AUGMENT, BASELINE, BENCH_BACKENDS, DATA
+from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.environment import show_native_warnings
 from daliloader.errors import DaliloaderError, SpecError
 
@@ -447,7 +447,7 @@ def _add_preview(sub, parents: list) -> None:
     preview.add_argument("--view", choices=("side", "overlay", "both"), default="side",
                          help="image beside the coloured mask, the mask blended over the image, or both "
                               "(default: side)")
-    preview.add_argument("--backend", choices=[b for b in BENCH_BACKENDS if b != BASELINE], default="dali-cpu",
+    preview.add_argument("--backend", choices=[b for b in BENCH_BACKENDS if b not in REFERENCES], default="dali-cpu",
                          help="the loader that makes the samples (default: dali-cpu)")
     preview.add_argument("--eval", action="store_true",
                          help="the evaluation recipe (training=False): crop 'fit', nothing random, the dataset's order")

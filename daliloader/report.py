@@ -134,6 +134,10 @@ def _closing_lines(report: Report) -> list[str]:
              for key, kept in (report.augment_kept or {}).items()]
     lines += [f"{key} on TFRecords: {100 * ratio:.0f}% of its throughput on the same pairs as files (same run)"
               for key, ratio in (report.tfrecord_vs_files or {}).items()]
+    lines += [f"{key}: {ratio:.2f}x the expert's tf.data on the original pairs (same run)"
+              for key, ratio in (report.vs_expert or {}).items()]
+    lines += [f"{key}: peak memory {mb:.0f} MB (alone in a process, above TensorFlow's)"
+              for key, mb in (report.memory_mb or {}).items()]
     return lines + [f"[yellow]warning:[/yellow] {warning}" for warning in report.warnings]
 
 

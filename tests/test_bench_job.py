@@ -13,7 +13,8 @@ from daliloader.bench.timing import Rates
 
 CPU_BACKENDS = ("dali-cpu", "tfdata", "opencv", "tfdata-naive")
 #: Fake rates (one per repeat) of each backend; the pair-decode ceiling is 100 images/s.
-RATES = {"dali-cpu": [40.0, 41.0], "tfdata": [60.0, 90.0], "opencv": [120.0, 121.0], "tfdata-naive": [10.0, 10.0]}
+RATES = {"dali-cpu": [40.0, 41.0], "tfdata": [60.0, 90.0], "opencv": [120.0, 121.0], "tfdata-naive": [10.0, 10.0],
+         "tf-expert": [20.0, 20.5]}
 CEILING = [100.0, 100.0]
 
 
@@ -72,7 +73,7 @@ def test_a_run_measures_every_backend_and_label_mode_and_fills_the_report(synth_
         synth_data.images[0].rsplit("/", 1)[0])
     assert set(report.ceilings) == {"cpu_decode_pairs", "cpu_decode_images", "cpu_decode_masks"}
     assert {(r.name, r.label_mode) for r in report.results} == {(b, m) for b in CPU_BACKENDS for m in ("onehot", "int")}
-    assert len(fakes.groups) == 8 and all(len(g) == 1 for g in fakes.groups)  # each figure alone
+    assert fakes.groups == [[(b, "onehot") for b in CPU_BACKENDS], [(b, "int") for b in CPU_BACKENDS]]  # in turn
     assert sorted(fakes.closed) == sorted(name for group in fakes.groups for name, _ in group)  # every stream closed
     for r in report.results:
         assert len(r.rates) == 2 and r.min <= r.median <= r.max
@@ -93,7 +94,31 @@ def test_a_run_measures_every_backend_and_label_mode_and_fills_the_report(synth_
            "for a breakdown to read" in report.warnings
     assert fakes.trained == [(["dali-cpu", "tfdata", "opencv"], 8)] and set(report.train) == {"dali-cpu", "tfdata",
                                                                                                "opencv"}
-    assert report.augment_kept is None and report.tfrecord_vs_files is None
+    assert report.augment_kept is None and report.tfrecord_vs_files is None and report.vs_expert is None
+
+
+def test_every_figure_is_divided_by_the_experts_of_the_same_run_and_labels(synth_data, fakes, monkeypatch):
+    monkeypatch.setattr(job, "other_container", lambda data, status: ("tfrecord", synth_data))
+    report = fakes.run(synth_data, backends=("dali-cpu", "tf-expert"), label_modes=("onehot", "int"), tfrecord=True,
+                       stages=False)
+    assert fakes.groups == [[("dali-cpu", m), ("tf-expert", m), ("dali-cpu", m), ("tf-expert", m)]
+                            for m in ("onehot", "int")]  # every figure of a label mode in turn
+    assert report.vs_expert == {f"{b} {m}{d}": ratio for m in ("onehot", "int") for b, d, ratio in (
+        ("dali-cpu", "", 2.0), ("dali-cpu", " tfrecord", 2.0), ("tf-expert", " tfrecord", 1.0))}
+    from rich.console import Console
+
+    from daliloader.report import print_report
+
+    console = Console(width=200, record=True, color_system=None)
+    print_report(console, report)
+    assert "dali-cpu onehot: 2.00x the expert's tf.data on the original pairs (same run)" in console.export_text()
+
+
+def test_the_expert_skips_data_its_random_crop_cannot_take(synth_data, fakes):
+    report = fakes.run(synth_data, backends=("dali-cpu", "tf-expert"), image_size=4096, stages=False)
+    assert [r.name for r in report.results] == ["dali-cpu"] and report.vs_expert == {}
+    assert any(w.startswith("tf-expert on original: not measured: its random_crop needs pictures of at least "
+                            "4096x4096") for w in report.warnings)
 
 
 def test_a_run_says_how_many_figures_and_each_as_it_is_measured(synth_data, fakes):
@@ -105,8 +130,8 @@ def test_a_run_says_how_many_figures_and_each_as_it_is_measured(synth_data, fake
 
 def test_augmentation_is_measured_beside_each_backend_but_the_baseline(synth_data, fakes):
     report = fakes.run(synth_data, backends=("dali-cpu", "tfdata-naive"), augment=True, stages=False)
-    assert [(r.name, r.augment) for r in report.results] == [("dali-cpu", "none"), ("dali-cpu", "full"),
-                                                             ("tfdata-naive", "none")]
+    assert [(r.name, r.augment) for r in report.results] == [("dali-cpu", "none"), ("tfdata-naive", "none"),
+                                                             ("dali-cpu", "full")]
     assert report.settings.augment == {"scale": [0.5, 2.0], "rotate": 15, "brightness": 0.3, "contrast": 0.3,
                                        "saturation": 0.3, "hue": 10}
     assert report.augment_kept == {"dali-cpu onehot": 1.0}
@@ -118,9 +143,9 @@ def test_the_other_container_is_measured_in_turn_with_the_original(synth_data, f
     monkeypatch.setattr(job, "other_container", lambda data, status: made.append(data) or ("tfrecord", synth_data))
     report = fakes.run(synth_data, backends=("dali-cpu", "opencv"), tfrecord=True, stages=False)
     assert made == [synth_data] and report.dataset.tfrecord == str(synth_data.images[0].rsplit("/", 1)[0])
-    assert fakes.groups == [[("dali-cpu", "onehot")] * 2, [("opencv", "onehot")] * 2]  # A B A B: one group each
-    assert [(r.name, r.data) for r in report.results] == [("dali-cpu", "original"), ("dali-cpu", "tfrecord"),
-                                                          ("opencv", "original"), ("opencv", "tfrecord")]
+    assert fakes.groups == [[("dali-cpu", "onehot"), ("opencv", "onehot")] * 2]  # A B C D A B C D: one group
+    assert [(r.name, r.data) for r in report.results] == [("dali-cpu", "original"), ("opencv", "original"),
+                                                          ("dali-cpu", "tfrecord"), ("opencv", "tfrecord")]
     assert report.tfrecord_vs_files == {"dali-cpu onehot": 1.0, "opencv onehot": 1.0}
 
 

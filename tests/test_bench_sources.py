@@ -27,7 +27,8 @@ def test_each_backend_is_read_as_keras_reads_it_here():
 
 
 @pytest.mark.parametrize("name, label_mode", [("dali-cpu", "onehot"), ("tfdata", "onehot"), ("opencv", "onehot"),
-                                              ("tfdata-naive", "onehot"), ("tfdata-naive", "int")])
+                                              ("tfdata-naive", "onehot"), ("tfdata-naive", "int"),
+                                              ("tf-expert", "onehot"), ("tf-expert", "int")])
 def test_every_backend_streams_batches_of_the_plan(synth_data, name, label_mode):
     """Each product read as the bench reads it (tf.data endlessly, a PyDataset by index on threads), past
     an epoch's end; the baseline's labels made by its own code (int: 255 where no class matches)."""
@@ -56,3 +57,23 @@ def test_the_copies_are_named_after_their_pairs(synth_data, tmp_path):
     assert out == tmp_path / "copy" and (out / "manifest.json").exists()
     assert shown == [f"preparing {len(synth_data)} pairs into {out}"]
     assert copies.prepared_copy(synth_data, str(out), status) == out and len(shown) == 1  # kept, not made again
+
+
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_the_expert_gives_what_daliloader_gives(index_data, label_mode):
+    """The expert's pipeline (bench/expert.py) outputs daliloader's default recipe: float32 images in [0, 1]
+    and int32 or one-hot labels of the same shapes, each crop's labels the class of its mask's colour
+    (index_data: pair i is the palette colour of class i, its red channel 10 * i)."""
+    import tensorflow as tf
+
+    import daliloader as dl
+    from daliloader.bench.expert import expert_dataset
+
+    plan = sources.bench_plan(index_data, 5, (16, 24), label_mode)
+    expert = expert_dataset(plan)
+    ours = dl.tf_dataset(index_data, batch_size=5, image_size=(16, 24), label_mode=label_mode, backend="tfdata")
+    assert expert.element_spec == ours.element_spec
+    for x, y in expert.take(4):
+        index = np.rint(x.numpy()[:, 0, 0, 0] * 255 / 10).astype(int)
+        labels = y.numpy() if label_mode == "int" else np.argmax(y.numpy(), -1)
+        assert (labels == index[:, None, None]).all() and x.dtype == tf.float32

@@ -25,9 +25,9 @@ from .copies import dataset_place, prepared_copy
 from .job import AUGMENT, Settings, run
 from .machine import machine_info
 from .record import DATA, SCHEMA, Report, read
-from .sources import BASELINE, BENCH_BACKENDS, bench_plan
+from .sources import BASELINE, BENCH_BACKENDS, EXPERT, REFERENCES, bench_plan
 from .timing import endless, measure, touch
 
-__all__ = ["AUGMENT", "BASELINE", "BENCH_BACKENDS", "DATA", "SCHEMA", "Report", "Settings", "bench_plan",
-           "cpu_decode_ceiling", "dataset_place", "endless", "machine_info", "measure", "prepared_copy", "read", "run",
-           "touch"]
+__all__ = ["AUGMENT", "BASELINE", "BENCH_BACKENDS", "DATA", "EXPERT", "REFERENCES", "SCHEMA", "Report", "Settings",
+           "bench_plan", "cpu_decode_ceiling", "dataset_place", "endless", "machine_info", "measure", "prepared_copy",
+           "read", "run", "touch"]

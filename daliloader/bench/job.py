@@ -25,8 +25,9 @@ from .copies import dataset_place, other_container, prepared_copy, quiet
 from .machine import machine_info
 from .record import Ceiling, Dataset, Figure, Machine, Measured, Report, RunSettings, plain
 from .sources import (
-    BASELINE,
     BENCH_BACKENDS,
+    EXPERT,
+    REFERENCES,
     backend_stream,
     bench_plan,
     has_tensorflow,
@@ -95,26 +96,35 @@ class Cell:
 
 
 def cell_groups(datasets: dict, names: list[str], settings: Settings) -> list[list[Cell]]:
-    """Every figure to measure, in groups measured together
-    (:func:`~daliloader.bench.timing.measure_in_turn`): a backend on the original pairs and on the same
-    pairs in the other container (``--tfrecord``) form one group; every other figure is a group of its
-    own. Packs are read by DALI's webdataset reader only."""
+    """Every figure to measure, in groups measured together, window by window
+    (:func:`~daliloader.bench.timing.measure_in_turn`): every figure of one label mode without
+    augmentation forms one group (every backend and the expert, on every data), so that their ratios
+    (to the expert, between containers) come from windows taken in turn; each augmented figure is a
+    group of its own. Packs are read by DALI's webdataset reader only; the references (the expert, the
+    naive pipeline) read the user's own containers only."""
     groups: dict[tuple, list[Cell]] = {}
     for which, source in datasets.items():
-        for name in (b for b in names if which != "packs" or reads_packs(b)):
+        for name in (b for b in names if measured_on(b, which)):
             for mode, augment in itertools.product(settings.label_modes, augments(settings, which, name)):
                 plan = bench_plan(source, settings.batch_size, settings.crop_size, mode,
                                   **(AUGMENT if augment == "full" else {}))
-                together = which in TOGETHER and augment == "none"
-                key = (name, mode, augment) if together else (which, name, mode, augment)
+                key = (mode, augment) if augment == "none" else (which, name, mode, augment)
                 groups.setdefault(key, []).append(Cell(which, name, mode, augment, plan))
     return list(groups.values())
 
 
+def measured_on(name: str, which: str) -> bool:
+    """Whether backend ``name`` is measured on the data ``which``: packs by DALI's webdataset reader only,
+    the prepared copy by the backends only (the references read what a user has: files or TFRecords)."""
+    if which == "packs":
+        return reads_packs(name)
+    return which in TOGETHER or name not in REFERENCES
+
+
 def augments(settings: Settings, which: str, name: str) -> tuple[str, ...]:
     """How a backend is measured on some data: as is ("none") and, with ``--augment``, on the original
-    pairs, with :data:`AUGMENT` ("full"); the baseline never augments."""
-    return ("none", "full") if settings.augment and which == "original" and name != BASELINE else ("none",)
+    pairs, with :data:`AUGMENT` ("full"); the references never augment."""
+    return ("none", "full") if settings.augment and which == "original" and name not in REFERENCES else ("none",)
 
 
 def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[str]) -> Figure:
@@ -138,6 +148,16 @@ def augment_kept(results: list[Figure]) -> dict[str, float]:
     medians = {(r.name, r.label_mode, r.augment): r.median for r in results if r.data == "original"}
     return {f"{name} {mode}": round(medians[(name, mode, "full")] / medians[(name, mode, "none")], 3)
             for (name, mode, augment) in medians if augment == "full" and (name, mode, "none") in medians}
+
+
+def vs_expert(results: list[Figure]) -> dict[str, float]:
+    """Every figure without augmentation over the expert's on the original pairs with the same labels
+    (same run): ``"<backend> <labels>"`` on the original pairs, ``"<backend> <labels> <data>"`` on others."""
+    expert = {r.label_mode: r.median for r in results
+              if r.name == EXPERT and r.data == "original" and r.augment == "none"}
+    return {f"{r.name} {r.label_mode}" + ("" if r.data == "original" else f" {r.data}"): round(
+        r.median / expert[r.label_mode], 3) for r in results
+        if r.augment == "none" and r.label_mode in expert and not (r.name == EXPERT and r.data == "original")}
 
 
 def container_kept(results: list[Figure]) -> dict[str, float]:
@@ -256,7 +276,7 @@ class Job:
         """Every figure, group by group, each said as it is measured; then what augmentation and the
         other container keep."""
         s = self.settings
-        groups = cell_groups(self.datasets, self.names, s)
+        groups = [g for g in map(self.runnable, cell_groups(self.datasets, self.names, s)) if g]
         count = sum(map(len, groups))
         self.say(f"measuring {count} figure{'s' * (count != 1)}, each at least {s.repeats + 1} windows of "
                  f"{s.seconds:g} s after a warm-up epoch: {count * (s.repeats + 1) * s.seconds:.0f} s or more")
@@ -270,6 +290,22 @@ class Job:
             self.report.augment_kept = augment_kept(self.report.results)
         if s.tfrecord:
             self.report.tfrecord_vs_files = container_kept(self.report.results)
+        if EXPERT in self.names:
+            self.report.vs_expert = vs_expert(self.report.results)
+
+    def runnable(self, group: list[Cell]) -> list[Cell]:
+        """The cells of a group that can run: the expert's pipeline is left out, saying why, on data its
+        ``random_crop`` or its single decoder cannot take (:func:`.expert.refuses`)."""
+        from .expert import refuses
+
+        kept = []
+        for cell in group:
+            why = refuses(cell.plan.data, cell.plan) if cell.name == EXPERT else None
+            if why is None:
+                kept.append(cell)
+            elif f"{EXPERT} on {cell.which}: not measured" not in " ".join(self.report.warnings):
+                self.report.warnings.append(f"{EXPERT} on {cell.which}: not measured: {why}")
+        return kept
 
     def measure(self, group: list[Cell]) -> list[Rates]:
         """The rates of a group's figures, timed in turn; their streams closed afterwards (a generator:
@@ -298,7 +334,7 @@ class Job:
 
     def train(self) -> None:
         """``--train``: the training step times of every backend but the baseline."""
-        trained = [b for b in self.names if b != BASELINE]
+        trained = [b for b in self.names if b not in REFERENCES]
         self.report.train = self.status("training step times", partial(
             train_bound, self.plan(), trained, self.settings.train_steps, self.workers))
 

@@ -178,7 +178,10 @@ class RunSettings:
 @dataclass(kw_only=True)
 class Report:
     """A bench report (see the module's docstring); ``augment_kept``, ``tfrecord_vs_files`` and
-    ``train`` only where ``--augment``, ``--tfrecord`` and ``--train`` asked for them."""
+    ``train`` only where ``--augment``, ``--tfrecord`` and ``--train`` asked for them; ``vs_expert`` (each
+    figure over the expert's ``tf.data`` pipeline on the original pairs, same labels, same run) where the
+    expert was measured; ``memory_mb`` (each loader's peak resident memory, alone in a process, MB) where
+    it was measured."""
 
     schema: int = SCHEMA
     machine: Machine
@@ -191,6 +194,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     augment_kept: dict[str, float] | None = _optional()
     tfrecord_vs_files: dict[str, float] | None = _optional()
+    vs_expert: dict[str, float] | None = _optional()
+    memory_mb: dict[str, float] | None = _optional()
     train: dict[str, TrainRow] | None = _optional()
 
     def to_json(self) -> dict:
@@ -221,7 +226,8 @@ class Report:
                    results=[_build(Figure, r) for r in raw["results"]],
                    stages={name: [_stage_row(row) for row in rows] for name, rows in raw["stages"].items()},
                    warnings=list(raw["warnings"]), augment_kept=raw.get("augment_kept"),
-                   tfrecord_vs_files=raw.get("tfrecord_vs_files"),
+                   tfrecord_vs_files=raw.get("tfrecord_vs_files"), vs_expert=raw.get("vs_expert"),
+                   memory_mb=raw.get("memory_mb"),
                    train=None if train is None else {name: _build(TrainRow, row) for name, row in train.items()})
 
     def only(self, data=None) -> Report:

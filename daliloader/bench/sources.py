@@ -15,10 +15,15 @@ from ..data import SegmentationData
 from ..plan import Plan, make_plan
 from .timing import endless, ordered_parallel
 
-#: The baseline a user would write first (the 4x goal's reference); not a product backend.
+#: The baseline a user would write first (the reference of the first performance goal, kept as history);
+#: not a product backend.
 BASELINE = "tfdata-naive"
-#: Backends ``bench`` knows: the registry's, then the baseline.
-BENCH_BACKENDS = tuple(backends.BACKENDS) + (BASELINE,)
+#: The reference every backend is judged against: the tf.data pipeline an expert writes (:mod:`.expert`).
+EXPERT = "tf-expert"
+#: Pipelines the bench times beside the backends, not built from the registry.
+REFERENCES = (EXPERT, BASELINE)
+#: Backends ``bench`` knows: the registry's, then the references.
+BENCH_BACKENDS = tuple(backends.BACKENDS) + REFERENCES
 #: What the bench feeds from each backend, in order of preference: what Keras is fed (tf.data,
 #: PyDataset), else, where TensorFlow or Keras is missing, DALI's own pipeline or numpy batches.
 PRODUCTS = ("tf.data", "keras", "dali", "batches")
@@ -38,14 +43,14 @@ def has_tensorflow() -> bool:
 
 def product(name: str) -> str | None:
     """What the bench builds of a backend (see :data:`PRODUCTS`); None when it cannot run here."""
-    if name == BASELINE:
+    if name in REFERENCES:
         return "tf.data" if has_tensorflow() else None
     return backends.available(name, PRODUCTS)
 
 
 def lacks(name: str) -> str:
     """What this machine lacks to run backend ``name``, in words (for a refusal)."""
-    needs = ("tensorflow",) if name == BASELINE else backends.BACKENDS[name].requirements(
+    needs = ("tensorflow",) if name in REFERENCES else backends.BACKENDS[name].requirements(
         next(iter(backends.BACKENDS[name].builds)))
     return " and ".join(NEEDS[n] for n in backends.missing(needs)) or "what it needs"
 
@@ -80,6 +85,10 @@ def backend_source(name: str, plan: Plan, workers: int):
     """One backend's product, built as a user would build it from ``plan``."""
     if name == BASELINE:
         return naive_tfdata(plan.data, plan.batch_size, plan.spec.image_size, plan.spec.label_mode)
+    if name == EXPERT:
+        from .expert import expert_dataset
+
+        return expert_dataset(plan)
     options = {"workers": workers} if product(name) == "keras" else {}
     return backends.resolve(name, product(name)).build(product(name), plan, **options)
 

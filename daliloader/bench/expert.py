@@ -1,0 +1,108 @@
+"""The ``tf.data`` pipeline an expert writes for daliloader's default training recipe: the reference every
+backend is judged against in the bench (``tf-expert``).
+
+It is what the TensorFlow performance guide teaches, in about forty lines, with nothing of daliloader's:
+paths sliced and shuffled, one ``map`` with ``num_parallel_calls=AUTOTUNE`` that reads and decodes both
+files (TensorFlow's default ``decode_jpeg``, ``decode_png`` as uint8), crops image and mask in one window
+(``tf.concat`` of the two, ``random_crop``, ``random_flip_left_right``), turns colours (or ids) into classes
+on the crop only through a ``tf.lookup.StaticHashTable`` (unknown values -> 255), then ``batch``, a map that
+scales the images to [0, 1] and one-hot encodes the labels on the batch, and ``prefetch``; with
+autotuning, map parallelization and ``deterministic=False``. Its output is daliloader's default
+(``crop="random"``, ``flip=0.5``, no zoom, ``mean=0``, ``std=1``): float32 images and int32 or one-hot
+labels. It is endless (``repeat``), as the bench reads every loader.
+
+docs/benchmarks.md shows this file. It reads files, and TFRecord files with ``TFRecordDataset``; its
+``random_crop`` needs pictures at least as large as the crop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..classes import ClassMap, MaskKind
+from ..data import SegmentationData
+from ..parts import part_file
+from ..plan import Plan
+
+
+def expert_dataset(plan: Plan):
+    """The expert's ``tf.data.Dataset`` for ``plan``'s data and recipe (see the module)."""
+    import tensorflow as tf
+
+    data, spec = plan.data, plan.spec
+    (h, w), batch_size = spec.image_size, plan.batch_size
+    channels = 3 if data.classes.kind is MaskKind.RGB else 1
+    table = _class_table(data.classes)
+    decode_image = tf.io.decode_jpeg if _jpeg(data) else tf.io.decode_png
+
+    def load(image_bytes, mask_bytes):
+        image = decode_image(image_bytes, channels=3)
+        mask = tf.io.decode_png(mask_bytes, channels=channels)
+        both = tf.concat([image, mask], axis=-1)  # one window for image and mask
+        both = tf.image.random_flip_left_right(tf.image.random_crop(both, [h, w, 3 + channels]))
+        m = tf.cast(both[..., 3:], tf.int32)
+        code = m[..., 0] * 65536 + m[..., 1] * 256 + m[..., 2] if channels == 3 else m[..., 0]
+        return both[..., :3], table.lookup(code)  # colours (or ids) to classes on the crop only
+
+    def finish(images, labels):
+        images = tf.cast(images, tf.float32) / 255.0
+        if spec.label_mode == "onehot":
+            return images, tf.one_hot(labels, data.classes.num_classes)
+        return images, labels
+
+    ds = _pairs(data).shuffle(len(data), seed=plan.sampler.seed).repeat()
+    ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    ds = ds.batch(batch_size, drop_remainder=True).map(finish, num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.autotune.enabled = True
+    options.experimental_optimization.map_parallelization = True
+    options.deterministic = False
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _class_table(classes: ClassMap):
+    """The hash table from packed colour ``r << 16 | g << 8 | b`` (or id) to class, unknown -> 255."""
+    import tensorflow as tf
+
+    if classes.kind is MaskKind.RGB:
+        c = classes.colors.astype(np.int64)
+        keys = (c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]
+        values = np.arange(classes.num_classes)
+    else:
+        keys, values = (np.asarray(v, np.int64) for v in classes.id_table())
+    initializer = tf.lookup.KeyValueTensorInitializer(tf.constant(keys, tf.int32), tf.constant(values, tf.int32))
+    return tf.lookup.StaticHashTable(initializer, default_value=classes.ignore_index)
+
+
+def _pairs(data: SegmentationData):
+    """(image bytes, mask bytes) per pair: files read with ``read_file``, records with ``TFRecordDataset``."""
+    import tensorflow as tf
+
+    if data.records is None:
+        return tf.data.Dataset.from_tensor_slices((list(data.images), list(data.masks))).map(
+            lambda image, mask: (tf.io.read_file(image), tf.io.read_file(mask)))
+    keys = data.records
+    features = {key: tf.io.FixedLenFeature([], tf.string) for key in (keys.image_key, keys.mask_key)}
+    files = list(dict.fromkeys(part_file(p) for p in data.images))
+    return tf.data.TFRecordDataset(files).map(lambda s: tf.io.parse_single_example(s, features)).map(
+        lambda f: (f[keys.image_key], f[keys.mask_key]))
+
+
+def _jpeg(data: SegmentationData) -> bool:
+    """Whether the dataset's pictures are JPEGs (by the first one), as an expert writes for their data."""
+    from ..parts import image_suffix
+
+    return image_suffix(data.images[0]) in (".jpg", ".jpeg")
+
+
+def refuses(data: SegmentationData, plan: Plan) -> str | None:
+    """Why the expert's pipeline cannot run on ``data`` with ``plan`` (None where it can): its
+    ``random_crop`` needs pictures at least as large as the crop, its decoder one format."""
+    h, w = plan.spec.image_size
+    small = [(ih, iw) for ih, iw in data.image_sizes if ih < h or iw < w]
+    if small:
+        return f"its random_crop needs pictures of at least {h}x{w}; the dataset holds {small[0][0]}x{small[0][1]}"
+    suffixes = {part_file(p).rsplit(".", 1)[-1].lower() for p in data.images[:64]} if data.records is None else set()
+    if len(suffixes) > 1:
+        return f"its decoder reads one format; the dataset mixes {', '.join(sorted(suffixes))}"
+    return None
