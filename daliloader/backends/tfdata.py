@@ -32,49 +32,79 @@ def dataset(plan: Plan) -> LoaderDataset:
     """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order at every ``iter()``),
     sharded like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples
     (index -1, weight 0), as on the other backends, so that every backend gives the same batches.
-    TFRecords are read with ``tf.data.TFRecordDataset`` (see :func:`_records`)."""
+    TFRecords are read with ``tf.data.TFRecordDataset`` (see :func:`_records`). Pairs are vetted by the
+    guard a chunk of :data:`VET_CHUNK` at a time, before any of them is read (Python once per chunk, not
+    per sample); in training, the parallel map may hand samples over out of order (``deterministic``
+    off: each sample's draws are its own), in evaluation never."""
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
     guard = pair_guard(data, "tfdata")
-
     if data.container is Container.TFRECORD:
-        stream = _records(plan)
-
-        def vet(index, payload):  # the record checked against the index, then the pair vetted
-            return (index, *guard.take(int(index), payload))
-
-        def fetch(read, image_bytes, mask_bytes):
-            return image_bytes, mask_bytes
+        stream, fetch = _vetted_records(_records(plan), guard), lambda read, image, mask: (image, mask)
     else:
-        stream = _files(plan).map(lambda index: (index, tf.constant(b"")))
         # bytes, as the file system names them (a name that is no UTF-8 is no TensorFlow string)
         images, masks = (tf.constant([os.fsencode(p) for p in paths]) for paths in (data.images, data.masks))
-
-        def vet(index, payload):  # the PairGuard's checks, once per pair: a bad file fails with its name
-            guard.verify(int(index))
-            return index, b"", b""
+        stream = _vetted_files(_files(plan), guard)
 
         def fetch(read, *_):
             return tf.io.read_file(images[read]), tf.io.read_file(masks[read])
 
-    def load(index, payload, seed):
-        # vetted before anything is read or decoded: what is read (the index, the record) comes out of vet.
-        # Padding (index < 0) reads sample -1 - index: 0 for files, the record it repeats for records.
-        read, *vetted = tf.numpy_function(vet, [tf.where(index < 0, -1 - index, index), payload],
-                                          (tf.int64, tf.string, tf.string), stateful=False)
-        image_bytes, mask_bytes = fetch(read, *vetted)
+    def load(index, read, image_bytes, mask_bytes, seed):
+        image_bytes, mask_bytes = fetch(read, image_bytes, mask_bytes)
         image, labels = sample_from_bytes(image_bytes, mask_bytes, spec, classes, lut, tf.stack([seed, read]),
                                           data.mask_depth, tf.gather(names, read))
-        return image, labels, tf.maximum(index, -1)
+        return image, labels, index
 
     names = tf.constant([f"{image} + {mask}".encode(errors="surrogateescape")
                          for image, mask in zip(data.images, data.masks)])  # for messages
     seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
-    ds = tf.data.Dataset.zip(stream, seeds).map(lambda pair, seed: load(*pair, seed), num_parallel_calls=AUTOTUNE)
+    ordered = not (sampler.shuffle and sampler.drop_remainder)  # evaluation: the dataset's order, always
+    ds = tf.data.Dataset.zip(stream, seeds).map(lambda vetted, seed: load(*vetted, seed), num_parallel_calls=AUTOTUNE,
+                                                deterministic=ordered)
     ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
     ds = ds.map(lambda x, y, i: finish(x, y, i, spec, classes, plan.outputs), num_parallel_calls=AUTOTUNE)
     return LoaderDataset(ds.prefetch(AUTOTUNE), guard)
+
+
+#: Stream positions vetted per Python call.
+VET_CHUNK = 64
+
+
+def _vetted_files(indices: tf.data.Dataset, guard) -> tf.data.Dataset:
+    """``(sample index, the index read, b"", b"")`` per position, each chunk of :data:`VET_CHUNK` vetted by
+    the guard before any of its pairs is read. Padding (index -1) reads sample 0."""
+    def vet(chunk):
+        for i in chunk:
+            guard.verify(max(int(i), 0))
+        return chunk
+
+    def call(chunk):
+        vetted = tf.numpy_function(vet, [chunk], tf.int64, stateful=False)
+        return tf.ensure_shape(vetted, chunk.shape)
+
+    vetted = indices.batch(VET_CHUNK).map(call).unbatch().map(
+        lambda i: (i, tf.maximum(i, 0), tf.constant(b""), tf.constant(b"")))
+    return vetted.apply(tf.data.experimental.assert_cardinality(indices.cardinality()))  # (unbatch forgets it)
+
+
+def _vetted_records(records: tf.data.Dataset, guard) -> tf.data.Dataset:
+    """``(sample index, the index read, image bytes, mask bytes)`` per position: each record's payload, as
+    ``TFRecordDataset`` read it, checked against the file's index and its pair vetted by the guard
+    (:meth:`~daliloader.guard.PairGuard.take`), a chunk of :data:`VET_CHUNK` at a time. Padding (index
+    ``-1 - i``, see :func:`_records`) reads sample ``i``, the record it repeats; its index is -1."""
+    def vet(indices, payloads):
+        taken = [guard.take(-1 - int(i) if i < 0 else int(i), bytes(p)) for i, p in zip(indices, payloads)]
+        return (np.array([t[0] for t in taken], dtype=object), np.array([t[1] for t in taken], dtype=object))
+
+    def call(indices, payloads):
+        images, masks = tf.numpy_function(vet, [indices, payloads], (tf.string, tf.string), stateful=False)
+        read = tf.where(indices < 0, -1 - indices, indices)
+        return tf.maximum(indices, -1), read, tf.ensure_shape(images, indices.shape), tf.ensure_shape(masks,
+                                                                                                      indices.shape)
+
+    vetted = records.batch(VET_CHUNK).map(call).unbatch()
+    return vetted.apply(tf.data.experimental.assert_cardinality(records.cardinality()))  # (unbatch forgets it)
 
 
 def _files(plan: Plan) -> tf.data.Dataset:
@@ -164,8 +194,9 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
         "daliloader: an image and its mask differ in size (a file changed after it was vetted?):", name, "image",
         size, "mask", tf.shape(mask)[:2]])
     with tf.control_dependencies([same]):
-        labels = map_labels(tf.identity(mask), classes, lut)
-    labels = crop(labels[..., None], top, left, win_h, win_w, label_fill)
+        mask = tf.identity(mask)
+    # labels on the window's pixels inside the mask only, then padded with the ignore index
+    labels = crop(mask, top, left, win_h, win_w, label_fill, lambda part: map_labels(part, classes, lut)[..., None])
     h, w = spec.image_size
     if spec.resizes:
         size = tf.stack(stages.resize_to(spec, win_h, win_w, TF_MATH))
@@ -255,11 +286,17 @@ def decode_rgb(encoded):
         pixels = tf.io.decode_image(encoded, dtype=tf.uint8, expand_animations=False)[..., :3]
         return tf.ensure_shape(pixels, [None, None, 3])
 
+    def png8():  # an 8-bit PNG (the usual mask): decoded as it is stored, twice as fast as through uint16
+        return tf.io.decode_png(encoded, channels=3, dtype=tf.uint8)
+
     def others():
         return to_8bit(tf.io.decode_image(encoded, channels=3, dtype=tf.uint16, expand_animations=False))
 
     is_webp = (tf.strings.substr(encoded, 0, 4) == b"RIFF") & (tf.strings.substr(encoded, 8, 4) == b"WEBP")
-    return tf.cond(is_webp, webp, others)
+    # a PNG's IHDR chunk gives its bit depth at byte 24: 16, or 8 and less (palette indices: 1-8)
+    is_png8 = (tf.strings.substr(encoded, 0, 8) == b"\x89PNG\r\n\x1a\n") & (
+        tf.strings.substr(encoded, 24, 1) != b"\x10")
+    return tf.case([(is_webp, webp), (is_png8, png8)], default=others, exclusive=True)
 
 
 def to_8bit(pixels):
@@ -292,4 +329,4 @@ def crop(a, top, left, win_h, win_w, fill, inside=None):
     if inside is not None:
         inner = inside(inner)
     pads = [[y0 - top, top + win_h - tf.maximum(y1, y0)], [x0 - left, left + win_w - tf.maximum(x1, x0)], [0, 0]]
-    return tf.pad(inner, pads, constant_values=tf.cast(fill, a.dtype))
+    return tf.pad(inner, pads, constant_values=tf.cast(fill, inner.dtype))
