@@ -45,17 +45,21 @@ class Entry:
         return ((time.time() if now is None else now) - self.last_used) / _DAY
 
 
-def entries(root: Path | None = None) -> list[Entry]:
-    """Every entry of the cache, oldest use first (each TFRecord index one entry)."""
+def entries(root: Path | None = None, kinds=None) -> list[Entry]:
+    """Every entry daliloader made in the cache (of ``kinds``, all when None), oldest use first (each
+    TFRecord index one entry). Folders of other names are not daliloader's: never listed, never cleaned
+    (the cache may be a folder that other tools share)."""
     root = cache_dir() if root is None else Path(root)
     if not root.is_dir():
         return []
     found = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        kind = next((what for prefix, what in KINDS if folder.name.startswith(prefix)), None)
+        if kind is None or (kinds is not None and kind not in kinds):
+            continue
         if folder.name == INDEXES:
-            found += [_entry("TFRecord index", p) for p in sorted(folder.iterdir()) if p.is_dir()]
+            found += [_entry(kind, p) for p in sorted(folder.iterdir()) if p.is_dir()]
         else:
-            kind = next((what for prefix, what in KINDS if folder.name.startswith(prefix)), "other")
             found.append(_entry(kind, folder))
     return sorted(found, key=lambda e: e.last_used)
 
@@ -72,14 +76,13 @@ def _entry(kind: str, folder: Path) -> Entry:
     return Entry(kind, folder, size, newest or folder.stat().st_mtime)
 
 
-def clean(older_than_days: float | None = None, root: Path | None = None, kinds=None) -> list[Entry]:
+def clean(older_than_days: float | None = None, root: Path | None = None, kinds=None, keep=()) -> list[Entry]:
     """Remove the entries not used for ``older_than_days`` days (all of them when None), of ``kinds``
-    (all when None); returns those removed. An entry that cannot be removed is left, and not listed."""
+    (all when None), but the folders ``keep``; returns those removed. An entry that cannot be removed is
+    left, and not listed."""
     now, removed = time.time(), []
-    for entry in entries(root):
-        if kinds is not None and entry.kind not in kinds:
-            continue
-        if older_than_days is not None and entry.age_days(now) < older_than_days:
+    for entry in entries(root, kinds):
+        if entry.path in keep or (older_than_days is not None and entry.age_days(now) < older_than_days):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         if not entry.path.exists():
@@ -90,13 +93,14 @@ def clean(older_than_days: float | None = None, root: Path | None = None, kinds=
 _pruned: set[Path] = set()
 
 
-def prune_indexes() -> None:
-    """Remove the TFRecord indexes not used for :data:`INDEX_DAYS` days, once per process and cache."""
+def prune_indexes(keep: Path) -> None:
+    """Remove the TFRecord indexes not used for :data:`INDEX_DAYS` days, once per process and cache; never
+    ``keep``, the folder of the index being written."""
     root = cache_dir()
     if root in _pruned:
         return
     _pruned.add(root)
-    clean(INDEX_DAYS, root, kinds=("TFRecord index",))
+    clean(INDEX_DAYS, root, kinds=("TFRecord index",), keep=(keep,))
 
 
 def describe(found: list[Entry]) -> str:
@@ -104,9 +108,17 @@ def describe(found: list[Entry]) -> str:
     if not found:
         return f"the cache {cache_dir()} is empty"
     now = time.time()
-    lines = [f"{e.kind:28} {size_in_words(e.size):>9} {e.age_days(now):7.1f} d  {e.path}" for e in found]
+    lines = [f"{e.kind:28} {size_in_words(e.size):>9} {e.age_days(now):7.1f} d  {e.path}{_of(e)}" for e in found]
     return "\n".join([f"{'kind':28} {'size':>9} {'unused':>9}  folder", *lines,
                       f"{len(found)} entries, {size_in_words(sum(e.size for e in found))} in {cache_dir()}"])
+
+
+def _of(entry: Entry) -> str:
+    """What a TFRecord index is of (the files named by its kept indexes), for the listing."""
+    if entry.kind != "TFRecord index":
+        return ""
+    names = sorted(p.name.removesuffix(".json") for p in entry.path.glob("*.json"))
+    return f"  ({', '.join(names)})" if names else ""
 
 
 def size_in_words(n: int) -> str:

@@ -81,38 +81,35 @@ class Report:
 
 def check(data: SegmentationData | str | Path | dict, *, split: str | None = None, classes=None,
           workers: int | None = None, min_side: int = MIN_SIDE, progress: bool = False, image_key: str | None = None,
-          mask_key: str | None = None) -> Report:
+          mask_key: str | None = None, mask_channel: int | None = None) -> Report:
     """Check every pair of ``data``: a SegmentationData, a dataset folder in a known layout (see
     :mod:`daliloader.layouts`: TFRecord files and TFDS folders too, whose features ``image_key`` and
     ``mask_key`` may name), or the ``from_dirs`` arguments as a dict. ``classes`` replaces the class
     map, as in ``from_folder`` (:func:`~daliloader.data.choose_classes`; None: the layout's, or the ids
-    in the masks).
+    in the masks); ``mask_channel``: the channel of colour masks that holds the ids (None: the data's
+    or the layout's own).
 
     Folders are paired leniently: files without a partner are reported instead of raised, and so are
     TFRecord records that cannot be read or lack the keys (named by file, record and byte offset).
     ``workers`` threads decode in parallel (default: every core).
     """
     if isinstance(data, SegmentationData):
-        pairs, source, depth = list(zip(data.images, data.masks)), repr(data), data.mask_depth
-        classes = data.classes if classes is None else choose_classes(classes, data.masks, progress=progress)
-        unpaired: list[Problem] = []
-        notes = _empty_files(data.records)
+        listed = _Listed(Pairing(list(zip(data.images, data.masks)), [], [], ""), repr(data),
+                         data.classes if classes is None else classes, notes=_empty_files(data.records),
+                         mask_channel=data.mask_channel if mask_channel is None else mask_channel)
+        depth = data.mask_depth
     else:
-        listed = _listed(data, split, classes, image_key, mask_key)
-        pairs, source, unpaired, notes = listed.pairing.pairs, listed.source, listed.problems, listed.notes
-        masks = [m for _, m in pairs]
-        classes = choose_classes(listed.classes, masks, listed.published, listed.layout, progress,
-                                 mask_channel=listed.mask_channel) if pairs else None
-        if classes is not None and listed.mask_channel is not None:  # the layout's colour masks (scene_parse150)
-            classes = replace(classes, mask_channel=listed.mask_channel)
-        depth = data_mask_depth(masks[0]) if masks else 8
+        listed = _listed(data, split, classes, image_key, mask_key, mask_channel)
+        depth = data_mask_depth(listed.pairing.pairs[0][1]) if listed.pairing.pairs else 8
+    pairs, source = listed.pairing.pairs, listed.source
+    classes = listed.read_with([m for _, m in pairs], progress)
     workers = check_workers(workers) or os.cpu_count() or 1
     start = time.perf_counter()
-    problems = list(unpaired) + _table_problems(classes, [m for _, m in pairs], source)
+    problems = list(listed.problems) + _table_problems(classes, [m for _, m in pairs], source)
     for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,
                               "checking pairs" if progress else None):
         problems.extend(found)
-    return Report(source, len(pairs), problems, time.perf_counter() - start, workers, notes)
+    return Report(source, len(pairs), problems, time.perf_counter() - start, workers, listed.notes)
 
 
 def _empty_files(records) -> list[str]:
@@ -147,9 +144,18 @@ class _Listed:
     notes: list[str] = field(default_factory=list)
     mask_channel: int | None = None
 
+    def read_with(self, masks: list, progress: bool):
+        """The class map that reads ``masks``: the one given, else the published one (else the ids in the
+        masks), with the channel of colour masks where there is one; None without masks."""
+        if not masks:
+            return None
+        classes = choose_classes(self.classes, masks, self.published, self.layout, progress,
+                                 mask_channel=self.mask_channel)
+        return classes if self.mask_channel is None else replace(classes, mask_channel=self.mask_channel)
+
 
 def _listed(data: str | Path | dict, split: str | None, classes, image_key: str | None,
-            mask_key: str | None) -> _Listed:
+            mask_key: str | None, mask_channel: int | None = None) -> _Listed:
     """Pair ``data`` with every listing problem reported, not raised."""
     if isinstance(data, dict):
         suffix = data.get("mask_suffix")
@@ -157,16 +163,17 @@ def _listed(data: str | Path | dict, split: str | None, classes, image_key: str 
             pairing = pair_files(data["images"], data["masks"], suffix, data.get("image_suffix", ""),
                                  only_suffixed=suffix is not None)
         listed = _Listed(pairing, f"{data['images']} + {data['masks']}",
-                         data.get("classes") if classes is None else classes)
+                         data.get("classes") if classes is None else classes,
+                         mask_channel=data.get("mask_channel") if mask_channel is None else mask_channel)
     else:
         with listing_problems():
-            found = find(data, split, image_key, mask_key)
+            found = find(data, split, image_key, mask_key, mask_channel)
         if classes is None and found.needs_classes:
             raise DataError(found.needs_classes)
         listed = _Listed(found.pairing, f"{data} ({found.layout})", classes, found.classes, found.layout,
                          [Problem(record_problem_kind(p.kind), f"{p.file} [record {p.record} at byte {p.offset}]",
                                   p.what) for p in found.record_problems], _empty_files(found.records),
-                         mask_channel=found.mask_channel)
+                         mask_channel=found.mask_channel if mask_channel is None else mask_channel)
     listed.problems += _pairing_problems(listed.pairing)
     return listed
 

@@ -249,13 +249,23 @@ class ClassMap:
         return replace(cm, colors=np.array([c for _, _, c in trained], dtype=np.uint8), catalogue=name)
 
     @classmethod
-    def voc(cls, indexed: bool = True) -> ClassMap:
+    def voc(cls, indexed: bool = True, form: str | None = None) -> ClassMap:
         """Pascal VOC 2012 ``SegmentationClass`` masks: palette PNGs whose indices 0-20 are the classes
         and whose index 255 (object borders) is ignored (see :data:`daliloader.catalog.VOC_CLASSES`).
         ``indexed=False``: the same classes in single-channel id masks (0-20, 255 ignored), as DeepLab's
-        ``SegmentationClassRaw`` and the TFRecords of DeepLab and TF Model Garden store them. By name:
-        ``"voc"`` (either, by the masks: palette PNGs or not) and ``"voc-ids"``."""
-        if not indexed:
+        ``SegmentationClassRaw`` and the TFRecords of DeepLab and TF Model Garden store them.
+        ``form="colours"``: the masks are colour pictures of the palette's colours (a palette expanded,
+        as some copies of VOC store them), read by colour, the border colour (index 255's) ignored. By
+        name: ``"voc"`` (any of them, by the masks: palette PNGs, colours, or ids) and ``"voc-ids"``."""
+        if form == "colours":
+            pal = voc_colormap()
+            cm = cls.from_palette(pal[:len(VOC_CLASSES)], VOC_CLASSES, ignore_index=VOC_IGNORE,
+                                  source="Pascal VOC 2012 (colours)", ignore_colors=pal[VOC_IGNORE:VOC_IGNORE + 1])
+            return replace(cm, catalogue="voc")
+        if form not in (None, "palette", "ids"):
+            raise SpecError(f"form={form!r}: VOC's masks are palette PNGs ('palette'), colour pictures ('colours') "
+                            "or ids ('ids')")
+        if not indexed or form == "ids":
             cm = cls.from_ids(len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE, source="Pascal VOC 2012 (ids)")
             return replace(cm, catalogue="voc-ids")
         cm = cls.from_palette_indices(voc_colormap(), len(VOC_CLASSES), VOC_CLASSES, ignore_index=VOC_IGNORE,
@@ -462,6 +472,19 @@ OTHER_FORM = {"cityscapes": "cityscapes-trainids", "cityscapes-trainids": "citys
               "voc-ids": "voc", "ade20k": "ade20k-reduced", "ade20k-reduced": "ade20k"}
 
 
+#: The dataset each published table is a form of: tables of one dataset are checked against each other
+#: (a layout that publishes one refuses another: ``daliloader.data.refuse_other_member``).
+FAMILIES = {"cityscapes": "cityscapes", "cityscapes-trainids": "cityscapes", "voc": "voc", "voc-ids": "voc",
+            "ade20k": "ade20k", "ade20k-reduced": "ade20k", "ade20k-instances": "ade20k"}
+
+
+def catalogue_of(classes) -> str | None:
+    """The catalogue name of ``classes``: a catalogue name, or a ClassMap of a published table; else None."""
+    if isinstance(classes, ClassMap):
+        return classes.catalogue
+    return catalogue_name(classes) if is_named(classes) else None
+
+
 def _normal(name: str) -> str:
     return name.strip().lower().replace("-", "_")
 
@@ -565,11 +588,13 @@ def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], 
 def _remap_table(id_to_class: Mapping[int, int], ignore_index: int | None) -> tuple[dict[int, int], int]:
     """A remap table ``{raw_id: class}`` as ints, and its ignore index: 255 where none is given (also
     where the table maps ids to 255), 65535 above 255 classes."""
-    try:
-        table = {int(k): int(v) for k, v in dict(id_to_class).items()}
-    except (TypeError, ValueError):
-        raise DataError(f"a remap table maps integer mask ids to integer classes, got {dict(id_to_class)!r:.80}") \
-            from None
+    given = dict(id_to_class)
+    whole = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool)  # noqa: E731
+    if not all(whole(k) and whole(v) for k, v in given.items()):
+        bad = next((k, v) for k, v in given.items() if not (whole(k) and whole(v)))
+        raise DataError(f"a remap table maps integer mask ids to integer classes; got {bad[0]!r}: {bad[1]!r} in "
+                        f"{given!r:.80}")
+    table = {int(k): int(v) for k, v in given.items()}
     if ignore_index is None:
         ignore_index = default_ignore(max((v for v in table.values() if v != 255), default=0) + 1)
     else:

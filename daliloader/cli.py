@@ -15,6 +15,7 @@ from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
+from daliloader.classes import CATALOGUE
 from daliloader.environment import show_native_warnings
 from daliloader.errors import DaliloaderError, SpecError
 
@@ -157,9 +158,9 @@ def load_data(args, default: bool = True):
             raise SpecError(f"name the dataset to {args.command}: DATA (a dataset folder) or --images/--masks")
         return dl.synthetic.default_dataset(args.n)
     if isinstance(source, dict):
-        return dl.SegmentationData.from_dirs(**source)
+        return dl.SegmentationData.from_dirs(**source, mask_channel=args.mask_channel)
     return dl.SegmentationData.from_folder(source, split=args.split, classes=args.classes, image_key=args.image_key,
-                                           mask_key=args.mask_key)
+                                           mask_key=args.mask_key, mask_channel=args.mask_channel)
 
 
 def cmd_check(args) -> int:
@@ -171,7 +172,8 @@ def cmd_check(args) -> int:
     if source is None:
         raise SpecError("name the dataset to check: DATA (a dataset folder) or --images/--masks")
     report = check(source, split=args.split, classes=None if isinstance(source, dict) else args.classes,
-                   workers=args.workers, progress=not args.quiet, image_key=args.image_key, mask_key=args.mask_key)
+                   workers=args.workers, progress=not args.quiet, image_key=args.image_key, mask_key=args.mask_key,
+                   mask_channel=args.mask_channel)
     print(report)
     if args.json:
         Path(args.json).write_text(report.to_json())
@@ -210,6 +212,8 @@ def cmd_cache(args) -> int:
     from daliloader import cache
 
     if not args.clean:
+        if args.older_than is not None:
+            raise SpecError("--older-than says which entries --clean removes: pass --clean too")
         print(cache.describe(cache.entries()))
         return 0
     removed = cache.clean(args.older_than)
@@ -284,9 +288,12 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
     parser.add_argument("--masks", type=Path, help="mask folder (instead of DATA)")
     parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N|NAME",
                         help="the classes: a class_dict.csv (name,r,g,b) for colour masks, N for id masks whose "
-                             "ids 0..N-1 are the classes (others ignored), or a published table by name (cityscapes, "
-                             "voc, ade20k, camvid, oxford_iiit_pet). With DATA it replaces the layout's own; "
+                             "ids 0..N-1 are the classes (others ignored), or a published table by name ("
+                             f"{', '.join(CATALOGUE)}). With DATA it replaces the layout's own; "
                              "with --images/--masks and no --classes, the ids in the masks are read")
+    parser.add_argument("--mask-channel", type=int, choices=(0, 1, 2), default=None, metavar="0|1|2",
+                        help="the masks are colour pictures whose channel 0 (red), 1 or 2 holds the class id "
+                             "(TFDS's scene_parse150 sets it by itself)")
     parser.add_argument("--mask-suffix", default=None, help="with --images/--masks: the masks' name suffix, e.g. _L "
                                                             "(default: detected); with it, files without it are not "
                                                             "masks")

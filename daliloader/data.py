@@ -14,7 +14,7 @@ import numpy as np
 from PIL import UnidentifiedImageError
 
 from . import layouts, tfrecord
-from .classes import ClassMap, as_classmap, catalogue_name, is_named
+from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named
 from .errors import DataError
 from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
@@ -216,7 +216,8 @@ class SegmentationData:
         TFRecord file or a glob of them, and ``image_key``/``mask_key`` name their features (see
         :meth:`from_tfrecord`). ``mask_channel``: the masks are colour pictures whose channel 0, 1 or 2
         holds the ids (a layout that publishes one, TFDS's scene_parse150, sets it itself)."""
-        return cls._of_found(layouts.find(as_path(root, "root"), split, image_key, mask_key, mask_channel), classes)
+        found = layouts.find(as_path(root, "root"), split, image_key, mask_key, mask_channel)
+        return cls._of_found(found if mask_channel is None else replace(found, mask_channel=mask_channel), classes)
 
     @classmethod
     def _of_found(cls, found: layouts.Found, classes) -> SegmentationData:
@@ -404,12 +405,38 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
         given, published = published, None
         if given is None:
             return infer_classes(masks, progress, mask_channel)
-    if (is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None
-            and _palette(masks[0]) is None):
-        return ClassMap.voc(indexed=False)  # VOC's classes in id masks (DeepLab's SegmentationClassRaw)
+    refuse_other_member(given, published, layout)
+    if is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None:
+        return _voc_as_stored(masks[0])
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
     return _counted_classes(int(given), masks, published, layout)
+
+
+def _voc_as_stored(mask) -> ClassMap:
+    """``classes="voc"`` for the form VOC's masks are stored in: palette PNGs (read by index), colour
+    pictures (the palette expanded: read by VOC's colours), or single-channel ids (DeepLab's
+    ``SegmentationClassRaw``)."""
+    if _palette(mask) is not None:
+        return ClassMap.voc()
+    try:
+        with open_image(mask) as im:
+            colours = im.mode in ("RGB", "RGBA")
+    except (OSError, UnidentifiedImageError, DataError):
+        colours = False  # unreadable: named when it is loaded or checked
+    return ClassMap.voc(form="colours") if colours else ClassMap.voc(indexed=False)
+
+
+def refuse_other_member(given, published, layout: str) -> None:
+    """A published table given for a layout that publishes another table of the same dataset
+    (:data:`~daliloader.classes.FAMILIES`: ``classes="ade20k"`` on TFDS's scene_parse150, whose masks hold
+    ADE20K's instance categories; ``"cityscapes-trainids"`` on the Cityscapes download's labelIds): the
+    layout knows its masks, and the other table would read them into wrong labels."""
+    mine, theirs = catalogue_of(given), catalogue_of(published)
+    if mine and theirs and mine != theirs and FAMILIES.get(mine) == FAMILIES.get(theirs) is not None:
+        raise DataError(f"classes={mine!r} on {layout or 'this dataset'}, whose masks hold {theirs!r} "
+                        f"({ClassMap.named(theirs).source}): {mine!r} is another form of that dataset's table and "
+                        f"would read them into wrong labels. Leave classes out, or pass classes={theirs!r}")
 
 
 def _counted_classes(given: int, masks: Sequence[str], published, layout: str) -> ClassMap:

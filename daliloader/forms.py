@@ -11,14 +11,16 @@ fits them far better is named (:func:`refuse_other_form` at load time, :func:`ot
 "Fits" is measured on the sampled masks' ids: the shares of pixels whose id the table does not know at
 all (``unknown``), that it maps to a class (``labelled``), and that it ignores on purpose (``ignored``:
 void ids, "other"). The other form fits far better when (1) the given table leaves at least
-:data:`UNKNOWN_SHARE` of the pixels unknown and the other at most a tenth of that; or (2) the other
-knows every id the given table knows, the given table ignores no pixel while the other ignores at least
-:data:`IGNORED_SHARE` of them, and labels no more than :data:`LABELLED_LOSS` fewer. Real masks of the
-right form leave nothing unknown and hold some void (every form here has void pixels in nearly every
-picture: Cityscapes' ego vehicle and borders, ADE20K's "other objects", VOC's object borders); of the
-wrong form, whole classes go unknown. Rule 2 tells ADE20K's raw masks (0 "other") from reduced ones,
-which a reduced table reads without an unknown id. A form that labels more pixels is not enough by
-itself: masks of blank or unusual content would be refused for it.
+:data:`UNKNOWN_SHARE` of the pixels unknown and the other at most a tenth of that; or (2), for ADE20K's
+raw and reduced forms only (:data:`VOID_IN_EVERY_PICTURE`), with at least :data:`RULE_2_MASKS` masks
+sampled: the other knows every id the given table knows, the given table ignores no pixel while the
+other ignores at least :data:`IGNORED_SHARE` of them, and labels no more than :data:`LABELLED_LOSS`
+fewer. Masks of the right form leave nothing unknown; of the wrong form, whole classes go unknown
+(Cityscapes' trainIds read as labelIds leave its 255 unknown, labelIds read as trainIds its ids above
+18). ADE20K's raw masks read with the reduced table leave nothing unknown, but hold no 255 where every
+real ADE20K picture holds some "other objects" (0): rule 2. A form that labels more pixels is not enough
+by itself, nor rule 2 on a few masks or other datasets: a crop or a small set without void pixels would
+be refused for it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ SAMPLE = 16
 UNKNOWN_SHARE = 0.001
 #: The share of pixels the other form must ignore where the given table ignores none (rule 2).
 IGNORED_SHARE = 0.01
+#: The forms rule 2 tells apart.
+VOID_IN_EVERY_PICTURE = frozenset({"ade20k", "ade20k-reduced"})
+#: The fewest sampled masks rule 2 judges.
+RULE_2_MASKS = 4
 #: How many fewer of the pixels (a share) the other form may label and still fit far better by rule 2.
 LABELLED_LOSS = 0.25
 
@@ -61,11 +67,12 @@ class Fit:
         ignored = known & ~labelled
         return cls(*(float(counts[ids[which]].sum()) / total for which in (~known, labelled, ignored)))
 
-    def far_better(self, other: Fit) -> bool:
-        """Whether this fit is far better than ``other`` (see the module's docstring)."""
+    def far_better(self, other: Fit, void_rule: bool = False) -> bool:
+        """Whether this fit is far better than ``other`` (see the module's docstring; ``void_rule``: rule 2
+        applies)."""
         return ((other.unknown >= UNKNOWN_SHARE and self.unknown <= other.unknown / 10)
-                or (other.ignored == 0 and self.ignored >= IGNORED_SHARE and self.unknown <= other.unknown
-                    and self.labelled >= other.labelled - LABELLED_LOSS))
+                or (void_rule and other.ignored == 0 and self.ignored >= IGNORED_SHARE
+                    and self.unknown <= other.unknown and self.labelled >= other.labelled - LABELLED_LOSS))
 
 
 @dataclass(frozen=True)
@@ -99,11 +106,13 @@ def other_form(classes: ClassMap, masks: Sequence) -> OtherForm | None:
     try:
         if classes.palette_masks is not None or other.palette_masks is not None:
             return _palette_form(classes, other, name, sample(masks))
-        counts = _id_counts(sample(masks), classes.mask_channel)
+        sampled = sample(masks)
+        counts = _id_counts(sampled, classes.mask_channel)
     except (OSError, ValueError, DataError):
         return None
     given, alternative = Fit.of(classes, counts), Fit.of(other, counts)
-    if not alternative.far_better(given):
+    void_rule = {classes.catalogue, name} <= VOID_IN_EVERY_PICTURE and len(sampled) >= RULE_2_MASKS
+    if not alternative.far_better(given, void_rule):
         return None
     return OtherForm(name, f"{given.unknown:.1%} of the sampled pixels hold ids {classes.catalogue!r} does not know "
                            f"and {given.labelled:.1%} load as a class, against {alternative.unknown:.1%} and "
@@ -130,10 +139,12 @@ def _id_counts(masks: Sequence, channel: int | None) -> np.ndarray:
 
 
 def _palette_form(classes: ClassMap, other: ClassMap, name: str, masks: list) -> OtherForm | None:
-    """VOC's two forms are told apart by the masks themselves: palette PNGs, or single-channel ids."""
+    """VOC's two forms are told apart by the masks themselves: palette PNGs, or single-channel ids (masks
+    of other modes are neither: the loaders' vetting names them)."""
     with open_image(masks[0]) as im:
-        palette = im.mode == "P"
-    if (classes.palette_masks is not None) == palette or (other.kind is not MaskKind.ID and not palette):
-        return None
-    what = "palette PNGs, whose indices are the labels" if palette else f"single-channel {im.mode} id masks"
-    return OtherForm(name, f"they are {what}")
+        mode = im.mode
+    if classes.palette_masks is not None and mode in ("L", "I;16", "I;16B", "I;16L", "I"):
+        return OtherForm(name, f"they are single-channel {mode} id masks, not palette PNGs")
+    if other.palette_masks is not None and classes.kind is MaskKind.ID and mode == "P":
+        return OtherForm(name, "they are palette PNGs, whose indices are the labels")
+    return None

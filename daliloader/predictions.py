@@ -14,6 +14,7 @@ indexed PNGs with that palette, so that the VOC devkit reads predictions as it r
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,7 @@ def file_stems(data: SegmentationData) -> list[str]:
     (TF Model Garden's records name each by a 24-bit hash, ``image/source_id``, which repeat past a few
     thousand records; images of one name in several folders): a colliding record's stem gets its file and
     record number (``<stem>-<file>-<record>``), a colliding file's its pair number (``<stem>-<pair>``)."""
-    stems = [part_stem(p) for p in data.images]
+    stems = [_safe(part_stem(p), p) for p in data.images]
     seen = Counter(stems)
     unique = [s if seen[s] == 1 else
               f"{s}-{Path(p.file).name}-{p.record:06d}" if isinstance(p, RecordPart) else f"{s}-{i:06d}"
@@ -121,6 +122,16 @@ def file_stems(data: SegmentationData) -> list[str]:
     if len(set(unique)) < len(unique):  # a stem that ends like another's fallback: the pair number decides
         unique = [f"{s}-{i:06d}" for i, s in enumerate(unique)]
     return unique
+
+
+def _safe(stem: str, part) -> str:
+    """A stem that is one file name in any folder: a record's name feature (its file name, which may hold
+    anything) without path separators, NUL or other control characters, and not empty or hidden
+    (else the record's ``<file>-<number>``)."""
+    cleaned = re.sub(r"[\x00-\x1f/\\]", "_", stem).strip()
+    if not cleaned.strip("._") and isinstance(part, RecordPart):
+        return f"{Path(part.file).name}-{part.record:06d}"
+    return cleaned.lstrip(".") or "_"
 
 
 def _ready(out_dir: Path, data: SegmentationData) -> Path:

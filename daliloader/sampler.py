@@ -36,6 +36,7 @@ class Sampler:
         # Shards must agree on the permutation, so an unseeded sampler still fixes one seed here;
         # distribute() passes the same seed to every shard.
         self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
+        self.seeded = seed is not None  # the user asked for a reproducible stream
         # Every shard gets the same number of batches (replicas step together).
         per_shard_min = n // num_shards
         per_shard_max = -(-n // num_shards)

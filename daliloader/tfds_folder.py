@@ -233,12 +233,23 @@ def named_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike |
     path = Path(path_or_name).expanduser()
     name, _, version = str(path_or_name).partition(":")
     root = data_dir(data_dir_)
+    if "*" in version:  # as tfds.load: the newest prepared version that the pattern matches
+        version = _newest_matching(root / name, version) or version
     under = root / name / version if version else root / name
     if under.is_dir() and (data_dir_ is not None or not path.is_dir()):
         return under
     if path.is_dir():
         return path
     raise _not_prepared(str(path_or_name), root)
+
+
+def _newest_matching(dataset: Path, pattern: str) -> str | None:
+    """The newest version folder of ``dataset`` that ``pattern`` (``4.*.*``, ``4.0.*``: a ``*`` for any
+    number) matches, as ``tfds.load("name:4.*.*")`` picks it; None where none does."""
+    wanted = pattern.split(".")
+    matching = [v for v in _versions(dataset) if len(v.split(".")) == len(wanted)
+                and all(w in ("*", part) for w, part in zip(wanted, v.split(".")))] if dataset.is_dir() else []
+    return matching[-1] if matching else None
 
 
 def _not_prepared(given: str, root: Path) -> DataError:
@@ -350,8 +361,7 @@ def _split_info(split, path: Path, i: int, entries: int) -> SplitInfo:
 def _check_template(template: str, path: Path, where: str) -> None:
     """Refuse a ``filepathTemplate`` that is no format string of :data:`TEMPLATE_FIELDS` alone."""
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-        bad = next((f for f in fields if f not in TEMPLATE_FIELDS), None)
+        bad = _foreign_field(template)
         if bad is None:
             template.format(**{f: "00000" for f in TEMPLATE_FIELDS})
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
@@ -360,6 +370,15 @@ def _check_template(template: str, path: Path, where: str) -> None:
         field = "a positional field {}" if bad == "" or bad.isdigit() else f"the field {{{bad}}}"
         raise _damaged(path, f"{where}its filepathTemplate {template!r} has {field}, which TFDS does not fill (it "
                              f"fills {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)})")
+
+
+def _foreign_field(template: str) -> str | None:
+    """The first field of ``template`` that TFDS does not fill (None: none); a ValueError for a field with a
+    format spec or a conversion (``{DATASET:>200000000}``), which TFDS's templates never have."""
+    parsed = [(f, spec, conversion) for _, f, spec, conversion in string.Formatter().parse(template) if f is not None]
+    if any(spec or conversion for _, spec, conversion in parsed):
+        raise ValueError("a field with a format spec or conversion, which TFDS's templates do not have")
+    return next((f for f, _, _ in parsed if f not in TEMPLATE_FIELDS), None)
 
 
 # ---------------------------------------------------------------- split expressions, as TFDS reads them
@@ -650,8 +669,9 @@ def _read_json(path: Path) -> dict:
         found = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise DataError(f"cannot read {path} ({e.strerror or e})") from None
-    except ValueError as e:
-        raise DataError(f"{path} is damaged: not valid JSON ({e}); prepare the dataset again") from None
+    except (ValueError, RecursionError) as e:
+        raise DataError(f"{path} is damaged: not valid JSON ({type(e).__name__}: {e}); prepare the dataset "
+                        "again") from None
     if not isinstance(found, dict):
         raise DataError(f"{path} is damaged: not a JSON object; prepare the dataset again")
     return found

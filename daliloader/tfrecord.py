@@ -358,7 +358,8 @@ def scan(file: str) -> Scan:
                 found.problems.append(problem)
                 break
             size = HEADER + struct.unpack("<Q", head[:8])[0] + FOOTER
-            if not found.record(number, offset, head + fh.read(size - HEADER), size):
+            left = found.stamp[0] - offset - HEADER  # (a length past the file's end is a truncated file)
+            if not found.record(number, offset, head + fh.read(min(size - HEADER, left)), size):
                 break
             offset += size
             number += 1
@@ -478,9 +479,9 @@ def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:
         if kept.get("digest") != _digest(body) or body.get("version") != INDEX_VERSION:
             return None
         found = _scan_of(body, file)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
-        return None
-    if found.stamp != tuple(stamp) or not _fits(found):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OverflowError):
+        return None  # damaged: not trusted, scanned anew
+    if found.stamp != tuple(stamp) or not _fits(found) or not _agrees(found):
         return None
     with contextlib.suppress(OSError):  # a read-only folder: the index is used all the same
         os.utime(path)
@@ -513,6 +514,27 @@ def _fits(found: Scan) -> bool:
             and all(a < b for a, b in zip(found.numbers, found.numbers[1:])) and _tiles(found))
 
 
+#: Records of a kept index read again when it is used, to see that it agrees with its file.
+SPOT_CHECKS = 4
+
+
+def _agrees(found: Scan) -> bool:
+    """Whether up to :data:`SPOT_CHECKS` records spread over the file (its first and last among them) are
+    what the kept index says: at their offset, of their size, data CRC, name and keys. An index edited
+    into another consistent one (names or CRCs in another order) is then scanned anew, not trusted."""
+    n = len(found.offsets)
+    for i in sorted({round(k * (n - 1) / max(SPOT_CHECKS - 1, 1)) for k in range(SPOT_CHECKS)} if n else ()):
+        try:
+            payload = read_record(found.file, found.numbers[i], found.offsets[i], found.sizes[i], found.crcs[i])
+            features = parse_example(payload)
+        except (RecordProblem, ValueError):
+            return False
+        keyset = tuple(sorted((k, f.kind, f.count) for k, f in features.items()))
+        if _name(payload, features) != found.names[i] or keyset != found.keys(i):
+            return False
+    return True
+
+
 def _tiles(found: Scan) -> bool:
     """Whether the readable records follow each other from the file's first byte to its last, leaving a
     gap only where a record that cannot be read starts (a problem's offset): no record dropped, repeated
@@ -533,7 +555,8 @@ def _write_index(folder: Path, found: Scan) -> Scan:
             "record_keysets": found.record_keysets, "names": found.names,
             "problems": [[p.kind.value, p.record, p.offset, p.what] for p in found.problems]}
     body = json.loads(json.dumps(body))  # as it reads back (tuples as lists), which the digest is of
-    prune_indexes()
+    if folder.is_relative_to(cache_dir()):
+        prune_indexes(keep=folder)
     _write_whole(folder / f"{Path(found.file).name}.json", json.dumps({"digest": _digest(body), "body": body}))
     return found
 
@@ -554,7 +577,8 @@ def dali_index(found: Scan) -> str:
     """DALI's index file (``"offset size"`` per record, as its ``tfrecord2idx`` writes) of a whole file's
     records, written into the cache beside the file's kept index: for DALI's own reader, which the bench's
     decode ceiling uses (the loaders read records themselves)."""
-    path = _index_folders(found.file)[0] / f"{Path(found.file).name}.{found.stamp[1]}.idx"
+    stamp = hashlib.sha1(repr(found.stamp).encode()).hexdigest()[:12]
+    path = _index_folders(found.file)[0] / f"{Path(found.file).name}.{stamp}.idx"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_whole(path, "".join(f"{o} {s}\n" for o, s in zip(found.offsets, found.sizes)))

@@ -95,3 +95,34 @@ def test_the_command_lists_and_cleans(own_cache, tmp_path, capsys):
     assert main(["cache", "--clean"]) == 0
     assert "removed 1 entries" in capsys.readouterr().out
     assert main(["cache"]) == 0 and "is empty" in capsys.readouterr().out
+
+
+def test_folders_daliloader_did_not_make_are_never_listed_nor_cleaned(own_cache, tmp_path):
+    """The cache may be a folder other tools share ($DALILOADER_CACHE=~/.cache): only daliloader's entries
+    are its to clean."""
+    (own_cache / "my-models").mkdir(parents=True)
+    (own_cache / "my-models" / "weights.h5").write_text("precious")
+    tfrecord.indexed(records(tmp_path / "data"))
+    assert [e.kind for e in cache.entries()] == ["TFRecord index"]
+    assert len(cache.clean()) == 1 and (own_cache / "my-models" / "weights.h5").read_text() == "precious"
+
+
+def test_the_index_being_written_is_never_pruned(own_cache, tmp_path, monkeypatch):
+    """A dataset written again after months: its old index folder is stale by age, and the new index goes
+    into that very folder, which pruning must leave."""
+    path = records(tmp_path / "data")
+    tfrecord.indexed(path)
+    for entry in cache.entries():
+        age(entry.path, cache.INDEX_DAYS + 10)
+    records(tmp_path / "data")  # the file written again: a new index into the same folder
+    monkeypatch.setattr(cache, "_pruned", set())
+    assert len(tfrecord.indexed(path).offsets) == 1 and len(cache.entries()) == 1
+
+
+def test_the_listing_names_each_indexs_file_and_older_than_needs_clean(own_cache, tmp_path, capsys):
+    from daliloader.cli import main
+
+    tfrecord.indexed(records(tmp_path / "data", "train-00000-of-00001.tfrecord"))
+    assert "(train-00000-of-00001.tfrecord)" in cache.describe(cache.entries())
+    assert main(["cache", "--older-than", "3"]) == 2
+    assert "--older-than says which entries --clean removes: pass --clean too" in capsys.readouterr().err

@@ -415,3 +415,22 @@ def test_the_guard_hands_on_the_refusal_that_tensorflow_carries(tmp_path):
     explained = str(guard.explain(RuntimeError("a decoder failed")))
     assert explained.startswith("loading a batch failed (a decoder failed)")
     assert data.images[1] in explained and data.images[0] not in explained
+
+
+def test_check_reads_colour_masks_by_the_channel_given_or_the_datas(tmp_path):
+    """mask_channel on check as on the loaders: given for a folder, kept from the data when classes= replaces
+    its map (each read the ids of the red channel, the green instance ids beside them no problem)."""
+    root = tmp_path / "channels"
+    (root / "images").mkdir(parents=True)
+    (root / "masks").mkdir()
+    rgb = np.zeros((16, 16, 3), np.uint8)
+    rgb[..., 0], rgb[..., 1] = np.arange(16) % 4, 200  # red: ids 0-3; green: an instance id
+    cv2.imwrite(str(root / "images" / "0.png"), rgb)
+    cv2.imwrite(str(root / "masks" / "0.png"), rgb[..., ::-1])
+    assert dl.check(root, classes=4, mask_channel=0).ok
+    assert [p.kind for p in dl.check(root, classes=4).problems] == ["mask_mode"]  # without it: an RGB mask
+    data = dl.SegmentationData.from_folder(root, classes=4, mask_channel=0)
+    assert dl.check(data).ok and dl.check(data, classes=5).ok
+    from daliloader.cli import main
+
+    assert main(["check", str(root), "--classes", "4", "--mask-channel", "0", "--quiet"]) == 0

@@ -165,3 +165,9 @@ def test_to_mask_is_the_inverse_of_map_mask():
         labels = rng.integers(0, classes.num_classes, (6, 7)).astype(classes.label_dtype)
         labels[0, 0] = classes.ignore_index
         np.testing.assert_array_equal(classes.map_mask(classes.to_mask(labels)), labels)
+
+
+def test_a_remap_table_of_other_than_integers_is_named_not_truncated():
+    for table in ({0: 0, 1: 1.5}, {"a": 0}, {0: True}):
+        with pytest.raises(dl.DataError, match="a remap table maps integer mask ids to integer classes"):
+            dl.ClassMap.from_ids(table)

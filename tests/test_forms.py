@@ -173,3 +173,36 @@ def test_the_cli_check_names_the_form_that_fits(tmp_path, capsys):
     assert main(["check", str(path), "--classes", "cityscapes", "--quiet"]) == 1
     out = capsys.readouterr().out
     assert "class_table" in out and "classes='cityscapes-trainids'" in out
+
+
+def test_a_few_masks_without_void_are_not_refused(tmp_path):
+    """A single reduced ADE20K mask without 'other' (255), a Cityscapes trainIds crop without 255: legitimate,
+    read with their own table."""
+    for form, values in (("ade20k-reduced", np.where(np.arange(24 * 40).reshape(24, 40) % 7 == 0, 0, 3)),
+                         ("cityscapes-trainids", np.where(np.arange(24 * 40).reshape(24, 40) % 3 == 0, 8, 13))):
+        root = tmp_path / form
+        (root / "images").mkdir(parents=True)
+        (root / "masks").mkdir()
+        Image.fromarray(np.zeros((24, 40, 3), np.uint8)).save(root / "images" / "0.png")
+        Image.fromarray(values.astype(np.uint8)).save(root / "masks" / "0.png")
+        assert dl.SegmentationData.from_folder(root, classes=form).classes.catalogue == form
+
+
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata", "opencv"])
+def test_voc_masks_stored_as_colours_are_read_by_vocs_colours(tmp_path, backend):
+    """Some copies of VOC store SegmentationClass with the palette expanded into RGB: classes='voc' reads
+    them by VOC's colours (the border colour ignored), not as ids."""
+    from conftest import one_epoch
+
+    rng = np.random.default_rng(5)
+    ids, _ = voc_ids(rng)
+    palette = np.array(voc_palette(), np.uint8).reshape(256, 3)
+    root = tmp_path / "voc-rgb"
+    (root / "images").mkdir(parents=True)
+    (root / "masks").mkdir()
+    Image.fromarray(photo(rng)).save(root / "images" / "0.png")
+    Image.fromarray(palette[ids]).save(root / "masks" / "0.png")
+    data = dl.SegmentationData.from_folder(root, classes="voc")
+    assert data.classes.kind == "rgb" and data.classes.catalogue == "voc"
+    labels = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0][1][0]
+    np.testing.assert_array_equal(labels, ids)

@@ -168,6 +168,13 @@ DAMAGE = {
             "offsets", "sizes", "crcs", "names")}}})),
     "wrong types, digest made again": lambda text: json.dumps(resign({**json.loads(text), "body": {
         **json.loads(text)["body"], "offsets": "0 100", "problems": 7}})),
+    "names in another order, digest made again": lambda text: json.dumps(resign({**json.loads(text), "body": {
+        **json.loads(text)["body"], "names": list(reversed(json.loads(text)["body"]["names"]))}})),
+    "crcs in another order, digest made again": lambda text: json.dumps(resign({**json.loads(text), "body": {
+        **json.loads(text)["body"], "crcs": list(reversed(json.loads(text)["body"]["crcs"]))}})),
+    "nested a hundred thousand deep": lambda text: "[" * 100_000 + "]" * 100_000,
+    "an infinite offset, digest made again": lambda text: json.dumps(resign({**json.loads(text), "body": {
+        **json.loads(text)["body"], "offsets": [float("inf")] * N}})),
 }
 
 
@@ -180,6 +187,7 @@ def test_a_damaged_kept_index_is_never_trusted(records, damage):
     index.write_text(DAMAGE[damage](index.read_text()))
     again = dl.SegmentationData.from_tfrecord(path, classes=data.classes)
     assert [p.record for p in again.images] == list(range(N))
+    assert [p.name for p in again.images] == [f"pair{i}" for i in range(N)]
     assert reds(one_epoch("dali-cpu", again, training=False, **OPTIONS)) == [10 * i for i in range(N)]
 
 
@@ -331,3 +339,17 @@ def test_files_or_packs_truncated_under_dali_are_an_error_not_a_signal(tmp_path,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr[-2000:])
+
+
+def test_a_record_whose_length_runs_past_the_end_of_its_file_is_truncated_not_a_memory_error(tmp_path, index_data):
+    """A header whose length (CRC and all) says 2^62 bytes: the file is truncated there; the scan reads no more
+    than the file holds."""
+    import struct
+
+    path = tmp_path / "train.tfrecord"
+    write(path, [10 * i for i in range(3)])
+    length = struct.pack("<Q", 2 ** 62)
+    with open(path, "ab") as fh:
+        fh.write(length + struct.pack("<I", tfrecord.masked_crc(length)) + b"x" * 100)
+    with pytest.raises(dl.DataError, match=r"record 3 \(at byte \d+\): the file ends \d+ bytes into it: truncated"):
+        dl.SegmentationData.from_tfrecord(path, classes=index_data.classes)

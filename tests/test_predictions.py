@@ -131,3 +131,19 @@ def test_records_whose_names_collide_are_written_under_their_file_and_number(ind
     assert written[2] == "8388607-train.tfrecord-000002.png" and written[3] == "3.png"
     for p in found:
         assert (cv2.imread(p.written, cv2.IMREAD_COLOR)[..., ::-1] == index_data.classes.colors[p.index]).all()
+
+
+def test_record_names_that_are_no_file_names_are_written_as_files_all_the_same(index_data, tmp_path):
+    from daliloader import tfrecord
+
+    names = [b"a\x00b", b"/", b"..", b"sub/dir", b"\x01"] + [str(i).encode() for i in range(5)]
+    with tfrecord.Writer(tmp_path / "train.tfrecord") as writer:
+        for name, image, mask in zip(names, index_data.images, index_data.masks):
+            writer.write({"image/encoded": Path(image).read_bytes(),
+                          "image/segmentation/class/encoded": Path(mask).read_bytes(), "image/filename": name})
+    data = dl.SegmentationData.from_tfrecord(tmp_path / "train.tfrecord", classes=index_data.classes)
+    found = dl.predict(Identity(), data, batch_size=5, backend="opencv", out_dir=tmp_path / "out")
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert len(written) == 10 and all(Path(p.written).parent == tmp_path / "out" for p in found)
+    assert {"a_b.png", "dir.png", "train.tfrecord-000001.png", "train.tfrecord-000002.png",
+            "train.tfrecord-000004.png"} <= set(written)  # a name's folders dropped, as for any file name

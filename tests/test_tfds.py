@@ -328,6 +328,8 @@ MALFORMED = [
     ("dataset_info.json", lambda f: _train(f).update(filepathTemplate="{DATASET"), r"is no file-name template"),
     ("dataset_info.json", lambda f: _train(f).update(filepathTemplate="{DATASET.upper}"),
      r"has the field \{DATASET.upper\}"),
+    ("dataset_info.json", lambda f: _train(f).update(filepathTemplate="{DATASET:>200000000}"),
+     r"is no file-name template \(a field with a format spec"),
     ("dataset_info.json", lambda f: f.update(name=["scene_parse150"]), r"'name' is a list"),
     ("dataset_info.json", lambda f: f.update(disableShuffling="yes"), r"'disableShuffling' is a string"),
     ("dataset_info.json", lambda f: _train(f).update(shardLengths=["100000000000"]),
@@ -360,3 +362,34 @@ def test_an_absurd_shard_count_is_refused_at_once(scenes, tmp_path, shards):
         dl.SegmentationData.from_tfds(copy, "train")
     assert time.perf_counter() - start < 5
 
+
+
+def test_a_deeply_nested_metadata_file_is_named_not_a_recursion_error(scenes, tmp_path):
+    copy = copy_of(scenes, tmp_path)
+    (copy / "features.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(dl.DataError, match=r"features.json is damaged: not valid JSON \(RecursionError"):
+        dl.SegmentationData.from_tfds(copy, "train")
+
+
+def test_another_form_of_the_table_a_layout_publishes_is_refused_naming_it(scenes, city):
+    """scene_parse150's red channel holds ADE20K's 100 instance categories: the 150-class table (and its
+    reduced form) would read them into wrong labels with no error; TFDS's cityscapes holds labelIds."""
+    for wrong in ("ade20k", "ade20k-reduced"):
+        with pytest.raises(dl.DataError, match=f"classes='{wrong}' on .*scene_parse150.*whose masks hold "
+                                               "'ade20k-instances'.*pass classes='ade20k-instances'"):
+            dl.SegmentationData.from_tfds("scene_parse150", data_dir=scenes[0], classes=wrong)
+        with pytest.raises(dl.DataError, match="whose masks hold 'ade20k-instances'"):
+            dl.check(scenes[0] / "scene_parse150", classes=wrong)
+    with pytest.raises(dl.DataError, match="classes='cityscapes-trainids' on .*whose masks hold 'cityscapes'"):
+        dl.SegmentationData.from_tfds("cityscapes/semantic_segmentation", data_dir=city[0],
+                                      classes="cityscapes-trainids")
+    assert len(dl.SegmentationData.from_tfds("scene_parse150", data_dir=scenes[0], classes="ade20k-instances")) == 3
+
+
+def test_a_version_pattern_takes_the_newest_version_it_matches_as_tfds_load_does(pets):
+    data_dir, _ = pets
+    for pattern in ("4.*.*", "4.0.*", "*.*.*"):
+        data = dl.SegmentationData.from_tfds(f"oxford_iiit_pet:{pattern}", "test", data_dir=data_dir)
+        assert len(data) == 70
+    with pytest.raises(dl.DataError, match=r"no version 5.\*.\* .*its versions: 4.0.0"):
+        dl.SegmentationData.from_tfds("oxford_iiit_pet:5.*.*", data_dir=data_dir)

@@ -34,8 +34,8 @@ def dataset(plan: Plan) -> LoaderDataset:
     (index -1, weight 0), as on the other backends, so that every backend gives the same batches.
     TFRecords are read with ``tf.data.TFRecordDataset`` (see :func:`_records`). Pairs are vetted by the
     guard a chunk of :data:`VET_CHUNK` at a time, before any of them is read (Python once per chunk, not
-    per sample); in training, the parallel map may hand samples over out of order (``deterministic``
-    off: each sample's draws are its own), in evaluation never."""
+    per sample); in training without a ``seed``, the parallel map may hand samples over out of order
+    (``deterministic`` off: each sample's draws are its own), never in evaluation or with a seed."""
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
@@ -59,7 +59,8 @@ def dataset(plan: Plan) -> LoaderDataset:
     names = tf.constant([f"{image} + {mask}".encode(errors="surrogateescape")
                          for image, mask in zip(data.images, data.masks)])  # for messages
     seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
-    ordered = not (sampler.shuffle and sampler.drop_remainder)  # evaluation: the dataset's order, always
+    # the dataset's order in evaluation, and the same batches again for the same seed
+    ordered = sampler.seeded or not (sampler.shuffle and sampler.drop_remainder)
     ds = tf.data.Dataset.zip(stream, seeds).map(lambda vetted, seed: load(*vetted, seed), num_parallel_calls=AUTOTUNE,
                                                 deterministic=ordered)
     ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)

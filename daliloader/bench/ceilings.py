@@ -80,9 +80,11 @@ def _encoded_images(data: SegmentationData):
         return encoded
     from nvidia.dali import tfrecord as tfrec
 
-    from ..tfrecord import reader_files
+    from ..parts import part_file
+    from ..tfrecord import dali_index, indexed
 
-    paths, indexes = reader_files(data.images)
+    paths = list(dict.fromkeys(part_file(p) for p in data.images))  # every record of each file: a ceiling
+    indexes = [dali_index(indexed(p)) for p in paths]
     key = data.records.image_key
     return fn.readers.tfrecord(path=paths, index_path=indexes, random_shuffle=True, seed=0,
                                features={key: tfrec.FixedLenFeature((), tfrec.string, "")})[key]

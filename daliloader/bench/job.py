@@ -295,7 +295,7 @@ class Job:
 
     def runnable(self, group: list[Cell]) -> list[Cell]:
         """The cells of a group that can run: the expert's pipeline is left out, saying why, on data its
-        ``random_crop`` or its single decoder cannot take (:func:`.expert.refuses`)."""
+        ``random_crop`` or its single decoder cannot take (:func:`daliloader.bench.expert.refuses`)."""
         from .expert import refuses
 
         kept = []
