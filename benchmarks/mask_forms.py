@@ -33,9 +33,8 @@ from nvidia.dali import fn, pipeline_def, types
 from daliloader.backends import dali_gpu_count
 from daliloader.backends.dali_graph import lz4_header
 from daliloader.bench import machine_info, measure
-from daliloader.codecs import decode_mask, read
+from daliloader.codecs import MASK_PNG_PARAMS, decode_mask, encode_lz4_mask, read
 from daliloader.manifest import read_lz4_mask
-from daliloader.prepare import MASK_PNG_PARAMS, encode_lz4_mask
 from daliloader.report import write_json
 from daliloader.synthetic import default_dataset
 

@@ -23,7 +23,7 @@ from .environment import cache_dir
 #: The cache's folder of TFRecord indexes.
 INDEXES = "tfrecord-index"
 #: Each kind of entry by the start of its folder's name: (prefix, what it is).
-KINDS = ((INDEXES, "TFRecord index"), ("prepared-v", "bench: prepared copy"),
+KINDS = ((INDEXES, "TFRecord index"), ("masks-v", "mask cache"), ("prepared-v", "bench: prepared copy"),
          ("files-", "bench: TFRecords as files"), ("tfrecord-", "bench: files as TFRecords"),
          ("synthetic-", "embedded synthetic dataset"))
 #: Days after its last use that a TFRecord index is removed when another one is written.

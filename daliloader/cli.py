@@ -49,7 +49,7 @@ def bench_settings(args):
                           image_size=args.image_size, label_modes=tuple(args.label_mode), seconds=args.seconds,
                           repeats=args.repeats, workers=args.workers, stages=not args.no_stages, train=args.train,
                           train_steps=args.train_steps, prepared=prepared_where(args), augment=args.augment,
-                          tfrecord=args.tfrecord)
+                          tfrecord=args.tfrecord, memory=args.memory)
 
 
 def cmd_report(args) -> int:
@@ -405,6 +405,8 @@ def _add_bench_extras(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--train", action="store_true",
                        help="also train a small U-Net fed by each backend, against its step on one batch resident on "
                             "the device: how much of each step waits for input")
+    bench.add_argument("--memory", action="store_true",
+                       help="also measure each loader's peak memory, alone in a process of its own (Linux)")
     bench.add_argument("--prepared", action="store_true",
                        help="also measure every backend on a prepared copy (8-bit class-index masks, see "
                             "`daliloader prepare`), and the DALI backends reading its packs; the copy is made "

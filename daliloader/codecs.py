@@ -15,6 +15,7 @@ import numpy as np
 
 from .classes import ClassMap, MaskKind
 from .errors import WHAT_TO_DO, LoadError
+from .manifest import LZ4_MAGIC
 from .parts import read_part
 
 
@@ -105,3 +106,32 @@ def write_file(path, data: bytes) -> None:
     written = os.stat(path).st_size
     if written != len(data):
         raise OSError(errno.EIO, f"{written} of {len(data)} bytes written", str(path))
+
+
+#: PNG settings of class-index masks (prepared copies, the mask cache): no row filter, deflate level 9.
+#: Prediction filters do not help maps of class indices: without them the masks decode faster and are
+#: smaller (docs/prepared.md, "Which mask form", has the figures of benchmarks/mask_forms.py).
+MASK_PNG_PARAMS = (cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE, cv2.IMWRITE_PNG_COMPRESSION, 9)
+
+
+def read_part_labels(part, classes: ClassMap) -> tuple[np.ndarray, int]:
+    """A mask's class indices, as every loader maps it (:meth:`ClassMap.map_mask`), and how many of its pixels
+    hold values of no class; a LoadError names the mask where it cannot be read."""
+    decoded = decode_mask(read(part), part, classes)
+    return classes.map_mask(decoded), sum(count for _, count in classes.unknown_values(decoded))
+
+
+def mask_labels(part, classes: ClassMap) -> np.ndarray:
+    """A mask's class indices (see :func:`read_part_labels`)."""
+    return classes.map_mask(decode_mask(read(part), part, classes))
+
+
+def encode_lz4_mask(labels: np.ndarray) -> bytes:
+    """The GPU form of class-index masks (see :func:`daliloader.manifest.read_lz4_mask`, its reader):
+    the header, then the (H, W) uint8 ``labels`` as one LZ4 block in LZ4's high-compression mode, which
+    makes smaller files that inflate as fast (docs/prepared.md, "Which mask form", has the sizes)."""
+    import lz4.block
+
+    header = LZ4_MAGIC + np.array(labels.shape, "<i4").tobytes()
+    return header + lz4.block.compress(np.ascontiguousarray(labels).tobytes(), mode="high_compression",
+                                       store_size=False)

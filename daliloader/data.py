@@ -6,7 +6,7 @@ import functools
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
@@ -87,6 +87,9 @@ class SegmentationData:
     gpu_masks: tuple[str, ...] | None = None
     records: Records | None = None
     mask_channel: int | None = None
+    #: The masks are class indices from the mask cache (:class:`daliloader.maskcache.MaskCache`), which
+    #: the loaders' vetting keeps fresh; None: the masks are the dataset's own.
+    mask_cache: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         # one place says how masks are read: the class map (mask_channel is its public spelling here too)
@@ -326,7 +329,7 @@ class SegmentationData:
         """The pairs at ``indices``, read from their files (packs hold the whole dataset) or records."""
         gpu_masks = None if self.gpu_masks is None else tuple(self.gpu_masks[i] for i in indices)
         return replace(self, images=tuple(self.images[i] for i in indices),
-                       masks=tuple(self.masks[i] for i in indices), packs=None, gpu_masks=gpu_masks)
+                       masks=tuple(self.masks[i] for i in indices), packs=None, gpu_masks=gpu_masks, mask_cache=None)
 
     def split(self, fraction: float, seed: int = 0) -> tuple[SegmentationData, SegmentationData]:
         """``(train, val)``: ``val`` holds ``round(fraction * len(self))`` pairs drawn with ``seed``, ``train``

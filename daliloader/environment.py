@@ -10,6 +10,17 @@ where it keeps what it generates (:func:`cache_dir`):
   cannot act on, printed once per picture into Keras' progress bar (the CUDA 12 build's "ROI decode
   with fancy upsampling" warning was 76 lines in two epochs). DALI reads it when it creates a decoder.
   ``daliloader --verbose`` restores DALI's default (:func:`show_native_warnings`).
+* ``TF_CPU_ALLOCATOR_USE_BFC=true``: TensorFlow's own caching allocator for CPU memory instead of the
+  system's, which gives each new large tensor fresh pages from the kernel: a batch of one-hot labels
+  (32 MB per 512x512 sample of 32 classes) then costs its page faults at every step, several times
+  the work of writing it (docs/benchmarks.md, "One-hot labels and memory"). TensorFlow reads the
+  variable when it makes its CPU allocator, so the default only helps a TensorFlow not yet imported
+  (``import daliloader`` first). Set it to ``false`` to keep the system's allocator.
+* ``TF_CPP_MIN_LOG_LEVEL=1``: TensorFlow's switch for its own log lines; 1 drops the informational ones
+  (devices created, XLA and cuDNN loaded, CPU instructions available: 13 lines on a GPU machine around
+  the quick start's first epoch) and keeps warnings and errors. Lines TensorFlow writes before its
+  logging is set up ("All log messages before absl::InitializeLog() ...") pass whatever it says.
+  Read when TensorFlow is imported, so again only for a TensorFlow not yet imported.
 """
 
 from __future__ import annotations
@@ -34,6 +45,14 @@ def _tensorflow_started() -> bool:
 #: Whether the default below comes after TensorFlow started its GPUs, too late to apply.
 GROWTH_DEFAULT_TOO_LATE = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and _tensorflow_started()
 os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+
+#: TensorFlow's caching allocator for CPU tensors (see the module's docstring).
+CPU_ALLOCATOR = "TF_CPU_ALLOCATOR_USE_BFC"
+#: TensorFlow's log level (see the module's docstring).
+TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+if "tensorflow" not in sys.modules:
+    os.environ.setdefault(CPU_ALLOCATOR, "true")
+    os.environ.setdefault(TF_LOG_LEVEL, "1")
 
 #: DALI's variable for nvImageCodec's log level (1: errors, 2: warnings too, DALI's default; up to 5).
 NVIMGCODEC_LOG_LEVEL = "DALI_NVIMGCODEC_LOG_LEVEL"

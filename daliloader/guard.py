@@ -50,9 +50,13 @@ class PairGuard:
     def __init__(self, data: SegmentationData, remember: int = 64, backend: str = "",
                  decoders: dict | None = None):
         """``backend`` and ``decoders`` (backend -> the formats it decodes): refuse files of formats that
-        backend cannot decode, naming those that can."""
-        self.data = data
-        self.expect = Expect.of(data, backend, decoders)
+        backend cannot decode, naming those that can. Where ``data``'s masks come from the mask cache, the
+        pairs vetted and named are the user's own files (``data.mask_cache.original``), and each pair's
+        cached mask is kept fresh once its files passed (:meth:`_refresh`)."""
+        self.data = data  # what the loader reads
+        self._cache = data.mask_cache
+        self._named = data if self._cache is None else self._cache.original  # what is vetted and named
+        self.expect = Expect.of(self._named, backend, decoders)
         self._vetted: dict[int, tuple] = {}  # pair -> the stat stamp of its files when vetted
         self._recent: deque[int] = deque(maxlen=remember)
         self._refused: deque[LoadError] = deque(maxlen=remember)  # verify()'s latest refusals
@@ -65,7 +69,7 @@ class PairGuard:
         ones indexed."""
         with self._lock:
             self._recent.append(index)
-        image, mask = self.data.images[index], self.data.masks[index]
+        image, mask = self._named.images[index], self._named.masks[index]
         if blobs is not None:
             stamp = "indexed"  # the record's data CRC was compared with the index's
         else:
@@ -76,10 +80,12 @@ class PairGuard:
         if stamp is not None and self._vetted.get(index) == stamp:
             return
         problems, headers = quick_check(image, mask, self.expect, dict(zip((image, mask), blobs or ())))
-        if not problems and self.expect.backend == "dali-gpu" and self.data.gpu_masks is not None:
-            problems = gpu_mask_problems(self.data.gpu_masks[index], headers[image], image)
+        if not problems and self.expect.backend == "dali-gpu" and self._named.gpu_masks is not None:
+            problems = gpu_mask_problems(self._named.gpu_masks[index], headers[image], image)
         if problems:
             self._refuse(index, problems)
+        if self._cache is not None:  # the mask's cached class indices, decoded again where it changed
+            self._refresh(index)
         self._vetted[index] = stamp
 
     def read(self, index: int) -> tuple[bytes, bytes]:
@@ -111,9 +117,18 @@ class PairGuard:
         self.verify(index, blobs)
         return blobs
 
+    def _refresh(self, index: int) -> None:
+        """Keep pair ``index``'s cached mask fresh (:meth:`daliloader.maskcache.MaskCache.refresh`); a mask
+        that no longer decodes refuses the pair, naming it."""
+        try:
+            self._cache.refresh(index)
+        except LoadError as e:
+            self._refuse(index, [Problem(ProblemKind.CORRUPT, str(self._named.masks[index]), str(e).splitlines()[0],
+                                         str(self._named.images[index]))])
+
     def _refuse(self, index: int, problems: list[Problem]) -> NoReturn:
         """Raise the LoadError that names pair ``index`` and its ``problems``, kept for :meth:`explain`."""
-        image, mask = self.data.images[index], self.data.masks[index]
+        image, mask = self._named.images[index], self._named.masks[index]
         refused = LoadError(_message(f"cannot load sample {index} ({image} + {mask})", problems))
         with self._lock:
             self._refused.append(refused)  # what explain() hands on, whatever wraps it on the way
@@ -130,8 +145,8 @@ class PairGuard:
         if carried is not None:
             return carried
         first_line = _first_line(str(error)) or type(error).__name__
-        if self.data.packs is not None:  # the reader picks the samples: none is known to be in flight
-            folder = Path(self.data.packs.tars[0]).parent
+        if self._named.packs is not None:  # the reader picks the samples: none is known to be in flight
+            folder = Path(self._named.packs.tars[0]).parent
             return LoadError(f"loading a batch from the packed webdataset shards in {folder} failed ({first_line}). "
                              f"Check the prepared copy against its originals with `daliloader verify "
                              f"{folder.parent}`.\nOriginal error:\n{error}")
@@ -145,16 +160,16 @@ class PairGuard:
     def _moved_files(self) -> list[Problem]:
         """TFRecord files that changed or went away since they were indexed (that fails before any record of
         them is vetted)."""
-        if self.data.records is None:
+        if self._named.records is None:
             return []
-        first_parts = {p.file: p for p in self.data.images}.values()
+        first_parts = {p.file: p for p in self._named.images}.values()
         return [Problem(ProblemKind.CHANGED, p.file, CHANGED_FILE) for p in first_parts if p.changed()]
 
     def _problems(self, pairs: list[int]) -> list[Problem]:
         """What a full check finds wrong with ``pairs`` that a loader would fail on."""
         return [p for i in pairs
-                for p in check_pair(self.data.images[i], self.data.masks[i], self.data.classes, min_side=0,
-                                    mask_depth=self.data.mask_depth)
+                for p in check_pair(self._named.images[i], self._named.masks[i], self._named.classes, min_side=0,
+                                    mask_depth=self._named.mask_depth)
                 if p.kind not in (ProblemKind.UNKNOWN_VALUES, ProblemKind.LOSSY_MASK) and self._fails_here(p)]
 
     def _fails_here(self, problem: Problem) -> bool:
@@ -166,10 +181,11 @@ class PairGuard:
 
     def _what(self, pairs: list[int]) -> str:
         """The pairs vetted last, in words."""
-        if self.data.records is not None:
-            files = sorted({part_file(self.data.images[i]) for i in pairs})
+        if self._named.records is not None:
+            files = sorted({part_file(self._named.images[i]) for i in pairs})
             return f"the {len(pairs)} records read last (of {', '.join(files)})"
-        return "the pairs in flight:\n" + "\n".join(f"  {self.data.images[i]} + {self.data.masks[i]}" for i in pairs)
+        named = self._named
+        return "the pairs in flight:\n" + "\n".join(f"  {named.images[i]} + {named.masks[i]}" for i in pairs)
 
 
 def _carried(refused: list[LoadError], error: BaseException) -> LoadError | None:

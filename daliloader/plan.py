@@ -13,6 +13,8 @@ import difflib
 import inspect
 from dataclasses import dataclass
 
+from . import maskcache
+from .backends import dali_gpu_count
 from .data import SegmentationData
 from .errors import DataError, SpecError
 from .sampler import Sampler
@@ -103,6 +105,8 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
     outputs = batch_outputs(outputs, drop_remainder)
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                       shard_id=shard_id, num_shards=num_shards)
+    if maskcache.wanted(data):  # colour masks: their class indices decoded once, read from the cache
+        data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0).view()
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
 
 

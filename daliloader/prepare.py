@@ -38,7 +38,7 @@ import numpy as np
 
 from . import __version__
 from .classes import ClassMap, MaskKind
-from .codecs import decode_image, decode_mask, encode, read, write_file
+from .codecs import MASK_PNG_PARAMS, decode_image, encode, encode_lz4_mask, read_part_labels, write_file
 from .data import SegmentationData
 from .errors import DataError, LoadError
 from .folders import OUT_WAY_OUT, atomic_folder, made_once
@@ -64,10 +64,6 @@ from .verify import VerifyReport, verify
 __all__ = ["prepare", "prepare_cached", "PrepareOptions", "PreparedPair", "summary", "file_stem", "encode_lz4_mask",
            "MASK_PNG_PARAMS", "LZ4_ENCODING", "verify", "VerifyReport", "MANIFEST", "VERSION"]
 
-#: PNG settings of prepared masks: no row filter, deflate level 9. Prediction filters do not help maps of
-#: class indices: without them the masks decode faster and are smaller (docs/prepared.md, "Which mask
-#: form", has the figures of benchmarks/mask_forms.py).
-MASK_PNG_PARAMS = (cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE, cv2.IMWRITE_PNG_COMPRESSION, 9)
 #: How the GPU form is described in the manifest.
 LZ4_ENCODING = (f"{LZ4_MAGIC.decode()} + height, width (int32 LE) + one LZ4 block (high compression) of the (H, W) "
                 "uint8 class indices; inflated on the GPU by DALI's fn.decoders.inflate")
@@ -109,17 +105,6 @@ class PreparedPair:
     psnr: float | None = None  # dB lost by re-encoding the image as JPEG (None: copied byte for byte)
     unknown_pixels: int = 0  # pixels of values outside the class map, now ignore_index
     error: str | None = None
-
-
-def encode_lz4_mask(labels: np.ndarray) -> bytes:
-    """The GPU form of a prepared mask (see :func:`daliloader.manifest.read_lz4_mask`, its reader):
-    the header, then the (H, W) uint8 ``labels`` as one LZ4 block in LZ4's high-compression mode, which
-    makes smaller files that inflate as fast (docs/prepared.md, "Which mask form", has the sizes)."""
-    import lz4.block
-
-    header = LZ4_MAGIC + np.array(labels.shape, "<i4").tobytes()
-    return header + lz4.block.compress(np.ascontiguousarray(labels).tobytes(), mode="high_compression",
-                                       store_size=False)
 
 
 def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None = None,
@@ -298,10 +283,7 @@ def _convert(data: SegmentationData, i: int, out: Path, name: str, options: Prep
 def _encode_pair(data: SegmentationData, i: int, name: str,
                  options: PrepareOptions) -> tuple[PreparedPair, dict[str, bytes]]:
     """Pair ``i``'s row and the files to write for it (path in the copy -> bytes)."""
-    mask = data.masks[i]
-    decoded = decode_mask(read(mask), mask, data.classes)
-    labels = data.classes.map_mask(decoded)
-    unknown = sum(count for _, count in data.classes.unknown_values(decoded))
+    labels, unknown = read_part_labels(data.masks[i], data.classes)
     files = {f"masks/{name}.png": encode(".png", labels, MASK_PNG_PARAMS)}
     lz4 = None
     if options.gpu_masks and labels.nbytes <= LZ4_MAX_BYTES:

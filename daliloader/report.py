@@ -16,7 +16,8 @@ from .bench.timing import noisy
 
 #: Short names of the ceilings in the table.
 CEILING_NAMES = {"cpu_decode_pairs": "CPU pairs", "cpu_decode_images": "CPU images", "cpu_decode_masks": "CPU masks",
-                 "nvjpeg_images": "nvJPEG images"}
+                 "nvjpeg_images": "nvJPEG images", "cpu_decode_pairs_cached": "CPU pairs, masks from the cache",
+                 "cpu_decode_masks_cached": "CPU masks from the cache"}
 #: The chart's ceiling lines, in the order of the report's ceilings.
 CEILING_COLOURS = ("#c44e52", "#dd8452", "#55a868", "#8172b3", "#937860")
 

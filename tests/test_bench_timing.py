@@ -79,14 +79,30 @@ def test_measure_gives_a_rate_and_a_count_per_repeat_and_whether_it_warmed_up():
     assert rates.batches == [16, 16, 16] and rates == [512.0] * 3
 
 
-def test_figures_measured_in_turn_take_their_windows_alternately_each_after_a_drain():
-    """A B A B: each source warmed up first, then per repeat a drain window and a timed one of A, then
-    of B; each source's rate is its own."""
-    clock, log = Clock(), []
-    a, b = stream(clock, lambda n: 0.01, log, "A"), stream(clock, lambda n: 0.02, log, "B")
-    found = measure_in_turn([a, b], batch_size=2, seconds=0.2, repeats=2, warmup_batches=1, clock=clock)
-    runs = [name for name, _ in itertools.groupby(log)]
-    assert runs == ["A", "B", "A", "B", "A", "B"]  # warm-ups, then (drain + timed window) in turn
+def test_figures_measured_in_turn_open_each_source_for_each_of_its_windows(monkeypatch):
+    """Round by round, A B A B: each source opened afresh for its window (warmed up, then timed), closed
+    after it, so that no other stream runs beside the one timed; each source's rate is its own."""
+    clock, log, opened, closed = Clock(), [], [], []
+
+    def source(name, cost):
+        def make():
+            opened.append(name)
+            batches = stream(clock, cost, log, name)
+
+            def generate():
+                try:
+                    while True:
+                        yield batches()
+                finally:
+                    closed.append(name)
+            return generate()
+        return make
+
+    monkeypatch.setattr(timing, "touched", next)
+    found = measure_in_turn([source("A", lambda n: 0.01), source("B", lambda n: 0.02)], batch_size=2, seconds=0.2,
+                            repeats=2, warmup_batches=1, clock=clock)
+    assert [name for name, _ in itertools.groupby(log)] == ["A", "B", "A", "B"]
+    assert opened == closed == ["A", "B", "A", "B"]
     assert [len(r) for r in found] == [2, 2] and found[0] == pytest.approx([200.0] * 2)
     assert found[1] == pytest.approx([100.0] * 2) and all(r.steady for r in found)
 

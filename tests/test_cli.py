@@ -46,7 +46,8 @@ def test_bench_measures_writes_json_and_plot(root, tmp_path, capsys):
     assert report["schema"] >= 2 and report["machine"]["cpu_count"] >= 1
     assert "tensorflow" in report["machine"]["versions"]
     assert report["settings"]["backends"] == CPU_BACKENDS.split(",")
-    assert set(report["ceilings"]) == {"cpu_decode_pairs", "cpu_decode_images", "cpu_decode_masks"}
+    assert set(report["ceilings"]) == {"cpu_decode_pairs", "cpu_decode_images", "cpu_decode_masks",
+                                      "cpu_decode_pairs_cached"}  # colour masks: the mask cache's too
     assert [(r["name"], r["label_mode"]) for r in report["results"]] == [(b, "onehot") for b in CPU_BACKENDS.split(",")]
     assert all(len(r["rates"]) == 1 and r["median"] > 0 for r in report["results"]) and report["stages"] == {}
     assert png.read_bytes()[:4] == b"\x89PNG"

@@ -16,7 +16,7 @@ LAYERS = [
     ["environment", "errors", "parallel", "cache"],
     ["spec", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "tfrecord", "parts", "forms", "tfds_folder", "layouts", "data"],
-    ["codecs", "folders", "packs"],
+    ["codecs", "folders", "packs", "maskcache"],
     ["inspection", "guard", "checks", "balance"],
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations

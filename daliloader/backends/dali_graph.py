@@ -99,15 +99,22 @@ def outputs_on(device: str, plan: Plan) -> str:
     return "gpu" if device == "gpu" and not plan.host_outputs else "cpu"
 
 
+#: What a graph handing its batches over on the host outputs in place of the spec's images and labels:
+#: uint8 pixels and class indices as stored (uint8, uint16 with more than 255 classes), which TensorFlow
+#: then normalizes and encodes on whole batches (:func:`daliloader.backends.tfops.normalize`, ``encode``).
+HOST_PIXELS, HOST_LABELS = "uint8", "indices"
+
+
 def graph_spec(spec: Preprocess, outputs_on: str) -> Preprocess:
-    """The spec the graph runs under TensorFlow. Batches handed over on the host stop at int labels and
-    TensorFlow one-hot encodes them (:func:`daliloader.backends.tfops.one_hot`), cheaper than DALI's CPU
-    ``fn.one_hot`` plus the copy of its 32 MB float32 output per 512x512 sample into TensorFlow's
-    tensors. Batches handed over on the GPU are encoded by DALI there: nothing after a GPU DALIDataset
-    may run on the CPU. DALI has no bfloat16: the graph outputs float32 and TensorFlow casts on the host
-    (bfloat16 batches handed over on the GPU are refused)."""
-    if outputs_on == "cpu" and spec.label_mode == "onehot":
-        spec = replace(spec, label_mode="int")
+    """The spec the graph runs under TensorFlow. Batches handed over on the host leave DALI as uint8 pixels
+    and class indices (:data:`HOST_PIXELS`, :data:`HOST_LABELS`) and TensorFlow normalizes and encodes
+    them batch by batch: a quarter of the memory in DALI's buffers and in the copies into TensorFlow
+    (a float32 one-hot sample of 32 classes at 512x512 is 32 MB, its indices 256 kB), and a one-hot gather
+    cheaper than DALI's CPU ``fn.one_hot``. Batches handed over on the GPU are normalized and encoded by
+    DALI there: nothing after a GPU DALIDataset may run on the CPU. DALI has no bfloat16: on the GPU the
+    graph outputs float32 (bfloat16 batches handed over on the GPU are refused)."""
+    if outputs_on == "cpu":
+        return replace(spec, label_mode=HOST_LABELS, dtype=HOST_PIXELS)
     if spec.dtype == "bfloat16":
         spec = replace(spec, dtype="float32")
     return spec
@@ -117,6 +124,11 @@ def graph_spec(spec: Preprocess, outputs_on: str) -> Preprocess:
 #: :func:`host_batch_size`): two, so that a thread that drew a quick sample takes another while a slow one
 #: finishes.
 SAMPLES_PER_THREAD = 2
+#: The fewest samples per DALI batch under TensorFlow on the host (an epoch's at most): each batch costs
+#: DALI a fixed overhead per operator, which larger batches share, and each sample of a batch holds its
+#: buffers in every operator: 32 gave the throughput of 64 with a fifth less memory on the 2-core VM, 16
+#: a tenth less throughput (docs/benchmarks.md, "Memory").
+MIN_HOST_SAMPLES = 32
 
 
 def threads(plan: Plan) -> int:
@@ -132,7 +144,8 @@ def host_batch_size(plan: Plan, device: str) -> int:
     A batch of 8 samples therefore keeps at most 8 threads busy: on 16 cores, half of them wait (one
     sample per batch runs at the speed of one thread whatever ``num_threads`` says: docs/benchmarks.md,
     "Using every core"). Where the batches reach TensorFlow on the host,
-    the graph runs :data:`SAMPLES_PER_THREAD` samples per thread at least, and tf.data's ``rebatch``
+    the graph runs :data:`SAMPLES_PER_THREAD` samples per thread and :data:`MIN_HOST_SAMPLES` at least (an
+    epoch at most), and tf.data's ``rebatch``
     splits them back into ``plan.batch_size`` batches: the same samples in the same order (each
     position's draws are fed by TensorFlow). Batches handed over on the GPU stay at ``plan.batch_size``
     (nothing may follow a GPU DALIDataset in tf.data), and so do padded pack readers (evaluation), which
@@ -141,7 +154,8 @@ def host_batch_size(plan: Plan, device: str) -> int:
     batch = plan.batch_size
     if outputs_on(device, plan) != "cpu" or (plan.data.container.read_by_reader and not plan.sampler.drop_remainder):
         return batch
-    return batch * max(1, -(-SAMPLES_PER_THREAD * threads(plan) // batch))
+    wanted = max(SAMPLES_PER_THREAD * threads(plan), MIN_HOST_SAMPLES)
+    return batch * max(1, min(-(-wanted // batch), plan.steps))
 
 
 def guard_memory(plan: Plan, batch: int, chunk: int = 0) -> int:
@@ -496,6 +510,8 @@ def flip_and_normalize(image, labels, flip, spec: Preprocess):
     if flip is not False:
         mirror = DALI_MATH.to_int(flip)
         labels = fn.flip(labels, horizontal=mirror)
+    if spec.dtype == HOST_PIXELS:  # normalized by TensorFlow on the batch (graph_spec)
+        return (fn.flip(image, horizontal=mirror) if flip is not False else image), labels
     mean, std = stages.mean_std_255(spec)
     out = types.FLOAT16 if spec.dtype == "float16" else types.FLOAT
     image = fn.crop_mirror_normalize(image, mirror=mirror, dtype=out, output_layout="HWC", mean=list(mean),
@@ -507,6 +523,8 @@ def encode(labels, spec: Preprocess, classes: ClassMap):
     """encode (:func:`daliloader.stages.encode`): (H, W, 1) indices -> int32 (H, W) or one-hot float32
     (H, W, C); ``fn.one_hot`` gives an all-zero row to the ignore index, as the reference."""
     flat = labels[:, :, 0]
+    if spec.label_mode == HOST_LABELS:  # encoded by TensorFlow on the batch (graph_spec)
+        return flat
     if spec.label_mode == "int":
         return fn.cast(flat, dtype=types.INT32)
     return fn.one_hot(flat, num_classes=classes.num_classes, axis=-1, dtype=types.FLOAT)

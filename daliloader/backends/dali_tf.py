@@ -30,7 +30,6 @@ import weakref
 import numpy as np
 import tensorflow as tf
 from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
-from tensorflow.python.framework import ops
 
 from ..classes import ClassMap
 from ..data import Container
@@ -41,9 +40,11 @@ from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from ..stages import DRAWS as DRAW_COUNT
-from . import pair_guard
+from . import pair_guard, tfloader
 from .dali_graph import (
     DRAWS,
+    HOST_LABELS,
+    HOST_PIXELS,
     PACK_INPUTS,
     RECORD_INPUTS,
     SegmentationPipeline,
@@ -55,40 +56,8 @@ from .dali_graph import (
     outputs_on,
     pack_pair,
 )
-from .tfloader import ExplainingIterator, LoaderDataset, refuse_class_weight
-from .tfops import one_hot
-
-
-class _EpochIterator(ExplainingIterator):
-    """An iterator over an endless stream that stops (in eager loops) after one epoch of batches.
-
-    Graph code (Keras' compiled train step) reads the underlying iterator directly and counts steps
-    itself; the count here makes ``for batch in dataset:`` end after one epoch.
-    """
-
-    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
-        super().__init__(stream, guard)
-        self._steps = steps
-        self._left = steps
-
-    def get_next(self):
-        """What tf.distribute calls (eager loops over a distributed dataset); ends the epoch the same way."""
-        if tf.executing_eagerly() and not ops.inside_function():
-            if self._left <= 0:
-                raise tf.errors.OutOfRangeError(None, None, "end of the epoch")
-            self._left -= 1
-        return super().get_next()
-
-    def _start_epoch(self) -> _EpochIterator:
-        self._left = self._steps
-        return self
-
-    def __next__(self):
-        if self._left <= 0:
-            raise StopIteration
-        self._left -= 1
-        return super().__next__()
-
+from .tfloader import refuse_class_weight
+from .tfops import encode, normalize
 
 #: The DALI datasets of this process, whose iterators may hold a running pipeline (see :func:`_let_go`).
 _OPEN: weakref.WeakSet = weakref.WeakSet()
@@ -105,7 +74,7 @@ def _let_go() -> None:
     gc.collect()
 
 
-class EpochDataset(LoaderDataset):
+class EpochDataset(tfloader.EpochDataset):
     """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs.
 
     Iterated itself (``for batch in ds``, ``model.fit(ds)``), it hands out one persistent iterator:
@@ -125,13 +94,9 @@ class EpochDataset(LoaderDataset):
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
                  passes: tf.Variable | None = None, by_reader: bool = False, restart: bool = False):
-        self._stream = stream
-        self._steps = steps
-        self._restart = restart  # every iter() from the first batch, on a new pipeline (evaluation)
-        self._iterator: _EpochIterator | None = None
         _OPEN.add(self)
-        super().__init__(stream, guard,
-                         self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor)
+        super().__init__(stream, steps, guard,
+                         self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor, restart)
 
     @staticmethod
     def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, by_reader: bool
@@ -147,22 +112,6 @@ class EpochDataset(LoaderDataset):
         with tf.device("/cpu:0"):
             epoch = tf.data.Dataset.range(1).map(start).flat_map(lambda _: stream.take(steps))
             return epoch.apply(tf.data.experimental.assert_cardinality(steps))
-
-    def cardinality(self):
-        return tf.constant(self._steps, dtype=tf.int64)
-
-    def __iter__(self):
-        if not tf.executing_eagerly() or ops.inside_function():
-            return super().__iter__()
-        if self._iterator is None or self._restart:
-            try:
-                with ops.colocate_with(self._stream._variant_tensor):
-                    self._iterator = _EpochIterator(self._stream, self._steps, self._guard)
-            except tf.errors.OpError as e:  # DALIDataset starts loading when the iterator is made
-                if self._guard is None:
-                    raise
-                raise self._guard.explain(e) from e
-        return self._iterator._start_epoch()
 
 
 #: What a second chained pass over a pack reader says.
@@ -184,12 +133,8 @@ class GPUEpochDataset(EpochDataset):
     neither daliloader nor a way out; here it fails at once, and says what to do."""
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None, restart: bool = False):
-        self._stream = stream
-        self._steps = steps
-        self._restart = restart
-        self._iterator = None
         _OPEN.add(self)
-        LoaderDataset.__init__(self, stream, guard)
+        tfloader.EpochDataset.__init__(self, stream, steps, guard, stream._variant_tensor, restart)
 
     def __getattribute__(self, name: str):
         if name in CPU_ONLY:
@@ -232,10 +177,9 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
 
     Batches handed over on the GPU leave DALI complete (one-hot, weights) and nothing follows the
     DALIDataset: TF's dataset ops after it would need GPU kernels, which map, filter and
-    assert_cardinality do not have. Batches handed over on the host get their one-hot labels from
-    TensorFlow (:func:`.tfops.one_hot`: DALI hands over int labels, 1 MB per 512x512 sample instead of
-    32 MB of float32, and the gather is faster than DALI's CPU ``fn.one_hot``) and their bfloat16 cast,
-    in a parallel map after DALI; DALI runs them in larger batches, which ``rebatch`` splits first
+    assert_cardinality do not have. Batches handed over on the host leave DALI as uint8 pixels and
+    class indices and are normalized and encoded by TensorFlow (:func:`.dali_graph.graph_spec`), in a
+    parallel map after DALI; DALI runs them in larger batches, which ``rebatch`` splits first
     (:func:`.dali_graph.host_batch_size`).
     """
     spec, on = plan.spec, outputs_on(device, plan)
@@ -263,9 +207,9 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
             output_dtypes=dtypes, output_shapes=shapes)
         if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
             endless = endless.rebatch(plan.batch_size, drop_remainder=True)
-        if dali_spec != spec:  # on the host: what DALI does not output (see graph_spec)
-            num_classes = plan.data.classes.num_classes if dali_spec.label_mode != spec.label_mode else None
-            endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, num_classes),
+        if dali_spec != spec:  # what DALI does not output (see graph_spec)
+            classes = plan.data.classes
+            endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, dali_spec, classes),
                                   num_parallel_calls=tf.data.AUTOTUNE)
     return endless, guard, passes
 
@@ -379,22 +323,26 @@ class _Streams:
         return self.chunks(from_passes=True).map(call).unbatch().map(lambda r: tf.io.decode_raw(r, tf.uint8))
 
 
-def _finish(batch, outputs, spec: Preprocess, num_classes: int | None):
-    """On the host, what DALI does not output: one-hot labels encoded here (``num_classes`` given) and
-    bfloat16 images (cast)."""
+def _finish(batch, outputs, spec: Preprocess, dali_spec: Preprocess, classes: ClassMap):
+    """What DALI hands over on the host and ``spec`` asks for differently (see
+    :func:`.dali_graph.graph_spec`): uint8 pixels normalized here, class indices encoded here."""
     out = dict(zip(outputs, batch))
-    if num_classes is not None and "labels" in out:
-        out["labels"] = one_hot(out["labels"], num_classes)
-    if spec.dtype == "bfloat16" and "image" in out:
-        out["image"] = tf.cast(out["image"], tf.bfloat16)
+    if dali_spec.dtype == HOST_PIXELS and "image" in out:
+        out["image"] = normalize(out["image"], spec)
+    if dali_spec.label_mode == HOST_LABELS and "labels" in out:
+        out["labels"] = encode(out["labels"], spec, classes.num_classes)
     return tuple(out[name] for name in outputs)
 
 
 def output_signature(spec: Preprocess, classes: ClassMap, batch_size: int, outputs):
+    """The dtypes and shapes of a graph's outputs under ``spec`` (the graph's: see
+    :func:`.dali_graph.graph_spec`)."""
     h, w = spec.image_size
-    image_dtype = tf.float16 if spec.dtype == "float16" else tf.float32
+    image_dtype = {"float16": tf.float16, HOST_PIXELS: tf.uint8}.get(spec.dtype, tf.float32)
     if spec.label_mode == "onehot":
         labels = (tf.float32, (batch_size, h, w, classes.num_classes))
+    elif spec.label_mode == HOST_LABELS:
+        labels = (tf.as_dtype(classes.label_dtype), (batch_size, h, w))
     else:
         labels = (tf.int32, (batch_size, h, w))
     table = {"image": (image_dtype, (batch_size, h, w, 3)), "labels": labels,

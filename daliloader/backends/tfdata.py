@@ -22,30 +22,66 @@ from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
 from ..tfrecord import read_record
 from . import pair_guard
-from .tfloader import LoaderDataset
-from .tfops import TF_MATH, colour, one_hot, rotate, to_uint8, weights
+from .tfloader import EpochDataset, LoaderDataset
+from .tfops import TF_MATH, colour, encode, normalize, rotate, to_uint8, weights
 
 AUTOTUNE = tf.data.AUTOTUNE
 
 
 def dataset(plan: Plan) -> LoaderDataset:
-    """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order at every ``iter()``),
-    sharded like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples
-    (index -1, weight 0), as on the other backends, so that every backend gives the same batches.
-    TFRecords are read with ``tf.data.TFRecordDataset`` (see :func:`_records`). Pairs are vetted by the
-    guard a chunk of :data:`VET_CHUNK` at a time, before any of them is read (Python once per chunk, not
-    per sample); in training without a ``seed``, the parallel map may hand samples over out of order
-    (``deterministic`` off: each sample's draws are its own), never in evaluation or with a seed."""
+    """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order every epoch), sharded
+    like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples (index -1,
+    weight 0), as on the other backends, so that every backend gives the same batches. TFRecords are read
+    with ``tf.data.TFRecordDataset`` (see :func:`_records`). Pairs are vetted by the guard a chunk of
+    :data:`VET_CHUNK` at a time, before any of them is read (Python once per chunk, not per sample); in
+    training without a ``seed``, the parallel map may hand samples over out of order (``deterministic``
+    off: each sample's draws are its own), never in evaluation or with a seed.
+
+    Training epochs are read from one endless stream (an :class:`~.tfloader.EpochDataset`): the epochs'
+    vetted positions follow each other, each epoch's remainder dropped before batching, so the parallel
+    map and the prefetch buffer never drain and refill between epochs (which cost a tiny dataset half its
+    rate). Each epoch is vetted on its own, so that no vetting chunk reaches past the end of an epoch.
+    Evaluation restarts at every ``iter()``, as a tf.data dataset does, and so does training on TFRecord
+    files: each epoch reads the files again, so that a file changed under a run is refused by the next
+    epoch at the latest (an endless stream's read-ahead could take a small dataset's whole next epoch
+    from before the change)."""
+    data, sampler = plan.data, plan.sampler
+    guard = pair_guard(data, "tfdata")
+    one_epoch = _batches(plan, _vetted(plan, guard))
+    training = sampler.shuffle and sampler.drop_remainder
+    if not training or data.container is Container.TFRECORD:  # every iter() from the first batch
+        return LoaderDataset(one_epoch, guard)
+    endless = _batches(plan, _vetted(plan, guard).repeat())
+    return EpochDataset(endless, plan.steps, guard, one_epoch._variant_tensor)
+
+
+def _vetted(plan: Plan, guard) -> tf.data.Dataset:
+    """One epoch of vetted positions (:func:`_vetted_records`, :func:`_vetted_files`)."""
+    if plan.data.container is Container.TFRECORD:
+        return _vetted_records(_positions(plan), guard)
+    return _vetted_files(_positions(plan), guard)
+
+
+def _positions(plan: Plan) -> tf.data.Dataset:
+    """One epoch of positions: the sample indices of files, or (index, record) of TFRecords; in training,
+    only the epoch's full batches (its remainder dropped here, so that repeated epochs never mix)."""
+    sampler = plan.sampler
+    epoch = _records(plan) if plan.data.container is Container.TFRECORD else _files(plan)
+    return epoch.take(sampler.per_epoch) if sampler.drop_remainder else epoch
+
+
+def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
+    """The batches of a ``stream`` of vetted positions (:func:`_vetted`): read, decoded and cropped in a
+    parallel map, batched, then normalized and encoded on the batch (:func:`finish`), and prefetched."""
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
-    guard = pair_guard(data, "tfdata")
     if data.container is Container.TFRECORD:
-        stream, fetch = _vetted_records(_records(plan), guard), lambda read, image, mask: (image, mask)
+        def fetch(read, image, mask):
+            return image, mask
     else:
         # bytes, as the file system names them (a name that is no UTF-8 is no TensorFlow string)
         images, masks = (tf.constant([os.fsencode(p) for p in paths]) for paths in (data.images, data.masks))
-        stream = _vetted_files(_files(plan), guard)
 
         def fetch(read, *_):
             return tf.io.read_file(images[read]), tf.io.read_file(masks[read])
@@ -65,7 +101,7 @@ def dataset(plan: Plan) -> LoaderDataset:
                                                 deterministic=ordered)
     ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
     ds = ds.map(lambda x, y, i: finish(x, y, i, spec, classes, plan.outputs), num_parallel_calls=AUTOTUNE)
-    return LoaderDataset(ds.prefetch(AUTOTUNE), guard)
+    return ds.prefetch(AUTOTUNE)
 
 
 #: Stream positions vetted per Python call.
@@ -225,12 +261,7 @@ def flip_pair(image, labels, flip):
 def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs):
     """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch;
     ``outputs`` as in :data:`daliloader.plan.OUTPUTS` (``indices``: -1 for padding)."""
-    mean, std = (tf.constant(stages.per_channel(v), tf.float32) for v in stages.mean_std_255(spec))
-    x = tf.cast(images, tf.float32)
-    x = (x - mean if any(spec.mean) else x) / std  # as the reference: a zero mean is not subtracted
-    x = tf.cast(x, {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}[spec.dtype])
-    y = tf.cast(labels, tf.int32) if spec.label_mode == "int" else one_hot(labels, classes.num_classes)
-    out = {"image": x, "labels": y, "index": indices}
+    out = {"image": normalize(images, spec), "labels": encode(labels, spec, classes.num_classes), "index": indices}
     if "weight" in outputs:  # 0 for padding samples
         out["weight"] = weights(labels, classes.num_classes) * tf.cast(indices >= 0, tf.float32)[:, None, None]
     return tuple(out[name] for name in outputs)

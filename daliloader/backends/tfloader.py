@@ -37,6 +37,37 @@ class ExplainingIterator(iterator_ops.OwnedIterator):
             raise self._guard.explain(e) from e
 
 
+class EpochIterator(ExplainingIterator):
+    """An iterator over an endless stream that stops (in eager loops) after one epoch of batches.
+
+    Graph code (Keras' compiled train step) reads the underlying iterator directly and counts steps
+    itself; the count here makes ``for batch in dataset:`` end after one epoch.
+    """
+
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None):
+        super().__init__(stream, guard)
+        self._steps = steps
+        self._left = steps
+
+    def get_next(self):
+        """What tf.distribute calls (eager loops over a distributed dataset); ends the epoch the same way."""
+        if tf.executing_eagerly() and not ops.inside_function():
+            if self._left <= 0:
+                raise tf.errors.OutOfRangeError(None, None, "end of the epoch")
+            self._left -= 1
+        return super().get_next()
+
+    def start_epoch(self) -> EpochIterator:
+        self._left = self._steps
+        return self
+
+    def __next__(self):
+        if self._left <= 0:
+            raise StopIteration
+        self._left -= 1
+        return super().__next__()
+
+
 class LoaderDataset(dataset_ops.UnaryUnchangedStructureDataset):
     """A loader's dataset: ``dataset`` (its batches), or ``variant`` built on it, with the ``guard`` that
     names the files of a failure (see the module)."""
@@ -53,6 +84,39 @@ class LoaderDataset(dataset_ops.UnaryUnchangedStructureDataset):
     def map(self, map_func, *args, **kwargs):
         refuse_class_weight(map_func)
         return super().map(map_func, *args, **kwargs)
+
+
+class EpochDataset(LoaderDataset):
+    """An endless stream presented as epochs of ``steps`` batches: iterated itself (``for batch in ds``,
+    ``model.fit(ds)``), it hands out one persistent iterator, and each ``iter()`` starts the next epoch of
+    the same stream, which never drains and refills between epochs; with ``restart`` (evaluation), each
+    ``iter()`` starts at the first batch, on a new iterator. ``variant`` is the dataset a tf.data
+    transformation chained onto it reads: one epoch. ``len()``/``cardinality()`` give ``steps``, from
+    Python (TF's cardinality op has no GPU kernel)."""
+
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None, variant,
+                 restart: bool = False):
+        self._stream = stream
+        self._steps = steps
+        self._restart = restart
+        self._iterator: EpochIterator | None = None
+        super().__init__(stream, guard, variant)
+
+    def cardinality(self):
+        return tf.constant(self._steps, dtype=tf.int64)
+
+    def __iter__(self):
+        if not tf.executing_eagerly() or ops.inside_function():
+            return super().__iter__()
+        if self._iterator is None or self._restart:
+            try:
+                with ops.colocate_with(self._stream._variant_tensor):
+                    self._iterator = EpochIterator(self._stream, self._steps, self._guard)
+            except tf.errors.OpError as e:  # a DALIDataset starts loading when the iterator is made
+                if self._guard is None:
+                    raise
+                raise self._guard.explain(e) from e
+        return self._iterator.start_epoch()
 
 
 def refuse_class_weight(map_func) -> None:

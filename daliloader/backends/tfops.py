@@ -56,6 +56,20 @@ def rotate(image, labels, angle, ignore_index: int):
     return image, tf.cast(turned, labels.dtype)
 
 
+def normalize(images, spec):
+    """normalize (:func:`daliloader.stages.normalize`) of uint8 RGB batches, as the reference: to float,
+    minus the mean (a zero mean is not subtracted), over the deviation, in ``spec.dtype``."""
+    mean, std = (tf.constant(stages.per_channel(v), tf.float32) for v in stages.mean_std_255(spec))
+    x = tf.cast(images, tf.float32)
+    x = (x - mean if any(spec.mean) else x) / std
+    return tf.cast(x, {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}[spec.dtype])
+
+
+def encode(labels, spec, num_classes: int):
+    """encode (:func:`daliloader.stages.encode`) of class-index batches: int32, or one-hot (:func:`one_hot`)."""
+    return tf.cast(labels, tf.int32) if spec.label_mode == "int" else one_hot(labels, num_classes)
+
+
 def one_hot(labels, num_classes: int):
     """encode (:func:`daliloader.stages.encode`): class indices (any integer dtype) -> float32 one-hot
     ``[..., num_classes]``, rows of :func:`daliloader.stages.one_hot_table` (``ignore_index``, and every

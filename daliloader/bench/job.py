@@ -9,14 +9,13 @@ them in the other container timed in turn, every other figure alone); the stage 
 
 from __future__ import annotations
 
-import gc
 import itertools
 import os
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from .. import backends
+from .. import backends, maskcache
 from ..data import SegmentationData
 from ..errors import SpecError
 from ..plan import Plan
@@ -38,7 +37,7 @@ from .sources import (
     via,
 )
 from .stages import dali_stages, opencv_stages
-from .timing import Rates, epoch_batches, measure_in_turn, noisy, timing_warnings, touched
+from .timing import Rates, epoch_batches, measure_in_turn, noisy, timing_warnings
 from .training import train_bound
 
 #: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
@@ -64,6 +63,7 @@ class Settings:
     prepared: str | None = None  # a folder for the prepared copy, "cache" for one in the cache, or None
     augment: bool = False  # also measure each backend with AUGMENT on
     tfrecord: bool = False  # also measure the same pairs in the other container (TFRecords, or files)
+    memory: bool = False  # also measure each loader's peak memory, alone in a process
 
     @property
     def crop_size(self) -> tuple[int, int]:
@@ -91,7 +91,9 @@ class Cell:
     def bounds(self) -> list[str]:
         """The keys of the ceilings that bound this figure: the CPU's pair decode (of the prepared copy
         for its data), or for a GPU backend nvJPEG or the masks, whichever binds."""
-        suffix = "_prepared" if self.which in ("prepared", "packs") else ""  # other containers: the same bytes
+        cached = self.plan.data.mask_cache is not None and self.name not in REFERENCES  # (they read the masks)
+        suffix = ("_prepared" if self.which in ("prepared", "packs") else  # other containers: the same bytes
+                  "_cached" if cached else "")  # masks read from the mask cache
         return ["nvjpeg_images", f"cpu_decode_masks{suffix}"] if on_gpu(self.name) else [f"cpu_decode_pairs{suffix}"]
 
 
@@ -247,6 +249,11 @@ class Job:
         if self.gpu:
             self.ceiling("nvjpeg_images", "images/s",
                          partial(nvjpeg_ceiling, self.data, s.batch_size, s.seconds, s.repeats))
+        if maskcache.wanted(self.data):  # the backends read the masks' class indices from the mask cache
+            cached = self.status("the mask cache", partial(maskcache.MaskCache.made_for, self.data, self.gpu)).view()
+            for what in ("pairs", "masks") if self.gpu else ("pairs",):
+                self.ceiling(f"cpu_decode_{what}_cached", f"{what}/s",
+                             partial(cpu_decode_ceiling, cached, self.workers, s.seconds, s.repeats, what))
 
     def prepared(self) -> None:
         """``--prepared``: the prepared copy (made if needed), its packs, and its decode ceilings."""
@@ -308,20 +315,14 @@ class Job:
         return kept
 
     def measure(self, group: list[Cell]) -> list[Rates]:
-        """The rates of a group's figures, timed in turn; their streams closed afterwards (a generator:
-        that stops its workers and drops its pipeline)."""
+        """The rates of a group's figures, round by round (:func:`~.timing.measure_in_turn`): each stream
+        opened for its window and closed after it (a generator: that stops its workers and drops its
+        pipeline)."""
         s, first = self.settings, group[0].plan
-        streams = [backend_stream(c.name, c.plan, self.workers) for c in group]
-        try:
-            return self.status(" + ".join(c.what for c in group), partial(
-                measure_in_turn, [partial(touched, stream) for stream in streams], first.batch_size, s.seconds,
-                s.repeats, epoch_batches(len(first.data), first.batch_size)))
-        finally:
-            for stream in streams:
-                stream.close()
-            # what the streams left in reference cycles is freed here, on this thread, not by a
-            # collection that happens to run on a TensorFlow thread while a later figure is timed
-            gc.collect()
+        sources = [partial(backend_stream, c.name, c.plan, self.workers) for c in group]
+        return self.status(" + ".join(c.what for c in group), partial(
+            measure_in_turn, sources, first.batch_size, s.seconds, s.repeats,
+            epoch_batches(len(first.data), first.batch_size)))
 
     def stages(self) -> None:
         """The DALI graphs' stage breakdowns (the GPU's, with one, then the CPU's) and OpenCV's."""
@@ -331,6 +332,18 @@ class Job:
                 dali_stages, plan, device, s.seconds / 2, s.repeats))
         stages["opencv (1 thread)"] = self.status("opencv stages", partial(opencv_stages, plan))
         self.report.warnings.extend(stage_warnings(stages))
+
+    def memory(self) -> None:
+        """``--memory``: each loader's peak memory on the original pairs, per label mode, alone in a process
+        (:mod:`.memory`)."""
+        from .memory import Job as MemoryJob
+        from .memory import peak_mb
+
+        s, found = self.settings, {}
+        for name, mode in itertools.product(self.names, s.label_modes):
+            job = MemoryJob(self.data, name, s.batch_size, s.crop_size, mode, self.workers)
+            found[f"{name} {mode}"] = self.status(f"memory of {name} ({mode})", partial(peak_mb, job))
+        self.report.memory_mb = found
 
     def train(self) -> None:
         """``--train``: the training step times of every backend but the baseline."""
@@ -354,4 +367,6 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> R
         job.stages()
     if settings.train:
         job.train()
+    if settings.memory:
+        job.memory()
     return job.report

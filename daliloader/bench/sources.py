@@ -9,6 +9,7 @@ registry, so all of them run the same settings; each is read as a stream of batc
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from .. import backends
 from ..data import SegmentationData
@@ -82,7 +83,10 @@ def bench_plan(data: SegmentationData, batch_size: int, image_size, label_mode: 
 
 
 def backend_source(name: str, plan: Plan, workers: int):
-    """One backend's product, built as a user would build it from ``plan``."""
+    """One backend's product, built as a user would build it from ``plan`` (the references from the
+    dataset's own masks, never daliloader's mask cache)."""
+    if name in REFERENCES and plan.data.mask_cache is not None:
+        plan = replace(plan, data=plan.data.mask_cache.original)
     if name == BASELINE:
         return naive_tfdata(plan.data, plan.batch_size, plan.spec.image_size, plan.spec.label_mode)
     if name == EXPERT:

@@ -17,25 +17,27 @@ from .timing import epoch_batches, measure, touch
 def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[StageCut]:
     """The DALI graph cut after each stage; a stage's cost is the growth of wall time per image.
 
-    As in ``tf_dataset``, a graph that hands its batches over on the CPU ends with int labels for
-    one-hot batches, and the one-hot encoding by TensorFlow is timed on its own (the last row); and it
-    runs as many samples per DALI batch as ``tf_dataset`` does (:func:`~.backends.dali_graph.host_batch_size`).
+    As in ``tf_dataset``, a graph that hands its batches over on the CPU ends with uint8 pixels (flipped,
+    not normalized: the ``normalize`` cut is named ``flip``) and class indices, and TensorFlow's
+    normalization and encoding of the batch is timed on its own (the last row); and it runs as many
+    samples per DALI batch as ``tf_dataset`` does (:func:`~.backends.dali_graph.host_batch_size`).
     """
-    from ..backends.dali_graph import STAGES, graph_spec, host_batch_size, outputs_on
+    from ..backends.dali_graph import HOST_LABELS, STAGES, graph_spec, host_batch_size, outputs_on
 
     dali_spec = graph_spec(plan.spec, outputs_on(device, plan))
-    encode_in_tf = dali_spec.label_mode != plan.spec.label_mode
+    finished_in_tf = dali_spec.label_mode == HOST_LABELS
+    renamed = {"normalize": "flip", "encode": "indices"} if finished_in_tf else {}
     batch = host_batch_size(plan, device)
     rows, previous = [], 0.0
     for stage in STAGES + ("encode",):
         rate = _cut_rate(plan, device, dali_spec, None if stage == "encode" else stage, batch, seconds, repeats)
         ms = 1000.0 / rate
-        name = "encode (int)" if stage == "encode" and encode_in_tf else stage
-        rows.append(StageCut(stage=name, cumulative_img_per_s=round(rate, 1), ms_per_img=round(ms - previous, 2)))
+        rows.append(StageCut(stage=renamed.get(stage, stage), cumulative_img_per_s=round(rate, 1),
+                             ms_per_img=round(ms - previous, 2)))
         previous = ms
-    if encode_in_tf and has_tensorflow():
-        rows.append(StageCut(stage="one-hot (TensorFlow)", cumulative_img_per_s=None,
-                             ms_per_img=round(1000.0 / _one_hot_rate(plan, seconds, repeats), 2)))
+    if finished_in_tf and has_tensorflow():
+        rows.append(StageCut(stage=f"normalize, {plan.spec.label_mode} (TensorFlow)", cumulative_img_per_s=None,
+                             ms_per_img=round(1000.0 / _finish_rate(plan, seconds, repeats), 2)))
     return rows
 
 
@@ -50,17 +52,23 @@ def _cut_rate(plan: Plan, device: str, dali_spec, stage: str | None, batch: int,
                                      warmup_batches=epoch_batches(len(plan.data), batch)))
 
 
-def _one_hot_rate(plan: Plan, seconds: float, repeats: int) -> float:
-    """Images/s (median) of TensorFlow's one-hot encoding of a batch of random int labels."""
+def _finish_rate(plan: Plan, seconds: float, repeats: int) -> float:
+    """Images/s (median) of TensorFlow normalizing a batch of random uint8 pixels and encoding one of
+    random class indices, as ``tf_dataset`` does after a graph that hands its batches over on the CPU."""
     import tensorflow as tf
 
-    from ..backends.tfops import one_hot
+    from ..backends.tfops import encode, normalize
 
     num_classes = plan.data.classes.num_classes
     shape = (plan.batch_size, *plan.spec.image_size)
-    labels = tf.constant(np.random.default_rng(0).integers(0, num_classes, shape, dtype=np.uint8))
-    return statistics.median(measure(lambda: touch([one_hot(labels, num_classes)]), plan.batch_size,
-                                     seconds, repeats, warmup_batches=1))
+    rng = np.random.default_rng(0)
+    pixels = tf.constant(rng.integers(0, 256, (*shape, 3), dtype=np.uint8))
+    labels = tf.constant(rng.integers(0, num_classes, shape, dtype=np.uint8))
+
+    def finish() -> None:
+        touch([normalize(pixels, plan.spec), encode(labels, plan.spec, num_classes)])
+
+    return statistics.median(measure(finish, plan.batch_size, seconds, repeats, warmup_batches=1))
 
 
 class StageClock:

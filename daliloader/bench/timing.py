@@ -9,9 +9,11 @@ is any callable that yields the next batch.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
@@ -78,18 +80,27 @@ def measure(next_batch, batch_size: int, seconds: float, repeats: int, warmup_ba
     return Rates([r for r, _ in windows], [n for _, n in windows], steady)
 
 
-def measure_in_turn(next_batches: list, batch_size: int, seconds: float, repeats: int, warmup_batches: int,
+def measure_in_turn(sources: list, batch_size: int, seconds: float, repeats: int, warmup_batches: int,
                     clock=time.perf_counter) -> list[Rates]:
-    """:func:`measure` for several sources whose ratio matters (the same pairs in two containers): each
-    warmed up, then their timed windows taken in turn, A B A B ..., so that a machine that slows down or
-    speeds up during the run weighs on both alike. Before each timed window a short one, untimed, drains
-    what the source prefetched while the others ran. One :class:`Rates` per source, in order."""
-    steady = [warm_up(n, batch_size, seconds, warmup_batches, clock) for n in next_batches]
-    windows: list[list] = [[] for _ in next_batches]
+    """:func:`measure` for several sources whose ratios matter (every loader of a label mode, the expert's
+    among them), round by round, A B C A B C ...: each round opens each source in turn (``source()``
+    gives an endless stream, closed once used), warms it up (:func:`warm_up`) and takes one timed window,
+    so that a machine that slows down or speeds up during the run weighs on all of them alike, and no
+    stream runs beside the one timed (a stream left open goes on filling its prefetch buffers, tf.data's
+    up to a share of the machine's memory, which slowed the next one timed by up to half). One
+    :class:`Rates` per source, in order; it is steady where every warm-up was."""
+    windows: list[list] = [[] for _ in sources]
+    steady = [True for _ in sources]
     for _ in range(repeats):
-        for next_batch, taken in zip(next_batches, windows):
-            window(next_batch, batch_size, short_window(seconds), clock)
-            taken.append(window(next_batch, batch_size, seconds, clock))
+        for k, source in enumerate(sources):
+            stream = source()
+            try:
+                next_batch = partial(touched, stream)
+                steady[k] = warm_up(next_batch, batch_size, seconds, warmup_batches, clock) and steady[k]
+                windows[k].append(window(next_batch, batch_size, seconds, clock))
+            finally:
+                stream.close()
+                gc.collect()  # what the stream left in cycles, freed here and not on a thread of the next one
     return [Rates([r for r, _ in w], [n for _, n in w], ok) for w, ok in zip(windows, steady)]
 
 
