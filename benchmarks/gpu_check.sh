@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# The one command to run on a machine with an NVIDIA GPU: every GPU test, then the GPU figures, then
-# what to commit. Steps that fail do not stop the others; the exit status is 1 if any failed.
+# The one command to run on a machine with an NVIDIA GPU: the GPU tests, the README's quick start on
+# dali-gpu, then the GPU figures. Steps that fail do not stop the others; the exit status is 1 if any failed.
 #
 #   usage: benchmarks/gpu_check.sh [DATA] [extra `daliloader bench` options, e.g. --seconds 1]
+#   GPU_CHECK_PLAN=quick (default) | full       OUT=folder for the reports (default benchmarks/results)
+#
+# quick fits one device call of 10 minutes, which is what a session lent 15 minutes of device time has
+# left once ../shared/device/stage-tf-gpu's stack is staged (measured on an H200, 2026-11-26: 290 s to
+# stage; `pytest -m gpu` ran 73 tests in 230 s on one process; the bench took about 27 s per figure).
+# Each step has its own time limit and writes its own report, so a step cut short loses only itself:
+#   1. pytest -m gpu (4 processes where pytest-xdist is there, as on the lent machines)      <= 240 s
+#   2. the README quick start on dali-gpu, and every line native libraries print             <=  60 s
+#   3. bench, int labels: dali-gpu, dali-cpu, tf-expert, original and prepared, ceilings      <= 260 s
+# full adds one-hot labels, training, the decoder, mask-form, CPU-scaling and augmentation figures
+# (about 40 minutes).
 #
 # Python: .venv/bin/python when it exists (`make install`: TensorFlow, Keras and DALI's TF plugin too),
-# else python3 as it is. On a GPU machine with DALI alone (no TensorFlow installed, daliloader on
-# PYTHONPATH), the tests that need TensorFlow skip and say so, and the bench times the DALI backends
-# through pipeline.run.
+# else python3 as it is (the staged stack: `source /tmp/gpu/env.sh` first). On a GPU machine with DALI
+# alone (no TensorFlow installed, daliloader on PYTHONPATH), the tests that need TensorFlow skip and say
+# so, and the bench times the DALI backends through pipeline.run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 py=python3
 [ -x .venv/bin/python ] && py=.venv/bin/python
-out="benchmarks/results/$(hostname)-$(nproc)cores-gpu"
+plan=${GPU_CHECK_PLAN:-quick}
+out="${OUT:-benchmarks/results}/$(hostname)-$(nproc)cores-gpu"; mkdir -p "$(dirname "$out")"
 failed=()
 
 if ! "$py" -c "from nvidia.dali import backend; import sys; sys.exit(backend.GetCUDADeviceCount() == 0)"; then
@@ -29,22 +41,32 @@ step() {  # step NAME COMMAND...: run it, remember a failure
   echo; echo "== $name"
   "$@" || failed+=("$name")
 }
+parallel=()
+"$py" -c "import xdist" 2>/dev/null && parallel=(-n 4)
 step "GPU tests (pytest -m gpu; -rs lists what skipped and why)" \
-  "$py" -m pytest -m gpu -q -rs -p no:cacheprovider tests
-step "JPEG decoders: nvJPEG against libjpeg-turbo" \
-  "$py" benchmarks/jpeg_decoders.py --json "$out-jpeg-decoders.json"
-step "mask forms, CPU and GPU" \
-  "$py" benchmarks/mask_forms.py --json "$out-mask-forms.json"
-step "dali-cpu against the decode ceiling on 1, 2, 4, ... cores (several DALI batches at once, and one per batch)" \
-  "$py" benchmarks/cpu_scaling.py --json "$out-cpu-scaling.json"
-step "augmentation kernels: DALI GPU and CPU, OpenCV, TensorFlow" \
-  "$py" benchmarks/augment_ops.py --json "$out-augment-ops.json"
-step "throughput: every backend, original and prepared data (LZ4 masks inflated on the GPU), and training" \
-  "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,tfdata,opencv --label-mode onehot,int --prepared \
-  --train --json "$out.json" --plot "$out.png"
-step "throughput with full augmentation" \
-  "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,opencv --label-mode onehot,int --augment \
-  --no-stages --json "$out-augment.json"
+  timeout 240 "$py" -m pytest -m gpu -q -rs -p no:cacheprovider "${parallel[@]}" tests
+step "the README quick start on dali-gpu: no native log line" \
+  timeout 60 "$py" benchmarks/quickstart_check.py --backend dali-gpu
+if [ "$plan" = quick ]; then
+  step "throughput, int labels: dali-gpu, dali-cpu and the expert's tf.data, original and prepared data" \
+    timeout 260 "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,tf-expert --label-mode int \
+    --prepared --seconds 1 --repeats 3 --no-stages --json "$out.json" --plot "$out.png"
+else
+  step "JPEG decoders: nvJPEG against libjpeg-turbo" \
+    "$py" benchmarks/jpeg_decoders.py --json "$out-jpeg-decoders.json"
+  step "mask forms, CPU and GPU" \
+    "$py" benchmarks/mask_forms.py --json "$out-mask-forms.json"
+  step "dali-cpu against the decode ceiling on 1, 2, 4, ... cores" \
+    "$py" benchmarks/cpu_scaling.py --json "$out-cpu-scaling.json"
+  step "augmentation kernels: DALI GPU and CPU, OpenCV, TensorFlow" \
+    "$py" benchmarks/augment_ops.py --json "$out-augment-ops.json"
+  step "throughput: every backend and the expert's tf.data, original and prepared data, and training" \
+    "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,tfdata,opencv,tf-expert --label-mode onehot,int \
+    --prepared --train --json "$out.json" --plot "$out.png"
+  step "throughput with full augmentation" \
+    "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,opencv --label-mode onehot,int --augment \
+    --no-stages --json "$out-augment.json"
+fi
 
 echo
 echo "== what to commit"
