@@ -326,7 +326,10 @@ class SegmentationData:
         return replace(data, packs=found)
 
     def subset(self, indices: Sequence[int]) -> SegmentationData:
-        """The pairs at ``indices``, read from their files (packs hold the whole dataset) or records."""
+        """The pairs at ``indices``, read from their files (packs hold the whole dataset) or records; of data
+        whose masks come from the mask cache, the user's own pairs (a loader makes their cache)."""
+        if self.mask_cache is not None:
+            return self.mask_cache.original.subset(indices)
         gpu_masks = None if self.gpu_masks is None else tuple(self.gpu_masks[i] for i in indices)
         return replace(self, images=tuple(self.images[i] for i in indices),
                        masks=tuple(self.masks[i] for i in indices), packs=None, gpu_masks=gpu_masks, mask_cache=None)

@@ -124,23 +124,27 @@ class MaskCache:
     def refresh(self, index: int) -> None:
         """Decode pair ``index``'s mask again where it changed since its entry was made (or has none); a
         LoadError names it where it does not decode. Called by the loaders' vetting before the entry is
-        read; what it writes lasts for this process (a later one finds the stamp changed and decodes it
-        again)."""
+        read; an entry removed since (a cache cleaned under a run) is written again. What it writes lasts
+        for this process (a later one finds the stamp changed and decodes it again)."""
         mask = self.original.masks[index]
         try:
             stamp = file_stamp(mask)
         except OSError:
             raise LoadError(f"cannot load sample {index}: its mask {mask} is gone (it was there when the mask cache "
                             "was made)") from None
-        if stamp == self.stamps[index]:
+        if stamp == self.stamps[index] and self._entry_there(index):
             return
-        with self._lock:  # one refresh at a time: a rare event (a mask changed under a run)
-            if file_stamp(mask) != self.stamps[index]:
+        with self._lock:  # one refresh at a time: a rare event (a mask changed under a run, an entry removed)
+            if file_stamp(mask) != self.stamps[index] or not self._entry_there(index):
                 try:
                     self.stamps[index] = _write_entry(self.original, index, self.folder, self.gpu)
                 except _TooBigForLZ4 as e:
                     raise LoadError(f"{e}: it changed since the mask cache was made; set DALILOADER_MASK_CACHE=0 "
                                     "to read masks where they are") from None
+
+    def _entry_there(self, index: int) -> bool:
+        """Whether pair ``index``'s entry files exist (a cache cleaned or damaged under a run has lost them)."""
+        return self.entry(index).exists() and (not self.gpu or self.entry(index, lz4=True).exists())
 
     def add_gpu_form(self) -> None:
         """Write the LZ4 form of every entry (a cache made where DALI saw no GPU, now read by dali-gpu), and
@@ -213,6 +217,8 @@ def _write_entry(data: SegmentationData, index: int, folder: Path, gpu: bool) ->
     except OSError as e:
         raise LoadError(f"cannot read mask {mask} ({e.strerror or e}) to cache its class indices") from None
     name = f"{index:07d}"
+    for form in ("masks", "masks_lz4") if gpu else ("masks",):  # there, unless the cache was removed under a run
+        (folder / form).mkdir(parents=True, exist_ok=True)
     _write_whole(folder / "masks" / f"{name}.png", encode(".png", labels, MASK_PNG_PARAMS))
     if gpu:
         if labels.nbytes > LZ4_MAX_BYTES:

@@ -116,3 +116,26 @@ def test_the_gpu_form_holds_the_same_indices_and_only_where_they_fit_8_bits(tmp_
     wide = replace(data, classes=dl.ClassMap.from_csv(data.classes.source, ignore_index=300))
     cache = maskcache.MaskCache.made_for(wide, gpu=True)
     assert not cache.gpu and cache.view().gpu_masks is None and cache.view().mask_depth == 16
+
+
+def test_an_entry_removed_under_a_run_is_written_again(tmp_path, backend):
+    """A cache cleaned (or damaged) after it was made: the next loader writes the entry again from the
+    user's mask, with the same labels, instead of failing on the cache's file."""
+    data = colour_pairs(tmp_path)
+    before = labels_of(backend, data)
+    (folder,) = [c for c in caches() if json.loads((c / maskcache.ENTRIES).read_text())["stamps"][0]
+                 == list(file_stamp(data.masks[0]))]
+    (folder / "masks" / "0000001.png").unlink()
+    np.testing.assert_array_equal(labels_of(backend, data), before)
+    assert (folder / "masks" / "0000001.png").exists()
+
+
+def test_a_subset_of_cached_data_is_the_users_pairs(tmp_path):
+    """A plan's data reads the cache; a subset or split of it is the user's own pairs again (which a loader
+    caches and vets), never cache files cut loose from the masks they came from."""
+    data = colour_pairs(tmp_path)
+    cached = dl.make_plan(data, batch_size=2, image_size=(H, W)).data
+    assert cached.mask_cache is not None and maskcache.PREFIX in cached.masks[0]
+    assert cached.subset([2, 0]).masks == (data.masks[2], data.masks[0])
+    train, val = cached.split(0.5)
+    assert set(train.masks) | set(val.masks) == set(data.masks)
