@@ -332,7 +332,7 @@ class SegmentationData:
             return self.mask_cache.original.subset(indices)
         gpu_masks = None if self.gpu_masks is None else tuple(self.gpu_masks[i] for i in indices)
         return replace(self, images=tuple(self.images[i] for i in indices),
-                       masks=tuple(self.masks[i] for i in indices), packs=None, gpu_masks=gpu_masks, mask_cache=None)
+                       masks=tuple(self.masks[i] for i in indices), packs=None, gpu_masks=gpu_masks)
 
     def split(self, fraction: float, seed: int = 0) -> tuple[SegmentationData, SegmentationData]:
         """``(train, val)``: ``val`` holds ``round(fraction * len(self))`` pairs drawn with ``seed``, ``train``

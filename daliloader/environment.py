@@ -17,8 +17,8 @@ where it keeps what it generates (:func:`cache_dir`):
   variable when it makes its CPU allocator, so the default only helps a TensorFlow not yet imported
   (``import daliloader`` first). Set it to ``false`` to keep the system's allocator.
 * ``TF_CPP_MIN_LOG_LEVEL=1``: TensorFlow's switch for its own log lines; 1 drops the informational ones
-  (devices created, XLA and cuDNN loaded, CPU instructions available: 13 lines on a GPU machine around
-  the quick start's first epoch) and keeps warnings and errors. Lines TensorFlow writes before its
+  (devices created, XLA and cuDNN loaded, CPU instructions available: docs/gpu.md, "On an H200") and
+  keeps warnings and errors. Lines TensorFlow writes before its
   logging is set up ("All log messages before absl::InitializeLog() ...") pass whatever it says.
   Read when TensorFlow is imported, so again only for a TensorFlow not yet imported.
 """

@@ -124,8 +124,9 @@ class MaskCache:
     def refresh(self, index: int) -> None:
         """Decode pair ``index``'s mask again where it changed since its entry was made (or has none); a
         LoadError names it where it does not decode. Called by the loaders' vetting before the entry is
-        read; an entry removed since (a cache cleaned under a run) is written again. What it writes lasts
-        for this process (a later one finds the stamp changed and decodes it again)."""
+        read (the first time a loader vets the pair, and after its files change); an entry missing then (a
+        cache cleaned since it was made) is written again. What it writes lasts for this process (a later
+        one finds the stamp changed and decodes it again)."""
         mask = self.original.masks[index]
         try:
             stamp = file_stamp(mask)

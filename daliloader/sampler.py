@@ -56,6 +56,11 @@ class Sampler:
         self._lock = threading.Lock()  # sources call in from DALI and tf.data threads
 
     @property
+    def training(self) -> bool:
+        """Whether this is a training stream: shuffled, and full batches only."""
+        return self.shuffle and self.drop_remainder
+
+    @property
     def per_epoch(self) -> int:
         """Positions per epoch, padding included."""
         return self.steps * self.batch_size

@@ -126,8 +126,8 @@ def graph_spec(spec: Preprocess, outputs_on: str) -> Preprocess:
 SAMPLES_PER_THREAD = 2
 #: The fewest samples per DALI batch under TensorFlow on the host (an epoch's at most): each batch costs
 #: DALI a fixed overhead per operator, which larger batches share, and each sample of a batch holds its
-#: buffers in every operator: 32 gave the throughput of 64 with a fifth less memory on the 2-core VM, 16
-#: a tenth less throughput (docs/benchmarks.md, "Memory").
+#: buffers in every operator: the value measured to keep the throughput of larger batches with less memory
+#: (docs/benchmarks.md, "On the 2-core VM, against the expert's tf.data").
 MIN_HOST_SAMPLES = 32
 
 

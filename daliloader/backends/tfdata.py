@@ -48,8 +48,7 @@ def dataset(plan: Plan) -> LoaderDataset:
     data, sampler = plan.data, plan.sampler
     guard = pair_guard(data, "tfdata")
     one_epoch = _batches(plan, _vetted(plan, guard))
-    training = sampler.shuffle and sampler.drop_remainder
-    if not training or data.container is Container.TFRECORD:  # every iter() from the first batch
+    if not sampler.training or data.container is Container.TFRECORD:  # every iter() from the first batch
         return LoaderDataset(one_epoch, guard)
     endless = _batches(plan, _vetted(plan, guard).repeat())
     return EpochDataset(endless, plan.steps, guard, one_epoch._variant_tensor)
@@ -96,7 +95,7 @@ def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
                          for image, mask in zip(data.images, data.masks)])  # for messages
     seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
     # the dataset's order in evaluation, and the same batches again for the same seed
-    ordered = sampler.seeded or not (sampler.shuffle and sampler.drop_remainder)
+    ordered = sampler.seeded or not sampler.training
     ds = tf.data.Dataset.zip(stream, seeds).map(lambda vetted, seed: load(*vetted, seed), num_parallel_calls=AUTOTUNE,
                                                 deterministic=ordered)
     ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
