@@ -7,13 +7,14 @@
 #
 # quick fits one device call of 10 minutes, which is what a session lent 15 minutes of device time has
 # left once ../shared/device/stage-tf-gpu's stack is staged (measured on an H200, 2026-11-26: 290 s to
-# stage; `pytest -m gpu` ran 73 tests in 230 s on one process; the bench took about 27 s per figure).
-# Each step has its own time limit and writes its own report, so a step cut short loses only itself:
-#   1. pytest -m gpu (4 processes where pytest-xdist is there, as on the lent machines)      <= 240 s
+# stage; `pytest -m gpu` ran 73 tests in 230 s on one process). Each step has its own time limit and
+# writes its own report, so a step cut short loses only itself:
+#   1. where dali-gpu's time goes (benchmarks/gpu_where.py: the decoder alone, the graph alone and cut
+#      after each stage, tf_dataset, the expert's tf.data)                                   <= 200 s
 #   2. the README quick start on dali-gpu, and every line native libraries print             <=  60 s
-#   3. bench, int labels: dali-gpu, dali-cpu, tf-expert, original and prepared, ceilings      <= 260 s
-# full adds one-hot labels, training, the decoder, mask-form, CPU-scaling and augmentation figures
-# (about 40 minutes).
+#   3. pytest -m gpu (4 processes where pytest-xdist is there, as on the lent machines)      <= 240 s
+# full adds the bench of every backend (one-hot and int, prepared copy and packs, training), the decoder,
+# mask-form, CPU-scaling and augmentation figures (about 40 minutes).
 #
 # Python: .venv/bin/python when it exists (`make install`: TensorFlow, Keras and DALI's TF plugin too),
 # else python3 as it is (the staged stack: `source /tmp/gpu/env.sh` first). On a GPU machine with DALI
@@ -42,16 +43,14 @@ step() {  # step NAME COMMAND...: run it, remember a failure
   "$@" || failed+=("$name")
 }
 parallel=()
-"$py" -c "import xdist" 2>/dev/null && parallel=(-n 4)
-step "GPU tests (pytest -m gpu; -rs lists what skipped and why)" \
-  timeout 240 "$py" -m pytest -m gpu -q -rs -p no:cacheprovider "${parallel[@]}" tests
+"$py" -m pytest -p no:cacheprovider --help 2>/dev/null | grep -q -- --numprocesses && parallel=(-n 4)  # xdist works
+step "where dali-gpu's time goes: decoder, graph alone and by stage, tf_dataset, the expert's tf.data" \
+  timeout 200 "$py" benchmarks/gpu_where.py --budget 170 --json "$out-where.json"
 step "the README quick start on dali-gpu: no native log line" \
   timeout 60 "$py" benchmarks/quickstart_check.py --backend dali-gpu
-if [ "$plan" = quick ]; then
-  step "throughput, int labels: dali-gpu, dali-cpu and the expert's tf.data, original and prepared data" \
-    timeout 260 "$py" -m daliloader.cli bench "$@" --backends dali-gpu,dali-cpu,tf-expert --label-mode int \
-    --prepared --seconds 1 --repeats 3 --no-stages --json "$out.json" --plot "$out.png"
-else
+step "GPU tests (pytest -m gpu; -rs lists what skipped and why)" \
+  timeout 240 "$py" -m pytest -m gpu -q -rs -p no:cacheprovider "${parallel[@]}" tests
+if [ "$plan" = full ]; then
   step "JPEG decoders: nvJPEG against libjpeg-turbo" \
     "$py" benchmarks/jpeg_decoders.py --json "$out-jpeg-decoders.json"
   step "mask forms, CPU and GPU" \

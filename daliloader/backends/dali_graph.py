@@ -85,6 +85,10 @@ READER = "packs"
 #: rewritten under a mapped read kills the process with SIGBUS, which no error handler sees; with plain
 #: file I/O it is an error naming the file (benchmarks/mmap_cost.py measures what maps would gain).
 USE_MMAP = False
+#: The share of each batch's JPEGs that DALI's GPU decoder hands to the GPU's hardware JPEG engines (A100,
+#: H100, H200), the rest going to nvJPEG's CUDA decoder, whose Huffman stage runs on the CPU threads:
+#: DALI's default, stated so that benchmarks/gpu_where.py can time another share against it.
+HW_DECODER_LOAD = 0.65
 #: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
 STAGES = ("read", "decode", "labels", "crop", "normalize")
 
@@ -384,7 +388,8 @@ def decode_window(encoded, start, shape, device: str, kind, dtype):
     if device == "cpu":
         return fn.decoders.image_slice(encoded, start, shape, axis_names="HW", normalized_anchor=False,
                                        normalized_shape=False, **options)
-    return fn.slice(fn.decoders.image(encoded, **options), start, shape, axis_names="HW")
+    return fn.slice(fn.decoders.image(encoded, hw_decoder_load=HW_DECODER_LOAD, **options), start, shape,
+                    axis_names="HW")
 
 
 def lz4_header(encoded):

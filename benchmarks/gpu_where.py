@@ -1,0 +1,213 @@
+"""Where `dali-gpu`'s time goes, on a machine with a GPU: one run, one JSON report, figures in images/s
+(median of timed windows after a warm-up, as the bench takes them), in this order:
+
+  decoder      DALI's nvJPEG decoder alone on the embedded photos held in memory (no file reading), at the
+               loader's batch and at a large one, with and without jpeg_fancy_upsampling, and with the
+               share of JPEGs sent to the GPU's hardware JPEG engines (hw_decoder_load) at 0 and 1 beside
+               DALI's default: what decoding alone allows; and what nvImageCodec logs about its hardware
+               decoder at its most verbose (engines, batch, where each picture went), for one batch
+  alone        the loader's DALI graph through pipeline.run (no TensorFlow), int labels, at batch 8 and 32,
+               and at batch 8 with every JPEG on the hardware engines (dali_graph.HW_DECODER_LOAD = 1):
+               what DALI's per-batch costs take at the loader's batch
+  stages       that graph at batch 8 cut after each stage (the bench's stage cuts)
+  tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
+               DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
+               batch 32
+  expert       the expert's tf.data on every core (daliloader.bench.expert), int labels, batch 8: the
+               reference of the ratios
+
+Each group is measured once the one before it is done and its pipelines are dropped; the expert comes last
+because its tf.data buffers keep filling while it is open. A figure that fails is recorded with its error;
+once ``--budget`` seconds have passed, the rest are skipped (and listed as skipped), so that the report
+still comes back from a time-boxed device call. The report is rewritten after every figure.
+
+    usage: python benchmarks/gpu_where.py --json OUT [--seconds 1] [--repeats 3] [--budget 240]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+import daliloader as dl
+from daliloader.backends import dali_graph
+from daliloader.bench import EXPERT, bench_plan, endless, machine_info, measure
+from daliloader.bench.sources import backend_stream
+from daliloader.bench.stages import dali_stages
+from daliloader.bench.timing import epoch_batches, touched
+from daliloader.report import write_json
+from daliloader.synthetic import default_dataset
+
+CROP = (512, 512)
+
+
+def decoder_rate(files: list[str], batch: int, seconds: float, repeats: int, **decoder_args) -> list[float]:
+    """nvJPEG ("mixed") whole-photo decodes per second of ``files`` held in memory, ``batch`` per run."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    encoded = [np.fromfile(f, dtype=np.uint8) for f in files]
+    position = {"next": 0}
+
+    def next_batch():
+        start = position["next"]
+        position["next"] = (start + batch) % len(encoded)
+        return [encoded[(start + k) % len(encoded)] for k in range(batch)]
+
+    @pipeline_def(batch_size=batch, num_threads=os.cpu_count() or 1, device_id=0, prefetch_queue_depth=2)
+    def decode():
+        jpegs = fn.external_source(source=next_batch, batch=True, dtype=types.UINT8, ndim=1)
+        return fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, **decoder_args)
+
+    pipe = decode()
+    pipe.build()
+    return measure(pipe.run, batch, seconds, repeats, warmup_batches=epoch_batches(len(files), batch))
+
+
+#: What nvImageCodec says at log level 4 about its hardware decoder, one batch of the loader's size decoded.
+DECODER_LOG = """
+import sys, numpy as np
+from nvidia.dali import fn, pipeline_def, types
+files = sys.argv[1:]
+@pipeline_def(batch_size=len(files), num_threads=4, device_id=0)
+def decode():
+    jpegs, _ = fn.readers.file(files=files)
+    return fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, jpeg_fancy_upsampling=True)
+pipe = decode()
+pipe.build()
+pipe.run()
+"""
+#: The nvImageCodec log lines kept: the hardware decoder's set-up and where each picture went.
+DECODER_LOG_KEYS = ("hw decoder", "hw_decoder", "num_hw_engines", "max batch size", "assigned to",
+                    "supported", "fancy")
+
+
+def decoder_log(files: list[str]) -> dict:
+    """nvImageCodec's own account (DALI_NVIMGCODEC_LOG_LEVEL=4) of one batch of 8 decoded in a fresh process."""
+    env = {**os.environ, "DALI_NVIMGCODEC_LOG_LEVEL": "4"}
+    done = subprocess.run([sys.executable, "-c", DECODER_LOG, *files[:8]], env=env, capture_output=True, text=True,
+                          timeout=60)
+    lines = (done.stdout + done.stderr).splitlines()
+    kept = [line[:240] for line in lines if any(key in line.lower() for key in DECODER_LOG_KEYS)]
+    return {"exit_status": done.returncode, "lines": len(lines), "kept": kept[:40]}
+
+
+@contextlib.contextmanager
+def hw_decoder_load(share: float):
+    """The loader's graphs built meanwhile send ``share`` of their JPEGs to the hardware engines."""
+    default, dali_graph.HW_DECODER_LOAD = dali_graph.HW_DECODER_LOAD, share
+    try:
+        yield
+    finally:
+        dali_graph.HW_DECODER_LOAD = default
+
+
+def with_share(share: float, thunk):
+    """``thunk()`` with the loader's graphs built at hardware share ``share`` (see :func:`hw_decoder_load`)."""
+    with hw_decoder_load(share):
+        return thunk()
+
+
+def alone_rate(data, batch: int, seconds: float, repeats: int) -> list[float]:
+    """The loader's DALI graph (int labels) through ``pipeline.run``, ``batch`` samples per run."""
+    pipe, _ = dl.dali_pipeline(data, batch_size=batch, image_size=CROP, label_mode="int", backend="dali-gpu", seed=0)
+    return measure(pipe.run, batch, seconds, repeats, warmup_batches=epoch_batches(len(data), batch))
+
+
+def tf_rate(data, batch: int, label_mode: str, seconds: float, repeats: int, **options) -> list[float]:
+    """The loader through ``tf_dataset`` on the GPU, read as the bench reads every loader."""
+    ds = dl.tf_dataset(data, batch_size=batch, image_size=CROP, label_mode=label_mode, backend="dali-gpu", seed=0,
+                       **options)
+    stream = endless(ds)
+    try:
+        return measure(partial(touched, stream), batch, seconds, repeats,
+                       warmup_batches=epoch_batches(len(data), batch))
+    finally:
+        stream.close()
+
+
+def expert_rate(data, seconds: float, repeats: int) -> list[float]:
+    """The expert's tf.data (int labels, batch 8), built as the bench builds it (on the user's own masks)."""
+    stream = backend_stream(EXPERT, bench_plan(data, 8, CROP, "int"), os.cpu_count() or 1)
+    try:
+        return measure(partial(touched, stream), 8, seconds, repeats, warmup_batches=epoch_batches(len(data), 8))
+    finally:
+        stream.close()
+
+
+def figures(data, seconds: float, repeats: int):
+    """(group, name, thunk) of every figure, in the order measured."""
+    files = list(data.images)
+    timing = dict(seconds=seconds, repeats=repeats)
+    for batch in (8, 64):
+        for fancy in (True, False):
+            yield "decoder", f"batch {batch}, fancy {'on' if fancy else 'off'}", partial(
+                decoder_rate, files, batch, jpeg_fancy_upsampling=fancy, **timing)
+    for share in (0.0, 1.0):
+        yield "decoder", f"batch 8, fancy on, hw_decoder_load {share:g}", partial(
+            decoder_rate, files, 8, jpeg_fancy_upsampling=True, hw_decoder_load=share, **timing)
+    yield "decoder-log", "batch 8, fancy on, DALI_NVIMGCODEC_LOG_LEVEL=4", partial(decoder_log, files)
+    for batch in (8, 32):
+        yield "alone", f"int, batch {batch}", partial(alone_rate, data, batch, **timing)
+    yield "alone", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(alone_rate, data, 8, **timing))
+    yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats)
+    for mode in ("int", "onehot"):
+        yield "tf", f"{mode}, batch 8, prefetch 2", partial(tf_rate, data, 8, mode, **timing)
+    yield "tf", "int, batch 8, prefetch 4", partial(tf_rate, data, 8, "int", prefetch=4, **timing)
+    yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
+    yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
+    yield "expert", "int, batch 8", partial(expert_rate, data, **timing)
+
+
+def summary(value):
+    """A figure as the report holds it: rates with their median, the stage rows as plain records, or a log."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, list) and value and not isinstance(value[0], (int, float)):
+        return {"stages": [vars(row) for row in value]}
+    rates = [round(r, 1) for r in value]
+    return {"median": round(statistics.median(rates), 1), "rates": rates}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, required=True, help="the report to write")
+    parser.add_argument("--seconds", type=float, default=1.0, help="each timed window (default 1)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed windows per figure (default 3)")
+    parser.add_argument("--budget", type=float, default=240.0, help="seconds after which figures are skipped")
+    args = parser.parse_args()
+    started = time.monotonic()
+    data = default_dataset()
+    report = {"machine": machine_info(), "dataset": f"{len(data)} pairs of 960x720 JPEG + RGB masks (embedded)",
+              "crop": list(CROP), "method": f"median of {args.repeats} windows of {args.seconds:g} s after a "
+              "one-epoch warm-up and until steady; images/s", "figures": [], "skipped": []}
+    for group, name, thunk in figures(data, args.seconds, args.repeats):
+        if time.monotonic() - started > args.budget:
+            report["skipped"].append(f"{group}: {name}")
+            continue
+        t0 = time.monotonic()
+        try:
+            row = {"group": group, "name": name, **summary(thunk())}
+        except Exception as e:  # noqa: BLE001 - a figure that fails is reported, and the others still run
+            row = {"group": group, "name": name, "error": "".join(traceback.format_exception_only(e)).strip()}
+        row["took_s"] = round(time.monotonic() - t0, 1)
+        report["figures"].append(row)
+        gc.collect()
+        print(row, flush=True)
+        write_json(report, args.json)
+    write_json(report, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
