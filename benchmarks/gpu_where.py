@@ -1,34 +1,39 @@
 """Where `dali-gpu`'s time goes, on a machine with a GPU: one run, one JSON report, figures in images/s
-(median of timed windows after a warm-up, as the bench takes them), in this order:
+(median of timed windows after a warm-up, as the bench takes them). Each figure is measured in a process
+of its own (a run on an H200 gave the same graph 1607 images/s as a process's first pipeline and 1120
+as its fifteenth: docs/gpu.md), in this order:
 
+  tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
+               DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
+               batch 32
+  feed         how the graph's inputs reach a GPU DALIDatasetWithInputs: a graph that only reads three
+               inputs like the loader's (two paths, nine draws per sample), fed per sample (the loader's
+               way) or per batch (Input(batch=True)), each copied to the GPU as the plugin requires
+  expert       the expert's tf.data on every core (daliloader.bench.expert), int labels, batch 8: the
+               reference of the ratios
+  alone        the loader's DALI graph through pipeline.run (no TensorFlow), int labels, at batch 8 and 32,
+               and at batch 8 with every JPEG on the hardware engines (dali_graph.HW_DECODER_LOAD = 1):
+               what DALI's per-batch costs take at the loader's batch
+  stages       that graph at batch 8 cut after each stage (the bench's stage cuts; one process for all)
   decoder      DALI's nvJPEG decoder alone on the embedded photos held in memory (no file reading), at the
                loader's batch and at a large one, with and without jpeg_fancy_upsampling, and with the
                share of JPEGs sent to the GPU's hardware JPEG engines (hw_decoder_load) at 0 and 1 beside
                DALI's default: what decoding alone allows; and what nvImageCodec logs about its hardware
                decoder at its most verbose (engines, batch, where each picture went), for one batch
-  alone        the loader's DALI graph through pipeline.run (no TensorFlow), int labels, at batch 8 and 32,
-               and at batch 8 with every JPEG on the hardware engines (dali_graph.HW_DECODER_LOAD = 1):
-               what DALI's per-batch costs take at the loader's batch
-  stages       that graph at batch 8 cut after each stage (the bench's stage cuts)
-  tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
-               DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
-               batch 32
-  expert       the expert's tf.data on every core (daliloader.bench.expert), int labels, batch 8: the
-               reference of the ratios
 
-Each group is measured once the one before it is done and its pipelines are dropped; the expert comes last
-because its tf.data buffers keep filling while it is open. A figure that fails is recorded with its error;
-once ``--budget`` seconds have passed, the rest are skipped (and listed as skipped), so that the report
-still comes back from a time-boxed device call. The report is rewritten after every figure.
+A figure that fails is recorded with its error; once ``--budget`` seconds have passed, the rest are
+skipped (and listed as skipped), so that the report still comes back from a time-boxed device call.
+The report is rewritten after every figure.
 
     usage: python benchmarks/gpu_where.py --json OUT [--seconds 1] [--repeats 3] [--budget 240]
+           [--only GROUP]   (--figure K: measure figure K here and print it; what each child runs)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
+import json
 import os
 import statistics
 import subprocess
@@ -136,6 +141,49 @@ def tf_rate(data, batch: int, label_mode: str, seconds: float, repeats: int, **o
         stream.close()
 
 
+def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int, device: str = "gpu") -> list[float]:
+    """Positions/s of a ``DALIDatasetWithInputs`` on ``device`` whose graph only reads three inputs like the
+    loader's (two paths, the draws), fed one element per sample or one per batch (``Input(batch=True)``),
+    each stream copied to the GPU as the plugin requires (``device="cpu"``: left on the host, for a check
+    without a GPU). ``path``: what each position's paths hold."""
+    import tensorflow as tf
+    from nvidia.dali import fn, types
+    from nvidia.dali.pipeline import Pipeline
+    from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
+
+    on_gpu = device == "gpu"
+    pipe = Pipeline(batch_size=batch, num_threads=os.cpu_count() or 1, device_id=0 if on_gpu else None,
+                    exec_dynamic=True)
+    with pipe:
+        image, mask = (fn.external_source(name=n, batch=False, dtype=types.UINT8, ndim=1) for n in ("image", "mask"))
+        draws = fn.external_source(name="draws", batch=False, dtype=types.FLOAT, ndim=1)
+        outputs = (image.shape()[0] + mask.shape()[0], draws)
+        pipe.set_outputs(*(o.gpu() for o in outputs) if on_gpu else outputs)
+    path_bytes = tf.constant(np.frombuffer(os.fsencode(path), np.uint8))
+
+    def the_path(_):
+        return path_bytes
+
+    def the_draws(position):
+        return tf.random.stateless_uniform([9], seed=tf.stack([position, position]))
+
+    with tf.device("/cpu:0"):
+        positions = tf.data.Dataset.range(np.iinfo(np.int64).max)
+        streams = {"image": positions.map(the_path), "mask": positions.map(the_path), "draws": positions.map(the_draws)}
+        if batched:
+            streams = {k: v.batch(batch) for k, v in streams.items()}
+    where = "/gpu:0" if on_gpu else "/cpu:0"
+    if on_gpu:
+        streams = {k: v.apply(tf.data.experimental.copy_to_device(where)) for k, v in streams.items()}
+    with tf.device(where):
+        ds = DALIDatasetWithInputs(pipeline=pipe, batch_size=batch, device_id=pipe.device_id,
+                                   num_threads=pipe.num_threads,
+                                   input_datasets={k: Input(v, batch=batched) for k, v in streams.items()},
+                                   output_dtypes=(tf.int64, tf.float32), output_shapes=((batch,), (batch, 9)))
+    stream = iter(ds)
+    return measure(partial(touched, stream), batch, seconds, repeats, warmup_batches=8)
+
+
 def expert_rate(data, seconds: float, repeats: int) -> list[float]:
     """The expert's tf.data (int labels, batch 8), built as the bench builds it (on the user's own masks)."""
     stream = backend_stream(EXPERT, bench_plan(data, 8, CROP, "int"), os.cpu_count() or 1)
@@ -149,6 +197,19 @@ def figures(data, seconds: float, repeats: int):
     """(group, name, thunk) of every figure, in the order measured."""
     files = list(data.images)
     timing = dict(seconds=seconds, repeats=repeats)
+    for mode in ("int", "onehot"):
+        yield "tf", f"{mode}, batch 8, prefetch 2", partial(tf_rate, data, 8, mode, **timing)
+    yield "tf", "int, batch 8, prefetch 4", partial(tf_rate, data, 8, "int", prefetch=4, **timing)
+    yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
+    yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
+    for batched in (False, True):
+        yield "feed", f"batch 8, inputs per {'batch' if batched else 'sample'}", partial(
+            feed_rate, files[0], 8, batched, **timing)
+    yield "expert", "int, batch 8", partial(expert_rate, data, **timing)
+    for batch in (8, 32):
+        yield "alone", f"int, batch {batch}", partial(alone_rate, data, batch, **timing)
+    yield "alone", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(alone_rate, data, 8, **timing))
+    yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats)
     for batch in (8, 64):
         for fancy in (True, False):
             yield "decoder", f"batch {batch}, fancy {'on' if fancy else 'off'}", partial(
@@ -157,16 +218,6 @@ def figures(data, seconds: float, repeats: int):
         yield "decoder", f"batch 8, fancy on, hw_decoder_load {share:g}", partial(
             decoder_rate, files, 8, jpeg_fancy_upsampling=True, hw_decoder_load=share, **timing)
     yield "decoder-log", "batch 8, fancy on, DALI_NVIMGCODEC_LOG_LEVEL=4", partial(decoder_log, files)
-    for batch in (8, 32):
-        yield "alone", f"int, batch {batch}", partial(alone_rate, data, batch, **timing)
-    yield "alone", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(alone_rate, data, 8, **timing))
-    yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats)
-    for mode in ("int", "onehot"):
-        yield "tf", f"{mode}, batch 8, prefetch 2", partial(tf_rate, data, 8, mode, **timing)
-    yield "tf", "int, batch 8, prefetch 4", partial(tf_rate, data, 8, "int", prefetch=4, **timing)
-    yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
-    yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
-    yield "expert", "int, batch 8", partial(expert_rate, data, **timing)
 
 
 def summary(value):
@@ -179,30 +230,60 @@ def summary(value):
     return {"median": round(statistics.median(rates), 1), "rates": rates}
 
 
+def measured(group: str, name: str, thunk) -> dict:
+    """One figure as the report holds it, or the error that stopped it."""
+    t0 = time.monotonic()
+    try:
+        row = {"group": group, "name": name, **summary(thunk())}
+    except Exception as e:  # noqa: BLE001 - a figure that fails is reported, and the others still run
+        row = {"group": group, "name": name, "error": "".join(traceback.format_exception_only(e)).strip()}
+    row["took_s"] = round(time.monotonic() - t0, 1)
+    return row
+
+
+def in_child(k: int, args, timeout: float) -> dict:
+    """Figure ``k`` measured in a process of its own (its last stdout line: the row as JSON)."""
+    command = [sys.executable, __file__, "--figure", str(k), "--seconds", str(args.seconds), "--repeats",
+               str(args.repeats)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {timeout:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"error": f"exit status {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(lines[-1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, required=True, help="the report to write")
+    parser.add_argument("--json", type=Path, help="the report to write")
     parser.add_argument("--seconds", type=float, default=1.0, help="each timed window (default 1)")
     parser.add_argument("--repeats", type=int, default=3, help="timed windows per figure (default 3)")
     parser.add_argument("--budget", type=float, default=240.0, help="seconds after which figures are skipped")
+    parser.add_argument("--only", help="measure this group's figures only")
+    parser.add_argument("--figure", type=int, help=argparse.SUPPRESS)  # a child: figure K, printed as JSON
     args = parser.parse_args()
     started = time.monotonic()
     data = default_dataset()
+    plan = list(figures(data, args.seconds, args.repeats))
+    if args.figure is not None:
+        print(json.dumps(measured(*plan[args.figure])), flush=True)
+        return 0
+    if args.json is None:
+        parser.error("--json is needed")
     report = {"machine": machine_info(), "dataset": f"{len(data)} pairs of 960x720 JPEG + RGB masks (embedded)",
               "crop": list(CROP), "method": f"median of {args.repeats} windows of {args.seconds:g} s after a "
-              "one-epoch warm-up and until steady; images/s", "figures": [], "skipped": []}
-    for group, name, thunk in figures(data, args.seconds, args.repeats):
-        if time.monotonic() - started > args.budget:
-            report["skipped"].append(f"{group}: {name}")
+              "one-epoch warm-up and until steady, each figure in a process of its own; images/s",
+              "figures": [], "skipped": []}
+    for k, (group, name, _) in enumerate(plan):
+        left = args.budget - (time.monotonic() - started)
+        if (args.only and group != args.only) or left <= 0:
+            if left <= 0:
+                report["skipped"].append(f"{group}: {name}")
             continue
-        t0 = time.monotonic()
-        try:
-            row = {"group": group, "name": name, **summary(thunk())}
-        except Exception as e:  # noqa: BLE001 - a figure that fails is reported, and the others still run
-            row = {"group": group, "name": name, "error": "".join(traceback.format_exception_only(e)).strip()}
-        row["took_s"] = round(time.monotonic() - t0, 1)
+        row = {"group": group, "name": name, **in_child(k, args, timeout=max(left, 30.0) + 60)}
         report["figures"].append(row)
-        gc.collect()
         print(row, flush=True)
         write_json(report, args.json)
     write_json(report, args.json)
