@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.classes import CATALOGUE
-from daliloader.environment import show_native_warnings
+from daliloader.environment import filtered_stderr, show_native_warnings
 from daliloader.errors import DaliloaderError, SpecError
 
 
@@ -570,87 +569,13 @@ NATIVE_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeL
                           r"E\d{4} .*oneDNN supports|To enable the following instructions|"
                           r"This TensorFlow binary is optimized)")
 
-#: The filter a command run from the shell writes its file descriptor 2 through, in a process of its own:
-#: it reads what arrives line by line as it comes, drops the lines that match the pattern it is given
-#: (argv[1], :data:`NATIVE_NOISE`) and writes every other line at once to its stdout, the real stderr; a last
-#: line without its newline when the command ends. Being a process, it outlives a native crash of the
-#: command and still writes the crash's last lines. It ignores Ctrl-C (the command says it was
-#: interrupted), and goes on draining when its stdout is gone, so that the command never blocks on it.
-FILTER = r"""
-import os, re, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-noise, pending, out = re.compile(sys.argv[1].encode()), b"", sys.stdout.buffer
-def write(data):
-    global out
-    if out is None or not data:
-        return
-    try:
-        out.write(data)
-        out.flush()
-    except OSError:  # the real stderr is gone: go on draining
-        out = None
-while chunk := os.read(0, 65536):
-    *lines, pending = (pending + chunk).split(b"\n")
-    write(b"".join(line + b"\n" for line in lines if not noise.match(line)))
-write(b"" if noise.match(pending) else pending)
-"""
-#: Seconds a command waits at its end for the filter to write what it was given (longer only where a
-#: process the command started still holds its stderr).
-FILTER_WAIT = 2.0
-
-
 @contextmanager
 def native_noise_filtered():
     """Run with the native libraries' stderr (file descriptor 2) filtered line by line as it comes: the
-    lines of :data:`NATIVE_NOISE` are dropped, the others written to the real stderr at once, by a
-    process of its own (:data:`FILTER`) that still writes a native crash's last lines. Python's own
-    stderr (warnings, errors) goes to the real stderr directly. On leaving, however it is left (an error,
-    Ctrl-C), file descriptor 2 is the real stderr again and the filter has written what it was given.
-    Where no filter process can start, nothing is hidden."""
-    sys.stderr.flush()
-    terminal = os.dup(2)
-    try:
-        fil = _start_filter(terminal)
-    except OSError:
-        os.close(terminal)
+    lines of :data:`NATIVE_NOISE` are dropped, the others written to the real stderr at once
+    (:func:`daliloader.environment.filtered_stderr`)."""
+    with filtered_stderr(NATIVE_NOISE):
         yield
-        return
-    python_stderr = sys.stderr
-    with open(os.dup(terminal), "w", buffering=1, encoding="utf-8", errors="replace") as direct:
-        sys.stderr = direct
-        try:
-            yield
-        finally:
-            direct.flush()
-            sys.stderr = python_stderr
-            os.dup2(terminal, 2)  # the pipe's last writer gone: the filter writes what is left, then ends
-            os.close(terminal)
-            _wait_for(fil)
-
-
-def _start_filter(terminal: int) -> subprocess.Popen:
-    """The :data:`FILTER` process writing to ``terminal``, with file descriptor 2 now the pipe it reads."""
-    if not sys.executable:
-        raise OSError("no Python executable to run the filter")
-    read_end, write_end = os.pipe()
-    try:
-        fil = subprocess.Popen([sys.executable, "-I", "-S", "-c", FILTER, NATIVE_NOISE.pattern], stdin=read_end,
-                               stdout=terminal)
-    except BaseException:
-        os.close(write_end)
-        raise
-    finally:
-        os.close(read_end)
-    os.dup2(write_end, 2)
-    os.close(write_end)
-    return fil
-
-
-def _wait_for(fil: subprocess.Popen) -> None:
-    """Wait for the filter to end, at most :data:`FILTER_WAIT` seconds (a process that inherited the
-    command's stderr keeps it open; the filter then ends with that process)."""
-    with suppress(subprocess.TimeoutExpired):
-        fil.wait(FILTER_WAIT)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

@@ -18,15 +18,26 @@ where it keeps what it generates (:func:`cache_dir`):
   (``import daliloader`` first). Set it to ``false`` to keep the system's allocator.
 * ``TF_CPP_MIN_LOG_LEVEL=1``: TensorFlow's switch for its own log lines; 1 drops the informational ones
   (devices created, XLA and cuDNN loaded, CPU instructions available: docs/gpu.md, "On an H200") and
-  keeps warnings and errors. Lines TensorFlow writes before its
-  logging is set up ("All log messages before absl::InitializeLog() ...") pass whatever it says.
-  Read when TensorFlow is imported, so again only for a TensorFlow not yet imported.
+  keeps warnings and errors. Read when TensorFlow is imported, so again only for a TensorFlow not yet
+  imported.
+* TensorFlow's start-up lines: what it writes while it is imported, before its logging is set up ("All
+  log messages before absl::InitializeLog() ...", then "oneDNN custom operations are on", "Could not
+  find cuda drivers", ...), ignores ``TF_CPP_MIN_LOG_LEVEL``. Where TensorFlow is imported after
+  daliloader (by ``import keras`` or by hand), its import runs with file descriptor 2 filtered by that
+  level, the user's or the default above (:func:`quiet_tensorflow_import`, through
+  :func:`filtered_stderr`): at 1, informational lines are dropped and warnings and errors pass; at 0,
+  everything passes. ``daliloader --verbose`` turns it off.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
+import re
+import subprocess
 import sys
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 
@@ -63,9 +74,164 @@ os.environ.setdefault(NVIMGCODEC_LOG_LEVEL, "1")
 
 def show_native_warnings() -> None:
     """Let the native libraries' warnings through again (``--verbose``): DALI's default level for
-    nvImageCodec, unless the user chose one. Decoders created from now on follow it."""
+    nvImageCodec, unless the user chose one (decoders created from now on follow it), and TensorFlow's
+    start-up lines unfiltered (:func:`quiet_tensorflow_import`)."""
     if NVIMGCODEC_LEVEL_DEFAULTED:
         os.environ[NVIMGCODEC_LOG_LEVEL] = "2"
+    quiet_tensorflow_import(False)
+
+
+#: The filter file descriptor 2 is written through by :func:`filtered_stderr`, in a process of its own: it
+#: reads what arrives line by line as it comes, drops the lines that match the pattern it is given
+#: (argv[1]) and writes every other line at once to its stdout, the real stderr; a last line without its
+#: newline when the filtered code ends. Being a process, it outlives a native crash of the code and still
+#: writes the crash's last lines. It ignores Ctrl-C (the code says it was interrupted), and goes on
+#: draining when its stdout is gone, so that the code never blocks on it.
+FILTER = r"""
+import os, re, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+noise, pending, out = re.compile(sys.argv[1].encode()), b"", sys.stdout.buffer
+def write(data):
+    global out
+    if out is None or not data:
+        return
+    try:
+        out.write(data)
+        out.flush()
+    except OSError:  # the real stderr is gone: go on draining
+        out = None
+while chunk := os.read(0, 65536):
+    *lines, pending = (pending + chunk).split(b"\n")
+    write(b"".join(line + b"\n" for line in lines if not noise.match(line)))
+write(b"" if noise.match(pending) else pending)
+"""
+#: Seconds the filtered code waits at its end for the filter to write what it was given (longer only where
+#: a process it started still holds its stderr).
+FILTER_WAIT = 2.0
+
+
+@contextmanager
+def filtered_stderr(noise: re.Pattern):
+    """Run with the native libraries' stderr (file descriptor 2) filtered line by line as it comes: the
+    lines that ``noise`` matches are dropped, the others written to the real stderr at once, by a
+    process of its own (:data:`FILTER`) that still writes a native crash's last lines. Python's own
+    stderr (warnings, errors) goes to the real stderr directly. On leaving, however it is left (an error,
+    Ctrl-C), file descriptor 2 is the real stderr again and the filter has written what it was given.
+    Where no filter process can start, nothing is hidden."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    try:
+        fil = _start_filter(terminal, noise)
+    except OSError:
+        os.close(terminal)
+        yield
+        return
+    python_stderr = sys.stderr
+    with open(os.dup(terminal), "w", buffering=1, encoding="utf-8", errors="replace") as direct:
+        sys.stderr = direct
+        try:
+            yield
+        finally:
+            direct.flush()
+            sys.stderr = python_stderr
+            os.dup2(terminal, 2)  # the pipe's last writer gone: the filter writes what is left, then ends
+            os.close(terminal)
+            _wait_for(fil)
+
+
+def _start_filter(terminal: int, noise: re.Pattern) -> subprocess.Popen:
+    """The :data:`FILTER` process writing to ``terminal``, with file descriptor 2 now the pipe it reads."""
+    if not sys.executable:
+        raise OSError("no Python executable to run the filter")
+    read_end, write_end = os.pipe()
+    try:
+        fil = subprocess.Popen([sys.executable, "-I", "-S", "-c", FILTER, noise.pattern], stdin=read_end,
+                               stdout=terminal)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    return fil
+
+
+def _wait_for(fil: subprocess.Popen) -> None:
+    """Wait for the filter to end, at most :data:`FILTER_WAIT` seconds (a process that inherited the
+    filtered code's stderr keeps it open; the filter then ends with that process)."""
+    with suppress(subprocess.TimeoutExpired):
+        fil.wait(FILTER_WAIT)
+
+
+# ---------------------------------------------------------------- TensorFlow's start-up lines
+def start_up_noise(level: int) -> re.Pattern:
+    """The lines TensorFlow writes while it is imported, before its logging is set up, that its own
+    switch would drop at ``level`` (``TF_CPP_MIN_LOG_LEVEL``: 1 informational lines, 2 warnings too, 3
+    errors too), with the line absl writes before them and the second line of the one about CPU
+    instructions."""
+    severities = "IWE"[:level]
+    return re.compile(rf"^(WARNING: All log messages before absl::InitializeLog\(\) is called|[{severities}]\d{{4}} "
+                      r"|To enable the following instructions: )")
+
+
+class _QuietImport(importlib.abc.MetaPathFinder):
+    """A finder that finds nothing itself: the first time ``tensorflow`` is imported (by anyone: ``import
+    keras`` does), it lets the other finders find it and has its module run under :func:`filtered_stderr`
+    with ``noise``, then leaves ``sys.meta_path``."""
+
+    def __init__(self, noise: re.Pattern):
+        self.noise = noise
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        quiet_tensorflow_import(False)  # once, and not found again by the lookup below
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _FilteredLoader(spec.loader, self.noise)
+        return spec
+
+
+class _FilteredLoader(importlib.abc.Loader):
+    """``loader``, whose module runs with file descriptor 2 filtered; the module keeps ``loader`` as its own."""
+
+    def __init__(self, loader, noise: re.Pattern):
+        self.loader, self.noise = loader, noise
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self.loader
+        with filtered_stderr(self.noise):
+            self.loader.exec_module(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+#: What TensorFlow writes, as an error, the first time it looks for its devices on a machine without a CUDA
+#: driver (a machine without a GPU): see ``daliloader.backends.tfloader``, which asks first.
+NO_CUDA_DRIVER = re.compile(r"^E\d{4} [^\]]*\] failed call to cuInit: ")
+
+
+def quiet_tensorflow_import(on: bool = True) -> None:
+    """Filter (``on``) TensorFlow's start-up lines (:func:`start_up_noise` at the level of
+    ``TF_CPP_MIN_LOG_LEVEL``) while it is first imported, or stop doing so. Importing daliloader turns it on
+    where TensorFlow is not imported yet and that level is 1 or more; ``--verbose`` turns it off."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietImport)]
+    if not on or "tensorflow" in sys.modules:
+        return
+    try:
+        level = int(os.environ.get(TF_LOG_LEVEL, "0"))
+    except ValueError:
+        return
+    if level >= 1:
+        sys.meta_path.insert(0, _QuietImport(start_up_noise(min(level, 3))))
+
+
+quiet_tensorflow_import()
 
 
 def cache_dir() -> Path:

@@ -36,7 +36,7 @@ autodoc_typehints = "signature"
 # the build runs offline), to builtins, and to private base classes (shown as a public class's bases).
 nitpicky = True
 nitpick_ignore_regex = [
-    (r"py:.*", r"(numpy|np|tensorflow|tf|keras|nvidia|cv2|argparse|collections|pathlib|os|concurrent|typing|enum|"
+    (r"py:.*", r"(numpy|np|tensorflow|tf|keras|nvidia|cv2|argparse|collections|pathlib|os|re|concurrent|typing|enum|"
                r"tarfile)\b.*"),
     (r"py:.*", r"(int|float|str|bytes|bool|dict|list|tuple|set|object|callable|None|Path|Iterable|Iterator|"
                r"Sequence|Mapping|Callable|Any|ndarray)"),

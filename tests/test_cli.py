@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from daliloader import cli as cli_module
+from daliloader import environment
 from daliloader.cli import build_parser, native_noise_filtered
 from daliloader.cli import main as cli
 
@@ -277,8 +278,9 @@ def test_a_line_written_in_parts_is_judged_whole(tmp_path):
 
 def test_the_filter_ends_and_fd_2_comes_back_when_the_command_is_interrupted(tmp_path, monkeypatch):
     started = []
-    start = cli_module._start_filter
-    monkeypatch.setattr(cli_module, "_start_filter", lambda terminal: started.append(start(terminal)) or started[-1])
+    start = environment._start_filter
+    monkeypatch.setattr(environment, "_start_filter",
+                        lambda terminal, noise: started.append(start(terminal, noise)) or started[-1])
     with stderr_to(tmp_path / "stderr") as stderr_file:
         python_stderr = sys.stderr
         with pytest.raises(KeyboardInterrupt), native_noise_filtered():

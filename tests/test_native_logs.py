@@ -62,3 +62,73 @@ def test_importing_daliloader_keeps_a_level_the_user_set(level):
     out = run("import daliloader, os; print(os.environ['DALI_NVIMGCODEC_LOG_LEVEL'])",
               DALI_NVIMGCODEC_LOG_LEVEL=level)
     assert out.stdout.strip() == level
+
+
+# ---------------------------------------------------------------- TensorFlow's start-up lines
+#: What TensorFlow writes before its logging is set up, whatever TF_CPP_MIN_LOG_LEVEL says.
+BEFORE_LOGGING = "All log messages before absl::InitializeLog()"
+IMPORT_TF = """
+import sys, daliloader
+{between}
+import tensorflow as tf
+from daliloader.environment import _QuietImport
+assert not any(isinstance(f, _QuietImport) for f in sys.meta_path), "the filter outlived the import"
+print(type(tf.__loader__).__name__, type(tf.__spec__.loader).__name__)
+"""
+
+
+def tf_run(code: str, level: str | None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    if level is not None:
+        environ["TF_CPP_MIN_LOG_LEVEL"] = level
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=environ)
+
+
+def loud_or_skip(code: str, wanted: str) -> subprocess.CompletedProcess:
+    """The run with TensorFlow's every line (level 0), skipping the test where this machine's TensorFlow
+    does not write ``wanted`` at all (nothing to hide)."""
+    loud = tf_run(code, "0")
+    assert loud.returncode == 0, loud.stderr
+    if wanted not in loud.stderr:
+        pytest.skip(f"this machine's TensorFlow does not write {wanted!r} here")
+    return loud
+
+
+def test_tensorflows_lines_before_its_logging_starts_are_dropped_when_daliloader_is_imported_first():
+    """Imported after daliloader (by keras or by hand), TensorFlow's start-up lines follow its own switch,
+    which they otherwise ignore; the level the user chose (0: everything) is honoured; the import hook
+    leaves no trace (TensorFlow's module keeps its own loader)."""
+    code = IMPORT_TF.format(between="")
+    loud_or_skip(code, BEFORE_LOGGING)
+    quiet = tf_run(code, None)
+    assert quiet.returncode == 0, quiet.stderr
+    assert BEFORE_LOGGING not in quiet.stderr and not any(line.startswith("I0") for line in quiet.stderr.splitlines())
+    assert quiet.stdout.split() == ["SourceFileLoader", "SourceFileLoader"]
+    assert BEFORE_LOGGING not in tf_run(code, "2").stderr
+
+
+def test_verbose_lets_tensorflows_start_up_lines_through():
+    code = IMPORT_TF.format(between="daliloader.environment.show_native_warnings()")
+    loud_or_skip(code, BEFORE_LOGGING)
+    assert BEFORE_LOGGING in tf_run(code, None).stderr
+
+
+NO_DRIVER = """
+import daliloader
+from daliloader.backends import tfloader
+import tensorflow as tf
+print(tf.constant(1).numpy())
+"""
+
+
+def test_no_cuda_driver_line_on_a_machine_without_a_gpu():
+    """Where DALI sees no GPU, TensorFlow's error line that it found no CUDA driver is not shown when a
+    TF backend is loaded; with TF_CPP_MIN_LOG_LEVEL=0 it is."""
+    from daliloader.backends import dali_gpu_count
+
+    if dali_gpu_count():
+        pytest.skip("a GPU is here: TensorFlow finds its driver")
+    loud_or_skip(NO_DRIVER, "failed call to cuInit")
+    quiet = tf_run(NO_DRIVER, None)
+    assert quiet.returncode == 0 and quiet.stdout.strip() == "1", quiet.stderr
+    assert "cuInit" not in quiet.stderr

@@ -9,16 +9,38 @@
 * ``model.fit(ds, class_weight=...)`` is refused at once, saying where class weights go: Keras turns
   ``class_weight`` into per-sample weights by mapping the dataset, which cannot weigh the pixels of a
   segmentation batch and fails later with a shape error deep in the loss.
+* On a machine without a GPU, TensorFlow's error line that it found no CUDA driver ("failed call to
+  cuInit"), written the first time anything asks for its devices, does not reach the user: importing
+  this module asks first, with that line filtered (:func:`_find_devices_quietly`).
 """
 
 from __future__ import annotations
+
+import os
 
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from tensorflow.python.framework import ops
 
+from ..environment import NO_CUDA_DRIVER, TF_LOG_LEVEL, filtered_stderr
 from ..errors import SpecError
 from ..guard import PairGuard
+from . import dali_gpu_count
+
+
+def _find_devices_quietly() -> None:
+    """Have TensorFlow find its physical devices now, where it finds no CUDA driver and DALI sees no GPU
+    either (a machine without one, where that error is the normal state and ``auto`` takes a CPU
+    backend), with its "failed call to cuInit" line filtered (:data:`~daliloader.environment.NO_CUDA_DRIVER`);
+    everything else it writes passes. Not where the user set ``TF_CPP_MIN_LOG_LEVEL=0`` (every line), nor
+    where a GPU is there (the line would then say something)."""
+    if os.environ.get(TF_LOG_LEVEL, "0") in ("", "0") or dali_gpu_count() > 0:
+        return
+    with filtered_stderr(NO_CUDA_DRIVER):
+        tf.config.list_physical_devices()
+
+
+_find_devices_quietly()
 
 
 class ExplainingIterator(iterator_ops.OwnedIterator):
