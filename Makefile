@@ -27,7 +27,7 @@ demo: $(STAMP)
 # ruff first (a lint failure costs seconds, not the suite's minutes); its rules are in pyproject.toml.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	DALILOADER_TESTS_REQUIRE=all $(PY) -m pytest -q
 
 # The documentation site, built strictly (a broken link or reference fails), into build/docs/.
 docs: $(STAMP)

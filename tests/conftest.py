@@ -39,9 +39,36 @@ HUNG_AFTER_S = float(os.environ.get("DALILOADER_TEST_HUNG_AFTER_S", 600))
 _TERMINAL_STDERR: list[int] = []
 
 
+#: What a run of ``make test`` (and so CI, whose ``.ci/run`` is ``make test``) needs to import: the Makefile
+#: sets DALILOADER_TESTS_REQUIRE=all, and a module of these that does not import (a TensorFlow or DALI
+#: install that broke, a TF plugin built against another TensorFlow) stops the run at once, naming it,
+#: instead of turning the tests that need it into skips. A run of pytest by hand (the GPU machine's staged
+#: stack, without TFDS or radon) skips those tests, and says so with -rs.
+REQUIRED = ("tensorflow", "keras", "nvidia.dali", "nvidia.dali.plugin.tf", "tensorflow_datasets", "keras_hub",
+            "wds2idx", "radon")
+
+
+def require_stack() -> None:
+    """Import every module of :data:`REQUIRED`; a UsageError naming those that fail, and how to repair."""
+    import importlib
+
+    broken = []
+    for name in REQUIRED:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - an install can break in any way: each is named
+            broken.append(f"{name} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    if broken:
+        raise pytest.UsageError("make test needs these to import, and they do not: " + "; ".join(broken) +
+                                ". Run `make install` again (it reinstalls TensorFlow's DALI plugin against the "
+                                "TensorFlow installed), or `make clean install` for a new .venv")
+
+
 def pytest_configure(config):
     # pytest suspends its capture while plugins configure: file descriptor 2 is the terminal's stderr here
     _TERMINAL_STDERR.append(os.dup(2))
+    if os.environ.get("DALILOADER_TESTS_REQUIRE") == "all":
+        require_stack()
 
 
 @pytest.hookimpl(hookwrapper=True)
