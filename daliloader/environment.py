@@ -40,21 +40,11 @@ import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from .tfprivate import tensorflow_started
 
-def _tensorflow_started() -> bool:
-    """Whether TensorFlow has started its devices already (it reads TF_FORCE_GPU_ALLOW_GROWTH then)."""
-    if "tensorflow" not in sys.modules:
-        return False
-    try:
-        from tensorflow.python.eager import context
-
-        return bool(context.context()._initialized)
-    except Exception:  # an unknown TensorFlow: assume the worst
-        return True
-
-
-#: Whether the default below comes after TensorFlow started its GPUs, too late to apply.
-GROWTH_DEFAULT_TOO_LATE = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and _tensorflow_started()
+#: Whether the default below comes after TensorFlow started its GPUs (it reads TF_FORCE_GPU_ALLOW_GROWTH
+#: then), too late to apply.
+GROWTH_DEFAULT_TOO_LATE = "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and tensorflow_started()
 os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 #: TensorFlow's caching allocator for CPU tensors (see the module's docstring).

@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
 LAYERS = [
-    ["environment", "errors", "parallel", "cache"],
+    ["tfprivate", "environment", "errors", "parallel", "cache"],
     ["spec", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "tfrecord", "parts", "forms", "tfds_folder", "layouts", "data"],
     ["codecs", "folders", "packs", "maskcache"],

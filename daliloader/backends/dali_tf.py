@@ -40,6 +40,7 @@ from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from ..stages import DRAWS as DRAW_COUNT
+from ..tfprivate import variant
 from . import pair_guard, tfloader
 from .dali_graph import (
     DRAWS,
@@ -96,7 +97,7 @@ class EpochDataset(tfloader.EpochDataset):
                  passes: tf.Variable | None = None, by_reader: bool = False, restart: bool = False):
         _OPEN.add(self)
         super().__init__(stream, steps, guard,
-                         self._one_epoch(stream, steps, passes, by_reader and not restart)._variant_tensor, restart)
+                         variant(self._one_epoch(stream, steps, passes, by_reader and not restart)), restart)
 
     @staticmethod
     def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, by_reader: bool
@@ -134,7 +135,7 @@ class GPUEpochDataset(EpochDataset):
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None, restart: bool = False):
         _OPEN.add(self)
-        tfloader.EpochDataset.__init__(self, stream, steps, guard, stream._variant_tensor, restart)
+        tfloader.EpochDataset.__init__(self, stream, steps, guard, variant(stream), restart)
 
     def __getattribute__(self, name: str):
         if name in CPU_ONLY:
@@ -155,7 +156,7 @@ def _refuse_on_gpu(name: str, *args, **kwargs):
 def dataset(plan: Plan, device: str) -> EpochDataset:
     """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
     endless, guard, passes = _stream(plan, device)
-    on_gpu = tf.DeviceSpec.from_string(endless._variant_tensor.device).device_type == "GPU"
+    on_gpu = tf.DeviceSpec.from_string(variant(endless).device).device_type == "GPU"
     # Evaluation: every epoch alike (every sample once, in a fixed order, nothing drawn), so every iter()
     # may start from the first batch.
     restart = not (plan.sampler.drop_remainder or plan.sampler.shuffle or needs_draws(plan.spec))

@@ -20,6 +20,7 @@ from ..data import Container
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
+from ..tfprivate import variant
 from ..tfrecord import read_record
 from . import pair_guard
 from .tfloader import EpochDataset, LoaderDataset
@@ -51,7 +52,7 @@ def dataset(plan: Plan) -> LoaderDataset:
     if not sampler.training or data.container is Container.TFRECORD:  # every iter() from the first batch
         return LoaderDataset(one_epoch, guard)
     endless = _batches(plan, _vetted(plan, guard).repeat())
-    return EpochDataset(endless, plan.steps, guard, one_epoch._variant_tensor)
+    return EpochDataset(endless, plan.steps, guard, variant(one_epoch))
 
 
 def _vetted(plan: Plan, guard) -> tf.data.Dataset:

@@ -19,12 +19,11 @@ from __future__ import annotations
 import os
 
 import tensorflow as tf
-from tensorflow.python.data.ops import dataset_ops, iterator_ops
-from tensorflow.python.framework import ops
 
 from ..environment import NO_CUDA_DRIVER, TF_LOG_LEVEL, filtered_stderr
 from ..errors import SpecError
 from ..guard import PairGuard
+from ..tfprivate import owned_iterator, placed_with, unary_dataset, variant
 from . import dali_gpu_count
 
 
@@ -43,7 +42,7 @@ def _find_devices_quietly() -> None:
 _find_devices_quietly()
 
 
-class ExplainingIterator(iterator_ops.OwnedIterator):
+class ExplainingIterator(owned_iterator()):
     """An iterator whose failures in eager code are LoadErrors naming the files (see the module)."""
 
     def __init__(self, dataset: tf.data.Dataset, guard: PairGuard | None):
@@ -73,7 +72,7 @@ class EpochIterator(ExplainingIterator):
 
     def get_next(self):
         """What tf.distribute calls (eager loops over a distributed dataset); ends the epoch the same way."""
-        if tf.executing_eagerly() and not ops.inside_function():
+        if tf.executing_eagerly() and not tf.inside_function():
             if self._left <= 0:
                 raise tf.errors.OutOfRangeError(None, None, "end of the epoch")
             self._left -= 1
@@ -90,16 +89,16 @@ class EpochIterator(ExplainingIterator):
         return super().__next__()
 
 
-class LoaderDataset(dataset_ops.UnaryUnchangedStructureDataset):
-    """A loader's dataset: ``dataset`` (its batches), or ``variant`` built on it, with the ``guard`` that
-    names the files of a failure (see the module)."""
+class LoaderDataset(unary_dataset()):
+    """A loader's dataset: ``dataset`` (its batches), or ``graph`` (a dataset's variant tensor) built on it,
+    with the ``guard`` that names the files of a failure (see the module)."""
 
-    def __init__(self, dataset: tf.data.Dataset, guard: PairGuard | None, variant=None):
+    def __init__(self, dataset: tf.data.Dataset, guard: PairGuard | None, graph=None):
         self._guard = guard
-        super().__init__(dataset, dataset._variant_tensor if variant is None else variant)
+        super().__init__(dataset, variant(dataset) if graph is None else graph)
 
     def __iter__(self):
-        if not tf.executing_eagerly() or ops.inside_function():
+        if not tf.executing_eagerly() or tf.inside_function():
             return super().__iter__()
         return ExplainingIterator(self, self._guard)
 
@@ -112,27 +111,27 @@ class EpochDataset(LoaderDataset):
     """An endless stream presented as epochs of ``steps`` batches: iterated itself (``for batch in ds``,
     ``model.fit(ds)``), it hands out one persistent iterator, and each ``iter()`` starts the next epoch of
     the same stream, which never drains and refills between epochs; with ``restart`` (evaluation), each
-    ``iter()`` starts at the first batch, on a new iterator. ``variant`` is the dataset a tf.data
+    ``iter()`` starts at the first batch, on a new iterator. ``graph`` is the dataset a tf.data
     transformation chained onto it reads: one epoch. ``len()``/``cardinality()`` give ``steps``, from
     Python (TF's cardinality op has no GPU kernel)."""
 
-    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None, variant,
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None, graph,
                  restart: bool = False):
         self._stream = stream
         self._steps = steps
         self._restart = restart
         self._iterator: EpochIterator | None = None
-        super().__init__(stream, guard, variant)
+        super().__init__(stream, guard, graph)
 
     def cardinality(self):
         return tf.constant(self._steps, dtype=tf.int64)
 
     def __iter__(self):
-        if not tf.executing_eagerly() or ops.inside_function():
+        if not tf.executing_eagerly() or tf.inside_function():
             return super().__iter__()
         if self._iterator is None or self._restart:
             try:
-                with ops.colocate_with(self._stream._variant_tensor):
+                with placed_with(self._stream):
                     self._iterator = EpochIterator(self._stream, self._steps, self._guard)
             except tf.errors.OpError as e:  # a DALIDataset starts loading when the iterator is made
                 if self._guard is None:
