@@ -21,9 +21,10 @@ as its fifteenth: docs/gpu.md), in this order:
                DALI's default: what decoding alone allows; and what nvImageCodec logs about its hardware
                decoder at its most verbose (engines, batch, where each picture went), for one batch
 
-A figure that fails is recorded with its error; once ``--budget`` seconds have passed, the rest are
-skipped (and listed as skipped), so that the report still comes back from a time-boxed device call.
-The report is rewritten after every figure.
+A figure that fails is recorded with its error; no figure runs past ``--budget`` seconds from the start
+(a child still measuring then is stopped, and recorded so), and those not started are listed as skipped,
+so that the report still comes back from a time-boxed device call: it lists every figure planned first,
+and is rewritten after every figure.
 
     usage: python benchmarks/gpu_where.py --json OUT [--seconds 1] [--repeats 3] [--budget 240]
            [--only GROUP]   (--figure K: measure figure K here and print it; what each child runs)
@@ -142,10 +143,13 @@ def tf_rate(data, batch: int, label_mode: str, seconds: float, repeats: int, **o
 
 
 def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int, device: str = "gpu") -> list[float]:
-    """Positions/s of a ``DALIDatasetWithInputs`` on ``device`` whose graph only reads three inputs like the
-    loader's (two paths, the draws), fed one element per sample or one per batch (``Input(batch=True)``),
-    each stream copied to the GPU as the plugin requires (``device="cpu"``: left on the host, for a check
-    without a GPU). ``path``: what each position's paths hold."""
+    """Positions/s of a ``DALIDatasetWithInputs`` on ``device`` whose graph only reads three inputs shaped
+    like the loader's (two paths, the draws), fed one element per sample or one per batch
+    (``Input(batch=True)``), each stream copied to the GPU as the plugin requires (``device="cpu"``: left
+    on the host, for a check without a GPU). ``path``: what every position's paths hold (one length, so
+    that a batch of them is a dense tensor: the loader's paths would need padding). The inputs are
+    constants: this times the plugin's feed and the copies alone, not how the loader makes its inputs
+    (its chunks of sampler positions, the vetting, the path tables)."""
     import tensorflow as tf
     from nvidia.dali import fn, types
     from nvidia.dali.pipeline import Pipeline
@@ -230,6 +234,10 @@ def summary(value):
     return {"median": round(statistics.median(rates), 1), "rates": rates}
 
 
+#: A figure is not started with less of the budget left than this (a TensorFlow import and a warm-up).
+MIN_LEFT_S = 15.0
+
+
 def measured(group: str, name: str, thunk) -> dict:
     """One figure as the report holds it, or the error that stopped it."""
     t0 = time.monotonic()
@@ -242,17 +250,21 @@ def measured(group: str, name: str, thunk) -> dict:
 
 
 def in_child(k: int, args, timeout: float) -> dict:
-    """Figure ``k`` measured in a process of its own (its last stdout line: the row as JSON)."""
+    """Figure ``k`` measured in a process of its own: the last line it prints that is a JSON row, with its
+    exit status where that is not 0 (a process that failed after printing its figure keeps the figure)."""
     command = [sys.executable, __file__, "--figure", str(k), "--seconds", str(args.seconds), "--repeats",
                str(args.repeats)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"no result within {timeout:.0f} s"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return {"error": f"exit status {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
-    return json.loads(lines[-1])
+        return {"error": f"no result within {timeout:.0f} s (the budget's end)"}
+    for line in reversed(done.stdout.strip().splitlines()):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        return row if done.returncode == 0 else {**row, "exit_status": done.returncode}
+    return {"error": f"exit status {done.returncode}, no figure: {done.stderr.strip().splitlines()[-1:]}"}
 
 
 def main() -> int:
@@ -275,14 +287,17 @@ def main() -> int:
     report = {"machine": machine_info(), "dataset": f"{len(data)} pairs of 960x720 JPEG + RGB masks (embedded)",
               "crop": list(CROP), "method": f"median of {args.repeats} windows of {args.seconds:g} s after a "
               "one-epoch warm-up and until steady, each figure in a process of its own; images/s",
+              "planned": [f"{group}: {name}" for group, name, _ in plan if not args.only or group == args.only],
               "figures": [], "skipped": []}
+    deadline = started + args.budget
     for k, (group, name, _) in enumerate(plan):
-        left = args.budget - (time.monotonic() - started)
-        if (args.only and group != args.only) or left <= 0:
-            if left <= 0:
-                report["skipped"].append(f"{group}: {name}")
+        if args.only and group != args.only:
             continue
-        row = {"group": group, "name": name, **in_child(k, args, timeout=max(left, 30.0) + 60)}
+        left = deadline - time.monotonic()
+        if left < MIN_LEFT_S:
+            report["skipped"].append(f"{group}: {name}")
+            continue
+        row = {"group": group, "name": name, **in_child(k, args, timeout=left)}
         report["figures"].append(row)
         print(row, flush=True)
         write_json(report, args.json)

@@ -37,6 +37,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -101,15 +102,23 @@ FILTER_WAIT = 2.0
 
 
 @contextmanager
-def filtered_stderr(noise: re.Pattern):
+def filtered_stderr(noise: re.Pattern, python_direct: bool = True):
     """Run with the native libraries' stderr (file descriptor 2) filtered line by line as it comes: the
     lines that ``noise`` matches are dropped, the others written to the real stderr at once, by a
-    process of its own (:data:`FILTER`) that still writes a native crash's last lines. Python's own
-    stderr (warnings, errors) goes to the real stderr directly. On leaving, however it is left (an error,
-    Ctrl-C), file descriptor 2 is the real stderr again and the filter has written what it was given.
-    Where no filter process can start, nothing is hidden."""
-    sys.stderr.flush()
-    terminal = os.dup(2)
+    process of its own (:data:`FILTER`) that still writes a native crash's last lines. With
+    ``python_direct``, Python's own ``sys.stderr`` (warnings, errors) is a file on the real stderr
+    meanwhile, outside the filter: for code that does not keep ``sys.stderr`` (a command); without it,
+    Python's writes pass through the filter too (an import, whose loggers keep the ``sys.stderr`` they find).
+    On leaving, however it is left (an error, Ctrl-C), file descriptor 2 is the real stderr again and the
+    filter has written what it was given. Where there is no stderr or no filter process can start,
+    nothing is hidden."""
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    try:
+        terminal = os.dup(2)
+    except OSError:  # no stderr at all (2>&-): nothing to filter
+        yield
+        return
     try:
         fil = _start_filter(terminal, noise)
     except OSError:
@@ -118,12 +127,16 @@ def filtered_stderr(noise: re.Pattern):
         return
     python_stderr = sys.stderr
     with open(os.dup(terminal), "w", buffering=1, encoding="utf-8", errors="replace") as direct:
-        sys.stderr = direct
+        if python_direct:
+            sys.stderr = direct
         try:
             yield
         finally:
-            direct.flush()
-            sys.stderr = python_stderr
+            if python_direct:
+                direct.flush()
+                sys.stderr = python_stderr
+            elif python_stderr is not None:
+                python_stderr.flush()  # what Python wrote goes through the pipe before it closes
             os.dup2(terminal, 2)  # the pipe's last writer gone: the filter writes what is left, then ends
             os.close(terminal)
             _wait_for(fil)
@@ -166,18 +179,25 @@ def start_up_noise(level: int) -> re.Pattern:
 
 
 class _QuietImport(importlib.abc.MetaPathFinder):
-    """A finder that finds nothing itself: the first time ``tensorflow`` is imported (by anyone: ``import
-    keras`` does), it lets the other finders find it and has its module run under :func:`filtered_stderr`
-    with ``noise``, then leaves ``sys.meta_path``."""
+    """A finder that finds nothing itself: when ``tensorflow`` is looked for before it is imported, it lets
+    the other finders find it and hands out its spec with a loader that runs the module under
+    :func:`filtered_stderr` with ``noise`` (:class:`_FilteredLoader`, which takes this finder out of
+    ``sys.meta_path`` once the module runs: a mere lookup, ``find_spec("tensorflow")``, leaves it in)."""
+
+    daliloader_quiet_import = True  # what quiet_tensorflow_import() recognises, also across a reload
 
     def __init__(self, noise: re.Pattern):
         self.noise = noise
+        self._looking = threading.local()  # this finder's own lookup below must not find itself again
 
     def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow":
+        if name != "tensorflow" or getattr(self._looking, "now", False):
             return None
-        quiet_tensorflow_import(False)  # once, and not found again by the lookup below
-        spec = importlib.util.find_spec(name)
+        self._looking.now = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._looking.now = False
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _FilteredLoader(spec.loader, self.noise)
         return spec
@@ -194,30 +214,32 @@ class _FilteredLoader(importlib.abc.Loader):
 
     def exec_module(self, module):
         module.__loader__ = module.__spec__.loader = self.loader
-        with filtered_stderr(self.noise):
+        quiet_tensorflow_import(False)  # once: TensorFlow's module runs now
+        with filtered_stderr(self.noise, python_direct=False):
             self.loader.exec_module(module)
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
 
 
-#: What TensorFlow writes, as an error, the first time it looks for its devices on a machine without a CUDA
-#: driver (a machine without a GPU): see ``daliloader.backends.tfloader``, which asks first.
+#: What TensorFlow writes, as an error, the first time it looks for its devices on a machine without NVIDIA's
+#: driver (a machine without a GPU): see ``daliloader.backends.tfloader``, which asks first there.
 NO_CUDA_DRIVER = re.compile(r"^E\d{4} [^\]]*\] failed call to cuInit: ")
 
 
+def tf_log_level() -> int:
+    """``TF_CPP_MIN_LOG_LEVEL`` as TensorFlow reads it: a leading integer, else 0 (unset, empty, not a number)."""
+    found = re.match(r"\s*([+-]?\d+)", os.environ.get(TF_LOG_LEVEL, ""))
+    return int(found.group(1)) if found else 0
+
+
 def quiet_tensorflow_import(on: bool = True) -> None:
-    """Filter (``on``) TensorFlow's start-up lines (:func:`start_up_noise` at the level of
-    ``TF_CPP_MIN_LOG_LEVEL``) while it is first imported, or stop doing so. Importing daliloader turns it on
-    where TensorFlow is not imported yet and that level is 1 or more; ``--verbose`` turns it off."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietImport)]
-    if not on or "tensorflow" in sys.modules:
-        return
-    try:
-        level = int(os.environ.get(TF_LOG_LEVEL, "0"))
-    except ValueError:
-        return
-    if level >= 1:
+    """Filter (``on``) TensorFlow's start-up lines (:func:`start_up_noise` at :func:`tf_log_level`) while it
+    is first imported, or stop doing so. Importing daliloader turns it on where TensorFlow is not imported
+    yet and that level is 1 or more; ``--verbose`` turns it off."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "daliloader_quiet_import", False)]
+    level = tf_log_level()
+    if on and "tensorflow" not in sys.modules and level >= 1:
         sys.meta_path.insert(0, _QuietImport(start_up_noise(min(level, 3))))
 
 

@@ -55,5 +55,5 @@ def tensorflow_started() -> bool:
         from tensorflow.python.eager import context
 
         return bool(context.context()._initialized)
-    except (ImportError, AttributeError):
+    except (ImportError, AttributeError, RuntimeError):
         return True

@@ -71,10 +71,12 @@ IMPORT_TF = """
 import sys, daliloader
 {between}
 import tensorflow as tf
+tf.get_logger().warning("the tensorflow logger still writes")
 from daliloader.environment import _QuietImport
 assert not any(isinstance(f, _QuietImport) for f in sys.meta_path), "the filter outlived the import"
 print(type(tf.__loader__).__name__, type(tf.__spec__.loader).__name__)
 """
+LOGGER_LINE = "WARNING:tensorflow:the tensorflow logger still writes"
 
 
 def tf_run(code: str, level: str | None) -> subprocess.CompletedProcess:
@@ -84,33 +86,60 @@ def tf_run(code: str, level: str | None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=environ)
 
 
-def loud_or_skip(code: str, wanted: str) -> subprocess.CompletedProcess:
-    """The run with TensorFlow's every line (level 0), skipping the test where this machine's TensorFlow
-    does not write ``wanted`` at all (nothing to hide)."""
-    loud = tf_run(code, "0")
-    assert loud.returncode == 0, loud.stderr
-    if wanted not in loud.stderr:
-        pytest.skip(f"this machine's TensorFlow does not write {wanted!r} here")
-    return loud
+def skip_unless_tensorflow_writes(wanted: str, code: str = "import tensorflow as tf; tf.constant(1)") -> None:
+    """Skip where this machine's TensorFlow, imported alone, does not write ``wanted`` (nothing to hide)."""
+    alone = tf_run(code, "0")
+    assert alone.returncode == 0, alone.stderr
+    if wanted not in alone.stderr:
+        pytest.skip(f"this machine's TensorFlow does not write {wanted!r}")
 
 
 def test_tensorflows_lines_before_its_logging_starts_are_dropped_when_daliloader_is_imported_first():
     """Imported after daliloader (by keras or by hand), TensorFlow's start-up lines follow its own switch,
     which they otherwise ignore; the level the user chose (0: everything) is honoured; the import hook
-    leaves no trace (TensorFlow's module keeps its own loader)."""
+    leaves no trace (TensorFlow's module keeps its own loader) and TensorFlow's Python logger still
+    writes to stderr afterwards."""
+    skip_unless_tensorflow_writes(BEFORE_LOGGING)
     code = IMPORT_TF.format(between="")
-    loud_or_skip(code, BEFORE_LOGGING)
+    assert BEFORE_LOGGING in tf_run(code, "0").stderr
     quiet = tf_run(code, None)
     assert quiet.returncode == 0, quiet.stderr
     assert BEFORE_LOGGING not in quiet.stderr and not any(line.startswith("I0") for line in quiet.stderr.splitlines())
     assert quiet.stdout.split() == ["SourceFileLoader", "SourceFileLoader"]
+    assert LOGGER_LINE in quiet.stderr and "Logging error" not in quiet.stderr, quiet.stderr
     assert BEFORE_LOGGING not in tf_run(code, "2").stderr
 
 
+def test_looking_tensorflow_up_first_does_not_use_the_filter_up():
+    """``find_spec("tensorflow")`` (daliloader's own check that it is installed, other libraries' too)
+    before the import leaves the filter for the import itself."""
+    skip_unless_tensorflow_writes(BEFORE_LOGGING)
+    code = IMPORT_TF.format(between="from daliloader.backends import installed; assert installed('tensorflow')")
+    quiet = tf_run(code, None)
+    assert quiet.returncode == 0 and BEFORE_LOGGING not in quiet.stderr, quiet.stderr
+
+
 def test_verbose_lets_tensorflows_start_up_lines_through():
-    code = IMPORT_TF.format(between="daliloader.environment.show_native_warnings()")
-    loud_or_skip(code, BEFORE_LOGGING)
-    assert BEFORE_LOGGING in tf_run(code, None).stderr
+    skip_unless_tensorflow_writes(BEFORE_LOGGING)
+    assert BEFORE_LOGGING in tf_run(IMPORT_TF.format(between="daliloader.environment.show_native_warnings()"),
+                                    None).stderr
+
+
+def test_tensorflow_imports_without_a_stderr_and_after_a_reload():
+    """A process whose stderr is closed (``2>&-``) imports TensorFlow after daliloader; a reloaded
+    environment module leaves one filter, not two that find each other."""
+    closed = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "import daliloader, tensorflow; print(1)" 2>&-'],
+                            capture_output=True, text=True, timeout=300)
+    assert closed.returncode == 0 and closed.stdout.strip() == "1"
+    code = IMPORT_TF.format(between="import importlib; importlib.reload(daliloader.environment)")
+    reloaded = tf_run(code, None)
+    assert reloaded.returncode == 0, reloaded.stderr
+
+
+def test_the_level_is_read_as_tensorflow_reads_it(monkeypatch):
+    for value, level in (("", 0), ("abc", 0), ("1", 1), (" 2", 2), ("3x", 3), ("-1", -1)):
+        monkeypatch.setenv(environment.TF_LOG_LEVEL, value)
+        assert environment.tf_log_level() == level, value
 
 
 NO_DRIVER = """
@@ -121,14 +150,15 @@ print(tf.constant(1).numpy())
 """
 
 
-def test_no_cuda_driver_line_on_a_machine_without_a_gpu():
-    """Where DALI sees no GPU, TensorFlow's error line that it found no CUDA driver is not shown when a
+def test_no_cuda_driver_line_on_a_machine_without_nvidias_driver():
+    """Where NVIDIA's driver is not there, TensorFlow's error line that it found none is not shown when a
     TF backend is loaded; with TF_CPP_MIN_LOG_LEVEL=0 it is."""
-    from daliloader.backends import dali_gpu_count
+    from daliloader.backends.tfloader import NVIDIA_DRIVER
 
-    if dali_gpu_count():
-        pytest.skip("a GPU is here: TensorFlow finds its driver")
-    loud_or_skip(NO_DRIVER, "failed call to cuInit")
+    if os.path.exists(NVIDIA_DRIVER):
+        pytest.skip("NVIDIA's driver is here: TensorFlow finds it")
+    skip_unless_tensorflow_writes("failed call to cuInit")
+    assert "failed call to cuInit" in tf_run(NO_DRIVER, "0").stderr
     quiet = tf_run(NO_DRIVER, None)
     assert quiet.returncode == 0 and quiet.stdout.strip() == "1", quiet.stderr
     assert "cuInit" not in quiet.stderr

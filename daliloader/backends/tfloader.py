@@ -9,7 +9,7 @@
 * ``model.fit(ds, class_weight=...)`` is refused at once, saying where class weights go: Keras turns
   ``class_weight`` into per-sample weights by mapping the dataset, which cannot weigh the pixels of a
   segmentation batch and fails later with a shape error deep in the loss.
-* On a machine without a GPU, TensorFlow's error line that it found no CUDA driver ("failed call to
+* On a machine without NVIDIA's driver, TensorFlow's error line that it found none ("failed call to
   cuInit"), written the first time anything asks for its devices, does not reach the user: importing
   this module asks first, with that line filtered (:func:`_find_devices_quietly`).
 """
@@ -20,22 +20,23 @@ import os
 
 import tensorflow as tf
 
-from ..environment import NO_CUDA_DRIVER, TF_LOG_LEVEL, filtered_stderr
+from ..environment import NO_CUDA_DRIVER, filtered_stderr, tf_log_level
 from ..errors import SpecError
 from ..guard import PairGuard
 from ..tfprivate import owned_iterator, placed_with, unary_dataset, variant
-from . import dali_gpu_count
+
+#: The file NVIDIA's kernel driver shows on Linux: without it there is no driver, and no GPU to use.
+NVIDIA_DRIVER = "/proc/driver/nvidia/version"
 
 
 def _find_devices_quietly() -> None:
-    """Have TensorFlow find its physical devices now, where it finds no CUDA driver and DALI sees no GPU
-    either (a machine without one, where that error is the normal state and ``auto`` takes a CPU
-    backend), with its "failed call to cuInit" line filtered (:data:`~daliloader.environment.NO_CUDA_DRIVER`);
-    everything else it writes passes. Not where the user set ``TF_CPP_MIN_LOG_LEVEL=0`` (every line), nor
-    where a GPU is there (the line would then say something)."""
-    if os.environ.get(TF_LOG_LEVEL, "0") in ("", "0") or dali_gpu_count() > 0:
+    """Have TensorFlow find its physical devices now, on a machine without NVIDIA's driver (where
+    "failed call to cuInit" is the normal state, and ``auto`` takes a CPU backend), with that error line
+    filtered (:data:`~daliloader.environment.NO_CUDA_DRIVER`); everything else it writes passes. Not where
+    the driver is there (a failure then says something), nor at ``TF_CPP_MIN_LOG_LEVEL=0`` (every line)."""
+    if tf_log_level() == 0 or os.path.exists(NVIDIA_DRIVER):
         return
-    with filtered_stderr(NO_CUDA_DRIVER):
+    with filtered_stderr(NO_CUDA_DRIVER, python_direct=False):
         tf.config.list_physical_devices()
 
 
