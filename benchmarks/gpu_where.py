@@ -33,7 +33,6 @@ and is rewritten after every figure.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -108,20 +107,14 @@ def decoder_log(files: list[str]) -> dict:
     return {"exit_status": done.returncode, "lines": len(lines), "kept": kept[:40]}
 
 
-@contextlib.contextmanager
-def hw_decoder_load(share: float):
-    """The loader's graphs built meanwhile send ``share`` of their JPEGs to the hardware engines."""
+def with_share(share: float, thunk):
+    """``thunk()`` with the loader's graphs built meanwhile sending ``share`` of their JPEGs to the hardware
+    engines (``dali_graph.HW_DECODER_LOAD``)."""
     default, dali_graph.HW_DECODER_LOAD = dali_graph.HW_DECODER_LOAD, share
     try:
-        yield
+        return thunk()
     finally:
         dali_graph.HW_DECODER_LOAD = default
-
-
-def with_share(share: float, thunk):
-    """``thunk()`` with the loader's graphs built at hardware share ``share`` (see :func:`hw_decoder_load`)."""
-    with hw_decoder_load(share):
-        return thunk()
 
 
 def alone_rate(data, batch: int, seconds: float, repeats: int) -> list[float]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.classes import CATALOGUE
-from daliloader.environment import filtered_stderr, show_native_warnings
+from daliloader.environment import BEFORE_LOGGING, filtered_stderr, show_native_warnings
 from daliloader.errors import DaliloaderError, SpecError
 
 
@@ -564,7 +564,7 @@ def _add_synth(sub, parents: list) -> None:
 
 #: Lines that TensorFlow, XLA and CUDA's stubs write to the process's stderr as they start, whatever
 #: TF_CPP_MIN_LOG_LEVEL says (absl logs before it is initialised): informational on every machine.
-NATIVE_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\) is called|[IW]\d{4} |"
+NATIVE_NOISE = re.compile(rf"^({BEFORE_LOGGING}|[IW]\d{{4}} |"
                           r"E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|cuda_executor)|"
                           r"E\d{4} .*oneDNN supports|To enable the following instructions|"
                           r"This TensorFlow binary is optimized)")

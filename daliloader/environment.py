@@ -168,13 +168,17 @@ def _wait_for(fil: subprocess.Popen) -> None:
 
 
 # ---------------------------------------------------------------- TensorFlow's start-up lines
+#: The line absl writes before the lines logged before TensorFlow's logging is set up (a pattern).
+BEFORE_LOGGING = r"WARNING: All log messages before absl::InitializeLog\(\) is called"
+
+
 def start_up_noise(level: int) -> re.Pattern:
     """The lines TensorFlow writes while it is imported, before its logging is set up, that its own
     switch would drop at ``level`` (``TF_CPP_MIN_LOG_LEVEL``: 1 informational lines, 2 warnings too, 3
     errors too), with the line absl writes before them and the second line of the one about CPU
     instructions."""
     severities = "IWE"[:level]
-    return re.compile(rf"^(WARNING: All log messages before absl::InitializeLog\(\) is called|[{severities}]\d{{4}} "
+    return re.compile(rf"^({BEFORE_LOGGING}|[{severities}]\d{{4}} "
                       r"|To enable the following instructions: )")
 
 

@@ -25,9 +25,11 @@ print("level", os.environ["DALI_NVIMGCODEC_LOG_LEVEL"])
 """
 
 
-def run(code: str, **env) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != environment.NVIMGCODEC_LOG_LEVEL}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+def run(code: str, unset: str = environment.NVIMGCODEC_LOG_LEVEL, timeout: float = 120,
+        **env) -> subprocess.CompletedProcess:
+    """``code`` in a fresh Python, with the variable ``unset`` removed from the environment and ``env`` added."""
+    environ = {k: v for k, v in os.environ.items() if k != unset}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
                           env={**environ, **env})
 
 
@@ -80,10 +82,9 @@ LOGGER_LINE = "WARNING:tensorflow:the tensorflow logger still writes"
 
 
 def tf_run(code: str, level: str | None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    if level is not None:
-        environ["TF_CPP_MIN_LOG_LEVEL"] = level
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=environ)
+    """:func:`run` with TF_CPP_MIN_LOG_LEVEL at ``level`` (None: unset, daliloader's default then)."""
+    return run(code, unset=environment.TF_LOG_LEVEL, timeout=300,
+               **({} if level is None else {environment.TF_LOG_LEVEL: level}))
 
 
 def skip_unless_tensorflow_writes(wanted: str, code: str = "import tensorflow as tf; tf.constant(1)") -> None:
