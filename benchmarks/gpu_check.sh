@@ -6,14 +6,14 @@
 #   GPU_CHECK_PLAN=quick (default) | full       OUT=folder for the reports (default benchmarks/results)
 #
 # quick fits one device call of 10 minutes, which is what a session lent 15 minutes of device time has
-# left once ../shared/device/stage-tf-gpu's stack is staged (measured on an H200, 2026-11-26: 290 s to
-# stage; `pytest -m gpu` ran 73 tests in 230 s on one process). Each step has its own time limit and
-# writes its own report, so a step cut short loses only itself:
+# left once ../shared/device/stage-tf-gpu's stack is staged (the staging and test times measured on the
+# H200s are in docs/gpu.md). Each step has its own time limit and writes its own report, so a step cut
+# short loses only itself:
 #   1. where dali-gpu's time goes (benchmarks/gpu_where.py: tf_dataset, the inputs' feed, the expert's
 #      tf.data, the graph alone and cut after each stage, the decoder alone)                 <= 220 s
 #   2. the README quick start on dali-gpu, and every line native libraries print             <=  60 s
-#   3. pytest -m gpu (4 processes where pytest-xdist loads; on one process, the whole set
-#      takes about 480 s: the H200 runs of 2026-11-26 passed the first 70-73 in 230-240 s)     <= 230 s
+#   3. pytest -m gpu (4 processes where pytest-xdist loads; on one process the whole set needs a
+#      call of its own: docs/gpu.md)                                                           <= 230 s
 # With staging's 90 s of install and build in the same call, that is the 10 minutes of one call.
 # full adds the bench of every backend (one-hot and int, prepared copy and packs, training), the decoder,
 # mask-form, CPU-scaling and augmentation figures (about 40 minutes).

@@ -1,7 +1,7 @@
 """Where `dali-gpu`'s time goes, on a machine with a GPU: one run, one JSON report, figures in images/s
 (median of timed windows after a warm-up, as the bench takes them). Each figure is measured in a process
-of its own (a run on an H200 gave the same graph 1607 images/s as a process's first pipeline and 1120
-as its fifteenth: docs/gpu.md), in this order:
+of its own (on an H200 the same graph ran markedly slower as a process's fifteenth pipeline than as its
+first: docs/gpu.md, "Where the time goes"), in this order:
 
   tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
                DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
