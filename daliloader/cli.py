@@ -13,6 +13,7 @@ import sys
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
+from daliloader import augment
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.classes import CATALOGUE
 from daliloader.environment import BEFORE_LOGGING, filtered_stderr, show_native_warnings
@@ -80,8 +81,8 @@ def prepared_where(args) -> str | None:
     return (str(args.prepared_dir) if args.prepared_dir is not None else "cache") if args.prepared else None
 
 
-#: preview's options that are the loaders' options of the same name.
-RECIPE_OPTIONS = ("crop", "rotate", "flip", "brightness", "contrast", "saturation", "hue")
+#: preview's options that are the loaders' options of the same name (the declared stages' are all there).
+RECIPE_OPTIONS = ("crop", "rotate", "flip", "brightness", "contrast", "saturation", "hue") + tuple(augment.OPTIONS)
 
 
 def cmd_preview(args) -> int:
@@ -468,6 +469,9 @@ def _add_preview(sub, parents: list) -> None:
     for name in ("brightness", "contrast", "saturation"):
         preview.add_argument(f"--{name}", type=float, default=None, metavar="V", help=f"as the loaders' {name}=")
     preview.add_argument("--hue", type=float, default=None, metavar="DEGREES", help="as the loaders' hue=")
+    for name, option in augment.OPTIONS.items():  # the declared stages' options (daliloader.augment)
+        preview.add_argument("--" + name.replace("_", "-"), type=augment.from_text, default=None,
+                             metavar=option.metavar, help=f"as the loaders' {name}=: {option.doc}".replace("%", "%%"))
     preview.add_argument("--seed", type=int, default=0, help="the seed of the order and the draws (default: 0)")
     preview.add_argument("--augment", action="store_true",
                          help="also rotation and colour jitter, as bench --augment (rotate 15, brightness/contrast/"

@@ -13,7 +13,7 @@ import difflib
 import inspect
 from dataclasses import dataclass
 
-from . import maskcache
+from . import augment, maskcache
 from .backends import dali_gpu_count
 from .data import SegmentationData
 from .errors import DataError, SpecError
@@ -67,22 +67,25 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
     ``shuffle``         True                       False: the dataset's order
     ``drop_remainder``  True: full batches only    False: every sample once, the last batch
                                                    padded with weight-0 samples
-    random options      as given                   refused (scale, flip, rotate, colour)
+    random options      as given                   refused (scale, flip, rotate, colour, the
+                                                   declared stages)
     ==================  =========================  ===========================================
 
     ``image_size`` None takes the images' own size, which they must all share (else a DataError names
     the sizes found). ``scale``, ``flip``, ``rotate``, ``brightness``, ``contrast``, ``saturation``,
     ``hue``, ``mean``, ``std`` and ``dtype`` are the preprocessing options of
-    :func:`daliloader.spec.make_spec` (None: off). ``options`` takes nothing: a keyword that is not an
-    option is named, with the closest one. Batches are ``(image, labels)``, and ``(image, labels, weights)`` when not
-    dropping the remainder: per-pixel weights, 0 on padding samples and ignored pixels. Class weights
-    belong to the loss, not the batches (:mod:`daliloader.losses`). ``shard_id``/``num_shards`` choose a
-    worker's part of the data. ``outputs`` overrides what a batch holds (any of :data:`OUTPUTS`).
-    ``num_threads``, ``prefetch`` and ``device_id`` are the DALI backends'. ``caller`` names the public
-    function in error messages.
+    :func:`daliloader.spec.make_spec` (None: off); ``options`` takes the declared stages' options
+    (:mod:`daliloader.augment`: ``vflip``, ``blur``, ``gamma``, ``erase``...; None: off), which the
+    signature lists, and nothing else: a keyword that is not an option is named, with the closest one.
+    Batches are ``(image, labels)``, and ``(image, labels, weights)`` when not dropping the remainder:
+    per-pixel weights, 0 on padding samples and ignored pixels. Class weights belong to the loss, not the
+    batches (:mod:`daliloader.losses`). ``shard_id``/``num_shards`` choose a worker's part of the data.
+    ``outputs`` overrides what a batch holds (any of :data:`OUTPUTS`). ``num_threads``, ``prefetch`` and
+    ``device_id`` are the DALI backends'. ``caller`` names the public function in error messages.
     """
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
+    declared = take_declared(options)
     refuse_keywords(caller, options)
     if not isinstance(training, bool):
         raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
@@ -93,7 +96,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
         crop = "random" if training else ("fit" if image_size is not None else "center")
     spec = make_spec(data.image_size() if image_size is None else image_size, crop=crop, label_mode=label_mode,
                      scale=scale, flip=flip, rotate=rotate, brightness=brightness, contrast=contrast,
-                     saturation=saturation, hue=hue, mean=mean, std=std, dtype=dtype)
+                     saturation=saturation, hue=hue, mean=mean, std=std, dtype=dtype, augment=declared)
     if not training:
         refuse_draws(caller, spec)
     batch_size, seed, num_threads, prefetch, device_id, shard_id, num_shards = (
@@ -108,6 +111,11 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
     if maskcache.wanted(data):  # colour masks: their class indices decoded once, read from the cache
         data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0).view()
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
+
+
+def take_declared(options: dict) -> dict:
+    """The declared stages' options (:mod:`daliloader.augment`), taken out of a call's other ``options``."""
+    return {name: options.pop(name) for name in list(options) if name in augment.OPTIONS}
 
 
 def refuse_keywords(caller: str, options: dict) -> None:
@@ -155,6 +163,16 @@ def batch_outputs(outputs, drop_remainder: bool) -> tuple[str, ...]:
     return outputs
 
 
+def _with_declared_options(fn) -> inspect.Signature:
+    """``fn``'s signature with the declared stages' options (:mod:`daliloader.augment`) as its keywords in
+    place of ``**options``, so that ``help()``, ``inspect.signature`` and the loaders that show make_plan's
+    keywords (:func:`daliloader.loaders.shows_options`) list them."""
+    own = inspect.signature(fn)
+    params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    return own.replace(parameters=params + augment.signature_parameters())
+
+
+make_plan.__signature__ = _with_declared_options(make_plan)
 _SIGNATURE = inspect.signature(make_plan)
 #: The keyword options of make_plan that are not preprocessing (for error messages).
 LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()
@@ -165,7 +183,7 @@ ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POS
 #: the message points at the option, whose docs give its units).
 FOREIGN_NAMES = {"degrees": "rotate", "limit": "rotate", "angle": "rotate", "hue_shift_limit": "hue",
                  "size": "image_size", "hflip": "flip", "horizontal_flip": "flip", "is_training": "training",
-                 "train": "training"}
+                 "train": "training", **augment.FOREIGN_NAMES}
 
 
 def plan_of(data, caller: str, **arguments) -> Plan:

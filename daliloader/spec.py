@@ -19,9 +19,12 @@ import math
 import numbers
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .augment import OPTIONS as STAGE_OPTIONS
+from .augment import Stage, make_stages
+from .draws import check_choice, check_probability, check_range
 from .errors import SpecError, user_stacklevel
 
 #: random: a window placed at random (zoomed with ``scale``); center: the centre window; resize: the
@@ -30,8 +33,10 @@ from .errors import SpecError, user_stacklevel
 CROPS = ("random", "center", "resize", "fit")
 LABEL_MODES = ("onehot", "int")
 DTYPES = ("float32", "float16", "bfloat16")
-#: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode.
-OPTIONS = ("scale", "flip", "rotate", "brightness", "contrast", "saturation", "hue", "mean", "std", "dtype")
+#: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode: the
+#: prologue's, then the declared stages' (:mod:`daliloader.augment`).
+OPTIONS = ("scale", "flip", "rotate", "brightness", "contrast", "saturation", "hue", "mean", "std",
+           "dtype") + tuple(STAGE_OPTIONS)
 #: The colour options, which change the image only.
 COLOUR = ("brightness", "contrast", "saturation", "hue")
 
@@ -54,6 +59,7 @@ class Preprocess:
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     dtype: str = "float32"
+    augment: tuple[Stage, ...] = ()  # the declared stages that are on, in order (daliloader.augment)
 
     @property
     def resizes(self) -> bool:
@@ -73,7 +79,8 @@ class Preprocess:
         """The options that are on and draw at random (the crop's place aside)."""
         return ((["scale"] if self.scale != (1.0, 1.0) else []) + (["flip"] if self.flip > 0 else []) +
                 (["rotate"] if self.rotates else []) +
-                [name for name in COLOUR if getattr(self, name) != getattr(Preprocess, name)])
+                [name for name in COLOUR if getattr(self, name) != getattr(Preprocess, name)] +
+                [stage.switch().name for stage in self.augment])
 
 
 def make_spec(
@@ -91,6 +98,7 @@ def make_spec(
     contrast=None,
     saturation=None,
     hue=None,
+    augment: Mapping[str, object] | None = None,
 ) -> Preprocess:
     """Validate user arguments and build the :class:`Preprocess` spec.
 
@@ -99,37 +107,32 @@ def make_spec(
     ``contrast``, ``saturation``: ``v`` (a factor from ``U(max(0, 1 - v), 1 + v)``) or a ``(min, max)``
     pair of factors; ``hue``: degrees ``d`` (``U(-d, d)``) or a pair, within [-180, 180].
     ``mean``/``std`` are in [0, 1] units, one value or one per RGB channel. ``hue`` up to 0.5 degrees
-    warns: it looks like torchvision's fraction of a turn.
+    warns: it looks like torchvision's fraction of a turn. ``augment``: the declared stages' options
+    (:func:`daliloader.augment.make_stages`; None: the default).
     """
     size = _image_size(image_size)
-    _choice("crop", crop, CROPS)
-    _choice("label_mode", label_mode, LABEL_MODES)
-    _choice("dtype", dtype, DTYPES)
-    factors = {name: _range(name, 0.0 if value is None else value, symmetric="factor", low=0.0, high=100.0,
+    check_choice("crop", crop, CROPS)
+    check_choice("label_mode", label_mode, LABEL_MODES)
+    check_choice("dtype", dtype, DTYPES)
+    factors = {name: check_range(name, 0.0 if value is None else value, symmetric="factor", low=0.0, high=100.0,
                             what="factors")
                for name, value in (("brightness", brightness), ("contrast", contrast), ("saturation", saturation))}
     return Preprocess(
         image_size=size, crop=crop, scale=_scale(scale, crop), flip=_flip(flip, crop), label_mode=label_mode,
-        rotate=_range("rotate", 0.0 if rotate is None else rotate, symmetric="angle", low=-360.0, high=360.0,
+        rotate=check_range("rotate", 0.0 if rotate is None else rotate, symmetric="angle", low=-360.0, high=360.0,
                       what="degrees"),
         hue=_hue(hue),
         **factors,
         mean=_units("mean", _triple("mean", 0.0 if mean is None else mean)),
         std=_units("std", _triple("std", 1.0 if std is None else std, positive=True)),
         dtype=dtype,
+        augment=make_stages(augment or {}),
     )
-
-
-def _choice(name: str, value, choices: Sequence[str]) -> None:
-    """Refuse a value that is not one of ``choices``, listing them."""
-    if value not in choices:
-        listed = " or ".join(map(repr, choices)) if len(choices) == 2 else "one of " + ", ".join(map(repr, choices))
-        raise SpecError(f"{name}={value!r} is not supported; use {listed}")
 
 
 def _scale(scale, crop: str) -> tuple[float, float]:
     """The zoom range (default (1, 1): no zoom), which only a random crop draws from."""
-    lo, hi = _range("scale", (1.0, 1.0) if scale is None else scale, symmetric=None, low=0.0, high=10.0,
+    lo, hi = check_range("scale", (1.0, 1.0) if scale is None else scale, symmetric=None, low=0.0, high=10.0,
                     what="zoom factors", open_low=True)
     if crop != "random" and (lo, hi) != (1.0, 1.0):
         raise SpecError(f"scale jitter needs crop='random'; crop={crop!r} does not zoom")
@@ -140,33 +143,12 @@ def _flip(flip, crop: str) -> float:
     """The flip probability: 0.5 for random crops and 0 otherwise where none is given."""
     if flip is None:
         flip = 0.5 if crop == "random" else 0.0
-    if not isinstance(flip, (int, float)) or isinstance(flip, bool) or not 0.0 <= flip <= 1.0:
-        raise SpecError(f"flip is a probability in [0, 1], got {flip!r}")
-    return float(flip)
-
-
-def _range(name: str, value, symmetric: str | None, low: float, high: float, what: str,
-           open_low: bool = False) -> tuple[float, float]:
-    """A ``(min, max)`` range from a pair, or from one number: ``symmetric="factor"``: ``(max(0, 1 - v),
-    1 + v)``; ``"angle"``: ``(-v, v)``; None: ``(v, v)``."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        v = float(value)
-        if symmetric is not None and v < 0:
-            raise SpecError(f"{name}={value!r} must be >= 0 (or a (min, max) pair of {what})")
-        value = {"factor": (max(0.0, 1.0 - v), 1.0 + v), "angle": (-v, v), None: (v, v)}[symmetric]
-    try:
-        lo, hi = (float(x) for x in value)
-    except (TypeError, ValueError):
-        raise SpecError(f"{name} must be a number or a (min, max) pair of {what}, got {value!r}") from None
-    if not (low < lo if open_low else low <= lo) or not lo <= hi <= high:
-        raise SpecError(f"{name}=({lo:g}, {hi:g}) must satisfy {low:g} {'<' if open_low else '<='} min <= max <= "
-                        f"{high:g} ({what})")
-    return lo, hi
+    return check_probability("flip", flip)
 
 
 def _hue(hue) -> tuple[float, float]:
     """hue in degrees; a range within half a degree is most likely torchvision's fraction of a turn."""
-    lo, hi = _range("hue", 0.0 if hue is None else hue, symmetric="angle", low=-180.0, high=180.0, what="degrees")
+    lo, hi = check_range("hue", 0.0 if hue is None else hue, symmetric="angle", low=-180.0, high=180.0, what="degrees")
     if 0 < max(abs(lo), abs(hi)) <= 0.5:
         given = f"{hi:g}" if lo == -hi else f"({lo:g}, {hi:g})"
         turned = f"{hi * 360:g}" if lo == -hi else f"({lo * 360:g}, {hi * 360:g})"

@@ -5,13 +5,13 @@ separate kernels (as torchvision's ``make_params`` and albumentations' ``apply``
 Each backend implements the stages in its own framework and cites the function here; the tests check
 every backend against these functions with fixed draws.
 
-The arithmetic of the draws and of the crop window is written once, with Python operators and the few
-functions of a ``Math`` namespace (floor, abs, maximum, minimum, casts). Numpy's is the reference
-(:data:`NUMPY`); the tf.data backend passes TensorFlow's and the DALI graph DALI's, so that all three
-compute the window with this very code, on their own tensors.
+The arithmetic of the draws and of the crop window is written once (:mod:`daliloader.draws`), with a
+framework's math: numpy's here, TensorFlow's and DALI's in the backends, so that all three compute the
+window with this very code, on their own tensors.
 
 Each sample gets :data:`DRAWS` uniform draws ``u`` in [0, 1), in this order: zoom, top, left, flip,
-angle, brightness, contrast, saturation, hue. A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
+angle, brightness, contrast, saturation, hue, then those of the declared stages
+(:mod:`daliloader.augment`). A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
 
 Stages (names as in :mod:`daliloader.spec`), in order:
 
@@ -32,6 +32,8 @@ Stages (names as in :mod:`daliloader.spec`), in order:
              (:func:`fit_window`). Only the geometry is shared; each framework has its own kernel.
 * rotate     ``rotate``: about the centre, keeping the size (:func:`rotation_matrix`); the image
              bilinear, labels nearest-neighbour; the corners are filled as padding.
+* declared   the declared stages that are on (:mod:`daliloader.augment`: vertical flip, blur, gamma,
+             random erasing), each with its own reference there.
 * flip       ``flip``: horizontal, the same draw for image and labels.
 * normalize  ``normalize``: ``(x - 255 mean) / (255 std)`` in ``dtype`` (``mean``/``std`` in [0, 1] units).
 * encode     ``encode``: labels -> int32, or float32 one-hot rows of ``one_hot_table`` (the ignore
@@ -45,21 +47,19 @@ Stages (names as in :mod:`daliloader.spec`), in order:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import cv2
 import numpy as np
 
+from . import augment
+from .draws import NUMPY, draw, uniform_offset
 from .spec import Preprocess
 
-#: The functions the window arithmetic needs beyond operators; numpy's is the reference. Floats are
-#: float32, as in TensorFlow and DALI, so that the same draws give the same window everywhere.
-NUMPY = SimpleNamespace(floor=np.floor, abs=np.abs, maximum=np.maximum, minimum=np.minimum,
-                        to_int=lambda x: np.asarray(x).astype(np.int64), to_float=lambda x: np.asarray(x, np.float32))
-
-#: Uniform draws per sample, and where each one is used.
-DRAWS = 9
-ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(DRAWS)
+#: The prologue's uniform draws per sample, and where each one is used; the declared stages' follow
+#: (:mod:`daliloader.augment`).
+ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(augment.FIRST_DRAW)
+#: Uniform draws per sample, all of them: :data:`daliloader.augment.DRAWS`.
+DRAWS = augment.DRAWS
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,6 @@ class Window:
 
 
 # ---------------------------------------------------------------- draws (once per sample)
-def draw(bounds: tuple[float, float], u):
-    """``lo + u (hi - lo)``: a value drawn uniformly from the range ``bounds`` with the draw ``u``."""
-    lo, hi = bounds
-    return lo + u * (hi - lo)
-
-
 def draw_window(spec: Preprocess, height, width, u, m=NUMPY):
     """The window of an image of ``height`` x ``width`` from the draws ``u`` (see :data:`DRAWS`), with
     math ``m``; returns ``(top, left, window_height, window_width, flip)``."""
@@ -136,13 +130,6 @@ def draw_colour(spec: Preprocess, u):
 def center_offset(extent, size: int, m=NUMPY):
     """``(extent - size) // 2`` when the window fits, ``-((size - extent) // 2)`` when it overhangs (as TF)."""
     return m.maximum(extent - size, 0) // 2 - m.maximum(size - extent, 0) // 2
-
-
-def uniform_offset(slack, u, m=NUMPY):
-    """An offset drawn uniformly from the ``|slack| + 1`` integers in ``[0, slack]`` (``[slack, 0]`` when
-    the window overhangs the image by ``-slack`` pixels)."""
-    steps = m.minimum(m.to_int(m.floor(u * m.to_float(m.abs(slack) + 1))), m.abs(slack))
-    return steps * (m.to_int(slack >= 0) * 2 - 1)
 
 
 # ---------------------------------------------------------------- applied to image and labels

@@ -76,6 +76,8 @@ CASES = {
     "evaluation mode, whole images": dict(label_mode="int", training=False, image_size=None),
     "eval int fit": dict(label_mode="int", crop="fit", drop_remainder=False),
     "train int resize rotate": dict(label_mode="int", crop="resize", rotate=(-90, 90), flip=0.5),
+    "train int declared stages": dict(label_mode="int", crop="random", vflip=0.5, blur=(0.5, 1.5), gamma=0.2,
+                                      erase=0.5, erase_mask="ignore"),
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
 LAYERS = [
     ["tfprivate", "environment", "errors", "parallel", "cache"],
-    ["spec", "catalog", "classes", "sampler", "stages"],
+    ["draws", "augment", "spec", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "tfrecord", "parts", "forms", "tfds_folder", "layouts", "data"],
     ["codecs", "folders", "packs", "maskcache"],
     ["inspection", "guard", "checks", "balance"],

@@ -26,8 +26,9 @@ def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, cal
     with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie' \(did you "
                                            r"mean 'image_size'\?\). Arguments: batch_size, image_size, crop, "
                                            r"label_mode, shuffle, seed; preprocessing options: scale, flip, rotate, "
-                                           r"brightness, contrast, saturation, hue, mean, std, dtype; loader options: "
-                                           r"training"):
+                                           r"brightness, contrast, saturation, hue, mean, std, dtype, vflip, blur, "
+                                           r"gamma, erase, erase_scale, erase_ratio, erase_value, erase_mask; loader "
+                                           r"options: training"):
         getattr(dl, call)(index_data, image_szie=(8, 8))
     # torchvision's and albumentations' names for an option point at ours
     for theirs, ours in (("degrees", "rotate"), ("hue_shift_limit", "hue")):

@@ -43,7 +43,7 @@ def colour_cases():
     image = rng.integers(0, 256, (20, 28, 3), np.uint8)
     labels = np.kron(rng.integers(0, 5, (5, 7)), np.ones((4, 4), np.int64))
     u = np.zeros((len(COLOUR_DRAWS), stages.DRAWS), np.float32)
-    u[:, stages.ANGLE:] = COLOUR_DRAWS
+    u[:, stages.ANGLE:stages.HUE + 1] = COLOUR_DRAWS
     return image, labels, u
 
 

@@ -1,10 +1,10 @@
 """The DALI graph: read -> decode (the crop window only) -> colour -> labels -> crop (pad, resize) -> rotate
--> flip -> normalize -> encode.
+-> the declared stages (:mod:`.dali_augment`) -> flip -> normalize -> encode.
 
 This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset``
 (:mod:`daliloader.backends.dali_tf`) and with DALI alone (``dali_pipeline``: GPU checks, benchmarks,
 other frameworks). Each stage implements its reference in :mod:`daliloader.stages` with DALI ops; the
-crop window is the reference's own arithmetic evaluated on DALI nodes (:data:`DALI_MATH`).
+crop window is the reference's own arithmetic evaluated on DALI nodes (:data:`.dali_augment.DALI_MATH`).
 
 Reading files: three per-sample inputs (image path, mask path, sample index) are pure functions of
 the stream position through one :class:`~daliloader.sampler.Sampler`, so image and mask are paired by
@@ -44,7 +44,6 @@ import logging
 import os
 import struct
 from dataclasses import replace
-from types import SimpleNamespace
 
 import numpy as np
 from nvidia.dali import fn, types
@@ -60,14 +59,11 @@ from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
 from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
-from . import pair_guard
+from . import dali_augment, pair_guard
+from .dali_augment import DALI_MATH
 
 log = logging.getLogger("daliloader")
 
-#: The window arithmetic of :mod:`daliloader.stages` on DALI nodes.
-DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max, minimum=dmath.min,
-                            to_int=lambda x: fn.cast(x, dtype=types.INT32),
-                            to_float=lambda x: fn.cast(x, dtype=types.FLOAT))
 #: Names of the per-sample inputs when reading files: two paths as uint8 arrays, and the sample index
 #: (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. Fed by TensorFlow,
 #: the random draws are an input too (DRAWS): stateless functions of the seed and the stream position,
@@ -95,7 +91,7 @@ STAGES = ("read", "decode", "labels", "crop", "normalize")
 
 def needs_draws(spec: Preprocess) -> bool:
     """Whether the spec draws anything at random (see :data:`daliloader.stages.DRAWS`)."""
-    return spec.crop == "random" or spec.flip > 0 or spec.rotates or spec.colours
+    return spec.crop == "random" or spec.flip > 0 or spec.rotates or spec.colours or bool(spec.augment)
 
 
 def outputs_on(device: str, plan: Plan) -> str:
@@ -262,6 +258,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     if spec.rotates:
         image, labels = rotate(image, labels, stages.draw_angle(spec, u), data.classes, framed=device == "cpu")
     cuts["crop"] = (image, labels)
+    image, labels = dali_augment.apply(spec.augment, image, labels, u, spec.image_size, data.classes.ignore_index)
     image, labels = flip_and_normalize(image, labels, flip, spec)
     cuts["normalize"] = (image, labels)
     return {"image": image, "labels": encode(labels, spec, data.classes),

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import codecs, stages
+from .. import augment, codecs, stages
 from ..errors import WHAT_TO_DO, LoadError
 from ..plan import Plan
 from . import pair_guard
 
 #: The stages :meth:`OpenCVLoader.sample` reports to its clock, in order (encode is :meth:`~OpenCVLoader.encode`).
-SAMPLE_STAGES = ("read", "decode", "labels", "crop", "rotate", "flip", "normalize")
+SAMPLE_STAGES = ("read", "decode", "labels", "crop", "rotate", "augment", "flip", "normalize")
 
 
 class OpenCVLoader:
@@ -60,6 +60,8 @@ class OpenCVLoader:
             image = stages.rotate(image, angle, image_fill, labels=False)
             labels = stages.rotate(labels, angle, label_fill, labels=True)
         tick("rotate")
+        image, labels = augment.apply(spec.augment, image, labels, u, classes.ignore_index)
+        tick("augment")
         image, labels = stages.flip(image, win), stages.flip(labels, win)
         tick("flip")
         image = stages.normalize(image, spec)

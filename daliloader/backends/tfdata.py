@@ -22,7 +22,7 @@ from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
 from ..tfprivate import variant
 from ..tfrecord import read_record
-from . import pair_guard
+from . import pair_guard, tf_augment
 from .tfloader import EpochDataset, LoaderDataset
 from .tfops import TF_MATH, colour, encode, normalize, rotate, to_uint8, weights
 
@@ -218,10 +218,10 @@ def _by_offset(parts) -> tf.data.Dataset:
 
 def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8,
                       name=""):
-    """decode, colour, labels, crop (pad, resize), rotate, flip of one pair; returns uint8 RGB and class
-    indices. The sample's draws (:data:`daliloader.stages.DRAWS`) are stateless, from ``seed``. An image
-    and a mask of different sizes (a file replaced after it was vetted) fail here, before they become a
-    misaligned pair, with an error that shows ``name`` (the pair's files)."""
+    """decode, colour, labels, crop (pad, resize), rotate, the declared stages, flip of one pair; returns
+    uint8 RGB and class indices. The sample's draws (:data:`daliloader.stages.DRAWS`) are stateless, from
+    ``seed``. An image and a mask of different sizes (a file replaced after it was vetted) fail here, before
+    they become a misaligned pair, with an error that shows ``name`` (the pair's files)."""
     u = tf.random.stateless_uniform([stages.DRAWS], seed=seed)
     inside = (lambda part: colour(part, stages.draw_colour(spec, u))) if spec.colours else None
     image, size, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, u, inside)
@@ -247,6 +247,7 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     labels = tf.ensure_shape(labels, (h, w, 1))
     if spec.rotates:
         image, labels = rotate(image, labels, stages.draw_angle(spec, u), classes.ignore_index)
+    image, labels = tf_augment.apply(spec.augment, image, labels, u, classes.ignore_index)
     labels = labels[..., 0]
     if spec.flip > 0:
         image, labels = flip_pair(image, labels, flip)

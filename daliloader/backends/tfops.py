@@ -18,10 +18,10 @@ def _to_float(x):
     return tf.cast(x, tf.float32)
 
 
-#: The window arithmetic of :mod:`daliloader.stages` on TensorFlow tensors (named functions, which
+#: The draws' arithmetic (:mod:`daliloader.draws`) on TensorFlow tensors (named functions, which
 #: autograph can read, unlike two lambdas on one line).
-TF_MATH = SimpleNamespace(floor=tf.floor, abs=tf.abs, maximum=tf.maximum, minimum=tf.minimum, to_int=_to_int,
-                          to_float=_to_float)
+TF_MATH = SimpleNamespace(floor=tf.floor, abs=tf.abs, maximum=tf.maximum, minimum=tf.minimum, sqrt=tf.sqrt,
+                          exp=tf.exp, to_int=_to_int, to_float=_to_float)
 
 
 def to_uint8(x):

@@ -91,8 +91,8 @@ class StageClock:
 
 def opencv_stages(plan: Plan, samples: int = 32) -> list[StageTime]:
     """The opencv backend's stages timed one by one on one thread, ms per image: the loader's own
-    ``sample`` with a clock, then its ``encode``; stages that are off (no rotation, no flips) are left
-    out."""
+    ``sample`` with a clock, then its ``encode``; stages that are off (no rotation, no declared stages, no flips)
+    are left out."""
     from ..backends.opencv import SAMPLE_STAGES, OpenCVLoader
 
     loader = OpenCVLoader(plan)
@@ -103,6 +103,6 @@ def opencv_stages(plan: Plan, samples: int = 32) -> list[StageTime]:
         _, labels = loader.sample(i % len(plan.data), rng, clock)
         loader.encode(labels)
         clock("encode")
-    off = {"rotate": not plan.spec.rotates, "flip": plan.spec.flip == 0}
+    off = {"rotate": not plan.spec.rotates, "augment": not plan.spec.augment, "flip": plan.spec.flip == 0}
     return [StageTime(stage=name, ms_per_img=round(1000 * v / samples, 2)) for name, v in clock.totals.items()
             if not off.get(name, False)]
