@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import cv2
 import numpy as np
 
 from .draws import NUMPY, check_choice, check_probability, check_range, draw, uniform_offset
@@ -99,12 +98,13 @@ class Stage:
 
 
 # ---------------------------------------------------------------- checks of the options
-def _off_or_range(symmetric: str | None, low: float, high: float, what: str, off: tuple[float, float]):
-    """A range check (:func:`~daliloader.draws.check_range`, min above ``low``) where 0 is off."""
+def _off_or_range(symmetric: str | None, low: float, high: float, what: str, off: tuple[float, float],
+                  open_low: bool = False):
+    """A range check (:func:`~daliloader.draws.check_range`) where 0 is off."""
     def check(name: str, value):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
             return off
-        return check_range(name, value, symmetric=symmetric, low=low, high=high, what=what, open_low=True)
+        return check_range(name, value, symmetric=symmetric, low=low, high=high, what=what, open_low=open_low)
     return check
 
 
@@ -114,7 +114,7 @@ def _fraction_range(name: str, value):
 
 
 def _ratio_range(name: str, value):
-    return check_range(name, value, symmetric=None, low=0.0, high=100.0, what="height/width ratios", open_low=True)
+    return check_range(name, value, symmetric=None, low=0.01, high=100.0, what="height/width ratios")
 
 
 def _level(name: str, value) -> int:
@@ -145,20 +145,22 @@ class VerticalFlip(Stage):
         return (image[::-1], labels[::-1]) if params[0] else (image, labels)
 
 
-#: The largest blur sigma, in pixels.
-MAX_SIGMA = 20.0
+#: The blur's sigma, in pixels: the least (a smaller one blurs nothing a uint8 pixel shows, and its
+#: square underflows float32) and the most.
+MIN_SIGMA, MAX_SIGMA = 0.01, 20.0
 
 
-def blur_radius(sigma: float) -> int:
-    """The Gaussian kernel's radius for ``sigma``: ``ceil(3 sigma)`` pixels (DALI's ``gaussian_blur``)."""
-    return math.ceil(3.0 * sigma)
+def blur_radius(sigma, m=NUMPY):
+    """The Gaussian kernel's radius for ``sigma``: ``ceil(3 sigma)`` pixels in float32 (DALI's
+    ``gaussian_blur``), with math ``m``."""
+    return m.to_int(m.ceil(m.to_float(sigma) * 3.0))
 
 
-def gaussian_kernel(sigma: float) -> np.ndarray:
-    """The reference's 1-D kernel: ``exp(-x^2 / (2 sigma^2))`` for ``|x| <= blur_radius(sigma)``, summing to 1."""
-    x = np.arange(-blur_radius(sigma), blur_radius(sigma) + 1, dtype=np.float64)
-    k = np.exp(-x * x / (2.0 * float(sigma) ** 2))
-    return (k / k.sum()).astype(np.float32)
+def gaussian_weights(x, sigma, m=NUMPY):
+    """The reference's kernel at offsets ``x`` (float32, within :func:`blur_radius`), summing to 1:
+    ``exp(-x^2 / (2 sigma^2))`` over its sum, in float32."""
+    k = m.exp(-x * x / (m.to_float(sigma) * m.to_float(sigma) * 2.0))
+    return k / m.sum(k)
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,10 @@ class GaussianBlur(Stage):
     the edge (OpenCV's ``BORDER_REFLECT_101``)."""
 
     blur: tuple[float, float] = option(
-        (0.0, 0.0), _off_or_range(None, 0.0, MAX_SIGMA, "pixels (sigma)", (0.0, 0.0)),
-        "Gaussian blur of the image with `sigma ~ U(min, max)` pixels (one number: that sigma), as torchvision's "
-        "`GaussianBlur(sigma=...)`; kernel radius `ceil(3 sigma)`, border reflected (`BORDER_REFLECT_101`)",
+        (0.0, 0.0), _off_or_range(None, MIN_SIGMA, MAX_SIGMA, "pixels (sigma)", (0.0, 0.0)),
+        "Gaussian blur of the image with `sigma ~ U(min, max)` pixels (one number: that sigma; 0.01 to 20), as "
+        "torchvision's `GaussianBlur(sigma=...)`; kernel radius `ceil(3 sigma)`, border reflected "
+        "(`BORDER_REFLECT_101`)",
         "SIGMA|MIN,MAX", "float | tuple[float, float]", ("sigma", "sigma_limit", "gaussian_blur"))
     draws: ClassVar[int] = 1
 
@@ -178,7 +181,10 @@ class GaussianBlur(Stage):
         return (draw(self.blur, u[self.first_draw()]),)
 
     def apply(self, image, labels, params, ignore_index):
-        k = gaussian_kernel(float(params[0]))
+        import cv2
+
+        r = int(blur_radius(params[0]))
+        k = gaussian_weights(np.arange(-r, r + 1, dtype=np.float32), params[0])
         out = cv2.sepFilter2D(image.astype(np.float32), -1, k, k, borderType=cv2.BORDER_REFLECT_101)
         return np.clip(np.rint(out), 0, 255).astype(np.uint8), labels
 
@@ -189,7 +195,7 @@ class Gamma(Stage):
     ``gamma_limit=(80, 120)`` is ``gamma=0.2``); the image only."""
 
     gamma: tuple[float, float] = option(
-        (1.0, 1.0), _off_or_range("factor", 0.0, 10.0, "exponents", (1.0, 1.0)),
+        (1.0, 1.0), _off_or_range("factor", 0.0, 10.0, "exponents", (1.0, 1.0), open_low=True),
         "gamma `255 (x/255)^g` of the image with `g ~ U(1-v, 1+v)` (or a `(min, max)` pair); albumentations' "
         "`RandomGamma(gamma_limit=(80, 120))` is `gamma=0.2`", "V|MIN,MAX", "float | tuple[float, float]",
         ("gamma_limit",))
@@ -224,7 +230,8 @@ class RandomErasing(Stage):
     erase_ratio: tuple[float, float] = option(
         (0.3, 3.3), _ratio_range, "the erased rectangle's height/width, log-uniform in `(min, max)` (torchvision's "
         "`ratio`)", "MIN,MAX", "tuple[float, float]")
-    erase_value: int = option(0, _level, "the erased pixels' value, 0-255 in every channel (torchvision's `value`)",
+    erase_value: int = option(0, _level, "the erased pixels' value, 0-255 in every channel, before normalisation "
+                              "(torchvision's `value`, which usually comes after it: its 0 is then the mean colour)",
                               "V", "int")
     erase_mask: str = option("keep", _mask_policy, "`\"keep\"` the labels under the rectangle, or `\"ignore\"`: "
                              "set them to the ignore index (albumentations' `fill_mask`)", "keep|ignore",
@@ -273,9 +280,10 @@ def make_stages(options: Mapping[str, Any]) -> tuple[Stage, ...]:
         stage = cls(**given)
         if stage.on:
             on.append(stage)
-        elif set(given) - {cls.switch().name}:
-            raise SpecError(f"{', '.join(sorted(set(given) - {cls.switch().name}))} set {cls.switch().name}'s stage, "
-                            f"which is off: pass {cls.switch().name}= too (it turns the stage on)")
+        elif cls.switch().name not in given and given:
+            raise SpecError(f"{', '.join(sorted(given))} set the stage that {cls.switch().name}= turns on, and "
+                            f"{cls.switch().name} is not given: pass it too (e.g. {cls.switch().name}=0.5), or leave "
+                            f"{', '.join(sorted(given))} out")
     return tuple(on)
 
 

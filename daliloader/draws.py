@@ -4,8 +4,8 @@ Every random option of the spec (:mod:`daliloader.spec`) and of the declared sta
 (:mod:`daliloader.augment`) is checked here (:func:`check_range`, :func:`check_probability`,
 :func:`check_choice`), so that one kind of option reads the same refusal everywhere, and drawn here
 (:func:`draw`, :func:`uniform_offset`) with the math of a framework: the arithmetic is written once, with
-Python operators and the few functions of a ``Math`` namespace (floor, abs, maximum, minimum, sqrt, exp,
-casts). Numpy's is the reference (:data:`NUMPY`); the tf.data backend passes TensorFlow's and the DALI
+Python operators and the few functions of a ``Math`` namespace (floor, ceil, abs, maximum, minimum, sqrt,
+exp, sum, casts). Numpy's is the reference (:data:`NUMPY`); the tf.data backend passes TensorFlow's and the DALI
 graph DALI's, so that all three compute a sample's parameters with this very code, on their own tensors.
 """
 
@@ -18,10 +18,15 @@ import numpy as np
 
 from .errors import SpecError
 
+#: A random option's range as a user gives it: one number (its meaning per option: :func:`check_range`'s
+#: ``symmetric``) or a ``(min, max)`` pair.
+Range = float | tuple[float, float]
+
 #: The functions the draws' arithmetic needs beyond operators; numpy's is the reference. Floats are
 #: float32, as in TensorFlow and DALI, so that the same draws give the same parameters everywhere.
-NUMPY = SimpleNamespace(floor=np.floor, abs=np.abs, maximum=np.maximum, minimum=np.minimum, sqrt=np.sqrt, exp=np.exp,
-                        to_int=lambda x: np.asarray(x).astype(np.int64), to_float=lambda x: np.asarray(x, np.float32))
+NUMPY = SimpleNamespace(floor=np.floor, ceil=np.ceil, abs=np.abs, maximum=np.maximum, minimum=np.minimum, sqrt=np.sqrt,
+                        exp=np.exp, sum=np.sum, to_int=lambda x: np.asarray(x).astype(np.int64),
+                        to_float=lambda x: np.asarray(x, np.float32))
 
 
 def draw(bounds: tuple[float, float], u):
@@ -62,6 +67,8 @@ def check_range(name: str, value, symmetric: str | None, low: float, high: float
             raise SpecError(f"{name}={value!r} must be >= 0 (or a (min, max) pair of {what})")
         value = {"factor": (max(0.0, 1.0 - v), 1.0 + v), "angle": (-v, v), None: (v, v)}[symmetric]
     try:
+        if isinstance(value, (str, bytes)):  # (a string of two digits would read as a pair)
+            raise TypeError
         lo, hi = (float(x) for x in value)
     except (TypeError, ValueError):
         raise SpecError(f"{name} must be a number or a (min, max) pair of {what}, got {value!r}") from None

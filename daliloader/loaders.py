@@ -13,13 +13,21 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import backends
 from .errors import SpecError
 from .plan import Plan, make_plan, plan_of
-from .spec import check_count
+from .spec import Crop, ImageSize, LabelMode, check_count
+
+if TYPE_CHECKING:
+    import keras
+    import nvidia.dali
+    import tensorflow as tf
+
+    from .data import SegmentationData
 
 #: Options only the DALI backends use, which keras_sequence (OpenCV) refuses rather than ignores.
 DALI_OPTIONS = ("num_threads", "prefetch", "device_id")
@@ -42,35 +50,59 @@ def shows_options(*left_out: str):
 
 
 @shows_options()
-def tf_dataset(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
-               shuffle: bool | None = None, seed: int | None = None, backend: str = "auto", **options):
+def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
+               crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
+               seed: int | None = None, backend: str = "auto", **options) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of ``(images, labels)`` batches for ``model.fit``.
 
-    ``data`` is a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan`` (then the
-    other arguments stay at their defaults). ``training=False`` is evaluation mode: whole images (or
-    ``crop="fit"`` with an ``image_size``), the dataset's order, every sample once, nothing drawn at
-    random (see :func:`~daliloader.plan.make_plan` for every default). ``image_size`` left out is the
-    images' own size. images: float32 ``[B, H, W, 3]`` in [0, 1] (or ``(x - mean) / std``; ``dtype``
-    float16/bfloat16); labels: float32 one-hot ``[B, H, W, C]`` or int32 ``[B, H, W]`` with
-    ``ignore_index`` for unknown/padded pixels. With ``drop_remainder=False`` (evaluation) batches are
-    ``(images, labels, weights)`` with float32 weights ``[B, H, W]`` (per pixel, the shape Keras'
-    per-pixel losses and metrics accept); padding samples in the last batch and ignored pixels have
-    weight 0, so ``model.evaluate`` sees every sample once and its ``weighted_metrics``
-    (:mod:`daliloader.metrics`) count every labelled pixel once. The losses of :mod:`daliloader.losses`
-    divide each batch's loss by its labelled pixels, padding samples left out; Keras then averages the
-    batches' losses weighted by their size, padding included, so a padded last batch counts a little
-    more than its real samples. Class weights belong to the loss (:mod:`daliloader.losses`).
+    ``training=False`` is evaluation mode: whole images (or ``crop="fit"`` with an ``image_size``), the
+    dataset's order, every sample once, nothing drawn at random (see :func:`~daliloader.plan.make_plan`
+    for every default). With ``drop_remainder=False`` (evaluation) batches are ``(images, labels,
+    weights)`` with float32 weights ``[B, H, W]`` (per pixel, the shape Keras' per-pixel losses and
+    metrics accept); padding samples in the last batch and ignored pixels have weight 0, so
+    ``model.evaluate`` sees every sample once and its ``weighted_metrics`` (:mod:`daliloader.metrics`)
+    count every labelled pixel once. The losses of :mod:`daliloader.losses` divide each batch's loss by
+    its labelled pixels, padding samples left out; Keras then averages the batches' losses weighted by
+    their size, padding included, so a padded last batch counts a little more than its real samples.
+    Class weights belong to the loss (:mod:`daliloader.losses`).
 
     The dataset's cardinality is the number of batches per epoch, so ``model.fit(ds, epochs=N)`` needs
     no ``steps_per_epoch``; each epoch is reshuffled and the DALI pipeline is built once.
 
-    Backends (``backend``, see :data:`daliloader.backends.BACKENDS`): ``"auto"`` is dali-gpu where DALI
-    and TensorFlow see a GPU, else dali-cpu. ``"dali-gpu"`` runs DALI on CUDA device ``device_id``
-    (DALI's numbering) and places the dataset on the TensorFlow GPU that is that device; every tensor of
-    a batch is on the GPU, and ``dtype="bfloat16"`` is refused there (DALI has no bfloat16): pass float32
-    and let Keras' policy ``mixed_bfloat16`` cast in the first layer, or use float16. ``"tfdata"`` runs
-    the same spec in plain ``tf.data`` + ``tf.image`` on the CPU; its epochs are tf.data's own
-    (reshuffled at every ``iter()``); its last batch with ``drop_remainder=False`` is padded as the others.
+    Args:
+        data: a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan`` (then the other
+            arguments stay at their defaults).
+        batch_size: samples per batch.
+        image_size: ``(height, width)`` of the outputs, or one int for squares; None: the images' own
+            size, which they must all share.
+        crop: ``"random"``, ``"center"``, ``"resize"`` or ``"fit"``; None: ``"random"`` in training,
+            ``"fit"`` (``"center"`` without ``image_size``) in evaluation.
+        label_mode: ``"onehot"`` (float32 ``[B, H, W, C]``) or ``"int"`` (int32 ``[B, H, W]`` with
+            ``ignore_index`` for unknown and padded pixels).
+        shuffle: reshuffle every epoch; None: in training only.
+        seed: fixes the order and the draws (None: a new one per run).
+        backend: ``"auto"`` (dali-gpu where DALI and TensorFlow see a GPU, else dali-cpu),
+            ``"dali-gpu"`` (DALI on CUDA device ``device_id``, DALI's numbering; the dataset on the
+            TensorFlow GPU that is that device, every tensor of a batch there; ``dtype="bfloat16"`` is
+            refused: pass float32 and let Keras' ``mixed_bfloat16`` policy cast in the first layer, or
+            use float16), ``"dali-cpu"`` or ``"tfdata"`` (plain ``tf.data`` + ``tf.image`` on the CPU,
+            its epochs tf.data's own, reshuffled at every ``iter()``); see
+            :data:`daliloader.backends.BACKENDS`.
+        **options: the keyword options of :func:`~daliloader.plan.make_plan` (``training``, the
+            preprocessing options and the declared stages' options, ``drop_remainder``, sharding, DALI's
+            threads and prefetch), which the signature lists.
+
+    Returns:
+        A ``tf.data.Dataset`` of ``(images, labels)`` batches (``(images, labels, weights)`` with
+        ``drop_remainder=False``): images float32 ``[B, H, W, 3]`` in [0, 1] (or ``(x - mean) / std``;
+        float16/bfloat16 with ``dtype``), labels as ``label_mode`` says.
+
+    Raises:
+        daliloader.errors.SpecError: an argument that is not valid, named with what it takes.
+        daliloader.errors.DataError: data that cannot be read as asked (mixed image sizes without an
+            ``image_size``, no pairs), named.
+        daliloader.errors.LoadError: while iterating, a file that cannot be decoded, named with what
+            to do.
     """
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
@@ -78,14 +110,35 @@ def tf_dataset(data, batch_size: int = 8, image_size=None, crop: str | None = No
 
 
 @shows_options(*DALI_OPTIONS)
-def keras_sequence(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
-                   shuffle: bool | None = None, seed: int | None = None, *, workers: int = 1,
-                   use_multiprocessing: bool = False,
-                   max_queue_size: int = 10, **options):
+def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
+                   crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
+                   seed: int | None = None, *, workers: int = 1, use_multiprocessing: bool = False,
+                   max_queue_size: int = 10, **options) -> keras.utils.PyDataset:
     """The same spec decoded with OpenCV on the CPU, as a ``keras.utils.PyDataset`` of numpy batches.
 
-    Shapes, dtypes and epoch order (the shared sampler) are those of ``tf_dataset``; ``workers``,
-    ``use_multiprocessing`` and ``max_queue_size`` are Keras' PyDataset options.
+    Shapes, dtypes and epoch order (the shared sampler) are those of :func:`tf_dataset`.
+
+    Args:
+        data: a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan``.
+        batch_size: samples per batch.
+        image_size: as :func:`tf_dataset`'s.
+        crop: as :func:`tf_dataset`'s.
+        label_mode: as :func:`tf_dataset`'s.
+        shuffle: as :func:`tf_dataset`'s.
+        seed: as :func:`tf_dataset`'s.
+        workers: Keras' ``PyDataset`` workers (threads, or processes with ``use_multiprocessing``).
+        use_multiprocessing: Keras' ``PyDataset`` option.
+        max_queue_size: Keras' ``PyDataset`` option.
+        **options: the keyword options of :func:`~daliloader.plan.make_plan` but DALI's own
+            (``num_threads``, ``prefetch``, ``device_id``), which are refused.
+
+    Returns:
+        A ``keras.utils.PyDataset``: ``len()`` batches per epoch, ``[i]`` batch ``i`` as numpy arrays.
+
+    Raises:
+        daliloader.errors.SpecError: an argument that is not valid, or an option of the DALI backends.
+        daliloader.errors.DataError: data that cannot be read as asked, named.
+        daliloader.errors.LoadError: while reading a batch, a file that cannot be decoded, named.
     """
     check_count("workers", workers)
     dali_only = sorted(set(options) & set(DALI_OPTIONS))
@@ -100,16 +153,36 @@ def keras_sequence(data, batch_size: int = 8, image_size=None, crop: str | None 
 
 
 @shows_options()
-def dali_pipeline(data, batch_size: int = 8, image_size=None, crop: str | None = None, label_mode: str = "onehot",
-                  shuffle: bool | None = None, seed: int | None = None, backend: str = "auto", *, outputs=None,
-                  **options):
-    """The same DALI pipeline without TensorFlow: returns ``(pipeline, steps_per_epoch)``.
+def dali_pipeline(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
+                  crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
+                  seed: int | None = None, backend: str = "auto", *, outputs=None,
+                  **options) -> tuple[nvidia.dali.Pipeline, int]:
+    """The same DALI pipeline without TensorFlow.
 
-    ``pipeline.run()`` returns one batch of ``outputs`` (any of ``image``, ``labels``, ``weight``,
-    ``index``; by default what ``tf_dataset``'s batches hold: ``(image, labels)``, and ``weight`` with
-    ``drop_remainder=False``, as in evaluation); consecutive runs walk through the epochs exactly as
-    ``tf_dataset`` does. A decoder failure raises a :class:`~daliloader.errors.LoadError` that names the
-    files in flight.
+    Consecutive ``pipeline.run()`` calls walk through the epochs exactly as :func:`tf_dataset` does.
+
+    Args:
+        data: a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan``.
+        batch_size: samples per batch.
+        image_size: as :func:`tf_dataset`'s.
+        crop: as :func:`tf_dataset`'s.
+        label_mode: as :func:`tf_dataset`'s.
+        shuffle: as :func:`tf_dataset`'s.
+        seed: as :func:`tf_dataset`'s.
+        backend: ``"auto"``, ``"dali-gpu"`` or ``"dali-cpu"``.
+        outputs: what ``pipeline.run()`` returns, any of ``"image"``, ``"labels"``, ``"weight"``,
+            ``"index"`` (the sample index, -1 for padding); None: what :func:`tf_dataset`'s batches hold,
+            ``(image, labels)``, and ``weight`` with ``drop_remainder=False``, as in evaluation.
+        **options: the keyword options of :func:`~daliloader.plan.make_plan`.
+
+    Returns:
+        ``(pipeline, steps_per_epoch)``: the built DALI pipeline and its batches per epoch.
+
+    Raises:
+        daliloader.errors.SpecError: an argument that is not valid, named with what it takes.
+        daliloader.errors.DataError: data that cannot be read as asked, named.
+        daliloader.errors.LoadError: from ``pipeline.run()``, a decoder failure, naming the files in
+            flight.
     """
     plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs, **options)
@@ -117,10 +190,11 @@ def dali_pipeline(data, batch_size: int = 8, image_size=None, crop: str | None =
 
 
 @shows_options("shard_id", "num_shards", "device_id")
-def distribute(strategy, data, global_batch_size: int | None = None, image_size=None, crop: str | None = None,
-               label_mode: str = "onehot", shuffle: bool | None = None, seed: int | None = None, backend: str = "auto",
-               **options):
-    """``tf_dataset`` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.
+def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_batch_size: int | None = None,
+               image_size: ImageSize | None = None, crop: Crop | None = None, label_mode: LabelMode = "onehot",
+               shuffle: bool | None = None, seed: int | None = None, backend: str = "auto",
+               **options) -> tf.distribute.DistributedDataset:
+    """:func:`tf_dataset` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.
 
     ``MirroredStrategy``: one pipeline per replica, built on that replica's device (a DALI GPU pipeline
     on the CUDA device behind the replica's GPU), reading shard ``replica`` of ``replicas`` with batch
@@ -134,10 +208,31 @@ def distribute(strategy, data, global_batch_size: int | None = None, image_size=
     with several replicas is refused: TensorFlow would hand each replica a whole per-worker batch in
     turn (it does not split batches), so ``global_batch_size`` would not hold; run one worker process
     per GPU. The per-worker stream is endless: pass ``steps_per_epoch=dataset.steps_per_epoch`` (under
-    MirroredStrategy Keras knows the epoch length).
+    MirroredStrategy Keras knows the epoch length). All shards share one seed (drawn here when ``seed``
+    is None), so their permutations agree and the shards are disjoint every epoch.
 
-    All shards share one seed (drawn here when ``seed`` is None), so their permutations agree and the
-    shards are disjoint every epoch. Other arguments are those of :func:`tf_dataset`.
+    Args:
+        strategy: a ``tf.distribute`` strategy (``MirroredStrategy``, ``MultiWorkerMirroredStrategy``, or
+            the default one).
+        data: a :class:`~daliloader.data.SegmentationData` (not a plan: one is made per replica or worker).
+        global_batch_size: the batch of all replicas together, a multiple of their number.
+        image_size: as :func:`tf_dataset`'s.
+        crop: as :func:`tf_dataset`'s.
+        label_mode: as :func:`tf_dataset`'s.
+        shuffle: as :func:`tf_dataset`'s.
+        seed: as :func:`tf_dataset`'s (None: one drawn here, shared by the shards).
+        backend: as :func:`tf_dataset`'s.
+        **options: the keyword options of :func:`~daliloader.plan.make_plan` but those set per replica or
+            worker (``shard_id``, ``num_shards``, ``device_id``), which are refused.
+
+    Returns:
+        A ``tf.distribute.DistributedDataset`` with ``steps_per_epoch``, the batches per epoch.
+
+    Raises:
+        daliloader.errors.SpecError: an argument that is not valid, a ``batch_size`` instead of
+            ``global_batch_size``, or several replicas on one worker without a DALI backend.
+        daliloader.errors.DataError: data that cannot be read as asked, named.
+        daliloader.errors.LoadError: while iterating, a file that cannot be decoded, named.
     """
     import tensorflow as tf
 

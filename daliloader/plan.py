@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import augment, maskcache
 from .backends import dali_gpu_count
 from .data import SegmentationData
+from .draws import Range
 from .errors import DataError, SpecError
 from .sampler import Sampler
-from .spec import OPTIONS, Preprocess, check_count, make_spec
+from .spec import OPTIONS, Crop, DType, ImageSize, LabelMode, Preprocess, check_count, make_spec
 
 #: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
 #: the last evaluation batch), sample indices (-1: padding; DALI pipelines run alone only).
@@ -49,13 +51,15 @@ class Plan:
         return self.sampler.steps
 
 
-def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop: str | None = None,
-              label_mode: str = "onehot", shuffle: bool | None = None, seed: int | None = None, *,
-              training: bool = True, scale=None, flip: float | None = None, rotate=None, brightness=None,
-              contrast=None, saturation=None, hue=None, mean=None, std=None, dtype: str = "float32",
-              drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
-              num_threads: int | None = None, prefetch: int = 2, device_id: int = 0, outputs=None,
-              caller: str = "make_plan", **options) -> Plan:
+def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize | None = None,
+              crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
+              seed: int | None = None, *, training: bool = True, scale: Range | None = None,
+              flip: float | None = None, rotate: Range | None = None, brightness: Range | None = None,
+              contrast: Range | None = None, saturation: Range | None = None, hue: Range | None = None,
+              mean: Sequence[float] | float | None = None, std: Sequence[float] | float | None = None,
+              dtype: DType = "float32", drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
+              num_threads: int | None = None, prefetch: int = 2, device_id: int = 0,
+              outputs: Sequence[str] | None = None, caller: str = "make_plan", **options) -> Plan:
     """Validate a loader's arguments and plan the loader.
 
     ``training`` (True) or evaluation (False) sets the defaults (docs/training.md, "Evaluation mode"):
@@ -71,17 +75,41 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size=None, crop
                                                    declared stages)
     ==================  =========================  ===========================================
 
-    ``image_size`` None takes the images' own size, which they must all share (else a DataError names
-    the sizes found). ``scale``, ``flip``, ``rotate``, ``brightness``, ``contrast``, ``saturation``,
-    ``hue``, ``mean``, ``std`` and ``dtype`` are the preprocessing options of
-    :func:`daliloader.spec.make_spec` (None: off); ``options`` takes the declared stages' options
-    (:mod:`daliloader.augment`: ``vflip``, ``blur``, ``gamma``, ``erase``...; None: off), which the
-    signature lists, and nothing else: a keyword that is not an option is named, with the closest one.
     Batches are ``(image, labels)``, and ``(image, labels, weights)`` when not dropping the remainder:
     per-pixel weights, 0 on padding samples and ignored pixels. Class weights belong to the loss, not the
-    batches (:mod:`daliloader.losses`). ``shard_id``/``num_shards`` choose a worker's part of the data.
-    ``outputs`` overrides what a batch holds (any of :data:`OUTPUTS`). ``num_threads``, ``prefetch`` and
-    ``device_id`` are the DALI backends'. ``caller`` names the public function in error messages.
+    batches (:mod:`daliloader.losses`).
+
+    Args:
+        data: the pairs (:class:`~daliloader.data.SegmentationData`).
+        batch_size: samples per batch (per worker or replica).
+        image_size: ``(height, width)`` of the outputs, or one int; None: the images' own size, which they
+            must all share (else a DataError names the sizes found).
+        crop: ``"random"``, ``"center"``, ``"resize"`` or ``"fit"`` (None: see the table).
+        label_mode: ``"onehot"`` or ``"int"``.
+        shuffle: reshuffle every epoch (None: see the table).
+        seed: fixes the order and the draws.
+        training: training (True) or evaluation (False) defaults, as the table says.
+        scale: the preprocessing options of :func:`daliloader.spec.make_spec` (None: off), as are
+            ``flip``, ``rotate``, ``brightness``, ``contrast``, ``saturation``, ``hue``, ``mean``, ``std``
+            and ``dtype``.
+        drop_remainder: full batches only (None: see the table).
+        shard_id: this worker's part of the data, of ``num_shards``.
+        num_threads: DALI's CPU threads (None: every core).
+        prefetch: DALI's prefetch queue depth, in batches.
+        device_id: the CUDA device of dali-gpu, as DALI numbers GPUs.
+        outputs: what a batch holds, any of :data:`OUTPUTS` (None: as above).
+        caller: the public function that error messages name.
+        **options: the declared stages' options (:mod:`daliloader.augment`: ``vflip``, ``blur``,
+            ``gamma``, ``erase``...; None: off), which the signature lists, and nothing else: a keyword
+            that is not an option is named, with the closest one.
+
+    Returns:
+        The frozen :class:`Plan`.
+
+    Raises:
+        daliloader.errors.SpecError: an argument that is not valid, named with what it takes.
+        daliloader.errors.DataError: ``data`` that is not a SegmentationData, or images of several sizes
+            without an ``image_size``.
     """
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")

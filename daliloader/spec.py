@@ -21,18 +21,25 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from .augment import OPTIONS as STAGE_OPTIONS
 from .augment import Stage, make_stages
-from .draws import check_choice, check_probability, check_range
+from .draws import Range, check_choice, check_probability, check_range
 from .errors import SpecError, user_stacklevel
 
 #: random: a window placed at random (zoomed with ``scale``); center: the centre window; resize: the
 #: whole image stretched to ``image_size``; fit: the whole image scaled to fit inside ``image_size``
 #: (aspect ratio kept), centred and padded.
-CROPS = ("random", "center", "resize", "fit")
-LABEL_MODES = ("onehot", "int")
-DTYPES = ("float32", "float16", "bfloat16")
+Crop = Literal["random", "center", "resize", "fit"]
+#: onehot: float32 ``[H, W, C]`` rows; int: int32 ``[H, W]`` class indices with the ignore index.
+LabelMode = Literal["onehot", "int"]
+#: The images' floating-point type.
+DType = Literal["float32", "float16", "bfloat16"]
+#: The output size: ``(height, width)``, or one int for a square.
+ImageSize = int | tuple[int, int]
+#: The choices of each, as the checks list them (the types above are their one definition).
+CROPS, LABEL_MODES, DTYPES = get_args(Crop), get_args(LabelMode), get_args(DType)
 #: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode: the
 #: prologue's, then the declared stages' (:mod:`daliloader.augment`).
 OPTIONS = ("scale", "flip", "rotate", "brightness", "contrast", "saturation", "hue", "mean", "std",
@@ -47,7 +54,7 @@ class Preprocess:
     are ``(low, high)`` of uniform draws; the identity range means the stage is off."""
 
     image_size: tuple[int, int]
-    crop: str = "random"
+    crop: Crop = "random"
     scale: tuple[float, float] = (1.0, 1.0)
     flip: float = 0.5
     rotate: tuple[float, float] = (0.0, 0.0)  # degrees, counter-clockwise
@@ -55,10 +62,10 @@ class Preprocess:
     contrast: tuple[float, float] = (1.0, 1.0)
     saturation: tuple[float, float] = (1.0, 1.0)
     hue: tuple[float, float] = (0.0, 0.0)  # degrees
-    label_mode: str = "onehot"
+    label_mode: LabelMode = "onehot"
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    dtype: str = "float32"
+    dtype: DType = "float32"
     augment: tuple[Stage, ...] = ()  # the declared stages that are on, in order (daliloader.augment)
 
     @property
@@ -84,20 +91,20 @@ class Preprocess:
 
 
 def make_spec(
-    image_size,
-    crop: str = "random",
-    scale=None,
+    image_size: ImageSize,
+    crop: Crop = "random",
+    scale: Range | None = None,
     flip: float | None = None,
-    label_mode: str = "onehot",
+    label_mode: LabelMode = "onehot",
     mean: Sequence[float] | float | None = None,
     std: Sequence[float] | float | None = None,
-    dtype: str = "float32",
+    dtype: DType = "float32",
     *,
-    rotate=None,
-    brightness=None,
-    contrast=None,
-    saturation=None,
-    hue=None,
+    rotate: Range | None = None,
+    brightness: Range | None = None,
+    contrast: Range | None = None,
+    saturation: Range | None = None,
+    hue: Range | None = None,
     augment: Mapping[str, object] | None = None,
 ) -> Preprocess:
     """Validate user arguments and build the :class:`Preprocess` spec.

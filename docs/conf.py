@@ -44,3 +44,17 @@ nitpick_ignore_regex = [
     # a dataclass field annotated dict[str, X] reaches the nitpicker split at its comma
     (r"py:class", r"dict\[str"),
 ]
+
+
+def google_sections(app, what, name, obj, options, lines):
+    """The public functions' ``Args:``/``Returns:``/``Raises:`` sections (Keras' docstring style) as
+    Sphinx fields, through napoleon's parser. Functions and methods only: napoleon would read the
+    ``text: more text`` of an attribute's doc comment as a type."""
+    from sphinx.ext.napoleon import Config, GoogleDocstring
+
+    if what in ("function", "method"):
+        lines[:] = GoogleDocstring(lines, Config(), app, what, name, obj, options).lines()
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", google_sections)

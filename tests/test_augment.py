@@ -5,6 +5,7 @@ checks, the loaders' signatures, the CLI's flags and the docs' table, all made f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,35 +27,56 @@ def stage(**options) -> augment.Stage:
     return made
 
 
-#: One row per declared stage (and per way it treats the labels): the stage, the draws of its own slots for
-#: a few samples (edges included), and how far a framework's pixels may be from the reference's, in levels
-#: (float arithmetic in another order rounds a few pixels the other way; geometry and fills are exact).
+@dataclass(frozen=True)
+class Row:
+    """A declared stage, the draws of its own slots for a few samples (edges included), and how far a
+    framework's pixels may be from the reference's, in levels (float arithmetic in another order rounds a
+    few pixels the other way; geometry and fills are exact); ``wide``: uint16 labels, ignore index 300."""
+
+    stage: augment.Stage
+    draws: list
+    levels: int = 0
+    wide: bool = False
+
+
+#: One row per declared stage (and per case its kernels treat apart).
 ROWS = {
-    "vflip": (stage(vflip=0.5), [[0.2], [0.7], [0.0]], 0),
-    "blur": (stage(blur=(0.3, 4.0)), [[0.0], [0.3], [0.99999994]], 1),
-    "gamma": (stage(gamma=(0.4, 2.5)), [[0.0], [0.5], [0.99999994]], 1),
-    "erase, labels kept": (stage(erase=0.8, erase_value=77), [[0.1, 0.5, 0.5, 0.2, 0.9], [0.9, 0.5, 0.5, 0.5, 0.5],
-                                                               [0.0, 0.99, 0.99, 0.99999994, 0.0]], 0),
-    "erase, labels ignored": (stage(erase=1.0, erase_scale=(0.1, 0.9), erase_ratio=(0.2, 5.0), erase_value=255,
-                                    erase_mask="ignore"),
-                              [[0.5, 0.0, 0.0, 0.0, 0.0], [0.5, 0.99, 0.99, 0.5, 0.5], [0.0, 0.7, 0.3, 0.99, 0.1]], 0),
+    "vflip": Row(stage(vflip=0.5), [[0.2], [0.7], [0.0]]),
+    "vflip, wide labels": Row(stage(vflip=1.0), [[0.5]], wide=True),
+    "blur": Row(stage(blur=(0.3, 4.0)), [[0.0], [0.3], [0.99999994]], 1),
+    "blur wider than the image": Row(stage(blur=(8.0, 10.0)), [[0.0], [0.99999994]], 1),
+    "gamma": Row(stage(gamma=(0.4, 2.5)), [[0.0], [0.5], [0.99999994]], 1),
+    "erase, labels kept": Row(stage(erase=0.8, erase_value=77), [[0.1, 0.5, 0.5, 0.2, 0.9], [0.9, 0.5, 0.5, 0.5, 0.5],
+                                                               [0.0, 0.99, 0.99, 0.99999994, 0.0]]),
+    "erase, labels ignored": Row(stage(erase=1.0, erase_scale=(0.1, 0.9), erase_ratio=(0.2, 5.0), erase_value=255,
+                                       erase_mask="ignore"),
+                                 [[0.5, 0.0, 0.0, 0.0, 0.0], [0.5, 0.99, 0.99, 0.5, 0.5], [0.0, 0.7, 0.3, 0.99, 0.1]]),
+    "erase, wide labels ignored": Row(stage(erase=1.0, erase_mask="ignore"), [[0.5, 0.9, 0.4, 0.3, 0.6]], wide=True),
 }
 
 
-def cases(name: str):
-    """The row's image, labels (H, W) and full draws per sample."""
-    made, slots, _ = ROWS[name]
+def inputs(wide: bool = False):
+    """An image, its labels (H, W) and their ignore index."""
     rng = np.random.default_rng(11)
     image = rng.integers(0, 256, SIZE + (3,), np.uint8)
-    labels = np.kron(rng.integers(0, 5, (5, 7)), np.ones((4, 4), np.int64)).astype(np.uint8)
-    u = np.full((len(slots), augment.DRAWS), 0.5, np.float32)
-    first = made.first_draw()
-    u[:, first:first + made.draws] = slots
-    return made, image, labels, u
+    labels = np.kron(rng.integers(0, 5, (5, 7)), np.ones((4, 4), np.int64))
+    if wide:
+        return image, (labels * 1000).astype(np.uint16), 300
+    return image, labels.astype(np.uint8), IGNORE
 
 
-def reference(made, image, labels, u):
-    return made.apply(image, labels, made.params(u, *SIZE), IGNORE)
+def cases(name: str):
+    """The row's stage, image, labels (H, W), ignore index, and full draws per sample."""
+    row = ROWS[name]
+    image, labels, ignore = inputs(row.wide)
+    u = np.full((len(row.draws), augment.DRAWS), 0.5, np.float32)
+    first = row.stage.first_draw()
+    u[:, first:first + row.stage.draws] = row.draws
+    return row.stage, image, labels, ignore, u
+
+
+def reference(made, image, labels, u, ignore=IGNORE):
+    return made.apply(image, labels, made.params(u, *SIZE), ignore)
 
 
 def assert_close(got: np.ndarray, want: np.ndarray, levels: int, what: str) -> None:
@@ -68,13 +90,14 @@ def assert_close(got: np.ndarray, want: np.ndarray, levels: int, what: str) -> N
 def test_dali_kernel_is_the_reference(name, device):
     from daliloader.backends import dali_augment
 
-    made, image, labels, u = cases(name)
+    made, image, labels, ignore, u = cases(name)
     n = len(u)
     out = run_dali(device, {"image": [image] * n, "labels": [labels[..., None]] * n, "u": list(u)},
-                   lambda image, labels, u: dali_augment.apply((made,), image, labels, u, SIZE, IGNORE), n)
+                   lambda image, labels, u: dali_augment.apply((made,), image, labels, u, SIZE, ignore), n)
     for k in range(n):
-        want_image, want_labels = reference(made, image, labels, u[k])
-        assert_close(out[k], want_image, ROWS[name][2], f"image of sample {k}")
+        want_image, want_labels = reference(made, image, labels, u[k], ignore)
+        assert_close(out[k], want_image, ROWS[name].levels, f"image of sample {k}")
+        assert out[n + k].dtype == labels.dtype
         np.testing.assert_array_equal(out[n + k][..., 0], want_labels)
 
 
@@ -83,12 +106,53 @@ def test_tensorflow_kernel_is_the_reference(name):
     tf = pytest.importorskip("tensorflow")
     from daliloader.backends import tf_augment
 
-    made, image, labels, u = cases(name)
+    made, image, labels, ignore, u = cases(name)
     for k in range(len(u)):
         got_image, got_labels = tf_augment.apply((made,), tf.constant(image), tf.constant(labels[..., None]),
-                                                 tf.constant(u[k]), IGNORE)
-        want_image, want_labels = reference(made, image, labels, u[k])
-        assert_close(got_image.numpy(), want_image, ROWS[name][2], f"image of sample {k}")
+                                                 tf.constant(u[k]), ignore)
+        want_image, want_labels = reference(made, image, labels, u[k], ignore)
+        assert_close(got_image.numpy(), want_image, ROWS[name].levels, f"image of sample {k}")
+        assert got_labels.dtype == labels.dtype
+        np.testing.assert_array_equal(got_labels.numpy()[..., 0], want_labels)
+
+
+#: Every declared stage on at once, and draws that turn each one on.
+ALL = augment.make_stages(dict(vflip=0.5, blur=(0.5, 2.0), gamma=0.5, erase=0.9, erase_value=9, erase_mask="ignore"))
+
+
+def all_draws() -> np.ndarray:
+    rng = np.random.default_rng(5)
+    u = rng.random((4, augment.DRAWS), dtype=np.float32)
+    u[:, ALL[-1].first_draw()] = 0.1  # erasing on in every sample
+    return u
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_stage_in_one_dali_graph_is_the_reference(device):
+    """The stages hand over to each other (layouts, dtypes) inside one graph as the reference chains them."""
+    from daliloader.backends import dali_augment
+
+    image, labels, _ = inputs()
+    u = all_draws()
+    n = len(u)
+    out = run_dali(device, {"image": [image] * n, "labels": [labels[..., None]] * n, "u": list(u)},
+                   lambda image, labels, u: dali_augment.apply(ALL, image, labels, u, SIZE, IGNORE), n)
+    for k in range(n):
+        want_image, want_labels = augment.apply(ALL, image, labels, u[k], IGNORE)
+        assert_close(out[k], want_image, 1, f"image of sample {k}")
+        np.testing.assert_array_equal(out[n + k][..., 0], want_labels)
+
+
+def test_every_stage_in_tensorflow_is_the_reference():
+    tf = pytest.importorskip("tensorflow")
+    from daliloader.backends import tf_augment
+
+    image, labels, _ = inputs()
+    for uu in all_draws():
+        got_image, got_labels = tf_augment.apply(ALL, tf.constant(image), tf.constant(labels[..., None]),
+                                                 tf.constant(uu), IGNORE)
+        want_image, want_labels = augment.apply(ALL, image, labels, uu, IGNORE)
+        assert_close(got_image.numpy(), want_image, 1, "image")
         np.testing.assert_array_equal(got_labels.numpy()[..., 0], want_labels)
 
 
@@ -96,16 +160,15 @@ def test_every_declared_stage_has_a_row_and_a_kernel_everywhere():
     from daliloader.backends import dali_augment, tf_augment
 
     assert set(dali_augment.KERNELS) == set(tf_augment.KERNELS) == set(augment.STAGES)
-    assert {type(made) for made, _, _ in ROWS.values()} == set(augment.STAGES)
-    assert augment.FIRST_DRAW + sum(s.draws for s in augment.STAGES) == augment.DRAWS
+    assert {type(row.stage) for row in ROWS.values()} == set(augment.STAGES)
 
 
 def test_the_references_do_what_their_names_say():
-    made, image, labels, u = cases("vflip")
+    made, image, labels, _, u = cases("vflip")
     flipped, flipped_labels = reference(made, image, labels, u[0])
     np.testing.assert_array_equal(flipped, image[::-1])
     np.testing.assert_array_equal(flipped_labels, labels[::-1])
-    made, image, labels, u = cases("erase, labels ignored")
+    made, image, labels, _, u = cases("erase, labels ignored")
     top, left, h, w = (int(v) for v in made.params(u[2], *SIZE))
     erased, erased_labels = reference(made, image, labels, u[2])
     assert 0.1 * 0.8 <= h * w / (SIZE[0] * SIZE[1]) <= 0.9 * 1.2  # the drawn area, its sides rounded
@@ -115,9 +178,9 @@ def test_the_references_do_what_their_names_say():
     outside[top:top + h, left:left + w] = False
     np.testing.assert_array_equal(erased[outside], image[outside])
     flat = np.full(SIZE + (3,), 100, np.uint8)
-    made, _, _, u = cases("blur")
+    made, _, _, _, u = cases("blur")
     np.testing.assert_array_equal(reference(made, flat, labels, u[1])[0], flat)  # a blur keeps a flat image
-    made, _, _, u = cases("gamma")
+    made, _, _, _, u = cases("gamma")
     bright, dark = (reference(made, image, labels, u[k])[0].astype(int) for k in (0, 2))  # g = 0.4, then 2.5
     assert (bright >= image).all() and (dark <= image).all()
 
@@ -169,34 +232,42 @@ def test_erasing_is_one_rectangle_of_its_range_on_every_backend(mirror_data, bac
     assert len(set(boxes)) > 1, boxes
 
 
-def test_vertical_flip_rate(tmp_path, backend):
-    """vflip=0.3, beside the horizontal flip (which draws from its own slot): about 30% of the samples
-    come upside down."""
+def test_vertical_flip_rate_and_its_own_draw(tmp_path, backend):
+    """vflip=0.3 beside the horizontal flip at 0.5: a quarter of a label in a corner shows which flips a
+    sample got; about 30% come upside down, 50% mirrored, and 15% both (the two draws independent)."""
     from conftest import PALETTE, write_pairs
 
     lab = np.zeros((16, 16), np.int64)
-    lab[8:] = 5
+    lab[:8, :8] = 5
     data = write_pairs(tmp_path, [PALETTE[lab]] * 8, [PALETTE[lab]] * 8)
-    flips = []
+    vertical, horizontal = [], []
     for epoch in range(12):
         batches = one_epoch(backend, data, batch_size=4, image_size=(16, 16), crop="random", flip=0.5, vflip=0.3,
                             label_mode="int", seed=epoch)
-        flips += [bool(y[0, 0] == 5) for b in batches for y in b[1]]
-    assert 0.18 < np.mean(flips) < 0.42, np.mean(flips)
+        for y in (y for b in batches for y in b[1]):
+            corner = [int(y[r, c] == 5) for r, c in ((0, 0), (0, 15), (15, 0), (15, 15))].index(1)
+            vertical.append(corner >= 2)
+            horizontal.append(corner % 2 == 1)
+    vertical, horizontal = np.array(vertical), np.array(horizontal)
+    assert 0.18 < vertical.mean() < 0.42 and 0.35 < horizontal.mean() < 0.65, (vertical.mean(), horizontal.mean())
+    assert 0.06 < (vertical & horizontal).mean() < 0.25, (vertical & horizontal).mean()
 
 
 # ---------------------------------------------------------------- the options, as declared
 @pytest.mark.parametrize("options, message", [
     (dict(vflip=1.5), "vflip is a probability in [0, 1]"),
-    (dict(blur=-1), "blur=(-1, -1) must satisfy 0 < min"),
+    (dict(blur=-1), "blur=(-1, -1) must satisfy 0.01 <= min"),
     (dict(blur=(2.0, 1.0)), "blur=(2, 1) must satisfy"),
     (dict(blur=(1.0, 30.0)), "pixels (sigma)"),
+    (dict(blur=1e-46), "must satisfy 0.01 <= min"),
+    (dict(erase=0.5, erase_ratio=(1e-40, 1.0)), "must satisfy 0.01 <= min"),
+    (dict(gamma="12"), "gamma must be a number or a (min, max) pair"),
     (dict(gamma=(0.0, 2.0)), "gamma=(0, 2) must satisfy 0 < min"),
     (dict(gamma="strong"), "gamma must be a number or a (min, max) pair of exponents"),
     (dict(erase=0.5, erase_value=300), "erase_value is a pixel value, an integer in 0..255"),
     (dict(erase=0.5, erase_mask="zero"), "erase_mask='zero' is not supported; use 'keep' or 'ignore'"),
     (dict(erase=0.5, erase_scale=(0.0, 0.5)), "erase_scale=(0, 0.5) must satisfy 0 < min"),
-    (dict(erase_scale=(0.1, 0.5)), "erase_scale set erase's stage, which is off: pass erase= too"),
+    (dict(erase_scale=(0.1, 0.5)), "erase_scale set the stage that erase= turns on, and erase is not given"),
 ])
 def test_options_are_checked_by_name(synth_data, options, message):
     with pytest.raises(SpecError) as e:
@@ -215,6 +286,7 @@ def test_evaluation_refuses_them_and_a_misspelt_one_is_named(synth_data):
 
 def test_zero_is_off_and_none_is_the_default(synth_data):
     assert make_plan(synth_data, image_size=32, vflip=0.0, blur=0, gamma=0, erase=0.0).spec.augment == ()
+    assert make_plan(synth_data, image_size=32, erase=0, erase_scale=(0.1, 0.2)).spec.augment == ()  # a sweep's "off"
     assert make_plan(synth_data, image_size=32, vflip=None, erase_mask=None).spec.augment == ()
     spec = make_plan(synth_data, image_size=32, gamma=0.2, vflip=0.5).spec
     assert [type(s) for s in spec.augment] == [augment.VerticalFlip, augment.Gamma]  # the order of STAGES
@@ -232,15 +304,20 @@ def test_the_loaders_signatures_list_every_declared_option(loader):
 
 
 def test_preview_takes_every_declared_option_as_a_flag():
+    """Each declared option is a flag of its name, its value read as the option takes it (its default,
+    written as a user would)."""
     from daliloader.cli import build_parser, preview_recipe
 
-    flags = ["preview", "-o", "x.png", "--vflip", "0.5", "--blur", "0.5,1.5", "--gamma", "0.2", "--erase", "1",
-             "--erase-scale", "0.1,0.3", "--erase-ratio", "0.5,2", "--erase-value", "200", "--erase-mask", "ignore"]
-    assert {"--" + name.replace("_", "-") for name in augment.OPTIONS} <= set(flags)
+    def text(value) -> str:
+        return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+    flags = ["preview", "-o", "x.png"]
+    for name, option in augment.OPTIONS.items():
+        flags += ["--" + name.replace("_", "-"), text(option.default)]
     recipe = preview_recipe(build_parser().parse_args(flags))
-    assert {k: recipe[k] for k in augment.OPTIONS} == dict(
-        vflip=0.5, blur=(0.5, 1.5), gamma=0.2, erase=1, erase_scale=(0.1, 0.3), erase_ratio=(0.5, 2),
-        erase_value=200, erase_mask="ignore")
+    assert {k: recipe[k] for k in augment.OPTIONS} == {name: o.default for name, o in augment.OPTIONS.items()}
+    assert augment.from_text("1e-3") == 0.001 and augment.from_text("0.5,1") == (0.5, 1)
+    assert augment.from_text("ignore") == "ignore" and augment.from_text("0.5,") == "0.5,"
 
 
 def test_the_docs_options_table_is_the_declarations():

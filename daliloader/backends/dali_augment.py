@@ -3,23 +3,17 @@ reference's formula, on the CPU and the GPU alike, inside the DALI graph (:mod:`
 
 A kernel takes the stage, the uint8 RGB image ``(H, W, 3)``, the class indices ``(H, W, 1)`` and the
 sample's parameters (:meth:`~daliloader.augment.Stage.params` evaluated on DALI nodes with
-:data:`DALI_MATH`: CPU nodes, which DALI takes as per-sample arguments on either device), and returns
+:data:`~.dali_math.DALI_MATH`: CPU nodes, which DALI takes as per-sample arguments on either device), and returns
 the image and the labels.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from nvidia.dali import fn, types
 from nvidia.dali import math as dmath
 
 from .. import augment
-
-#: The draws' arithmetic (:mod:`daliloader.draws`) on DALI nodes.
-DALI_MATH = SimpleNamespace(floor=dmath.floor, abs=dmath.abs, maximum=dmath.max, minimum=dmath.min, sqrt=dmath.sqrt,
-                            exp=dmath.exp, to_int=lambda x: fn.cast(x, dtype=types.INT32),
-                            to_float=lambda x: fn.cast(x, dtype=types.FLOAT))
+from .dali_math import DALI_MATH
 
 
 def apply(stages, image, labels, u, image_size: tuple[int, int], ignore_index: int):

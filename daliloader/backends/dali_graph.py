@@ -4,7 +4,7 @@
 This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset``
 (:mod:`daliloader.backends.dali_tf`) and with DALI alone (``dali_pipeline``: GPU checks, benchmarks,
 other frameworks). Each stage implements its reference in :mod:`daliloader.stages` with DALI ops; the
-crop window is the reference's own arithmetic evaluated on DALI nodes (:data:`.dali_augment.DALI_MATH`).
+crop window is the reference's own arithmetic evaluated on DALI nodes (:data:`.dali_math.DALI_MATH`).
 
 Reading files: three per-sample inputs (image path, mask path, sample index) are pure functions of
 the stream position through one :class:`~daliloader.sampler.Sampler`, so image and mask are paired by
@@ -60,7 +60,7 @@ from ..plan import Plan
 from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
 from . import dali_augment, pair_guard
-from .dali_augment import DALI_MATH
+from .dali_math import DALI_MATH
 
 log = logging.getLogger("daliloader")
 

@@ -29,7 +29,7 @@ def vflip(stage, image, labels, params, ignore_index):
     return tf.where(flip, tf.reverse(image, [0]), image), tf.where(flip, tf.reverse(labels, [0]), labels)
 
 
-def reflect_101(n: int, radius: int):
+def reflect_101(n: int, radius):
     """Indices of ``range(-radius, n + radius)`` reflected into ``[0, n)`` without repeating the edge
     (OpenCV's ``BORDER_REFLECT_101``, any radius)."""
     period = max(2 * (n - 1), 1)
@@ -38,21 +38,17 @@ def reflect_101(n: int, radius: int):
 
 
 def blur(stage, image, labels, params, ignore_index):
-    """The reference's kernel (:func:`~daliloader.augment.gaussian_kernel`) for this sample's sigma,
-    zero beyond its radius inside one kernel of the range's largest radius, so that the shapes are static;
-    the border reflected by gathering, then one depthwise convolution per axis."""
-    sigma = tf.cast(params[0], tf.float32)
-    most = augment.blur_radius(stage.blur[1])
-    x = tf.range(-most, most + 1, dtype=tf.float32)
-    k = tf.where(tf.abs(x) <= tf.math.ceil(3.0 * sigma), tf.exp(-x * x / (2.0 * sigma * sigma)), 0.0)
-    k /= tf.reduce_sum(k)
+    """The reference's kernel (:func:`~daliloader.augment.gaussian_weights`) of this sample's radius, the
+    border reflected by gathering, then one depthwise convolution per axis."""
+    r = augment.blur_radius(params[0], TF_MATH)
+    k = augment.gaussian_weights(tf.cast(tf.range(-r, r + 1), tf.float32), params[0], TF_MATH)
     height, width = image.shape[0], image.shape[1]
-    x = tf.gather(tf.gather(tf.cast(image, tf.float32), reflect_101(height, most), axis=0),
-                  reflect_101(width, most), axis=1)[None]
-    size = 2 * most + 1
-    x = tf.nn.depthwise_conv2d(x, tf.tile(tf.reshape(k, [size, 1, 1, 1]), [1, 1, 3, 1]), [1, 1, 1, 1], "VALID")
-    x = tf.nn.depthwise_conv2d(x, tf.tile(tf.reshape(k, [1, size, 1, 1]), [1, 1, 3, 1]), [1, 1, 1, 1], "VALID")
-    return to_uint8(x[0]), labels
+    x = tf.gather(tf.gather(tf.cast(image, tf.float32), reflect_101(height, r), axis=0), reflect_101(width, r),
+                  axis=1)[None]
+    taps = tf.tile(k[:, None, None, None], [1, 1, 3, 1])
+    x = tf.nn.depthwise_conv2d(x, taps, [1, 1, 1, 1], "VALID")
+    x = tf.nn.depthwise_conv2d(x, tf.transpose(taps, [1, 0, 2, 3]), [1, 1, 1, 1], "VALID")
+    return tf.ensure_shape(to_uint8(x[0]), image.shape), labels
 
 
 def gamma(stage, image, labels, params, ignore_index):
