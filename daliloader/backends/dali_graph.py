@@ -127,8 +127,8 @@ SAMPLES_PER_THREAD = 2
 #: The fewest samples per DALI batch under TensorFlow on the host (an epoch's at most): each batch costs
 #: DALI a fixed overhead per operator, which larger batches share, and each sample of a batch holds its
 #: buffers in every operator: the value measured to keep the throughput of larger batches with less memory
-#: (docs/benchmarks.md, "On the 2-core VM, against the expert's tf.data").
-MIN_HOST_SAMPLES = 32
+#: (docs/benchmarks.md, "The samples per DALI batch, decided").
+MIN_HOST_SAMPLES = 16
 
 
 def threads(plan: Plan) -> int:
