@@ -12,6 +12,10 @@ extras). TensorFlow is imported inside the functions, so that importing this mod
 * An iterator made in Python for a dataset placed on a GPU is placed with it (:func:`placed_with`).
 * Whether TensorFlow has started its devices (:func:`tensorflow_started`), which decides whether the
   defaults ``import daliloader`` sets can still apply; asked without starting them.
+* Which ``map`` is the one with which Keras' ``fit`` applies ``class_weight``
+  (:func:`is_keras_class_weight_map`): Keras has no public way to say it is about to weigh samples by
+  class, and daliloader refuses it with where class weights go instead (their function's name, Keras'
+  internal; ``tests/test_tf_dataset.py`` fits with ``class_weight`` and fails if Keras renamed it).
 """
 
 from __future__ import annotations
@@ -57,3 +61,9 @@ def tensorflow_started() -> bool:
         return bool(context.context()._initialized)
     except (ImportError, AttributeError, RuntimeError):
         return True
+
+
+def is_keras_class_weight_map(map_func) -> bool:
+    """Whether ``map_func`` is the function Keras' ``fit(class_weight=...)`` maps a dataset with."""
+    return (getattr(map_func, "__name__", "") == "class_weights_map_fn"
+            and getattr(map_func, "__module__", "").startswith("keras"))

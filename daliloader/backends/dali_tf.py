@@ -21,7 +21,6 @@ read stopped part-way (a peek,
 from __future__ import annotations
 
 import atexit
-import functools
 import gc
 import os
 import warnings
@@ -137,10 +136,18 @@ class GPUEpochDataset(EpochDataset):
         _OPEN.add(self)
         tfloader.EpochDataset.__init__(self, stream, steps, guard, variant(stream), restart)
 
-    def __getattribute__(self, name: str):
-        if name in CPU_ONLY:
-            return functools.partial(_refuse_on_gpu, name)
-        return super().__getattribute__(name)
+
+def _refusing(name: str):
+    """A method that refuses ``ds.<name>(...)`` on a GPU stream (:func:`_refuse_on_gpu`)."""
+    def refuse(self, *args, **kwargs):
+        _refuse_on_gpu(name, *args, **kwargs)
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = f"Refused: ``{name}`` has no GPU kernel in tf.data (see ``GPUEpochDataset``)."
+    return refuse
+
+
+for _name in CPU_ONLY:  # each one shadows tf.data.Dataset's method of that name
+    setattr(GPUEpochDataset, _name, _refusing(_name))
 
 
 def _refuse_on_gpu(name: str, *args, **kwargs):

@@ -23,7 +23,7 @@ import tensorflow as tf
 from ..environment import NO_CUDA_DRIVER, filtered_stderr, tf_log_level
 from ..errors import SpecError
 from ..guard import PairGuard
-from ..tfprivate import owned_iterator, placed_with, unary_dataset, variant
+from ..tfprivate import is_keras_class_weight_map, owned_iterator, placed_with, unary_dataset, variant
 
 #: The file NVIDIA's kernel driver shows on Linux: without it there is no driver, and no GPU to use.
 NVIDIA_DRIVER = "/proc/driver/nvidia/version"
@@ -143,8 +143,7 @@ class EpochDataset(LoaderDataset):
 
 def refuse_class_weight(map_func) -> None:
     """Refuse the map with which Keras' ``fit`` applies ``class_weight`` (see the module)."""
-    if getattr(map_func, "__name__", "") == "class_weights_map_fn" and \
-            getattr(map_func, "__module__", "").startswith("keras"):
+    if is_keras_class_weight_map(map_func):
         raise SpecError("model.fit(..., class_weight=...) weighs whole samples by a class label, which a segmentation "
                         "batch does not have (its labels are per pixel). Give the class weights to the loss instead: "
                         "dl.losses.SparseCategoricalCrossentropy(class_weights=[...]) (int labels) or "
