@@ -287,10 +287,15 @@ def make_stages(options: Mapping[str, Any]) -> tuple[Stage, ...]:
     return tuple(on)
 
 
-def apply(stages: tuple[Stage, ...], image: np.ndarray, labels: np.ndarray, u, ignore_index: int):
-    """The reference of the declared stages that are on, in order, on one sample with draws ``u``."""
+def apply(stages: tuple[Stage, ...], image, labels, u, ignore_index: int, *, size=None, kernels=None, m=NUMPY):
+    """The declared stages that are on, in order, on one sample (or a DALI graph's samples) with draws
+    ``u``: each stage's parameters from ``u`` with math ``m``, for an output of ``size`` (default: the
+    image's), then its kernel from ``kernels`` (a backend's, by stage class; default: the reference,
+    :meth:`Stage.apply`, in numpy)."""
+    height, width = image.shape[:2] if size is None else size
     for stage in stages:
-        image, labels = stage.apply(image, labels, stage.params(u, *image.shape[:2]), ignore_index)
+        kernel = type(stage).apply if kernels is None else kernels[type(stage)]
+        image, labels = kernel(stage, image, labels, stage.params(u, height, width, m), ignore_index)
     return image, labels
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import backends
 from .errors import SpecError
-from .plan import Plan, make_plan, plan_of
+from .plan import Plan, make_plan, plan_of, with_keywords
 from .spec import Crop, ImageSize, LabelMode, check_count
 
 if TYPE_CHECKING:
@@ -38,12 +38,9 @@ def shows_options(*left_out: str):
     keyword option of :func:`~daliloader.plan.make_plan` (less ``left_out``), so that ``help()``,
     ``inspect.signature`` and interactive completion list them."""
     def decorate(fn):
-        own = inspect.signature(fn)
-        params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        named = {p.name for p in params} | set(left_out) | {"caller", "outputs"}
-        keywords = [p for p in inspect.signature(make_plan).parameters.values()
-                    if p.kind is p.KEYWORD_ONLY and p.name not in named]
-        fn.__signature__ = own.replace(parameters=params + keywords)
+        named = set(inspect.signature(fn).parameters) | set(left_out) | {"caller", "outputs"}
+        fn.__signature__ = with_keywords(fn, [p for p in inspect.signature(make_plan).parameters.values()
+                                              if p.kind is p.KEYWORD_ONLY and p.name not in named])
         return fn
     return decorate
 

@@ -191,16 +191,16 @@ def batch_outputs(outputs, drop_remainder: bool) -> tuple[str, ...]:
     return outputs
 
 
-def _with_declared_options(fn) -> inspect.Signature:
-    """``fn``'s signature with the declared stages' options (:mod:`daliloader.augment`) as its keywords in
-    place of ``**options``, so that ``help()``, ``inspect.signature`` and the loaders that show make_plan's
-    keywords (:func:`daliloader.loaders.shows_options`) list them."""
+def with_keywords(fn, keywords) -> inspect.Signature:
+    """``fn``'s signature with the parameters ``keywords`` in place of its ``**options``, so that ``help()``,
+    ``inspect.signature`` and completion list them: make_plan's gets the declared stages' options
+    (:mod:`daliloader.augment`), each loader make_plan's keywords (:func:`daliloader.loaders.shows_options`)."""
     own = inspect.signature(fn)
     params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    return own.replace(parameters=params + augment.signature_parameters())
+    return own.replace(parameters=params + list(keywords))
 
 
-make_plan.__signature__ = _with_declared_options(make_plan)
+make_plan.__signature__ = with_keywords(make_plan, augment.signature_parameters())
 _SIGNATURE = inspect.signature(make_plan)
 #: The keyword options of make_plan that are not preprocessing (for error messages).
 LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()

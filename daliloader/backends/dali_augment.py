@@ -17,11 +17,9 @@ from .dali_math import DALI_MATH
 
 
 def apply(stages, image, labels, u, image_size: tuple[int, int], ignore_index: int):
-    """The declared stages that are on, in order, on the graph's samples of ``image_size``, draws ``u``."""
-    for stage in stages:
-        image, labels = KERNELS[type(stage)](stage, image, labels, stage.params(u, *image_size, DALI_MATH),
-                                             ignore_index)
-    return image, labels
+    """The declared stages that are on, in order, on the graph's samples of ``image_size``, draws ``u``
+    (:func:`daliloader.augment.apply` with these kernels)."""
+    return augment.apply(stages, image, labels, u, ignore_index, size=image_size, kernels=KERNELS, m=DALI_MATH)
 
 
 def vflip(stage, image, labels, params, ignore_index):

@@ -16,12 +16,8 @@ from .tfops import TF_MATH, to_uint8
 
 def apply(stages, image, labels, u, ignore_index: int):
     """The declared stages that are on, in order, on one sample with draws ``u``; image and labels of a
-    static size."""
-    height, width = image.shape[0], image.shape[1]
-    for stage in stages:
-        image, labels = KERNELS[type(stage)](stage, image, labels, stage.params(u, height, width, TF_MATH),
-                                             ignore_index)
-    return image, labels
+    static size (:func:`daliloader.augment.apply` with these kernels)."""
+    return augment.apply(stages, image, labels, u, ignore_index, kernels=KERNELS, m=TF_MATH)
 
 
 def vflip(stage, image, labels, params, ignore_index):
