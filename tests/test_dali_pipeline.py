@@ -143,3 +143,28 @@ def test_normalisation_and_float16(index_data, dali_backend):
     assert images.dtype == np.float16
     raw = np.array([[10 * i, 0, 0] for i in range(10)], np.float32) / 255
     np.testing.assert_allclose(images[:, 3, 4, :], (raw - mean) / std, atol=2e-3)
+
+
+def test_a_path_row_gives_back_its_path_exactly():
+    """Paths reach the graph as rows of one width (dali_graph.path_row: the length, the path, zeros), and
+    the graph cuts each path out of its row (split_prefixed) to the byte: DALI's file reader would also
+    open a path with the zeros left on, so reading files cannot tell."""
+    import os
+
+    from nvidia.dali import fn, pipeline_def, types
+
+    from daliloader.backends.dali_graph import path_row, split_prefixed
+
+    paths = ["a", "é" * 60, "日本語/with spaces.png", "x" * 150]
+    width = max(len(path_row(p)) for p in paths)
+    rows = [path_row(p, width) for p in paths]
+    assert {len(r) for r in rows} == {width}
+
+    @pipeline_def(batch_size=len(paths), num_threads=1, device_id=None)
+    def cut():
+        return split_prefixed(fn.external_source(source=lambda: rows, dtype=types.UINT8, ndim=1))[0]
+
+    pipe = cut()
+    pipe.build()
+    (out,) = pipe.run()
+    assert [bytes(np.asarray(out.at(i))) for i in range(len(paths))] == [os.fsencode(p) for p in paths]

@@ -59,6 +59,27 @@ def test_fit_keeps_the_pipeline_across_epochs(index_data):
     assert batch_indices(x.numpy()) == reference.batch(2 * reference.steps).tolist()
 
 
+def test_paths_of_every_length_reach_the_graph_a_batch_at_a_time(index_data, dali_backend, tmp_path):
+    """The graph's inputs are fed a batch at a time (dali_graph.FED_PER_BATCH), the paths of a batch as
+    rows of one width, each with its length first: names of very different lengths, with spaces and
+    non-ASCII letters, each read their own pair, in order."""
+    import shutil
+
+    names = ["a", "é" * 60, "with spaces", "x" * 150, "日本語", "b", "ü" * 3, "c" * 40, "d", "e.f.g"]
+    pairs = []
+    for i, name in enumerate(names):
+        (tmp_path / name).mkdir()
+        image, mask = tmp_path / name / f"{name}.png", tmp_path / name / f"{name}_L.png"
+        shutil.copy(index_data.images[i], image)
+        shutil.copy(index_data.masks[i], mask)
+        pairs.append((str(image), str(mask)))
+    data = dl.SegmentationData.from_pairs(pairs, index_data.classes)
+    ds = dl.tf_dataset(data, batch_size=4, image_size=(24, 32), crop="center", shuffle=False, drop_remainder=False,
+                       backend=dali_backend)
+    seen = [i for x, _, w in ds for i, real in zip(batch_indices(x.numpy()), w.numpy()[:, 0, 0]) if real]
+    assert seen == list(range(10))
+
+
 def test_evaluation_batches_carry_weights(index_data):
     ds = dl.tf_dataset(index_data, batch_size=4, image_size=(24, 32), crop="center", shuffle=False,
                        drop_remainder=False, backend="dali-cpu")

@@ -64,17 +64,21 @@ from .dali_math import DALI_MATH
 
 log = logging.getLogger("daliloader")
 
-#: Names of the per-sample inputs when reading files: two paths as uint8 arrays, and the sample index
-#: (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. Fed by TensorFlow,
-#: the random draws are an input too (DRAWS): stateless functions of the seed and the stream position,
-#: drawn natively by tf.data, so that a pipeline built again (a chained transformation read again)
-#: draws afresh for the next epoch's positions instead of replaying its generator.
+#: Names of the per-sample inputs when reading files: two paths as uint8 rows (:func:`path_row`), and
+#: the sample index (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. Fed
+#: by TensorFlow, the random draws are an input too (DRAWS): stateless functions of the seed and the
+#: stream position, drawn natively by tf.data, so that a pipeline built again (a chained transformation
+#: read again) draws afresh for the next epoch's positions instead of replaying its generator.
 INPUTS = ("image_path", "mask_path", "index")
 PACK_INPUTS = ("real",)
 #: When reading TFRecords: each position's record (its encoded image and mask, :func:`pack_pair`) and
 #: sample index (-1: padding).
 RECORD_INPUTS = ("record", "index")
 DRAWS = "draws"
+#: The inputs TensorFlow feeds a batch at a time (``Input(batch=True)``), all but the records, whose
+#: lengths differ: a GPU dataset's inputs are copied to the GPU element by element, and one copy per
+#: sample bound the loader on an H100 (docs/gpu.md, "Where the time goes").
+FED_PER_BATCH = frozenset(INPUTS + PACK_INPUTS + (RECORD_INPUTS[1], DRAWS))
 #: Name of the webdataset reader (for ``pipeline.reader_meta``).
 READER = "packs"
 #: Whether DALI memory-maps the files and packs it reads (its default). Off: a file truncated or
@@ -225,7 +229,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     cuts = {"read": (image_bytes, mask_bytes)}
     u = None
     if needs_draws(spec):  # fed: TensorFlow's stateless draws; alone: DALI's generator, seeded by the pipeline
-        u = (fn.external_source(name=DRAWS, batch=False, dtype=types.FLOAT, ndim=1) if fed else
+        u = (graph_input(DRAWS, None, types.FLOAT, ndim=1) if fed else
              fn.random.uniform(range=(0.0, 1.0), shape=[stages.DRAWS]))
 
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
@@ -322,11 +326,18 @@ def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed:
     sources = ((None, None, None) if fed else
                (_PathSource(sampler, data.images, guard), _PathSource(sampler, mask_files(data, device)),
                 _IndexSource(sampler)))
-    image_path, mask_path, index = (
-        fn.external_source(source=source, batch=False, name=name, dtype=dtype, ndim=ndim)
+    image_row, mask_row, index = (
+        graph_input(name, source, dtype, ndim)
         for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
-    image, mask = (fn.io.file.read(path, dont_use_mmap=not USE_MMAP) for path in (image_path, mask_path))
+    image, mask = (fn.io.file.read(split_prefixed(row)[0], dont_use_mmap=not USE_MMAP) for row in (image_row, mask_row))
     return image, mask, index
+
+
+def graph_input(name: str, source, dtype, ndim: int):
+    """One of the graph's inputs: computed per sample by ``source``, or, where ``source`` is None, a
+    placeholder that TensorFlow feeds, a batch at a time where :data:`FED_PER_BATCH` names it."""
+    return fn.external_source(source=source, batch=source is None and name in FED_PER_BATCH, name=name,
+                              dtype=dtype, ndim=ndim)
 
 
 def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str):
@@ -343,8 +354,7 @@ def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str
         dtypes=[types.UINT8, types.UINT8, types.INT64], missing_component_behavior="error",
         random_shuffle=sampler.shuffle, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
         pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, dont_use_mmap=not USE_MMAP, name=READER)
-    real = fn.external_source(source=None if fed else _RealSource(ReaderEpochs(sampler)), batch=False,
-                              name=PACK_INPUTS[0], dtype=types.INT64, ndim=0)
+    real = graph_input(PACK_INPUTS[0], None if fed else _RealSource(ReaderEpochs(sampler)), types.INT64, ndim=0)
     return image_bytes, mask_bytes, real * (index[0] + 1) - 1
 
 
@@ -355,19 +365,34 @@ def _read_records(sampler: Sampler, guard: PairGuard | None, fed: bool):
     construction. They arrive as one input (:func:`pack_pair`), split here; a second input gives the
     sample index (-1: padding)."""
     source, index_source = (None, None) if fed else (_RecordSource(sampler, guard), _IndexSource(sampler))
-    record = fn.external_source(source=source, batch=False, name=RECORD_INPUTS[0], dtype=types.UINT8, ndim=1)
-    index = fn.external_source(source=index_source, batch=False, name=RECORD_INPUTS[1], dtype=types.INT64, ndim=0)
-    length = fn.reinterpret(record[0:PAIR_HEADER], dtype=types.INT32)[0]
-    return record[PAIR_HEADER:length + PAIR_HEADER], record[length + PAIR_HEADER:], index
+    record = graph_input(RECORD_INPUTS[0], source, types.UINT8, ndim=1)
+    index = graph_input(RECORD_INPUTS[1], index_source, types.INT64, ndim=0)
+    return (*split_prefixed(record), index)
 
 
-#: Bytes before the image in a packed pair (:func:`pack_pair`): the image's length, int32 little-endian.
+#: Bytes before the first field of a length-prefixed input (:func:`pack_pair`, :func:`path_row`): its
+#: length, int32 little-endian.
 PAIR_HEADER = 4
 
 
 def pack_pair(image: bytes, mask: bytes) -> bytes:
     """A record's encoded image and mask as one input of the graph: the image's length, the image, the mask."""
     return struct.pack("<i", len(image)) + image + mask
+
+
+def path_row(path: str, width: int = 0) -> np.ndarray:
+    """A file's path as the graph's path inputs take it: its length, then the path, then zeros up to
+    ``width`` bytes, so that the paths of a batch are one dense tensor (:data:`FED_PER_BATCH`)."""
+    encoded = os.fsencode(path)
+    row = pack_pair(encoded, bytes(max(width - PAIR_HEADER - len(encoded), 0)))
+    return np.frombuffer(row, dtype=np.uint8)
+
+
+def split_prefixed(record):
+    """A length-prefixed input (:func:`pack_pair`, :func:`path_row`) split in the graph: its first field
+    and the rest."""
+    length = fn.reinterpret(record[0:PAIR_HEADER], dtype=types.INT32)[0]
+    return record[PAIR_HEADER:length + PAIR_HEADER], record[length + PAIR_HEADER:]
 
 
 def decode_window(encoded, start, shape, device: str, kind, dtype):
@@ -554,7 +579,7 @@ class _PathSource:
 
     def __init__(self, sampler: Sampler, paths: tuple[str, ...], guard: PairGuard | None = None):
         self.sampler = sampler
-        self.paths = [np.frombuffer(os.fsencode(p), dtype=np.uint8) for p in paths]
+        self.paths = [path_row(p) for p in paths]
         self.guard = guard
 
     def __call__(self, info):

@@ -43,6 +43,7 @@ from ..tfprivate import variant
 from . import pair_guard, tfloader
 from .dali_graph import (
     DRAWS,
+    FED_PER_BATCH,
     HOST_LABELS,
     HOST_PIXELS,
     PACK_INPUTS,
@@ -55,6 +56,7 @@ from .dali_graph import (
     needs_draws,
     outputs_on,
     pack_pair,
+    path_row,
 )
 from .tfloader import refuse_class_weight
 from .tfops import encode, normalize
@@ -231,8 +233,9 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS`` in
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
     when reading packs, only when an output uses them: DALI drops unused nodes). ``masks`` are the mask
-    files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU and are copied to
-    the dataset's device when that is a GPU, as the plugin asks."""
+    files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched where
+    :data:`.dali_graph.FED_PER_BATCH` says, and are copied to the dataset's device when that is a GPU,
+    as the plugin asks."""
     data, make = plan.data, _Streams(plan, reader, guard, passes, batch)
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
@@ -249,9 +252,10 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
                 streams["index"] = make.indices(vet=False)
         if needs_draws(plan.spec):
             streams[DRAWS] = make.draws(from_passes=not data.container.read_by_reader)
+        streams = {k: v.batch(batch, drop_remainder=True) if k in FED_PER_BATCH else v for k, v in streams.items()}
     if tf.DeviceSpec.from_string(device).device_type == "GPU":
         streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
-    return {name: Input(stream, batch=False) for name, stream in streams.items()}
+    return {name: Input(stream, batch=name in FED_PER_BATCH) for name, stream in streams.items()}
 
 
 class _Streams:
@@ -298,9 +302,10 @@ class _Streams:
         return self.chunks(from_passes=True).map(call).unbatch()
 
     def paths(self, files, vet: bool) -> tf.data.Dataset:
-        """Each position's file name, as the bytes DALI's ``fn.io.file.read`` takes."""
-        table = tf.constant([os.fsencode(f) for f in files])
-        return self.indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
+        """Each position's file name, as the graph's rows of one width take it (:func:`.dali_graph.path_row`)."""
+        width = max(len(path_row(f)) for f in files)
+        table = tf.constant(np.stack([path_row(f, width) for f in files]))
+        return self.indices(vet).map(lambda i: tf.gather(table, tf.maximum(i, 0)))
 
     def draws(self, from_passes: bool) -> tf.data.Dataset:
         """Each position's random draws, native: no Python per sample or per chunk."""
