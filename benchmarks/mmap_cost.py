@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = make_dataset(Path(tmp) / "data", n=args.n, image_size=tuple(args.image_size))
-        dl.prepare.prepare(files, Path(tmp) / "prepared", pack_size=16, progress=False)
+        dl.prepare(files, Path(tmp) / "prepared", pack_size=16, progress=False)
         datasets = {"files": files, "packs": dl.SegmentationData.from_prepared(Path(tmp) / "prepared", packs=True)}
         found = {f"{name} {'mmap' if m else 'plain I/O'}": [] for name in datasets for m in (True, False)}
         for _ in range(args.rounds):  # interleaved: a drift of the machine touches both alike

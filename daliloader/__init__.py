@@ -15,7 +15,7 @@ from .spec import Preprocess, make_spec
 __version__ = "0.1.0"
 __all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "Plan", "make_plan", "tf_dataset",
            "keras_sequence", "dali_pipeline", "distribute", "check", "class_frequencies", "class_weights",
-           "synthetic", "prepare", "backends", "losses", "metrics", "predict", "Prediction", "preview",
+           "synthetic", "prepare", "verify", "backends", "losses", "metrics", "predict", "Prediction", "preview",
            "DaliloaderError", "DataError", "SpecError", "LoadError"]
 
 
@@ -28,10 +28,11 @@ _LAZY = {"synthetic": ("daliloader.synthetic", None),
          "class_frequencies": ("daliloader.balance", "class_frequencies"),
          "class_weights": ("daliloader.balance", "class_weights"),
          "backends": ("daliloader.backends", None),  # the registry: dl.backends.BACKENDS
-         "prepare": ("daliloader.prepare", None),  # the module: dl.prepare.prepare(data, out), .verify(out)
+         "prepare": ("daliloader.preparation", "prepare"),
+         "verify": ("daliloader.verification", "verify"),
          "losses": ("daliloader.losses", None),  # Keras losses with class weights
          "metrics": ("daliloader.metrics", None),  # dl.metrics.MeanIoU
-         "preview": ("daliloader.preview", None),  # dl.preview.preview(data, out, ...)
+         "preview": ("daliloader.previews", "preview"),
          "predict": ("daliloader.predictions", "predict"),
          "Prediction": ("daliloader.predictions", "Prediction")}
 

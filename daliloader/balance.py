@@ -16,6 +16,8 @@ class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from . import codecs
@@ -28,8 +30,26 @@ METHODS = ("median", "inverse")
 
 
 def class_frequencies(data: SegmentationData, workers: int | None = None, progress: bool = True) -> np.ndarray:
-    """The share of labelled pixels of each class over every mask of ``data`` (float64, sums to 1),
-    reading the masks with OpenCV on all cores, with a progress bar."""
+    """The share of labelled pixels of each class over every mask of ``data``.
+
+    The masks are read with OpenCV, on all cores unless ``workers`` says otherwise; ignored pixels count
+    for no class.
+
+    Args:
+        data: the pairs (:class:`~daliloader.data.SegmentationData`), whose class map reads the masks.
+        workers: threads reading the masks (None: every core).
+        progress: show a progress bar.
+
+    Returns:
+        A float64 array of one share per class, which sums to 1 (the input of :func:`class_weights`).
+
+    Raises:
+        daliloader.errors.SpecError: masks that hold no labelled pixel (every pixel is the ignore index),
+            or a ``workers`` that is not a positive count this machine can use.
+        daliloader.errors.LoadError: a mask that cannot be decoded, named.
+        daliloader.errors.DataError: a mask that the class map cannot read (a colour map on a mask that
+            is no colour picture), or a TFRecord record that cannot be read, named.
+    """
     classes = data.classes
     n = classes.num_classes
 
@@ -43,8 +63,21 @@ def class_frequencies(data: SegmentationData, workers: int | None = None, progre
     return total / np.sum(total)
 
 
-def class_weights(frequencies, method: str = "median") -> tuple[float, ...]:
-    """Weights that balance ``frequencies`` (see the module's text for ``method``), one per class."""
+def class_weights(frequencies: np.ndarray | Sequence[float], method: str = "median") -> tuple[float, ...]:
+    """Weights that balance ``frequencies``, one per class, for the losses of :mod:`daliloader.losses`.
+
+    A class absent from the masks (frequency 0) gets weight 1: there is nothing to balance.
+
+    Args:
+        frequencies: the share of labelled pixels of each class, as :func:`class_frequencies` gives it.
+        method: ``"median"`` (median frequency balancing) or ``"inverse"`` (see the module's text).
+
+    Returns:
+        The weights, one float per class.
+
+    Raises:
+        daliloader.errors.SpecError: a ``method`` other than ``"median"`` and ``"inverse"``.
+    """
     if method not in METHODS:
         raise SpecError(f"method={method!r}: use one of {', '.join(map(repr, METHODS))}")
     f = np.asarray(frequencies, dtype=np.float64)

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from .classes import ClassMap
 from .data import SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
 from .errors import DataError
@@ -79,19 +80,40 @@ class Report:
         return head + f"{len(self.problems)} problem(s): {counts}{notes}\n" + "\n".join(f"  {p}" for p in self.problems)
 
 
-def check(data: SegmentationData | str | Path | dict, *, split: str | None = None, classes=None,
-          workers: int | None = None, min_side: int = MIN_SIDE, progress: bool = False, image_key: str | None = None,
+def check(data: SegmentationData | str | Path | dict, *, split: str | None = None,
+          classes: ClassMap | str | Path | int | dict | None = None, workers: int | None = None,
+          min_side: int = MIN_SIDE, progress: bool = False, image_key: str | None = None,
           mask_key: str | None = None, mask_channel: int | None = None) -> Report:
-    """Check every pair of ``data``: a SegmentationData, a dataset folder in a known layout (see
-    :mod:`daliloader.layouts`: TFRecord files and TFDS folders too, whose features ``image_key`` and
-    ``mask_key`` may name), or the ``from_dirs`` arguments as a dict. ``classes`` replaces the class
-    map, as in ``from_folder`` (:func:`~daliloader.data.choose_classes`; None: the layout's, or the ids
-    in the masks); ``mask_channel``: the channel of colour masks that holds the ids (None: the data's
-    or the layout's own).
+    """Check every pair of ``data``, decoding both files fully, and report what is wrong.
 
     Folders are paired leniently: files without a partner are reported instead of raised, and so are
     TFRecord records that cannot be read or lack the keys (named by file, record and byte offset).
-    ``workers`` threads decode in parallel (default: every core).
+
+    Args:
+        data: a SegmentationData, a dataset folder in a known layout (see :mod:`daliloader.layouts`:
+            TFRecord files and TFDS folders too, whose features ``image_key`` and ``mask_key`` may name),
+            or the ``from_dirs`` arguments as a dict.
+        split: the split of a dataset folder, as :func:`daliloader.layouts.find` takes it (None: the
+            layout's training split, or the whole folder where it has no split folders).
+        classes: replaces the class map, as in ``from_folder`` (:func:`~daliloader.data.choose_classes`;
+            None: the layout's, or the ids in the masks).
+        workers: threads that decode in parallel (default: every core).
+        min_side: images with a side shorter than this, in pixels, are reported as tiny.
+        progress: show a progress bar.
+        image_key: the feature of TFRecord files that holds the encoded image (None: found by itself).
+        mask_key: the feature of TFRecord files that holds the encoded mask (None: found by itself).
+        mask_channel: the channel of colour masks that holds the ids (None: the data's or the layout's
+            own).
+
+    Returns:
+        The :class:`Report` of the pairs checked, every problem found (each naming its file), the notes
+        and the time taken; ``ok`` when nothing is wrong.
+
+    Raises:
+        daliloader.errors.DataError: ``data`` that cannot be listed at all, named (a folder that does
+            not exist or is in no known layout, no images or masks under it, a layout that needs
+            ``classes``), or a ``classes`` that cannot read the masks.
+        daliloader.errors.SpecError: a ``workers`` that is not a positive count this machine can use.
     """
     if isinstance(data, SegmentationData):
         listed = _Listed(Pairing(list(zip(data.images, data.masks)), [], [], ""), repr(data),

@@ -1,6 +1,6 @@
 """The ``daliloader`` command line: argument parsing and dispatch only. The jobs live in
-:mod:`daliloader.bench`, :mod:`daliloader.report`, :mod:`daliloader.prepare`, :mod:`daliloader.verify`,
-:mod:`daliloader.checks`, :mod:`daliloader.preview` and :mod:`daliloader.synthetic`; every daliloader
+:mod:`daliloader.bench`, :mod:`daliloader.report`, :mod:`daliloader.preparation`, :mod:`daliloader.verification`,
+:mod:`daliloader.checks`, :mod:`daliloader.previews` and :mod:`daliloader.synthetic`; every daliloader
 error ends as a message and exit status 2.
 """
 
@@ -87,7 +87,7 @@ RECIPE_OPTIONS = ("crop", "rotate", "flip", "brightness", "contrast", "saturatio
 
 def cmd_preview(args) -> int:
     """``daliloader preview``: the grid of a recipe's samples, and what it holds; 0."""
-    from daliloader.preview import preview
+    from daliloader.previews import preview
 
     options = preview_recipe(args)
     n = preview(load_data(args), args.output, batches=args.batches, batch_size=args.batch_size,
@@ -185,7 +185,7 @@ def cmd_prepare(args) -> int:
     """``daliloader prepare``: the prepared copy written and summed up (then verified with --verify); 0,
     or verify's status."""
     from daliloader.layouts import find
-    from daliloader.prepare import prepare, summary
+    from daliloader.preparation import prepare, summary
 
     data = load_data(args, default=False)
     data_at = data_path(args)
@@ -200,7 +200,7 @@ def cmd_prepare(args) -> int:
 
 def cmd_verify(args) -> int:
     """``daliloader verify``: a prepared copy checked against its originals; 0 when it matches, else 1."""
-    from daliloader.verify import verify
+    from daliloader.verification import verify
 
     report = verify(args.out, workers=args.workers, progress=not args.quiet)
     print(report)

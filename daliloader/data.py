@@ -20,7 +20,7 @@ from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
-from .parts import open_image
+from .parts import as_part, open_image
 from .tfrecord import RecordPart, Records
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
@@ -152,7 +152,7 @@ class SegmentationData:
             mask_channel: int | None = None) -> SegmentationData:
         """The dataset of ``pairs`` read with ``classes`` (None: inferred from the masks), the ids in
         channel ``mask_channel`` of colour masks where given."""
-        masks = tuple(_part(m) for _, m in pairs)
+        masks = tuple(as_part(m) for _, m in pairs)
         if not masks:
             raise DataError("the dataset is empty: no image/mask pairs")
         classmap = classes if isinstance(classes, ClassMap) else choose_classes(
@@ -160,7 +160,7 @@ class SegmentationData:
         if mask_channel is not None:
             classmap = replace(classmap, mask_channel=mask_channel)
         refuse_other_form(classmap, masks)  # a published table read on masks of its other form: wrong labels
-        return cls(tuple(_part(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]),
+        return cls(tuple(as_part(i) for i, _ in pairs), masks, classmap, mask_depth=mask_depth(masks[0]),
                    mask_channel=mask_channel)
 
     @classmethod
@@ -176,14 +176,29 @@ class SegmentationData:
     ) -> SegmentationData:
         """Pair every image under ``images`` with the mask of the same name under ``masks``.
 
-        Files are matched by relative folder and stem. A mask may carry a suffix (CamVid's
-        ``f001_L.png`` for ``f001.png``): pass ``mask_suffix``, or leave it ``None`` to detect one of
-        :data:`daliloader.pairing.COMMON_MASK_SUFFIXES`. ``image_suffix`` is stripped from image stems before matching
-        (Cityscapes: ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``). With an explicit
-        ``mask_suffix``, files of the mask folder without it are not masks (Cityscapes' gtFine holds
-        colour, instance and polygon files beside the labelIds). Any file left without a partner is an
-        error that lists it. ``classes``: see :func:`choose_classes`; None reads the ids in the masks.
-        ``mask_channel``: the masks are colour pictures whose channel 0, 1 or 2 holds the ids.
+        Files are matched by relative folder and stem; the pairs are sorted by the images' relative
+        paths. With an explicit ``mask_suffix``, files of the mask folder without it are not masks
+        (Cityscapes' gtFine holds colour, instance and polygon files beside the labelIds). Any file left
+        without a partner is an error that lists it.
+
+        Args:
+            images: the folder of the images.
+            masks: the folder of the masks.
+            classes: the class map that reads the masks: see :func:`choose_classes`; None reads the ids in
+                the masks.
+            mask_suffix: the suffix a mask's stem carries (CamVid's ``f001_L.png`` for ``f001.png``); None:
+                detect one of :data:`daliloader.pairing.COMMON_MASK_SUFFIXES`.
+            image_suffix: stripped from image stems before matching (Cityscapes:
+                ``image_suffix="_leftImg8bit", mask_suffix="_gtFine_labelIds"``).
+            mask_channel: the masks are colour pictures whose channel 0, 1 or 2 holds the ids.
+
+        Returns:
+            The dataset of the pairs.
+
+        Raises:
+            daliloader.errors.DataError: a folder that does not exist, holds no images or masks, or cannot
+                all be listed (links that lead nowhere, folders that cannot be read); files without a
+                partner, listed; or a ``classes`` that cannot read the masks.
         """
         images, masks = as_path(images, "images"), as_path(masks, "masks")
         pairing = pair_files(images, masks, mask_suffix, image_suffix, only_suffixed=mask_suffix is not None)
@@ -195,8 +210,23 @@ class SegmentationData:
         return cls._of(pairing.pairs, classes, mask_channel=mask_channel)
 
     @classmethod
-    def from_pairs(cls, pairs: Sequence[tuple[str, str]], classes) -> SegmentationData:
-        """Explicit (image, mask) pairs, for layouts that ``from_dirs`` does not cover."""
+    def from_pairs(cls, pairs: Sequence[tuple[str, str]],
+                   classes: ClassMap | str | Path | int | dict | None) -> SegmentationData:
+        """Explicit (image, mask) pairs, for layouts that ``from_dirs`` does not cover.
+
+        Args:
+            pairs: ``(image, mask)`` paths, kept in their order.
+            classes: the class map that reads the masks, as for :meth:`from_dirs` (None: the ids in the
+                masks).
+
+        Returns:
+            The dataset of the pairs.
+
+        Raises:
+            daliloader.errors.DataError: a file that does not exist, a path that is no ``str``,
+                ``pathlib.Path`` or ``bytes``, a file inside the unfinished output of ``daliloader
+                prepare``, no pairs, or a ``classes`` that cannot read the masks.
+        """
         pairs = [(as_path(img, "an image of pairs"), as_path(mask, "a mask of pairs")) for img, mask in pairs]
         for img, mask in pairs:
             for f in (img, mask):
@@ -207,18 +237,37 @@ class SegmentationData:
         return cls._of(pairs, classes)
 
     @classmethod
-    def from_folder(cls, root: str | Path, split: str | None = None, classes=None, *, image_key: str | None = None,
+    def from_folder(cls, root: str | Path, split: str | None = None,
+                    classes: ClassMap | str | Path | int | dict | None = None, *, image_key: str | None = None,
                     mask_key: str | None = None, mask_channel: int | None = None) -> SegmentationData:
-        """A dataset folder as shipped: Cityscapes, Pascal VOC 2012, ADE20K, CamVid, images/ + masks/,
-        a folder prepared by TensorFlow Datasets or a folder of TFRecord files (see
-        :mod:`daliloader.layouts`), with the class map its layout publishes. ``split``: the layout's split
-        (None: its training split; a folder without splits, such as a prepared copy or a flat images/ +
-        masks/, is read whole, and an explicit split there is refused). ``classes`` replaces that map, or
-        gives one where the layout has none (images/ + masks/ without class_dict.csv, TFRecords: a
-        class count, a catalogue name, or None to read the ids in the masks). ``root`` may also be a
-        TFRecord file or a glob of them, and ``image_key``/``mask_key`` name their features (see
-        :meth:`from_tfrecord`). ``mask_channel``: the masks are colour pictures whose channel 0, 1 or 2
-        holds the ids (a layout that publishes one, TFDS's scene_parse150, sets it itself)."""
+        """A dataset folder as shipped, with the class map its layout publishes.
+
+        Cityscapes, Pascal VOC 2012, ADE20K, CamVid, images/ + masks/, a folder prepared by TensorFlow
+        Datasets or a folder of TFRecord files (see :mod:`daliloader.layouts`).
+
+        Args:
+            root: the dataset folder; may also be a TFRecord file or a glob of them.
+            split: the layout's split (None: its training split; a folder without splits, such as a
+                prepared copy or a flat images/ + masks/, is read whole, and an explicit split there is
+                refused).
+            classes: replaces the layout's map, or gives one where the layout has none (images/ + masks/
+                without class_dict.csv, TFRecords: a class count, a catalogue name, or None to read the
+                ids in the masks).
+            image_key: the feature of TFRecord files holding the encoded image (see
+                :meth:`from_tfrecord`).
+            mask_key: the feature of TFRecord files holding the encoded mask (see :meth:`from_tfrecord`).
+            mask_channel: the masks are colour pictures whose channel 0, 1 or 2 holds the ids (a layout
+                that publishes one, TFDS's scene_parse150, sets it itself).
+
+        Returns:
+            The dataset of the split's pairs, read with the layout's class map or ``classes``.
+
+        Raises:
+            daliloader.errors.DataError: a folder that does not exist or is in no known layout (the
+                message lists every layout), a split it does not have, files without a partner, records
+                that cannot be read, a layout that needs ``classes``, or a ``classes`` that cannot read
+                the masks.
+        """
         found = layouts.find(as_path(root, "root"), split, image_key, mask_key, mask_channel)
         return cls._of_found(found if mask_channel is None else replace(found, mask_channel=mask_channel), classes)
 
@@ -237,46 +286,77 @@ class SegmentationData:
         return replace(data, records=found.records)
 
     @classmethod
-    def from_tfrecord(cls, files, *, classes=None, image_key: str | None = None, mask_key: str | None = None,
-                      mask_channel: int | None = None, index: str | None = None) -> SegmentationData:
-        """The pairs stored in TFRecord files of ``tf.train.Example``: ``files`` is a path, a glob pattern
-        or a list of either (read in that order, each glob's matches sorted), uncompressed.
+    def from_tfrecord(cls, files: str | Path | list[str | Path] | tuple[str | Path, ...], *,
+                      classes: ClassMap | str | Path | int | dict | None = None, image_key: str | None = None,
+                      mask_key: str | None = None, mask_channel: int | None = None,
+                      index: str | None = None) -> SegmentationData:
+        """The pairs stored in TFRecord files of ``tf.train.Example``, uncompressed.
 
-        ``image_key``/``mask_key``: the features holding the encoded image and mask; found by
-        themselves for the known layouts (TF Model Garden and DeepLab: ``image/encoded`` +
-        ``image/segmentation/class/encoded``; TFDS: ``image`` + ``segmentation_mask``, ``image_left``
-        + ``segmentation_label``). ``classes`` as for :meth:`from_folder` (a ClassMap, a catalogue name
-        such as ``"voc"``, a class_dict.csv, a class count, or None to read the ids in the masks).
+        Each file is indexed once (every record's offset, size and CRCs), and again when it changes
+        (:func:`daliloader.tfrecord.indexed`). Every read of a record is checked against the index: a
+        file that changed since it was loaded is refused on every backend. The DALI backends and
+        ``opencv`` read the records in Python (:meth:`~daliloader.guard.PairGuard.read`), ``tfdata``
+        with ``tf.data.TFRecordDataset``.
 
-        Each file is indexed once (every record's offset, size and CRCs), and again when it changes; the
-        index is kept in the cache, nothing is written beside the data unless ``index="beside"`` (or
-        ``$DALILOADER_INDEX=beside``) asks for it (:func:`daliloader.tfrecord.indexed`). A damaged
-        record, a record without the keys or a compressed file is a DataError naming the file, the
-        record and its byte offset (``daliloader check`` lists every one). Every read of a record is
-        checked against the index: a file that changed since it was loaded is refused on every backend.
-        The DALI backends and ``opencv`` read the records in Python
-        (:meth:`~daliloader.guard.PairGuard.read`), ``tfdata`` with ``tf.data.TFRecordDataset``.
-        ``mask_channel``: as for :meth:`from_dirs`.
+        Args:
+            files: a path, a glob pattern or a list of either (read in that order, each glob's matches
+                sorted).
+            classes: as for :meth:`from_folder` (a ClassMap, a catalogue name such as ``"voc"``, a
+                class_dict.csv, a class count, or None to read the ids in the masks).
+            image_key: the feature holding the encoded image, as ``mask_key`` holds the mask; both are found
+                by themselves for the known layouts (TF Model Garden and DeepLab: ``image/encoded`` +
+                ``image/segmentation/class/encoded``; TFDS: ``image`` + ``segmentation_mask``,
+                ``image_left`` + ``segmentation_label``).
+            mask_key: the feature holding the encoded mask (see ``image_key``).
+            mask_channel: as for :meth:`from_dirs`.
+            index: where the index is kept: in the cache, nothing written beside the data, unless
+                ``index="beside"`` (or, where ``index`` is None, ``$DALILOADER_INDEX=beside``) asks for it.
+
+        Returns:
+            The dataset of the records' pairs, in the order of ``files``.
+
+        Raises:
+            daliloader.errors.DataError: a damaged record, a record without the keys or a compressed file,
+                naming the file, the record and its byte offset (``daliloader check`` lists every one); a
+                file or pattern that names no TFRecord file; an ``index`` that is neither ``"cache"`` nor
+                ``"beside"``; or a ``classes`` that cannot read the masks.
         """
         scans = [tfrecord.indexed(f, index) for f in tfrecord.expand(files)]
         return cls._of_records(scans, classes, image_key, mask_key, mask_channel)
 
     @classmethod
-    def from_tfds(cls, path_or_name, split: str = "train", *, data_dir=None, classes=None,
-                  image_key: str | None = None, mask_key: str | None = None,
-                  mask_channel: int | None = None) -> SegmentationData:
-        """A split of a dataset prepared by TensorFlow Datasets, read without importing it: a version
-        folder (``~/tensorflow_datasets/oxford_iiit_pet/4.0.0``), a dataset folder holding versions (the
-        newest is read), or ``"name[/config][:version]"`` found under ``data_dir`` as ``tfds.load``
-        finds it (``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``). ``split`` is a split expression in
-        TFDS's grammar (``"train"``, ``"train[:10%]"``, ``"test[-5:]"``, ``"train[:50%]+test[:10]"``): the
-        pairs are the records ``tfds.load(split=split, shuffle_files=False)`` gives, in its order
-        (``images[i]`` is the i-th example it yields). The image and mask features come from its
-        ``features.json`` (or ``image_key``/``mask_key``); ``classes`` (as for :meth:`from_tfrecord`)
-        defaults to the table TFDS's dataset is published with (oxford_iiit_pet: pet, background,
-        border; cityscapes: the 19 train ids; scene_parse150: ADE20K's 100 instance categories in the
-        annotation's red channel), else the ids in the masks; ``mask_channel`` names the channel of colour
-        masks that holds the class where TFDS publishes none (see docs/tfrecord.md)."""
+    def from_tfds(cls, path_or_name: str | Path, split: str = "train", *, data_dir: str | Path | None = None,
+                  classes: ClassMap | str | Path | int | dict | None = None, image_key: str | None = None,
+                  mask_key: str | None = None, mask_channel: int | None = None) -> SegmentationData:
+        """A split of a dataset prepared by TensorFlow Datasets, read without importing it.
+
+        The pairs are the records ``tfds.load(split=split, shuffle_files=False)`` gives, in its order
+        (``images[i]`` is the i-th example it yields); see docs/tfrecord.md.
+
+        Args:
+            path_or_name: a version folder (``~/tensorflow_datasets/oxford_iiit_pet/4.0.0``), a dataset
+                folder holding versions (the newest is read), or ``"name[/config][:version]"`` found under
+                ``data_dir``.
+            split: a split expression in TFDS's grammar (``"train"``, ``"train[:10%]"``, ``"test[-5:]"``,
+                ``"train[:50%]+test[:10]"``).
+            data_dir: where a ``"name[/config][:version]"`` is found, as ``tfds.load`` finds it (None:
+                ``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``).
+            classes: as for :meth:`from_tfrecord`; None: the table TFDS's dataset is published with
+                (oxford_iiit_pet: pet, background, border; cityscapes: the 19 train ids; scene_parse150:
+                ADE20K's 100 instance categories in the annotation's red channel), else the ids in the
+                masks.
+            image_key: the image feature (None: from the dataset's ``features.json``).
+            mask_key: the mask feature (None: from the dataset's ``features.json``).
+            mask_channel: the channel of colour masks that holds the class, where TFDS publishes none.
+
+        Returns:
+            The dataset of the split's records.
+
+        Raises:
+            daliloader.errors.DataError: a dataset that is not found or not prepared as TFRecord files, a
+                split expression it cannot read, records that cannot be read, or a ``classes`` that cannot
+                read the masks, named.
+        """
         found = layouts.tfds(as_path(path_or_name, "path_or_name"), split, data_dir, image_key, mask_key,
                              mask_channel)
         return cls._of_found(found, classes)
@@ -292,13 +372,25 @@ class SegmentationData:
 
     @classmethod
     def from_prepared(cls, root: str | Path, packs: bool = False) -> SegmentationData:
-        """A dataset written by ``daliloader prepare`` / :func:`daliloader.prepare.prepare`: 8-bit
-        class-index masks (ids ``0..C-1`` are the classes, ``ignore_index`` stays), read by every backend.
+        """A dataset written by ``daliloader prepare`` / :func:`daliloader.preparation.prepare`.
 
-        ``packs=True`` (a copy prepared with ``--packs N``): the DALI backends read the webdataset tars
-        with one ``fn.readers.webdataset`` (sequential reads, image and mask from the same record), which
-        shuffles within a buffer of samples instead of drawing a permutation of the whole dataset per
-        epoch. ``opencv`` and ``tfdata`` read the files.
+        Its masks are 8-bit class indices (ids ``0..C-1`` are the classes, ``ignore_index`` stays), read
+        by every backend.
+
+        Args:
+            root: the prepared copy's folder.
+            packs: (a copy prepared with ``--packs N``) the DALI backends read the webdataset tars with
+                one ``fn.readers.webdataset`` (sequential reads, image and mask from the same record),
+                which shuffles within a buffer of samples instead of drawing a permutation of the whole
+                dataset per epoch. ``opencv`` and ``tfdata`` read the files.
+
+        Returns:
+            The dataset of the copy's pairs, with its masks' GPU form where the copy has one.
+
+        Raises:
+            daliloader.errors.DataError: a folder that is no prepared copy, or is the unfinished output of
+                a ``prepare``, or whose manifest cannot be read; with ``packs=True``, a copy prepared
+                without packs, or packs that are missing or do not match the manifest.
         """
         manifest = load_manifest(root)
         root = Path(root)
@@ -375,11 +467,6 @@ def as_path(value, argument: str) -> str:
     if isinstance(value, (str, bytes, os.PathLike)):
         return os.fsdecode(value)
     raise DataError(f"{argument} is a path (a str, pathlib.Path or bytes), got {type(value).__name__} {value!r:.60}")
-
-
-def _part(part) -> str | RecordPart:
-    """A pair's file as SegmentationData keeps it: a path as a string, a record's feature as is."""
-    return part if isinstance(part, RecordPart) else str(part)
 
 
 def mask_depth(path: str | Path | RecordPart) -> int:

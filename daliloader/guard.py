@@ -28,8 +28,8 @@ from .inspection import (
     quick_check,
     record_problem_kind,
 )
-from .parts import part_file, read_part
-from .tfrecord import CHANGED_RECORD, RecordPart, RecordProblem, file_stamp, masked_crc, read_pair
+from .parts import in_record, part_file, read_part
+from .tfrecord import CHANGED_RECORD, RecordProblem, file_stamp, masked_crc, read_pair
 
 
 # ---------------------------------------------------------------- at load time
@@ -94,7 +94,7 @@ class PairGuard:
         whose data changed since the dataset was loaded is refused, so what a loader decodes is what was
         indexed and vetted."""
         image, mask = self.data.images[index], self.data.masks[index]
-        if not isinstance(image, RecordPart):
+        if not in_record(image):
             self.verify(index)
             return read_part(image), read_part(mask)
         try:

@@ -27,7 +27,7 @@ from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData
 from .data import mask_depth as data_mask_depth
 from .errors import DataError
 from .manifest import LZ4_HEADER, lz4_mask_size
-from .parts import open_image, open_part, read_part, sniff
+from .parts import in_record, open_image, open_part, read_part, sniff
 from .tfrecord import RecordFault, RecordPart, RecordProblem
 
 
@@ -135,7 +135,7 @@ def peek(path, blob: bytes | None = None) -> Header:
     decoded once to tell a truncated file from one with trailing data after the marker. ``blob``: the
     picture's bytes where they were read already (a record's, checked against its index).
     """
-    if blob is None and isinstance(path, RecordPart):
+    if blob is None and in_record(path):
         blob = _record_bytes(path)
     try:
         size = len(blob) if blob is not None else os.path.getsize(path)

@@ -96,6 +96,7 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: I
 
     Raises:
         daliloader.errors.SpecError: an argument that is not valid, named with what it takes.
+        daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
         daliloader.errors.DataError: data that cannot be read as asked (mixed image sizes without an
             ``image_size``, no pairs), named.
         daliloader.errors.LoadError: while iterating, a file that cannot be decoded, named with what
@@ -130,10 +131,11 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_siz
             (``num_threads``, ``prefetch``, ``device_id``), which are refused.
 
     Returns:
-        A ``keras.utils.PyDataset``: ``len()`` batches per epoch, ``[i]`` batch ``i`` as numpy arrays.
+        A ``keras.utils.PyDataset`` of ``len()`` batches per epoch, ``[i]`` batch ``i`` as numpy arrays.
 
     Raises:
         daliloader.errors.SpecError: an argument that is not valid, or an option of the DALI backends.
+        daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
         daliloader.errors.DataError: data that cannot be read as asked, named.
         daliloader.errors.LoadError: while reading a batch, a file that cannot be decoded, named.
     """
@@ -173,10 +175,11 @@ def dali_pipeline(data: SegmentationData | Plan, batch_size: int = 8, image_size
         **options: the keyword options of :func:`~daliloader.plan.make_plan`.
 
     Returns:
-        ``(pipeline, steps_per_epoch)``: the built DALI pipeline and its batches per epoch.
+        The built DALI pipeline and its batches per epoch, as ``(pipeline, steps_per_epoch)``.
 
     Raises:
         daliloader.errors.SpecError: an argument that is not valid, named with what it takes.
+        daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
         daliloader.errors.DataError: data that cannot be read as asked, named.
         daliloader.errors.LoadError: from ``pipeline.run()``, a decoder failure, naming the files in
             flight.
@@ -228,6 +231,7 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     Raises:
         daliloader.errors.SpecError: an argument that is not valid, a ``batch_size`` instead of
             ``global_batch_size``, or several replicas on one worker without a DALI backend.
+        daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
         daliloader.errors.DataError: data that cannot be read as asked, named.
         daliloader.errors.LoadError: while iterating, a file that cannot be decoded, named.
     """

@@ -1,4 +1,4 @@
-"""Reading the prepared format that ``daliloader prepare`` writes (the writer is :mod:`daliloader.prepare`).
+"""Reading the prepared format that ``daliloader prepare`` writes (the writer is :mod:`daliloader.preparation`).
 
 A prepared copy holds ``manifest.json`` (written last), the images, the masks as 8-bit class indices
 (PNG, which the CPU backends read, and the same indices LZ4-compressed, which ``dali-gpu`` inflates on

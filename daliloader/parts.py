@@ -3,7 +3,9 @@ picture inside a TFRecord record (a :class:`~daliloader.tfrecord.RecordPart`).
 
 ``SegmentationData.images[i]`` and ``masks[i]`` hold one or the other; everything that reads a pair's
 bytes outside a DALI or tf.data graph (the checks, the OpenCV backend, ``prepare``, ``predict``, class
-detection) reads them through these functions, so it reads files and records alike.
+detection) reads them through these functions, so it reads files and records alike. This is the one
+module that tells the two kinds apart (``tests/test_layers.py`` checks that no other asks
+``isinstance(..., RecordPart)``): a new kind of part is added here.
 """
 
 from __future__ import annotations
@@ -31,6 +33,28 @@ def open_part(part: Part):
     return io.BytesIO(part.read()) if isinstance(part, RecordPart) else open(part, "rb")
 
 
+def in_record(part: Part) -> bool:
+    """Whether a part is a picture inside a TFRecord record (read with its pair, checked against the file's
+    index) rather than a file read by its path."""
+    return isinstance(part, RecordPart)
+
+
+def as_part(value) -> Part:
+    """A pair's file as SegmentationData keeps it: a path as a string, a record's picture as is."""
+    return value if isinstance(value, RecordPart) else str(value)
+
+
+def part_name(part: Part) -> str | None:
+    """A part's file name: a file's own; a record's file-name feature (None where it has none)."""
+    return part.name if isinstance(part, RecordPart) else Path(part).name
+
+
+def record_place(part: Part) -> str | None:
+    """Where a record is, ``<file name>-<record number>``, which names a record that has no name of its own
+    and tells apart records of one name; None for a file."""
+    return f"{Path(part.file).name}-{part.record:06d}" if isinstance(part, RecordPart) else None
+
+
 def part_file(part: Part) -> str:
     """The file that holds a part."""
     return part.file if isinstance(part, RecordPart) else str(part)
@@ -41,7 +65,7 @@ def part_stem(part: Part) -> str:
     ``<file name>-<record number>`` for a record without one."""
     if not isinstance(part, RecordPart):
         return Path(part).stem
-    return Path(part.name).stem if part.name else f"{Path(part.file).name}-{part.record:06d}"
+    return Path(part.name).stem if part.name else record_place(part)
 
 
 #: The first bytes of each picture format the loaders decode, and the file extension each is written with.

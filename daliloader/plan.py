@@ -89,11 +89,19 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
         shuffle: reshuffle every epoch (None: see the table).
         seed: fixes the order and the draws.
         training: training (True) or evaluation (False) defaults, as the table says.
-        scale: the preprocessing options of :func:`daliloader.spec.make_spec` (None: off), as are
-            ``flip``, ``rotate``, ``brightness``, ``contrast``, ``saturation``, ``hue``, ``mean``, ``std``
-            and ``dtype``.
+        scale: as :func:`daliloader.spec.make_spec`'s, which says what each preprocessing option takes.
+        flip: as ``make_spec``'s.
+        rotate: as ``make_spec``'s.
+        brightness: as ``make_spec``'s.
+        contrast: as ``make_spec``'s.
+        saturation: as ``make_spec``'s.
+        hue: as ``make_spec``'s.
+        mean: as ``make_spec``'s.
+        std: as ``make_spec``'s.
+        dtype: as ``make_spec``'s.
         drop_remainder: full batches only (None: see the table).
         shard_id: this worker's part of the data, of ``num_shards``.
+        num_shards: the parts the data is split into, one per worker.
         num_threads: DALI's CPU threads (None: every core).
         prefetch: DALI's prefetch queue depth, in batches.
         device_id: the CUDA device of dali-gpu, as DALI numbers GPUs.

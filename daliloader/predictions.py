@@ -26,10 +26,9 @@ from . import backends, stages
 from .codecs import encode, write_file
 from .data import SegmentationData
 from .errors import DataError, LoadError, SpecError, cannot_write
-from .parts import open_image, part_stem
+from .parts import open_image, part_name, part_stem, record_place
 from .plan import make_plan
-from .spec import Preprocess
-from .tfrecord import RecordPart
+from .spec import ImageSize, Preprocess
 
 #: Loader options that predict fixes, with the value it needs: any other would drop pairs (training,
 #: drop_remainder, a worker's shard), mix their order (shuffle) or choose other outputs.
@@ -57,21 +56,48 @@ class Prediction:
     name: str | None = None
 
 
-def predict(model, data: SegmentationData, batch_size: int = 8, image_size=None, crop: str | None = None,
-            backend: str = "auto", *, original_size: bool = False, out_dir: str | Path | None = None,
-            **options) -> list[Prediction]:
+def predict(model, data: SegmentationData, batch_size: int = 8, image_size: ImageSize | None = None,
+            crop: str | None = None, backend: str = "auto", *, original_size: bool = False,
+            out_dir: str | Path | None = None, **options) -> list[Prediction]:
     """One :class:`Prediction` per pair of ``data``, in its order (see the module's docstring).
 
     The loader is built as ``tf_dataset(data, batch_size, image_size, crop, training=False, **options)``
-    would be (``crop``: ``"fit"`` with an ``image_size``, else whole images), on ``backend`` (any:
-    ``opencv`` runs without Keras' PyDataset). ``model`` maps image batches ``[B, h, w, 3]`` to class
-    scores ``[B, h, w, C]`` (logits or probabilities); it is called as ``model.predict_on_batch``.
-    ``out_dir``: also write ``<image stem>.png`` per pair there (implies ``original_size``: masks at the
-    images' own size); a record is named by its file-name feature's stem, or ``<TFRecord file>-<record
-    number>`` where it has none; names that collide are made unique (:func:`file_stems`). Options that
-    would drop pairs or mix their order (``training=True``, ``drop_remainder=True``, ``shuffle=True``,
-    ``shard_id``/``num_shards``) or change what a batch holds (``outputs``) raise a SpecError before
-    anything is loaded; predict some pairs with ``data.subset(indices)``.
+    would be, and runs one epoch: every pair once, the padding samples that fill the last batch dropped.
+
+    Args:
+        model: maps image batches ``[B, h, w, 3]`` to class scores ``[B, h, w, C]`` (logits or
+            probabilities); it is called as ``model.predict_on_batch``.
+        data: the pairs to predict (:class:`~daliloader.data.SegmentationData`).
+        batch_size: samples per batch.
+        image_size: as :func:`~daliloader.loaders.tf_dataset`'s.
+        crop: as :func:`~daliloader.loaders.tf_dataset`'s in evaluation; None: ``"fit"`` with an
+            ``image_size``, else whole images.
+        backend: the backend that loads the batches, any (``opencv`` runs without Keras' PyDataset).
+        original_size: take each prediction back to its image's own size (the inverse of the loader's
+            geometry).
+        out_dir: also write ``<image stem>.png`` per pair there, in the dataset's own encoding (implies
+            ``original_size``: masks at the images' own size); a record is named by its file-name
+            feature's stem, or ``<TFRecord file>-<record number>`` where it has none; names that collide
+            are made unique (:func:`file_stems`).
+        **options: the keyword options of :func:`~daliloader.plan.make_plan`, as the loaders take them.
+            Options that would drop pairs or mix their order (``training=True``,
+            ``drop_remainder=True``, ``shuffle=True``, ``shard_id``/``num_shards``) or change what a
+            batch holds (``outputs``) raise a SpecError before anything is loaded; predict some pairs
+            with ``data.subset(indices)``.
+
+    Returns:
+        A list of :class:`Prediction`, one per pair of ``data``, in its order.
+
+    Raises:
+        daliloader.errors.SpecError: an argument that is not valid, an option that would drop pairs, mix
+            their order or change what a batch holds, or a model whose scores are not
+            ``[batch, height, width, classes]`` at the loader's size.
+        daliloader.errors.DataError: data that cannot be read as asked (images of several sizes
+            without an ``image_size``), an ``out_dir`` for palette masks whose ignore index does not fit
+            8 bits, or pairs missing from the backend's batches (a bug in daliloader).
+        daliloader.errors.LoadError: a file that cannot be decoded, named, or a prediction that cannot
+            be written into ``out_dir``.
+        daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
     """
     _refuse_fixed(options)
     plan = make_plan(data, batch_size, image_size, crop, training=False, outputs=("image", "index"),
@@ -117,7 +143,7 @@ def file_stems(data: SegmentationData) -> list[str]:
     stems = [_safe(part_stem(p), p) for p in data.images]
     seen = Counter(stems)
     unique = [s if seen[s] == 1 else
-              f"{s}-{Path(p.file).name}-{p.record:06d}" if isinstance(p, RecordPart) else f"{s}-{i:06d}"
+              f"{s}-{record_place(p) or f'{i:06d}'}"
               for i, (s, p) in enumerate(zip(stems, data.images))]
     if len(set(unique)) < len(unique):  # a stem that ends like another's fallback: the pair number decides
         unique = [f"{s}-{i:06d}" for i, s in enumerate(unique)]
@@ -129,8 +155,8 @@ def _safe(stem: str, part) -> str:
     anything) without path separators, NUL or other control characters, and not empty or hidden
     (else the record's ``<file>-<number>``)."""
     cleaned = re.sub(r"[\x00-\x1f/\\]", "_", stem).strip()
-    if not cleaned.strip("._") and isinstance(part, RecordPart):
-        return f"{Path(part.file).name}-{part.record:06d}"
+    if not cleaned.strip("._") and record_place(part):
+        return record_place(part)
     return cleaned.lstrip(".") or "_"
 
 
@@ -153,7 +179,7 @@ def _prediction(data: SegmentationData, spec: Preprocess, i: int, labels: np.nda
         labels = to_original_size(labels, spec, data, i)
     written = _write(out_dir / f"{stem}.png", data, labels) if out_dir is not None else None
     image = data.images[i]
-    name = image.name if isinstance(image, RecordPart) else Path(image).name
+    name = part_name(image)
     return Prediction(i, str(image), str(data.masks[i]), labels, written, name)
 
 

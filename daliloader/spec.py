@@ -109,13 +109,38 @@ def make_spec(
 ) -> Preprocess:
     """Validate user arguments and build the :class:`Preprocess` spec.
 
-    ``flip`` defaults to 0.5 for random crops and 0 otherwise; ``scale`` to (1, 1), i.e. no zoom.
-    ``rotate``: degrees ``d`` (an angle from ``U(-d, d)``) or a ``(min, max)`` pair. ``brightness``,
-    ``contrast``, ``saturation``: ``v`` (a factor from ``U(max(0, 1 - v), 1 + v)``) or a ``(min, max)``
-    pair of factors; ``hue``: degrees ``d`` (``U(-d, d)``) or a pair, within [-180, 180].
-    ``mean``/``std`` are in [0, 1] units, one value or one per RGB channel. ``hue`` up to 0.5 degrees
-    warns: it looks like torchvision's fraction of a turn. ``augment``: the declared stages' options
-    (:func:`daliloader.augment.make_stages`; None: the default).
+    Ranges are ``(min, max)`` of uniform draws; an option left at None is off (its identity range), but
+    ``flip``, whose default depends on ``crop``.
+
+    Args:
+        image_size: ``(height, width)`` of the outputs, or one int for a square; each side an integer in
+            1..16384.
+        crop: ``"random"``, ``"center"``, ``"resize"`` or ``"fit"`` (see :data:`Crop`).
+        scale: the zoom range of random crops, a zoom factor or a ``(min, max)`` pair of them, within
+            (0, 10]; None: (1, 1), i.e. no zoom. Only ``crop="random"`` zooms: another range with another
+            crop is refused.
+        flip: the probability of a horizontal flip; None: 0.5 for random crops and 0 otherwise.
+        label_mode: ``"onehot"`` or ``"int"`` (see :data:`LabelMode`).
+        mean: subtracted from the images, in [0, 1] units, one value or one per RGB channel (None: 0).
+        std: what the images are divided by, in [0, 1] units, one value or one per RGB channel (None: 1).
+        dtype: the images' floating-point type, ``"float32"``, ``"float16"`` or ``"bfloat16"``.
+        rotate: degrees ``d`` (an angle from ``U(-d, d)``) or a ``(min, max)`` pair (None: no rotation).
+        brightness: ``v`` (a factor from ``U(max(0, 1 - v), 1 + v)``) or a ``(min, max)`` pair of factors
+            (None: off).
+        contrast: as ``brightness``.
+        saturation: as ``brightness``.
+        hue: degrees ``d`` (``U(-d, d)``) or a pair, within [-180, 180] (None: off). A ``hue`` up to 0.5
+            degrees warns: it looks like torchvision's fraction of a turn.
+        augment: the declared stages' options (:func:`daliloader.augment.make_stages`; None: the default).
+
+    Returns:
+        The frozen :class:`Preprocess` spec.
+
+    Raises:
+        daliloader.errors.SpecError: an argument that is not valid, named with what it takes (a choice
+            that is none of those listed, a range out of its bounds, ``mean``/``std`` in 0-255 units,
+            with their conversion, a ``scale`` range without ``crop="random"``, a declared stage's option
+            without the option that turns the stage on).
     """
     size = _image_size(image_size)
     check_choice("crop", crop, CROPS)

@@ -35,7 +35,7 @@ CLI = "import runpy; runpy.run_module('daliloader.cli', run_name='__main__', alt
 #: passed: a signal sent then lands mid-copy, however fast or loaded the machine is.
 PAUSE = """
 import os, signal, threading, time
-import daliloader.prepare as _prepare
+import daliloader.preparation as _prepare
 _real, _count, _lock, _interrupted = _prepare.write_file, [0], threading.Lock(), threading.Event()
 def _paused(path, blob):
     _real(path, blob)

@@ -165,7 +165,7 @@ def test_the_prepared_copy_is_measured_with_its_packs_by_the_dali_backends(synth
 
 
 def test_a_prepared_copy_without_packs_is_measured_without_them(synth_data, fakes, tmp_path):
-    from daliloader.prepare import prepare
+    from daliloader.preparation import prepare
 
     prepare(synth_data, tmp_path / "p", progress=False)
     report = fakes.run(synth_data, backends=("dali-cpu",), stages=False, prepared=str(tmp_path / "p"))

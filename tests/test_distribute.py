@@ -67,7 +67,7 @@ def as_records(data, folder: Path) -> str:
 def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
     root = str(Path(index_data.images[0]).parent.parent)
     if read == "shards":  # the prepared copy, read through DALI's webdataset reader
-        from daliloader.prepare import prepare
+        from daliloader.preparation import prepare
 
         prepare(index_data, tmp_path / "prepared", pack_size=4, progress=False)
         root = str(tmp_path / "prepared")

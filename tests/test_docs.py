@@ -21,10 +21,17 @@
   no stage breakdowns, so that it checks that the command runs on the page's data, not what it measures.
   A command without DATA runs on the embedded dataset, made in the suite's own cache
   (``DALILOADER_CACHE``), of 4 pairs instead of 64 (:data:`EMBEDDED_BUDGET`).
+* Every public function (each function of ``daliloader.__all__``, and SegmentationData's constructors)
+  has a docstring in Keras' style: an ``Args:`` section with an entry for every parameter, a
+  ``Returns:`` section and a ``Raises:`` section naming exception classes, which the site renders as
+  fields (``google_sections`` in docs/conf.py).
 """
 
 from __future__ import annotations
 
+import builtins
+import importlib
+import inspect
 import re
 import shlex
 import subprocess
@@ -306,3 +313,77 @@ def test_the_site_builds_strictly(tmp_path):
     warnings = [line for line in run.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
     assert run.returncode == 0, "\n".join(warnings) or run.stderr[-3000:]
     assert (tmp_path / "html" / "index.html").exists() and (tmp_path / "html" / "api.html").exists()
+
+
+#: The constructors of SegmentationData, documented as the public functions are.
+CONSTRUCTORS = ("from_dirs", "from_pairs", "from_folder", "from_tfrecord", "from_tfds", "from_prepared")
+#: The first line of a Google-style entry (``name: text`` or ``name (type): text``), and a section's heading.
+ENTRY = re.compile(r"^    (?P<name>\*{0,2}[\w.]+)( \([^)]*\))?: ")
+HEADING = re.compile(r"^(?P<name>[A-Z]\w*( \w+)*):\s*$")
+
+
+def public_functions() -> dict[str, object]:
+    """Every function ``dl.__all__`` names, and SegmentationData's constructors."""
+    found = {name: getattr(dl, name) for name in dl.__all__ if inspect.isfunction(getattr(dl, name))}
+    found.update({f"SegmentationData.{name}": getattr(dl.SegmentationData, name) for name in CONSTRUCTORS})
+    return found
+
+
+def sections(doc: str) -> dict[str, list[str]]:
+    """A docstring's Google-style sections (``Args:``, ``Returns:``, ``Raises:``...): heading -> its lines."""
+    found, current = {}, None
+    for line in doc.splitlines():
+        heading = HEADING.match(line)
+        if heading:
+            current = found.setdefault(heading["name"], [])
+        elif line and not line.startswith(" "):
+            current = None  # back at the margin: the section has ended
+        elif current is not None:
+            current.append(line)
+    return found
+
+
+def own_parameters(fn) -> dict[str, str]:
+    """The parameters ``fn``'s code has, each as its ``Args:`` entry names it (``**options`` with its
+    stars), and, under the name of any other parameter its signature shows, the ``**options`` entry:
+    a ``__signature__`` (:func:`daliloader.loaders.shows_options`) lists keywords in its place."""
+    code = getattr(fn, "__func__", fn).__code__
+    named = code.co_argcount + code.co_kwonlyargcount
+    own = {name: name for name in code.co_varnames[:named]}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        options = "**" + code.co_varnames[named + bool(code.co_flags & inspect.CO_VARARGS)]
+        own.update({p: options for p in inspect.signature(fn).parameters if p not in own})
+    return own
+
+
+def undocumented(fn) -> list[str]:
+    """What ``fn``'s docstring lacks: an ``Args:``, ``Returns:`` or ``Raises:`` section, an ``Args:`` entry
+    for a parameter of its signature, or ``Raises:`` entries that name exception classes."""
+    doc = inspect.getdoc(fn) or ""
+    found = sections(doc)
+    lacking = [f"a {heading}: section" for heading in ("Args", "Returns", "Raises") if not found.get(heading)]
+    args = found.get("Args", [])
+    entries = {m["name"] for m in map(ENTRY.match, args) if m}
+    own = own_parameters(fn)
+    for p in inspect.signature(fn).parameters.values():
+        name = f"**{p.name}" if p.kind is p.VAR_KEYWORD else own.get(p.name, p.name)
+        if name not in entries:
+            lacking.append(f"an Args entry for {name}")
+    for raised in (m["name"] for m in map(ENTRY.match, found.get("Raises", [])) if m):
+        module, _, cls = raised.rpartition(".")
+        target = getattr(importlib.import_module(module), cls, None) if module else getattr(builtins, cls, None)
+        if not (isinstance(target, type) and issubclass(target, BaseException)):
+            lacking.append(f"a Raises entry naming an exception class, not {raised!r}")
+    return list(dict.fromkeys(lacking))  # once each: the keywords shown for **options share its entry
+
+
+def test_the_public_functions_document_their_arguments_results_and_errors():
+    """Keras' docstring style: every public function (and SegmentationData constructor) has an ``Args:``
+    section with an entry per parameter, a ``Returns:`` section and a ``Raises:`` section whose entries
+    name exception classes (daliloader's fully qualified, ``daliloader.errors.DataError``, which the site
+    links to)."""
+    functions = public_functions()
+    assert {"tf_dataset", "make_plan", "check", "SegmentationData.from_dirs"} <= set(functions)
+    lacking = {name: found for name, fn in functions.items() if (found := undocumented(fn))}
+    assert not lacking, "docstrings in Keras' style (Args:, Returns:, Raises:) lack:\n" + "\n".join(
+        f"  {name}: {', '.join(found)}" for name, found in lacking.items())

@@ -19,7 +19,7 @@ import daliloader as dl
 from daliloader.cli import main as cli
 from daliloader.folders import _beside, atomic_folder, exclusive
 from daliloader.pairing import INCOMPLETE_MARKER
-from daliloader.prepare import MANIFEST, prepare, verify
+from daliloader.preparation import MANIFEST, prepare, verify
 
 
 @pytest.mark.parametrize("kind", ["mount point", "link to an empty folder"])

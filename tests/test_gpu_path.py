@@ -35,7 +35,7 @@ def id_data(tmp_path_factory) -> dl.SegmentationData:
 @pytest.fixture(scope="module")
 def packed(synth_data, tmp_path_factory) -> dl.SegmentationData:
     out = tmp_path_factory.mktemp("packed") / "out"
-    dl.prepare.prepare(synth_data, out, pack_size=3, progress=False)
+    dl.prepare(synth_data, out, pack_size=3, progress=False)
     return dl.SegmentationData.from_prepared(out, packs=True)
 
 

@@ -7,6 +7,8 @@ jobs and the CLI.
 """
 
 import ast
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ LAYERS = [
     ["plan", "backends"],  # backends: the registry (backends/__init__.py), which imports no backend
     ["backends.*"],  # the implementations
     ["loaders", "losses", "metrics"],
-    ["bench", "bench.*", "report", "preview", "prepare", "verify", "convert", "synthetic", "predictions"],
+    ["bench", "bench.*", "report", "previews", "preparation", "verification", "convert", "synthetic", "predictions"],
     ["cli"],
 ]
 ROOT_ALLOWED_FROM = len(LAYERS) - 2  # the jobs and the CLI
@@ -148,3 +150,28 @@ def test_the_checker_sees_imports():
     assert "backends.dali_tf" in found  # imported inside distribute()
     assert "stages" in imports(MODULES["backends.dali_graph"])  # `from .. import stages`
     assert not any(t.startswith("backends.") for t in imports(MODULES["backends"]))  # names builders, imports none
+
+
+def test_no_module_shares_a_public_name():
+    """``dl.prepare``, ``dl.verify``, ``dl.preview`` and ``dl.check`` are functions. A module of the same
+    name would replace its function on the package as soon as anything imported it (Python binds a
+    submodule to its parent's attribute), so no module is named like a public name that is no module."""
+    import daliloader as dl
+
+    modules = [name for name in dl.__all__ if name in MODULES]
+    for name in modules:
+        importlib.import_module(f"daliloader.{name}")
+    assert all(inspect.ismodule(getattr(dl, name)) for name in modules), modules
+    for name in ("check", "prepare", "verify", "preview", "tf_dataset", "class_frequencies"):
+        assert inspect.isfunction(getattr(dl, name)), name
+
+
+def test_only_the_parts_module_tells_files_from_records():
+    """A pair's image or mask is a file or a picture in a TFRecord record; daliloader/parts.py is the one
+    module that dispatches on which (tfrecord.py defines the record's own), so a new kind of part is added
+    in one place."""
+    asking = sorted(name for name, path in MODULES.items() if name not in ("parts", "tfrecord")
+                    for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"
+                    and "RecordPart" in ast.unparse(node.args[1]))
+    assert not asking, f"modules that ask isinstance(..., RecordPart) instead of daliloader.parts: {asking}"

@@ -25,7 +25,7 @@ from daliloader.manifest import (
     migrate_v2,
     read_manifest,
 )
-from daliloader.prepare import MANIFEST, prepare, verify
+from daliloader.preparation import MANIFEST, prepare, verify
 
 
 @pytest.fixture(scope="module")

@@ -312,7 +312,7 @@ from pathlib import Path
 root, container = Path(sys.argv[1]), sys.argv[2]
 data = dl.synthetic.make_dataset(root / "data", n=16, image_size=(120, 160))
 if container == "packs":
-    dl.prepare.prepare(data, root / "copy", pack_size=4, progress=False)
+    dl.prepare(data, root / "copy", pack_size=4, progress=False)
     data = dl.SegmentationData.from_prepared(root / "copy", packs=True)
     victims = [Path(t) for t in data.packs.tars]
 else:

@@ -16,7 +16,7 @@ from conftest import batch_indices, dali_numpy, one_epoch, require_tf
 import daliloader as dl
 from daliloader.cli import main as cli
 from daliloader.errors import DataError, LoadError
-from daliloader.prepare import MANIFEST, prepare
+from daliloader.preparation import MANIFEST, prepare
 
 KW = dict(image_size=(24, 32), crop="center", label_mode="int")
 

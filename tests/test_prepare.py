@@ -24,7 +24,7 @@ import daliloader as dl
 from daliloader.cli import main as cli
 from daliloader.errors import DataError, LoadError
 from daliloader.manifest import PACKS, VERSION, read_manifest
-from daliloader.prepare import (
+from daliloader.preparation import (
     MANIFEST,
     PreparedPair,
     PrepareOptions,
@@ -189,7 +189,7 @@ def test_prepare_can_leave_the_gpu_form_out(colour_data, tmp_path):
 
 # ---------------------------------------------------------------- the options and the rows, on fakes
 def test_the_options_are_one_frozen_value_checked_before_anything_is_written(colour_data, tmp_path, monkeypatch):
-    import daliloader.prepare as module
+    import daliloader.preparation as module
 
     options = PrepareOptions(jpeg_quality=90, pack_size=2, workers=1, progress=False, source={"by": "me"},
                              gpu_masks=False)
@@ -219,7 +219,7 @@ def test_the_options_are_one_frozen_value_checked_before_anything_is_written(col
 def test_each_pair_becomes_a_row_or_an_error(colour_data, tmp_path):
     """_convert on single pairs: a row of the files it wrote (relative to the copy), or, for a pair that
     cannot be read, the error and no file."""
-    from daliloader.prepare import _convert
+    from daliloader.preparation import _convert
 
     out = tmp_path / "copy"
     for sub in ("images", "masks", "masks_lz4"):
@@ -274,7 +274,7 @@ def test_two_concurrent_prepares_into_one_folder_exactly_one_succeeds(tmp_path):
     out = tmp_path / "out"
     pause = env(DALILOADER_TEST_PAUSE_AFTER="2", DALILOADER_TEST_PAUSED=str(tmp_path / "paused"),
                 DALILOADER_TEST_RELEASE=str(tmp_path / "release"))
-    runs = together("from daliloader.cli import main\nimport daliloader.prepare\n" + PAUSE,
+    runs = together("from daliloader.cli import main\nimport daliloader.preparation\n" + PAUSE,
                     "sys.exit(main(sys.argv[2:]))",
                     [("prepare", src(d), out, "--packs", "5", "--quiet") for d in (a, b)], tmp_path, env=pause)
     deadline = time.time() + 120

@@ -12,7 +12,7 @@ import daliloader as dl
 def test_preview_shows_any_recipe_from_any_backend(synth_data, tmp_path, backend):
     """The evaluation recipe (fit crops of a wide size) and a training recipe, side by side and as overlays:
     the panels hold the loader's own samples, and wide samples get wide panels."""
-    from daliloader.preview import mask_picture, overlay, preview, samples
+    from daliloader.previews import mask_picture, overlay, preview, samples
 
     for view, options in (("both", dict(training=False, image_size=(32, 64))),
                           ("overlay", dict(image_size=48, rotate=10, brightness=0.2))):

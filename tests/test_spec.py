@@ -62,8 +62,8 @@ def test_numpy_integers_are_counts_and_reach_the_plan_as_ints(index_data):
 def test_the_jobs_refuse_workers_that_are_no_count(index_data, tmp_path, job, workers):
     run = {"check": lambda: dl.check(index_data, workers=workers),
            "class_frequencies": lambda: dl.class_frequencies(index_data, workers=workers, progress=False),
-           "prepare": lambda: dl.prepare.prepare(index_data, tmp_path / "copy", workers=workers, progress=False),
-           "verify": lambda: dl.prepare.verify(tmp_path / "copy", workers=workers)}[job]
+           "prepare": lambda: dl.prepare(index_data, tmp_path / "copy", workers=workers, progress=False),
+           "verify": lambda: dl.verify(tmp_path / "copy", workers=workers)}[job]
     with pytest.raises(SpecError, match=f"workers must be a positive integer, got {workers}"):
         run()
     assert not (tmp_path / "copy").exists()

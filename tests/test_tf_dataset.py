@@ -236,7 +236,7 @@ def test_model_fit_on_chained_datasets(index_data):
 def test_a_second_chained_pass_over_packs_is_refused(index_data, tmp_path):
     """DALI's pack reader restarts with its seed when a chain builds it again: the second pass would
     replay the first, so it fails with daliloader's message."""
-    from daliloader.prepare import prepare
+    from daliloader.preparation import prepare
 
     prepare(index_data, tmp_path / "p", pack_size=4, progress=False)
     data = dl.SegmentationData.from_prepared(tmp_path / "p", packs=True)

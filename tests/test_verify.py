@@ -16,8 +16,8 @@ import daliloader as dl
 from daliloader.cli import main as cli
 from daliloader.errors import DataError, LoadError
 from daliloader.manifest import load_manifest
-from daliloader.prepare import MANIFEST, prepare, verify
-from daliloader.verify import PairCheck, PreparedCopy, VerifyReport, check_pair
+from daliloader.preparation import MANIFEST, prepare, verify
+from daliloader.verification import PairCheck, PreparedCopy, VerifyReport, check_pair
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def prepared_copy(data: SegmentationData, where: str, status=quiet) -> Path:
     there if absent), or is ``"cache"``: made once for this dataset in the cache folder, where a bench
     that finds another one making it waits for it and then uses its copy."""
     from ..environment import cache_dir, cache_way_out
-    from ..prepare import MANIFEST, VERSION, prepare, prepare_cached
+    from ..preparation import MANIFEST, VERSION, prepare, prepare_cached
 
     source = {"made_by": "daliloader bench --prepared"}
     if where == "cache":

@@ -104,14 +104,31 @@ class PreparedCopy:
 
 
 def verify(out: str | Path, workers: int | None = None, progress: bool = True) -> VerifyReport:
-    """Decode every prepared mask and compare it with the mapping of its original, bit for bit; compare
+    """Check a prepared copy against its originals, and its packs against their index files.
+
+    Decode every prepared mask and compare it with the mapping of its original, bit for bit; compare
     copied images and pack members with their sources byte for byte, and the packs' DALI index files
     with their tars.
 
     It reports, never raises, on what it finds: sources that moved (the checks that need no source still
     run: every prepared mask decodes, its LZ4 form holds the same indices), files of the copy that are
     missing or damaged, packs that break off (named, with the byte where they break) and index files
-    that are missing or do not match their tar. A manifest that cannot be read is a DataError naming it."""
+    that are missing or do not match their tar.
+
+    Args:
+        out: the prepared copy's folder (written by :func:`daliloader.preparation.prepare`).
+        workers: threads comparing pairs (None: one per core).
+        progress: show a progress bar.
+
+    Returns:
+        The :class:`VerifyReport` of what was compared, and every mismatch found.
+
+    Raises:
+        daliloader.errors.DataError: a manifest that cannot be read, naming it (missing, damaged, of a
+            version this daliloader does not read), or an ``out`` that is the unfinished output of a
+            ``prepare``.
+        daliloader.errors.SpecError: a ``workers`` that is not a positive count this machine can use.
+    """
     out, workers = Path(out), check_workers(workers)
     manifest = load_manifest(out)
     copy = PreparedCopy.of(out, manifest)

@@ -17,7 +17,7 @@
 
 An RGB colour mask costs several times more to decode than an 8-bit one of the same size, and then
 needs the colour-to-class mapping; a prepared mask needs neither. ``SegmentationData.from_prepared``
-loads the result for every backend; :func:`verify` (from ``daliloader.verify``) decodes every
+loads the result for every backend; :func:`verify` (from ``daliloader.verification``) decodes every
 prepared mask and compares it with the mapping of the original, bit for bit, and the copied images byte
 for byte.
 
@@ -59,7 +59,7 @@ from .packs import write_packs
 from .parallel import threaded_map
 from .parts import image_suffix, part_stem, read_part
 from .spec import check_workers
-from .verify import VerifyReport, verify
+from .verification import VerifyReport, verify
 
 __all__ = ["prepare", "prepare_cached", "PrepareOptions", "PreparedPair", "summary", "file_stem", "encode_lz4_mask",
            "MASK_PNG_PARAMS", "LZ4_ENCODING", "verify", "VerifyReport", "MANIFEST", "VERSION"]
@@ -110,17 +110,37 @@ class PreparedPair:
 def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None = None,
             pack_size: int | None = None, workers: int | None = None, progress: bool = True,
             source: dict | None = None, gpu_masks: bool = True) -> dict:
-    """Write the prepared copy of ``data`` into ``out`` (new or empty); returns the manifest.
+    """Write the prepared copy of ``data`` into ``out`` (new or empty).
 
-    ``jpeg_quality`` (1-100): re-encode non-JPEG photos as JPEG (decodable by nvJPEG on the GPU) and
-    record the quality lost (PSNR); JPEG photos are always copied byte for byte. ``pack_size``: also
-    write packs (webdataset tars) of that many samples.
-    ``gpu_masks``: also write the masks in the form dali-gpu inflates on the GPU (LZ4, about as small as
-    the PNG masks); left out, with a note in the manifest, when a mask is over nvCOMP's 16 MiB. A pair
-    that cannot be read stops the conversion with a message naming its files (nothing is skipped); a
-    file that cannot be written (a full disk) stops it at once, naming that file.
-    ``source`` is recorded in the manifest. How ``out`` is written (a lock, a temporary folder, a marker):
-    see :func:`daliloader.folders.atomic_folder`. The options travel as one :class:`PrepareOptions`.
+    A pair that cannot be read stops the conversion with a message naming its files (nothing is
+    skipped); a file that cannot be written (a full disk) stops it at once, naming that file. How ``out``
+    is written (a lock, a temporary folder, a marker): see :func:`daliloader.folders.atomic_folder`. The
+    options travel as one :class:`PrepareOptions`.
+
+    Args:
+        data: the pairs to prepare (:class:`~daliloader.data.SegmentationData`), whose class map's
+            ignore index must fit an 8-bit mask.
+        out: the folder to write, new or empty.
+        jpeg_quality: 1-100: re-encode non-JPEG photos as JPEG (decodable by nvJPEG on the GPU) and
+            record the quality lost (PSNR); JPEG photos are always copied byte for byte. None: every
+            image copied byte for byte.
+        pack_size: also write packs (webdataset tars) of that many samples.
+        workers: threads converting pairs (None: one per core).
+        progress: show a progress bar.
+        source: recorded in the manifest.
+        gpu_masks: also write the masks in the form dali-gpu inflates on the GPU (LZ4, about as small as
+            the PNG masks); left out, with a note in the manifest, when a mask is over nvCOMP's 16 MiB.
+
+    Returns:
+        The manifest (a dict), as written into ``out``'s ``manifest.json``, last, and read back.
+
+    Raises:
+        daliloader.errors.DataError: options that cannot prepare ``data`` (an ignore index over 255, a
+            ``jpeg_quality`` or ``pack_size`` out of range), or an ``out`` that cannot be used: it holds a
+            prepared dataset already, is not an empty folder, or is being written by another run.
+        daliloader.errors.LoadError: pairs that cannot be read (every one listed; nothing is written as a
+            dataset), or a file of ``out`` that cannot be written, named with why.
+        daliloader.errors.SpecError: a ``workers`` that is not a positive count this machine can use.
     """
     options = PrepareOptions(jpeg_quality=jpeg_quality, pack_size=pack_size, workers=workers, progress=progress,
                              source=source, gpu_masks=gpu_masks)

@@ -9,8 +9,12 @@ for display.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .data import SegmentationData
 
 #: The width of one legend column and the height of one legend row, in inches (fontsize 7).
 LEGEND_COLUMN, LEGEND_ROW = 2.5, 0.17
@@ -83,12 +87,35 @@ def _forever(dataset):
         yield from dataset
 
 
-def preview(data, out: Path, batches: int = 2, batch_size: int = 3, *, view: str = "side",
+def preview(data: SegmentationData, out: Path, batches: int = 2, batch_size: int = 3, *, view: str = "side",
             backend: str = "dali-cpu", **options) -> int:
-    """Write a grid of ``batches`` batches of the recipe ``options`` (any loader option: ``image_size``,
-    ``crop``, ``scale``, ``rotate``, ``flip``, colour, ``training``, ...) from ``backend``: each sample's
-    image beside its coloured mask (``view="side"``), the mask blended over the image (``"overlay"``),
-    or both, with a legend; panels keep the samples' aspect ratio. Returns the number of samples."""
+    """Write a picture of what the loader makes: a grid of samples of a recipe, with a legend.
+
+    Each sample's image is shown beside its coloured mask (``view="side"``), with the mask blended over
+    the image (``"overlay"``), or both; panels keep the samples' aspect ratio. The samples are the
+    loader's own batches (int labels), normalisation undone for display.
+
+    Args:
+        data: the pairs (:class:`~daliloader.data.SegmentationData`), whose class map colours the masks.
+        out: the picture file to write (its folder is made).
+        batches: how many batches the grid shows.
+        batch_size: samples per batch.
+        view: ``"side"``, ``"overlay"`` or ``"both"`` (see :data:`VIEWS`).
+        backend: the backend whose batches are shown, any (see :data:`daliloader.backends.BACKENDS`).
+        **options: the recipe: any loader option (``image_size``, ``crop``, ``scale``, ``rotate``,
+            ``flip``, colour, ``training``, ...), as :func:`~daliloader.plan.make_plan` takes it.
+
+    Returns:
+        The number of samples shown.
+
+    Raises:
+        daliloader.errors.SpecError: a ``view`` that is not one of :data:`VIEWS`, or an option that is
+            not valid, named with what it takes.
+        daliloader.errors.DataError: data that cannot be read as asked (images of several sizes
+            without an ``image_size``), named.
+        daliloader.errors.LoadError: a file that cannot be decoded, named.
+        daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
