@@ -5,12 +5,24 @@ It sets two process-wide defaults, unless you set them first: ``TF_FORCE_GPU_ALL
 ``DALI_NVIMGCODEC_LOG_LEVEL=1`` (see :mod:`daliloader.environment`).
 """
 
+from typing import TYPE_CHECKING
+
 from . import environment  # noqa: F401  (first: the TF_FORCE_GPU_ALLOW_GROWTH default)
 from .classes import ClassMap
 from .data import SegmentationData
 from .errors import DaliloaderError, DataError, LoadError, SpecError
 from .plan import Plan, make_plan
 from .spec import Preprocess, make_spec
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs (nothing imported at run time)
+    from . import backends, losses, metrics, synthetic
+    from .balance import class_frequencies, class_weights
+    from .checks import check
+    from .loaders import dali_pipeline, distribute, keras_sequence, tf_dataset
+    from .predictions import Prediction, predict
+    from .preparation import prepare
+    from .previews import preview
+    from .verification import verify
 
 __version__ = "0.1.0"
 __all__ = ["ClassMap", "SegmentationData", "Preprocess", "make_spec", "Plan", "make_plan", "tf_dataset",

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
 import numpy as np
 
@@ -28,16 +29,26 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from .data import SegmentationData
+    from .keywords import (
+        DaliPipelineOptions,
+        DistributeOptions,
+        KerasSequenceOptions,
+        TfDatasetOptions,
+    )
 
 #: Options only the DALI backends use, which keras_sequence (OpenCV) refuses rather than ignores.
 DALI_OPTIONS = ("num_threads", "prefetch", "device_id")
 
 
-def shows_options(*left_out: str):
+#: A loader, whose type the decorator below keeps (type checkers then read its typed ``**options``).
+Loader = TypeVar("Loader", bound=Callable)
+
+
+def shows_options(*left_out: str) -> Callable[[Loader], Loader]:
     """Give a loader the signature it really has: its own parameters and, instead of ``**options``, every
     keyword option of :func:`~daliloader.plan.make_plan` (less ``left_out``), so that ``help()``,
     ``inspect.signature`` and interactive completion list them."""
-    def decorate(fn):
+    def decorate(fn: Loader) -> Loader:
         named = set(inspect.signature(fn).parameters) | set(left_out) | {"caller", "outputs"}
         fn.__signature__ = with_keywords(fn, [p for p in inspect.signature(make_plan).parameters.values()
                                               if p.kind is p.KEYWORD_ONLY and p.name not in named])
@@ -49,7 +60,7 @@ def shows_options(*left_out: str):
 @shows_options()
 def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
                crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
-               seed: int | None = None, backend: str = "auto", **options) -> tf.data.Dataset:
+               seed: int | None = None, backend: str = "auto", **options: Unpack[TfDatasetOptions]) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of ``(images, labels)`` batches for ``model.fit``.
 
     ``training=False`` is evaluation mode: whole images (or ``crop="fit"`` with an ``image_size``), the
@@ -111,7 +122,7 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: I
 def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
                    crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
                    seed: int | None = None, *, workers: int = 1, use_multiprocessing: bool = False,
-                   max_queue_size: int = 10, **options) -> keras.utils.PyDataset:
+                   max_queue_size: int = 10, **options: Unpack[KerasSequenceOptions]) -> keras.utils.PyDataset:
     """The same spec decoded with OpenCV on the CPU, as a ``keras.utils.PyDataset`` of numpy batches.
 
     Shapes, dtypes and epoch order (the shared sampler) are those of :func:`tf_dataset`.
@@ -155,7 +166,7 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_siz
 def dali_pipeline(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
                   crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
                   seed: int | None = None, backend: str = "auto", *, outputs=None,
-                  **options) -> tuple[nvidia.dali.Pipeline, int]:
+                  **options: Unpack[DaliPipelineOptions]) -> tuple[nvidia.dali.Pipeline, int]:
     """The same DALI pipeline without TensorFlow.
 
     Consecutive ``pipeline.run()`` calls walk through the epochs exactly as :func:`tf_dataset` does.
@@ -193,7 +204,7 @@ def dali_pipeline(data: SegmentationData | Plan, batch_size: int = 8, image_size
 def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_batch_size: int | None = None,
                image_size: ImageSize | None = None, crop: Crop | None = None, label_mode: LabelMode = "onehot",
                shuffle: bool | None = None, seed: int | None = None, backend: str = "auto",
-               **options) -> tf.distribute.DistributedDataset:
+               **options: Unpack[DistributeOptions]) -> tf.distribute.DistributedDataset:
     """:func:`tf_dataset` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.
 
     ``MirroredStrategy``: one pipeline per replica, built on that replica's device (a DALI GPU pipeline

@@ -13,6 +13,7 @@ import difflib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Unpack
 
 from . import augment, maskcache
 from .backends import dali_gpu_count
@@ -21,6 +22,9 @@ from .draws import Range
 from .errors import DataError, SpecError
 from .sampler import Sampler
 from .spec import OPTIONS, Crop, DType, ImageSize, LabelMode, Preprocess, check_count, make_spec
+
+if TYPE_CHECKING:
+    from .keywords import MakePlanOptions
 
 #: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
 #: the last evaluation batch), sample indices (-1: padding; DALI pipelines run alone only).
@@ -59,7 +63,8 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
               mean: Sequence[float] | float | None = None, std: Sequence[float] | float | None = None,
               dtype: DType = "float32", drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
               num_threads: int | None = None, prefetch: int = 2, device_id: int = 0,
-              outputs: Sequence[str] | None = None, caller: str = "make_plan", **options) -> Plan:
+              outputs: Sequence[str] | None = None, caller: str = "make_plan",
+              **options: Unpack[MakePlanOptions]) -> Plan:
     """Validate a loader's arguments and plan the loader.
 
     ``training`` (True) or evaluation (False) sets the defaults (docs/training.md, "Evaluation mode"):

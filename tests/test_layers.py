@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
 LAYERS = [
     ["tfprivate", "environment", "errors", "parallel", "cache"],
-    ["draws", "augment", "spec", "catalog", "classes", "sampler", "stages"],
+    ["draws", "augment", "spec", "keywords", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "tfrecord", "parts", "forms", "tfds_folder", "layouts", "data"],
     ["codecs", "folders", "packs", "maskcache"],
     ["inspection", "guard", "checks", "balance"],

@@ -1,0 +1,143 @@
+"""The keyword options that make_plan and the loaders take through ``**options``, as TypedDicts that type
+checkers and IDEs read (``**options: Unpack[...]``); at run time the functions show the same keywords in
+their signatures (``help()``, ``inspect.signature``).
+
+Generated from those signatures, which the declared stages make (:mod:`daliloader.augment`): do not edit.
+After changing an option: ``python tests/test_keywords.py > daliloader/keywords.py`` (the test fails
+until then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, TypedDict
+
+from .draws import Range
+from .spec import DType
+
+
+class MakePlanOptions(TypedDict, total=False):
+    """The keywords of ``make_plan``'s ``**options``."""
+
+    vflip: float | None
+    blur: float | tuple[float, float] | None
+    gamma: float | tuple[float, float] | None
+    erase: float | None
+    erase_scale: tuple[float, float] | None
+    erase_ratio: tuple[float, float] | None
+    erase_value: int | None
+    erase_mask: Literal['keep', 'ignore'] | None
+
+
+class TfDatasetOptions(TypedDict, total=False):
+    """The keywords of ``tf_dataset``'s ``**options``."""
+
+    training: bool
+    scale: Range | None
+    flip: float | None
+    rotate: Range | None
+    brightness: Range | None
+    contrast: Range | None
+    saturation: Range | None
+    hue: Range | None
+    mean: Sequence[float] | float | None
+    std: Sequence[float] | float | None
+    dtype: DType
+    drop_remainder: bool | None
+    shard_id: int
+    num_shards: int
+    num_threads: int | None
+    prefetch: int
+    device_id: int
+    vflip: float | None
+    blur: float | tuple[float, float] | None
+    gamma: float | tuple[float, float] | None
+    erase: float | None
+    erase_scale: tuple[float, float] | None
+    erase_ratio: tuple[float, float] | None
+    erase_value: int | None
+    erase_mask: Literal['keep', 'ignore'] | None
+
+
+class KerasSequenceOptions(TypedDict, total=False):
+    """The keywords of ``keras_sequence``'s ``**options``."""
+
+    training: bool
+    scale: Range | None
+    flip: float | None
+    rotate: Range | None
+    brightness: Range | None
+    contrast: Range | None
+    saturation: Range | None
+    hue: Range | None
+    mean: Sequence[float] | float | None
+    std: Sequence[float] | float | None
+    dtype: DType
+    drop_remainder: bool | None
+    shard_id: int
+    num_shards: int
+    vflip: float | None
+    blur: float | tuple[float, float] | None
+    gamma: float | tuple[float, float] | None
+    erase: float | None
+    erase_scale: tuple[float, float] | None
+    erase_ratio: tuple[float, float] | None
+    erase_value: int | None
+    erase_mask: Literal['keep', 'ignore'] | None
+
+
+class DaliPipelineOptions(TypedDict, total=False):
+    """The keywords of ``dali_pipeline``'s ``**options``."""
+
+    training: bool
+    scale: Range | None
+    flip: float | None
+    rotate: Range | None
+    brightness: Range | None
+    contrast: Range | None
+    saturation: Range | None
+    hue: Range | None
+    mean: Sequence[float] | float | None
+    std: Sequence[float] | float | None
+    dtype: DType
+    drop_remainder: bool | None
+    shard_id: int
+    num_shards: int
+    num_threads: int | None
+    prefetch: int
+    device_id: int
+    vflip: float | None
+    blur: float | tuple[float, float] | None
+    gamma: float | tuple[float, float] | None
+    erase: float | None
+    erase_scale: tuple[float, float] | None
+    erase_ratio: tuple[float, float] | None
+    erase_value: int | None
+    erase_mask: Literal['keep', 'ignore'] | None
+
+
+class DistributeOptions(TypedDict, total=False):
+    """The keywords of ``distribute``'s ``**options``."""
+
+    training: bool
+    scale: Range | None
+    flip: float | None
+    rotate: Range | None
+    brightness: Range | None
+    contrast: Range | None
+    saturation: Range | None
+    hue: Range | None
+    mean: Sequence[float] | float | None
+    std: Sequence[float] | float | None
+    dtype: DType
+    drop_remainder: bool | None
+    num_threads: int | None
+    prefetch: int
+    vflip: float | None
+    blur: float | tuple[float, float] | None
+    gamma: float | tuple[float, float] | None
+    erase: float | None
+    erase_scale: tuple[float, float] | None
+    erase_ratio: tuple[float, float] | None
+    erase_value: int | None
+    erase_mask: Literal['keep', 'ignore'] | None
