@@ -49,7 +49,12 @@ class Container(Enum):
     """How a dataset's pairs are stored, which says how the DALI backends read them: files, each read by
     path, and TFRecord records, each read by the guard and checked against its index, in the order of
     one :class:`~daliloader.sampler.Sampler`; or packs (webdataset tars of a prepared copy), which
-    DALI's own reader walks through, shuffling within its buffer (:class:`~daliloader.sampler.ReaderEpochs`)."""
+    DALI's own reader walks through, shuffling within its buffer (:class:`~daliloader.sampler.ReaderEpochs`).
+
+    A container is read in one place per backend, a table keyed by this enum (``dali_graph.READERS``,
+    ``dali_tf.STREAMS``, ``tfdata.READINGS``; a test checks that each has every container), and its
+    parts, where they are no files, in :mod:`daliloader.parts`: adding a container is a member here, an
+    entry in each table and its parts."""
 
     FILES = "files"
     PACKS = "packs"
@@ -59,6 +64,13 @@ class Container(Enum):
     def read_by_reader(self) -> bool:
         """Whether DALI's own reader decides the order (packs), not the sampler."""
         return self is Container.PACKS
+
+    @property
+    def caches_masks(self) -> bool:
+        """Whether colour masks may be decoded once into the mask cache (:mod:`daliloader.maskcache`):
+        files only. A prepared copy's masks are class indices already, and a record's mask is read with
+        its record, which no cached file can stand in for."""
+        return self is Container.FILES
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, encode, encode_lz4_mask, mask_labels, write_file
-from .data import Container, SegmentationData
+from .data import SegmentationData
 from .environment import cache_dir, cache_way_out
 from .errors import DataError, LoadError
 from .folders import made_once
@@ -60,7 +60,7 @@ def wanted(data: SegmentationData) -> bool:
     setting = os.environ.get("DALILOADER_MASK_CACHE", "").strip().lower()
     if setting not in SETTINGS:
         raise DataError(f"DALILOADER_MASK_CACHE={setting!r}: 0 (off), 1 (every mask) or unset (colour masks)")
-    if SETTINGS[setting] == "off" or data.container is not Container.FILES or data.mask_cache is not None:
+    if SETTINGS[setting] == "off" or not data.container.caches_masks or data.mask_cache is not None:
         return False
     if SETTINGS[setting] == "all":
         return not _class_indices(data.classes)

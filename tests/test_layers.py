@@ -175,3 +175,13 @@ def test_only_the_parts_module_tells_files_from_records():
                     if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"
                     and "RecordPart" in ast.unparse(node.args[1]))
     assert not asking, f"modules that ask isinstance(..., RecordPart) instead of daliloader.parts: {asking}"
+
+
+def test_every_backend_reads_every_container():
+    """Each backend reads a container in one table keyed by ``Container``: a new container fails here until
+    every backend says how it reads it."""
+    from daliloader.backends import dali_graph, dali_tf, tfdata
+    from daliloader.data import Container
+
+    for table in (dali_graph.READERS, dali_tf.STREAMS, tfdata.READINGS):
+        assert set(table) == set(Container)

@@ -318,11 +318,14 @@ def mask_files(data: SegmentationData, device: str) -> tuple[str, ...]:
 
 
 def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
-    """read: the encoded image and mask, and the sample index (``-1``: padding), per position."""
-    if data.container is Container.PACKS:
-        return _read_packs(data, sampler, fed, device)
-    if data.container is Container.TFRECORD:
-        return _read_records(sampler, guard, fed)
+    """read: the encoded image and mask, and the sample index (``-1``: padding), per position, as the
+    data's container is read (:data:`READERS`)."""
+    return READERS[data.container](data, sampler, guard, fed, device)
+
+
+def _read_files(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
+    """Each position's two files, read by DALI's threads from their paths (:func:`path_row`), and its
+    sample index."""
     sources = ((None, None, None) if fed else
                (_PathSource(sampler, data.images, guard), _PathSource(sampler, mask_files(data, device)),
                 _IndexSource(sampler)))
@@ -340,7 +343,7 @@ def graph_input(name: str, source, dtype, ndim: int):
                               dtype=dtype, ndim=ndim)
 
 
-def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str):
+def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
     """One webdataset reader: image, mask and index from the same record, so paired by construction.
 
     It shuffles within its buffer (DALI's ``initial_fill``, 1024 samples), gives each worker a
@@ -358,7 +361,7 @@ def _read_packs(data: SegmentationData, sampler: Sampler, fed: bool, device: str
     return image_bytes, mask_bytes, real * (index[0] + 1) - 1
 
 
-def _read_records(sampler: Sampler, guard: PairGuard | None, fed: bool):
+def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
     """Each position's record, read in Python and checked against its index before DALI sees it
     (:meth:`~daliloader.guard.PairGuard.read`: a record that changed since the dataset was loaded is refused, never
     decoded), in the sampler's order like files: image and mask of one record, so paired by
@@ -368,6 +371,11 @@ def _read_records(sampler: Sampler, guard: PairGuard | None, fed: bool):
     record = graph_input(RECORD_INPUTS[0], source, types.UINT8, ndim=1)
     index = graph_input(RECORD_INPUTS[1], index_source, types.INT64, ndim=0)
     return (*split_prefixed(record), index)
+
+
+#: How the graph reads each container (one entry per :class:`~daliloader.data.Container`; a test checks):
+#: ``(data, sampler, guard, fed, device) -> (image bytes, mask bytes, sample index)``.
+READERS = {Container.FILES: _read_files, Container.PACKS: _read_packs, Container.TFRECORD: _read_records}
 
 
 #: Bytes before the first field of a length-prefixed input (:func:`pack_pair`, :func:`path_row`): its

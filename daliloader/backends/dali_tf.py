@@ -239,23 +239,37 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     data, make = plan.data, _Streams(plan, reader, guard, passes, batch)
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
-        if data.container is Container.TFRECORD:
-            streams = {RECORD_INPUTS[0]: make.records()}
-            if positional:
-                streams[RECORD_INPUTS[1]] = make.indices(vet=False)
-        elif data.container is Container.PACKS:
-            streams = {PACK_INPUTS[0]: make.real()} if positional else {}
-        else:
-            # the mask is read whatever the outputs: the graph checks that it has its image's size
-            streams = {"image_path": make.paths(data.images, vet=True), "mask_path": make.paths(masks, vet=False)}
-            if positional:
-                streams["index"] = make.indices(vet=False)
+        streams = STREAMS[data.container](make, data, masks, positional)
         if needs_draws(plan.spec):
             streams[DRAWS] = make.draws(from_passes=not data.container.read_by_reader)
         streams = {k: v.batch(batch, drop_remainder=True) if k in FED_PER_BATCH else v for k, v in streams.items()}
     if tf.DeviceSpec.from_string(device).device_type == "GPU":
         streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
     return {name: Input(stream, batch=name in FED_PER_BATCH) for name, stream in streams.items()}
+
+
+def _file_streams(make: _Streams, data, masks, positional: bool) -> dict:
+    """Files: the two paths of each position (the mask's whatever the outputs: the graph checks that it
+    has its image's size), and its sample index where an output uses it."""
+    streams = {"image_path": make.paths(data.images, vet=True), "mask_path": make.paths(masks, vet=False)}
+    return {**streams, "index": make.indices(vet=False)} if positional else streams
+
+
+def _pack_streams(make: _Streams, data, masks, positional: bool) -> dict:
+    """Packs: DALI's reader reads them; each position's padding mark where an output uses it."""
+    return {PACK_INPUTS[0]: make.real()} if positional else {}
+
+
+def _record_streams(make: _Streams, data, masks, positional: bool) -> dict:
+    """TFRecords: each position's record, read and checked by the guard, and its sample index where an
+    output uses it."""
+    streams = {RECORD_INPUTS[0]: make.records()}
+    return {**streams, RECORD_INPUTS[1]: make.indices(vet=False)} if positional else streams
+
+
+#: The graph's input streams for each container (one entry per :class:`~daliloader.data.Container`; a
+#: test checks), as :data:`.dali_graph.READERS` reads them.
+STREAMS = {Container.FILES: _file_streams, Container.PACKS: _pack_streams, Container.TFRECORD: _record_streams}
 
 
 class _Streams:

@@ -10,6 +10,8 @@ the cheap per-pixel work (normalise, one-hot) is vectorised after ``batch``; the
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
@@ -49,24 +51,22 @@ def dataset(plan: Plan) -> LoaderDataset:
     data, sampler = plan.data, plan.sampler
     guard = pair_guard(data, "tfdata")
     one_epoch = _batches(plan, _vetted(plan, guard))
-    if not sampler.training or data.container is Container.TFRECORD:  # every iter() from the first batch
+    if not sampler.training or READINGS[data.container].epoch_by_epoch:  # every iter() from the first batch
         return LoaderDataset(one_epoch, guard)
     endless = _batches(plan, _vetted(plan, guard).repeat())
     return EpochDataset(endless, plan.steps, guard, variant(one_epoch))
 
 
 def _vetted(plan: Plan, guard) -> tf.data.Dataset:
-    """One epoch of vetted positions (:func:`_vetted_records`, :func:`_vetted_files`)."""
-    if plan.data.container is Container.TFRECORD:
-        return _vetted_records(_positions(plan), guard)
-    return _vetted_files(_positions(plan), guard)
+    """One epoch of vetted positions, as the data's container is read (:data:`READINGS`)."""
+    return READINGS[plan.data.container].vetted(_positions(plan), guard)
 
 
 def _positions(plan: Plan) -> tf.data.Dataset:
     """One epoch of positions: the sample indices of files, or (index, record) of TFRecords; in training,
     only the epoch's full batches (its remainder dropped here, so that repeated epochs never mix)."""
     sampler = plan.sampler
-    epoch = _records(plan) if plan.data.container is Container.TFRECORD else _files(plan)
+    epoch = READINGS[plan.data.container].positions(plan)
     return epoch.take(sampler.per_epoch) if sampler.drop_remainder else epoch
 
 
@@ -76,15 +76,7 @@ def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
-    if data.container is Container.TFRECORD:
-        def fetch(read, image, mask):
-            return image, mask
-    else:
-        # bytes, as the file system names them (a name that is no UTF-8 is no TensorFlow string)
-        images, masks = (tf.constant([os.fsencode(p) for p in paths]) for paths in (data.images, data.masks))
-
-        def fetch(read, *_):
-            return tf.io.read_file(images[read]), tf.io.read_file(masks[read])
+    fetch = READINGS[data.container].fetch(data)
 
     def load(index, read, image_bytes, mask_bytes, seed):
         image_bytes, mask_bytes = fetch(read, image_bytes, mask_bytes)
@@ -102,6 +94,38 @@ def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
     ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
     ds = ds.map(lambda x, y, i: finish(x, y, i, spec, classes, plan.outputs), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
+
+
+def _read_files(data):
+    """``fetch`` of files: each pair read by ``tf.io.read_file`` from its paths."""
+    # bytes, as the file system names them (a name that is no UTF-8 is no TensorFlow string)
+    images, masks = (tf.constant([os.fsencode(p) for p in paths]) for paths in (data.images, data.masks))
+
+    def fetch(read, *_):
+        return tf.io.read_file(images[read]), tf.io.read_file(masks[read])
+    return fetch
+
+
+def _read_records(data):
+    """``fetch`` of TFRecords: the pair's bytes, read and checked with its record (:func:`_vetted_records`)."""
+    def fetch(read, image, mask):
+        return image, mask
+    return fetch
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How this backend reads one kind of container: ``positions`` (one epoch of them, from the plan),
+    ``vetted`` (those positions vetted by the guard: ``(sample index, index read, image bytes, mask
+    bytes)``, the bytes empty where ``fetch`` reads them), ``fetch`` (``data`` -> a function of ``(index
+    read, image bytes, mask bytes)`` giving the pair's encoded bytes), and ``epoch_by_epoch`` (training
+    reads the container again every epoch instead of one endless stream: TFRecord files, so that a file
+    changed under a run is refused by the next epoch at the latest)."""
+
+    positions: Callable[[Plan], tf.data.Dataset]
+    vetted: Callable[[tf.data.Dataset, object], tf.data.Dataset]
+    fetch: Callable[[object], Callable]
+    epoch_by_epoch: bool = False
 
 
 #: Stream positions vetted per Python call.
@@ -363,3 +387,10 @@ def crop(a, top, left, win_h, win_w, fill, inside=None):
         inner = inside(inner)
     pads = [[y0 - top, top + win_h - tf.maximum(y1, y0)], [x0 - left, left + win_w - tf.maximum(x1, x0)], [0, 0]]
     return tf.pad(inner, pads, constant_values=tf.cast(fill, inner.dtype))
+
+
+_FILES = Reading(_files, _vetted_files, _read_files)
+#: How each container is read (one entry per :class:`~daliloader.data.Container`; a test checks). A prepared
+#: copy's packs are read as its files: tf.data has no reader of webdataset tars.
+READINGS = {Container.FILES: _FILES, Container.PACKS: _FILES,
+            Container.TFRECORD: Reading(_records, _vetted_records, _read_records, epoch_by_epoch=True)}
