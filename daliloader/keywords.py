@@ -29,8 +29,8 @@ class MakePlanOptions(TypedDict, total=False):
     erase_mask: Literal['keep', 'ignore'] | None
 
 
-class TfDatasetOptions(TypedDict, total=False):
-    """The keywords of ``tf_dataset``'s ``**options``."""
+class TfDatasetOptions(MakePlanOptions, total=False):
+    """The keywords of ``tf_dataset``'s ``**options`` beyond MakePlanOptions's."""
 
     training: bool
     scale: Range | None
@@ -49,18 +49,10 @@ class TfDatasetOptions(TypedDict, total=False):
     num_threads: int | None
     prefetch: int
     device_id: int
-    vflip: float | None
-    blur: float | tuple[float, float] | None
-    gamma: float | tuple[float, float] | None
-    erase: float | None
-    erase_scale: tuple[float, float] | None
-    erase_ratio: tuple[float, float] | None
-    erase_value: int | None
-    erase_mask: Literal['keep', 'ignore'] | None
 
 
-class KerasSequenceOptions(TypedDict, total=False):
-    """The keywords of ``keras_sequence``'s ``**options``."""
+class KerasSequenceOptions(MakePlanOptions, total=False):
+    """The keywords of ``keras_sequence``'s ``**options`` beyond MakePlanOptions's."""
 
     training: bool
     scale: Range | None
@@ -76,48 +68,13 @@ class KerasSequenceOptions(TypedDict, total=False):
     drop_remainder: bool | None
     shard_id: int
     num_shards: int
-    vflip: float | None
-    blur: float | tuple[float, float] | None
-    gamma: float | tuple[float, float] | None
-    erase: float | None
-    erase_scale: tuple[float, float] | None
-    erase_ratio: tuple[float, float] | None
-    erase_value: int | None
-    erase_mask: Literal['keep', 'ignore'] | None
 
 
-class DaliPipelineOptions(TypedDict, total=False):
-    """The keywords of ``dali_pipeline``'s ``**options``."""
-
-    training: bool
-    scale: Range | None
-    flip: float | None
-    rotate: Range | None
-    brightness: Range | None
-    contrast: Range | None
-    saturation: Range | None
-    hue: Range | None
-    mean: Sequence[float] | float | None
-    std: Sequence[float] | float | None
-    dtype: DType
-    drop_remainder: bool | None
-    shard_id: int
-    num_shards: int
-    num_threads: int | None
-    prefetch: int
-    device_id: int
-    vflip: float | None
-    blur: float | tuple[float, float] | None
-    gamma: float | tuple[float, float] | None
-    erase: float | None
-    erase_scale: tuple[float, float] | None
-    erase_ratio: tuple[float, float] | None
-    erase_value: int | None
-    erase_mask: Literal['keep', 'ignore'] | None
+DaliPipelineOptions = TfDatasetOptions  # ``dali_pipeline`` takes the same keywords
 
 
-class DistributeOptions(TypedDict, total=False):
-    """The keywords of ``distribute``'s ``**options``."""
+class DistributeOptions(MakePlanOptions, total=False):
+    """The keywords of ``distribute``'s ``**options`` beyond MakePlanOptions's."""
 
     training: bool
     scale: Range | None
@@ -133,11 +90,3 @@ class DistributeOptions(TypedDict, total=False):
     drop_remainder: bool | None
     num_threads: int | None
     prefetch: int
-    vflip: float | None
-    blur: float | tuple[float, float] | None
-    gamma: float | tuple[float, float] | None
-    erase: float | None
-    erase_scale: tuple[float, float] | None
-    erase_ratio: tuple[float, float] | None
-    erase_value: int | None
-    erase_mask: Literal['keep', 'ignore'] | None

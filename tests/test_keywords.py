@@ -51,13 +51,23 @@ def typed_dict_name(name: str) -> str:
 
 
 def source() -> str:
-    """The module's text, from the signatures of :data:`FUNCTIONS`."""
-    blocks = [HEADER]
+    """The module's text, from the signatures of :data:`FUNCTIONS`. A TypedDict whose keywords another
+    written before it already holds is that one (an alias), or extends the largest such (inherits it)."""
+    blocks, written = [HEADER], {}  # name -> {keyword: annotation}
     for name in FUNCTIONS:
-        lines = [f"\n\nclass {typed_dict_name(name)}(TypedDict, total=False):",
-                 f'    """The keywords of ``{name}``\'s ``**options``."""', ""]
-        lines += [f"    {p.name}: {p.annotation}" for p in shown_keywords(function(name))]
+        keywords = {p.name: p.annotation for p in shown_keywords(function(name))}
+        same = next((other for other, held in written.items() if held == keywords), None)
+        if same is not None:
+            blocks.append(f"\n\n{typed_dict_name(name)} = {same}  # ``{name}`` takes the same keywords\n")
+            continue
+        base = max((other for other, held in written.items() if held.items() <= keywords.items()),
+                   key=lambda other: len(written[other]), default=None)
+        beyond = f" beyond {base}'s" if base else ""
+        lines = [f"\n\nclass {typed_dict_name(name)}({base or 'TypedDict'}, total=False):",
+                 f'    """The keywords of ``{name}``\'s ``**options``{beyond}."""', ""]
+        lines += [f"    {k}: {a}" for k, a in keywords.items() if base is None or k not in written[base]]
         blocks.append("\n".join(lines) + "\n")
+        written[typed_dict_name(name)] = keywords
     return "".join(blocks)
 
 
@@ -106,4 +116,6 @@ def test_a_type_checker_sees_the_keywords(tmp_path):
     errors = sorted(int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line)
     assert errors == [4, 5, 6], out + err
 
+
+if __name__ == "__main__":
     sys.stdout.write(source())
