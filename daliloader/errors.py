@@ -2,8 +2,10 @@
 
 import contextlib
 import errno
+import functools
 import os
 import sys
+import warnings
 
 
 class DaliloaderError(Exception):
@@ -37,6 +39,17 @@ def user_stacklevel() -> int:
                                  or frame.f_code.co_filename == contextlib.__file__):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def moved(fn, old: str):
+    """``fn`` under the spelling it had before (``old``, such as ``dl.prepare.prepare``), which still works
+    and warns (a DeprecationWarning at the user's line) that it is now ``dl.<name>(...)``."""
+    @functools.wraps(fn)
+    def old_spelling(*args, **kwargs):
+        warnings.warn(f"{old}(...) is now dl.{fn.__name__}(...); the old spelling will go",
+                      DeprecationWarning, stacklevel=user_stacklevel())
+        return fn(*args, **kwargs)
+    return old_spelling
 
 
 #: What every message about a bad file advises.

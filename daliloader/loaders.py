@@ -14,7 +14,7 @@ import inspect
 import os
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar, Unpack
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from .errors import SpecError
 from .plan import Plan, make_plan, plan_of, with_keywords
 from .spec import Crop, ImageSize, LabelMode, check_count
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (typing.Unpack is Python 3.11's: annotations only, never evaluated at run time)
+    from typing import Unpack
+
     import keras
     import nvidia.dali
     import tensorflow as tf

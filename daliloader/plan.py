@@ -13,7 +13,7 @@ import difflib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING
 
 from . import augment, maskcache
 from .backends import dali_gpu_count
@@ -23,7 +23,9 @@ from .errors import DataError, SpecError
 from .sampler import Sampler
 from .spec import OPTIONS, Crop, DType, ImageSize, LabelMode, Preprocess, check_count, make_spec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (typing.Unpack is Python 3.11's: annotations only, never evaluated at run time)
+    from typing import Unpack
+
     from .keywords import MakePlanOptions
 
 #: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills

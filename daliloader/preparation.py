@@ -40,7 +40,7 @@ from . import __version__
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, decode_image, encode, encode_lz4_mask, read_part_labels, write_file
 from .data import SegmentationData
-from .errors import DataError, LoadError
+from .errors import DataError, LoadError, moved
 from .folders import OUT_WAY_OUT, atomic_folder, made_once
 from .inspection import Expect, quick_problems
 from .manifest import (
@@ -355,3 +355,8 @@ def _images_entry(rows: list[PreparedPair], jpeg_quality: int | None) -> dict:
         entry["psnr_db"] = {"mean": round(float(np.mean(finite)), 2) if finite else None,
                             "min": round(float(np.min(finite)), 2) if finite else None}
     return entry
+
+
+# the spellings of the time when dl.prepare was this module (dl.prepare.prepare, dl.prepare.verify)
+prepare.prepare = moved(prepare, "dl.prepare.prepare")
+prepare.verify = moved(verify, "dl.prepare.verify")

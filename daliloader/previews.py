@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .errors import moved
+
 if TYPE_CHECKING:
     from .data import SegmentationData
 
@@ -154,3 +156,7 @@ def preview(data: SegmentationData, out: Path, batches: int = 2, batch_size: int
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return len(rows)
+
+
+# the spelling of the time when dl.preview was this module
+preview.preview = moved(preview, "dl.preview.preview")

@@ -158,12 +158,27 @@ def test_no_module_shares_a_public_name():
     submodule to its parent's attribute), so no module is named like a public name that is no module."""
     import daliloader as dl
 
-    modules = [name for name in dl.__all__ if name in MODULES]
+    modules = {name for name, (_, attr) in dl._LAZY.items() if attr is None}  # dl.synthetic, dl.losses...
+    clashes = sorted(name for name in dl.__all__ if name not in modules and name in MODULES)
+    assert not clashes, f"modules named like public functions or classes: {clashes}"
     for name in modules:
         importlib.import_module(f"daliloader.{name}")
-    assert all(inspect.ismodule(getattr(dl, name)) for name in modules), modules
     for name in ("check", "prepare", "verify", "preview", "tf_dataset", "class_frequencies"):
         assert inspect.isfunction(getattr(dl, name)), name
+
+
+def test_the_old_spellings_of_prepare_verify_and_preview_work_and_warn(tmp_path):
+    """Before they were functions, ``dl.prepare`` and ``dl.preview`` were modules: ``dl.prepare.prepare``,
+    ``dl.prepare.verify`` and ``dl.preview.preview`` still call the functions, warning that they moved."""
+    import daliloader as dl
+    from daliloader.errors import DataError
+
+    for old, new in ((dl.prepare.prepare, dl.prepare), (dl.prepare.verify, dl.verify),
+                     (dl.preview.preview, dl.preview)):
+        assert old.__wrapped__ is new
+    with pytest.warns(DeprecationWarning, match=r"dl\.prepare\.verify\(\.\.\.\) is now dl\.verify"), \
+            pytest.raises(DataError, match="nothing"):
+        dl.prepare.verify(tmp_path / "nothing")
 
 
 def test_only_the_parts_module_tells_files_from_records():

@@ -1,4 +1,4 @@
-"""daliloader/preview.py: previews of a recipe's samples from each backend, side by side and as overlays
+"""daliloader/previews.py: previews of a recipe's samples from each backend, side by side and as overlays
 (the command's own test is in test_cli.py)."""
 
 import numpy as np

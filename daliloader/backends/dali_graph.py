@@ -77,7 +77,7 @@ RECORD_INPUTS = ("record", "index")
 DRAWS = "draws"
 #: The inputs TensorFlow feeds a batch at a time (``Input(batch=True)``), all but the records, whose
 #: lengths differ: a GPU dataset's inputs are copied to the GPU element by element, and one copy per
-#: sample bound the loader on an H100 (docs/gpu.md, "Where the time goes").
+#: sample ran slower than the graph it fed on an H100 (docs/gpu.md, "On an H100").
 FED_PER_BATCH = frozenset(INPUTS + PACK_INPUTS + (RECORD_INPUTS[1], DRAWS))
 #: Name of the webdataset reader (for ``pipeline.reader_meta``).
 READER = "packs"
@@ -388,12 +388,12 @@ def pack_pair(image: bytes, mask: bytes) -> bytes:
     return struct.pack("<i", len(image)) + image + mask
 
 
-def path_row(path: str, width: int = 0) -> np.ndarray:
-    """A file's path as the graph's path inputs take it: its length, then the path, then zeros up to
-    ``width`` bytes, so that the paths of a batch are one dense tensor (:data:`FED_PER_BATCH`)."""
+def path_row(path: str) -> np.ndarray:
+    """A file's path as the graph's path inputs take it: its length, then the path. Fed a batch at a time
+    (:data:`FED_PER_BATCH`), the rows of a batch are padded with zeros to its longest (one dense tensor),
+    which the length tells from the path (:func:`split_prefixed`)."""
     encoded = os.fsencode(path)
-    row = pack_pair(encoded, bytes(max(width - PAIR_HEADER - len(encoded), 0)))
-    return np.frombuffer(row, dtype=np.uint8)
+    return np.frombuffer(pack_pair(encoded, b""), dtype=np.uint8)
 
 
 def split_prefixed(record):

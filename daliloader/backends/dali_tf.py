@@ -242,7 +242,9 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
         streams = STREAMS[data.container](make, data, masks, positional)
         if needs_draws(plan.spec):
             streams[DRAWS] = make.draws(from_passes=not data.container.read_by_reader)
-        streams = {k: v.batch(batch, drop_remainder=True) if k in FED_PER_BATCH else v for k, v in streams.items()}
+        # padded: the paths of a batch, zeros up to its longest (path_row); the other inputs have one shape
+        streams = {k: v.padded_batch(batch, drop_remainder=True) if k in FED_PER_BATCH else v
+                   for k, v in streams.items()}
     if tf.DeviceSpec.from_string(device).device_type == "GPU":
         streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
     return {name: Input(stream, batch=name in FED_PER_BATCH) for name, stream in streams.items()}
@@ -316,10 +318,9 @@ class _Streams:
         return self.chunks(from_passes=True).map(call).unbatch()
 
     def paths(self, files, vet: bool) -> tf.data.Dataset:
-        """Each position's file name, as the graph's rows of one width take it (:func:`.dali_graph.path_row`)."""
-        width = max(len(path_row(f)) for f in files)
-        table = tf.constant(np.stack([path_row(f, width) for f in files]))
-        return self.indices(vet).map(lambda i: tf.gather(table, tf.maximum(i, 0)))
+        """Each position's file name, as the graph's path inputs take it (:func:`.dali_graph.path_row`)."""
+        table = tf.constant([path_row(f).tobytes() for f in files])
+        return self.indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
     def draws(self, from_passes: bool) -> tf.data.Dataset:
         """Each position's random draws, native: no Python per sample or per chunk."""
