@@ -301,17 +301,24 @@ class _Streams:
 
     def indices(self, vet: bool) -> tf.data.Dataset:
         """Each position's sample index (-1: padding); ``vet``: the guard vets each new pair first."""
-        sampler, guard, size = self.sampler, self.guard, self.chunk_size
+        guard = self.guard
 
-        def chunk(start):
-            found = sampler.indices(int(start), int(start) + size)
+        def chunk(found):
             if vet:
                 for i in found:
                     guard.verify(max(int(i), 0))  # padding (-1) reads sample 0
             return found
 
+        return self.per_chunk(chunk, tf.int64)
+
+    def per_chunk(self, of_indices, dtype) -> tf.data.Dataset:
+        """Each position's ``of_indices(indices)[k]``, Python called once per chunk of positions with the
+        sample indices of the chunk (-1: padding), from the epoch ``passes`` holds."""
+        sampler, size = self.sampler, self.chunk_size
+
         def call(start):
-            found = tf.numpy_function(chunk, [start], tf.int64, stateful=True)
+            found = tf.numpy_function(lambda s: of_indices(sampler.indices(int(s), int(s) + size)), [start], dtype,
+                                      stateful=True)
             found.set_shape([size])
             return found
 
@@ -337,18 +344,12 @@ class _Streams:
         """Each position's record (its encoded image and mask, :func:`.dali_graph.pack_pair`), read and
         checked against its index by the guard (:meth:`~daliloader.guard.PairGuard.read`) a chunk at a
         time: what DALI decodes is what was indexed and vetted."""
-        sampler, guard, size = self.sampler, self.guard, self.chunk_size
+        guard = self.guard
 
-        def chunk(start):
-            found = sampler.indices(int(start), int(start) + size)
+        def chunk(found):
             return np.array([pack_pair(*guard.read(max(int(i), 0))) for i in found], dtype=object)
 
-        def call(start):
-            found = tf.numpy_function(chunk, [start], tf.string, stateful=True)
-            found.set_shape([size])
-            return found
-
-        return self.chunks(from_passes=True).map(call).unbatch().map(lambda r: tf.io.decode_raw(r, tf.uint8))
+        return self.per_chunk(chunk, tf.string).map(lambda r: tf.io.decode_raw(r, tf.uint8))
 
 
 def _finish(batch, outputs, spec: Preprocess, dali_spec: Preprocess, classes: ClassMap):
