@@ -142,7 +142,7 @@ def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int
     (``Input(batch=True)``, as the loader feeds them since this figure), each stream copied to the GPU as
     the plugin requires (``device="cpu"``: left on the host, for a check without a GPU). ``path``: what
     every position's paths hold (one length, so that a batch of them is a dense tensor; the loader pads
-    its paths to one width: ``dali_graph.path_row``). The inputs are
+    its paths per batch to the longest: ``dali_graph.pack_pair``). The inputs are
     constants: this times the plugin's feed and the copies alone, not how the loader makes its inputs
     (its chunks of sampler positions, the vetting, the path tables)."""
     import tensorflow as tf

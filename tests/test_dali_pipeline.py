@@ -145,25 +145,28 @@ def test_normalisation_and_float16(index_data, dali_backend):
     np.testing.assert_allclose(images[:, 3, 4, :], (raw - mean) / std, atol=2e-3)
 
 
-def test_a_path_row_gives_back_its_path_exactly():
-    """Paths reach the graph as rows (dali_graph.path_row: the length, the path), a batch of them padded
-    with zeros to its longest, and the graph cuts each path out of its row (split_prefixed) to the byte:
-    DALI's file reader would also open a path with the zeros left on, so reading files cannot tell."""
+def test_packed_inputs_give_back_their_fields_exactly():
+    """Paths and records reach the graph packed (dali_graph.pack_pair: both lengths, then the fields; a
+    path is a first field with an empty second), a batch of them padded with zeros to its longest, and
+    the graph cuts the fields out (split_pair) to the byte: DALI's file reader would also open a path
+    with the zeros left on, and a decoder may read past a picture's end, so reading files cannot tell."""
     import os
 
     from nvidia.dali import fn, pipeline_def, types
 
-    from daliloader.backends.dali_graph import path_row, split_prefixed
+    from daliloader.backends.dali_graph import pack_pair, path_row, split_pair
 
     paths = ["a", "é" * 60, "日本語/with spaces.png", "x" * 150]
-    width = max(len(path_row(p)) for p in paths)
-    rows = [np.pad(path_row(p), (0, width - len(path_row(p)))) for p in paths]
+    pairs = [(os.fsencode(p), b"") for p in paths] + [(b"\xff\xd8image", b"\x89PNGmask" * 7), (b"", b"m")]
+    packed = [path_row(p) for p in paths] + [np.frombuffer(pack_pair(*pair), np.uint8) for pair in pairs[4:]]
+    width = max(len(row) for row in packed)
+    rows = [np.pad(row, (0, width - len(row))) for row in packed]
 
-    @pipeline_def(batch_size=len(paths), num_threads=1, device_id=None)
+    @pipeline_def(batch_size=len(rows), num_threads=1, device_id=None)
     def cut():
-        return split_prefixed(fn.external_source(source=lambda: rows, dtype=types.UINT8, ndim=1))[0]
+        return split_pair(fn.external_source(source=lambda: rows, dtype=types.UINT8, ndim=1))
 
     pipe = cut()
     pipe.build()
-    (out,) = pipe.run()
-    assert [bytes(np.asarray(out.at(i))) for i in range(len(paths))] == [os.fsencode(p) for p in paths]
+    first, second = pipe.run()
+    assert [(bytes(np.asarray(first.at(i))), bytes(np.asarray(second.at(i)))) for i in range(len(rows))] == pairs

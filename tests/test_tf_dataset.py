@@ -60,8 +60,8 @@ def test_fit_keeps_the_pipeline_across_epochs(index_data):
 
 
 def test_paths_of_every_length_reach_the_graph_a_batch_at_a_time(index_data, dali_backend, tmp_path):
-    """The graph's inputs are fed a batch at a time (dali_graph.FED_PER_BATCH), the paths of a batch as
-    rows of one width, each with its length first: names of very different lengths, with spaces and
+    """The graph's inputs are fed a batch at a time (dali_graph.graph_input), the paths of a batch padded
+    to its longest, each with its length first: names of very different lengths, with spaces and
     non-ASCII letters, each read their own pair, in order."""
     import shutil
 

@@ -75,10 +75,6 @@ PACK_INPUTS = ("real",)
 #: sample index (-1: padding).
 RECORD_INPUTS = ("record", "index")
 DRAWS = "draws"
-#: The inputs TensorFlow feeds a batch at a time (``Input(batch=True)``), all but the records, whose
-#: lengths differ: a GPU dataset's inputs are copied to the GPU element by element, and one copy per
-#: sample ran slower than the graph it fed on an H100 (docs/gpu.md, "On an H100").
-FED_PER_BATCH = frozenset(INPUTS + PACK_INPUTS + (RECORD_INPUTS[1], DRAWS))
 #: Name of the webdataset reader (for ``pipeline.reader_meta``).
 READER = "packs"
 #: Whether DALI memory-maps the files and packs it reads (its default). Off: a file truncated or
@@ -332,14 +328,17 @@ def _read_files(data: SegmentationData, sampler: Sampler, guard: PairGuard | Non
     image_row, mask_row, index = (
         graph_input(name, source, dtype, ndim)
         for source, name, dtype, ndim in zip(sources, INPUTS, (types.UINT8, types.UINT8, types.INT64), (1, 1, 0)))
-    image, mask = (fn.io.file.read(split_prefixed(row)[0], dont_use_mmap=not USE_MMAP) for row in (image_row, mask_row))
+    image, mask = (fn.io.file.read(split_pair(row)[0], dont_use_mmap=not USE_MMAP) for row in (image_row, mask_row))
     return image, mask, index
 
 
 def graph_input(name: str, source, dtype, ndim: int):
     """One of the graph's inputs: computed per sample by ``source``, or, where ``source`` is None, a
-    placeholder that TensorFlow feeds, a batch at a time where :data:`FED_PER_BATCH` names it."""
-    return fn.external_source(source=source, batch=source is None and name in FED_PER_BATCH, name=name,
+    placeholder that TensorFlow feeds a batch at a time (``Input(batch=True)``). A GPU dataset's inputs
+    are copied to the GPU element by element, and one copy per sample ran slower than the graph it fed
+    on an H100 (docs/gpu.md, "On an H100"). Paths and records differ in length: each carries its lengths
+    (:func:`pack_pair`), and a batch of them is padded with zeros to its longest."""
+    return fn.external_source(source=source, batch=source is None, name=name,
                               dtype=dtype, ndim=ndim)
 
 
@@ -370,7 +369,7 @@ def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | N
     source, index_source = (None, None) if fed else (_RecordSource(sampler, guard), _IndexSource(sampler))
     record = graph_input(RECORD_INPUTS[0], source, types.UINT8, ndim=1)
     index = graph_input(RECORD_INPUTS[1], index_source, types.INT64, ndim=0)
-    return (*split_prefixed(record), index)
+    return (*split_pair(record), index)
 
 
 #: How the graph reads each container (one entry per :class:`~daliloader.data.Container`; a test checks):
@@ -378,29 +377,29 @@ def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | N
 READERS = {Container.FILES: _read_files, Container.PACKS: _read_packs, Container.TFRECORD: _read_records}
 
 
-#: Bytes before the first field of a length-prefixed input (:func:`pack_pair`, :func:`path_row`): its
-#: length, int32 little-endian.
-PAIR_HEADER = 4
+#: Bytes before the fields of a packed input (:func:`pack_pair`): the two fields' lengths, int32
+#: little-endian.
+PAIR_HEADER = 8
 
 
-def pack_pair(image: bytes, mask: bytes) -> bytes:
-    """A record's encoded image and mask as one input of the graph: the image's length, the image, the mask."""
-    return struct.pack("<i", len(image)) + image + mask
+def pack_pair(first: bytes, second: bytes) -> bytes:
+    """Two fields as one input of the graph (a record's encoded image and mask, or a path and nothing):
+    their lengths, then the fields, so that zeros padded after them (a batch of inputs of different
+    lengths, :func:`graph_input`) are no part of either (:func:`split_pair`)."""
+    return struct.pack("<ii", len(first), len(second)) + first + second
 
 
 def path_row(path: str) -> np.ndarray:
-    """A file's path as the graph's path inputs take it: its length, then the path. Fed a batch at a time
-    (:data:`FED_PER_BATCH`), the rows of a batch are padded with zeros to its longest (one dense tensor),
-    which the length tells from the path (:func:`split_prefixed`)."""
-    encoded = os.fsencode(path)
-    return np.frombuffer(pack_pair(encoded, b""), dtype=np.uint8)
+    """A file's path as the graph's path inputs take it (:func:`pack_pair`: the path, and no second field)."""
+    return np.frombuffer(pack_pair(os.fsencode(path), b""), dtype=np.uint8)
 
 
-def split_prefixed(record):
-    """A length-prefixed input (:func:`pack_pair`, :func:`path_row`) split in the graph: its first field
-    and the rest."""
-    length = fn.reinterpret(record[0:PAIR_HEADER], dtype=types.INT32)[0]
-    return record[PAIR_HEADER:length + PAIR_HEADER], record[length + PAIR_HEADER:]
+def split_pair(packed):
+    """A packed input (:func:`pack_pair`) split in the graph into its two fields, without the padding
+    after them."""
+    lengths = fn.reinterpret(packed[0:PAIR_HEADER], dtype=types.INT32)
+    first_end = lengths[0] + PAIR_HEADER
+    return packed[PAIR_HEADER:first_end], packed[first_end:first_end + lengths[1]]
 
 
 def decode_window(encoded, start, shape, device: str, kind, dtype):

@@ -43,7 +43,6 @@ from ..tfprivate import variant
 from . import pair_guard, tfloader
 from .dali_graph import (
     DRAWS,
-    FED_PER_BATCH,
     HOST_LABELS,
     HOST_PIXELS,
     PACK_INPUTS,
@@ -234,7 +233,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
     when reading packs, only when an output uses them: DALI drops unused nodes). ``masks`` are the mask
     files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched where
-    :data:`.dali_graph.FED_PER_BATCH` says, and are copied to the dataset's device when that is a GPU,
+    :func:`.dali_graph.graph_input` says (every one), and are copied to the dataset's device when that is a GPU,
     as the plugin asks."""
     data, make = plan.data, _Streams(plan, reader, guard, passes, batch)
     positional = bool({"weight", "index"} & set(plan.outputs))
@@ -242,12 +241,12 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
         streams = STREAMS[data.container](make, data, masks, positional)
         if needs_draws(plan.spec):
             streams[DRAWS] = make.draws(from_passes=not data.container.read_by_reader)
-        # padded: the paths of a batch, zeros up to its longest (path_row); the other inputs have one shape
-        streams = {k: v.padded_batch(batch, drop_remainder=True) if k in FED_PER_BATCH else v
-                   for k, v in streams.items()}
+        # padded: the paths and records of a batch, zeros up to its longest (pack_pair); the other inputs
+        # have one shape
+        streams = {k: v.padded_batch(batch, drop_remainder=True) for k, v in streams.items()}
     if tf.DeviceSpec.from_string(device).device_type == "GPU":
         streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
-    return {name: Input(stream, batch=name in FED_PER_BATCH) for name, stream in streams.items()}
+    return {name: Input(stream, batch=True) for name, stream in streams.items()}
 
 
 def _file_streams(make: _Streams, data, masks, positional: bool) -> dict:
