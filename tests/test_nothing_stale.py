@@ -319,7 +319,9 @@ else:
     victims = [Path(p) for p in data.images + data.masks]
 ds = dl.tf_dataset(data, batch_size=2, image_size=(64, 64), backend="dali-cpu", seed=0)
 try:
-    for epoch in range(4):
+    # epochs enough to outrun what DALI read before the files were cut: its prefetch queue, and with packs
+    # the reader's buffer, hold several epochs of 16 samples (under load, 4 epochs were served whole)
+    for epoch in range(20):
         for i, _ in enumerate(ds):
             if epoch == 0 and i == 0:
                 for v in victims:
