@@ -200,3 +200,24 @@ def test_every_backend_reads_every_container():
 
     for table in (dali_graph.READERS, dali_tf.STREAMS, tfdata.READINGS):
         assert set(table) == set(Container)
+
+
+#: What ``typing`` gained after Python 3.10, the oldest Python pyproject.toml admits.
+NEWER_TYPING = {"Unpack", "Self", "LiteralString", "Never", "TypeVarTuple", "Required", "NotRequired",
+                "assert_never", "assert_type", "reveal_type", "dataclass_transform", "override", "TypeAliasType",
+                "get_overloads", "clear_overloads", "ReadOnly", "TypeIs", "get_protocol_members", "is_protocol"}
+
+
+def test_the_package_imports_on_the_oldest_python_it_admits():
+    """requires-python is >=3.10 and CI runs a newer Python: no module imports at run time a name of
+    ``typing`` that 3.10 lacks (``typing.Unpack`` once broke ``import daliloader`` there); under
+    ``if TYPE_CHECKING:`` they are only read by type checkers."""
+    found = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        checking = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                    and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING") for n in ast.walk(node)}
+        found += [f"{name}: typing.{alias.name}" for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module == "typing" and id(node) not in checking
+                  for alias in node.names if alias.name in NEWER_TYPING]
+    assert not found, found
