@@ -155,8 +155,8 @@ def _safe(stem: str, part) -> str:
     anything) without path separators, NUL or other control characters, and not empty or hidden
     (else the record's ``<file>-<number>``)."""
     cleaned = re.sub(r"[\x00-\x1f/\\]", "_", stem).strip()
-    if not cleaned.strip("._") and record_place(part):
-        return record_place(part)
+    if not cleaned.strip("._") and (place := record_place(part)):
+        return place
     return cleaned.lstrip(".") or "_"
 
 

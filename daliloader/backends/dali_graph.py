@@ -338,8 +338,7 @@ def graph_input(name: str, source, dtype, ndim: int):
     are copied to the GPU element by element, and one copy per sample ran slower than the graph it fed
     on an H100 (docs/gpu.md, "On an H100"). Paths and records differ in length: each carries its lengths
     (:func:`pack_pair`), and a batch of them is padded with zeros to its longest."""
-    return fn.external_source(source=source, batch=source is None, name=name,
-                              dtype=dtype, ndim=ndim)
+    return fn.external_source(source=source, batch=source is None, name=name, dtype=dtype, ndim=ndim)
 
 
 def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):

@@ -232,9 +232,9 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS`` in
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
     when reading packs, only when an output uses them: DALI drops unused nodes). ``masks`` are the mask
-    files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched where
-    :func:`.dali_graph.graph_input` says (every one), and are copied to the dataset's device when that is a GPU,
-    as the plugin asks."""
+    files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched (each
+    batch padded to its longest: :func:`.dali_graph.graph_input`), and are copied to the dataset's device
+    when that is a GPU, as the plugin asks."""
     data, make = plan.data, _Streams(plan, reader, guard, passes, batch)
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):

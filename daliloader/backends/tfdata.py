@@ -18,7 +18,8 @@ import tensorflow as tf
 
 from .. import stages
 from ..classes import ClassMap, MaskKind
-from ..data import Container
+from ..data import Container, SegmentationData
+from ..guard import PairGuard
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
@@ -96,7 +97,7 @@ def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
     return ds.prefetch(AUTOTUNE)
 
 
-def _read_files(data):
+def _fetch_files(data: SegmentationData) -> Callable:
     """``fetch`` of files: each pair read by ``tf.io.read_file`` from its paths."""
     # bytes, as the file system names them (a name that is no UTF-8 is no TensorFlow string)
     images, masks = (tf.constant([os.fsencode(p) for p in paths]) for paths in (data.images, data.masks))
@@ -106,7 +107,7 @@ def _read_files(data):
     return fetch
 
 
-def _read_records(data):
+def _fetch_records(data: SegmentationData) -> Callable:
     """``fetch`` of TFRecords: the pair's bytes, read and checked with its record (:func:`_vetted_records`)."""
     def fetch(read, image, mask):
         return image, mask
@@ -123,8 +124,8 @@ class Reading:
     changed under a run is refused by the next epoch at the latest)."""
 
     positions: Callable[[Plan], tf.data.Dataset]
-    vetted: Callable[[tf.data.Dataset, object], tf.data.Dataset]
-    fetch: Callable[[object], Callable]
+    vetted: Callable[[tf.data.Dataset, PairGuard], tf.data.Dataset]
+    fetch: Callable[[SegmentationData], Callable]
     epoch_by_epoch: bool = False
 
 
@@ -389,8 +390,8 @@ def crop(a, top, left, win_h, win_w, fill, inside=None):
     return tf.pad(inner, pads, constant_values=tf.cast(fill, inner.dtype))
 
 
-_FILES = Reading(_files, _vetted_files, _read_files)
+_FILES = Reading(_files, _vetted_files, _fetch_files)
 #: How each container is read (one entry per :class:`~daliloader.data.Container`; a test checks). A prepared
 #: copy's packs are read as its files: tf.data has no reader of webdataset tars.
 READINGS = {Container.FILES: _FILES, Container.PACKS: _FILES,
-            Container.TFRECORD: Reading(_records, _vetted_records, _read_records, epoch_by_epoch=True)}
+            Container.TFRECORD: Reading(_records, _vetted_records, _fetch_records, epoch_by_epoch=True)}
