@@ -299,10 +299,15 @@ def apply(stages: tuple[Stage, ...], image, labels, u, ignore_index: int, *, siz
     return image, labels
 
 
+def keyword_parameter(name: str, annotation: str) -> inspect.Parameter:
+    """An option as a loader's keyword-only parameter: None by default (the option's default), ``annotation``
+    the types it takes besides None (the prologue's options too, :data:`daliloader.spec.PROLOGUE`)."""
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f"{annotation} | None")
+
+
 def signature_parameters() -> list:
     """The declared options as keyword-only parameters (None: the default), for the loaders' signatures."""
-    return [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f"{o.annotation} | None")
-            for o in OPTIONS.values()]
+    return [keyword_parameter(o.name, o.annotation) for o in OPTIONS.values()]
 
 
 def from_text(text: str):

@@ -13,7 +13,7 @@ import sys
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
-from daliloader import augment
+from daliloader import augment, spec
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.classes import CATALOGUE
 from daliloader.environment import BEFORE_LOGGING, filtered_stderr, show_native_warnings
@@ -81,8 +81,11 @@ def prepared_where(args) -> str | None:
     return (str(args.prepared_dir) if args.prepared_dir is not None else "cache") if args.prepared else None
 
 
-#: preview's options that are the loaders' options of the same name (the declared stages' are all there).
-RECIPE_OPTIONS = ("crop", "rotate", "flip", "brightness", "contrast", "saturation", "hue") + tuple(augment.OPTIONS)
+#: preview's options that are the loaders' options of the same name: the crop, the prologue's
+#: (:data:`daliloader.spec.PROLOGUE`) and the declared stages' (:data:`daliloader.augment.OPTIONS`), all of them.
+RECIPE_OPTIONS = ("crop",) + tuple(spec.PROLOGUE) + tuple(augment.OPTIONS)
+#: What preview's training recipe takes where its flag is not given (the loaders' own default: no zoom).
+PREVIEW_DEFAULTS = {"scale": AUGMENT["scale"]}
 
 
 def cmd_preview(args) -> int:
@@ -98,17 +101,18 @@ def cmd_preview(args) -> int:
 
 
 def preview_recipe(args) -> dict:
-    """The loaders' options that preview's options ask for: --augment's, then those named, then the
-    evaluation recipe (--eval) or the zoom of random crops."""
-    options = {k: v for k, v in AUGMENT.items() if k != "scale"} if args.augment else {}
-    options.update({name: getattr(args, name) for name in RECIPE_OPTIONS if getattr(args, name) is not None})
+    """The loaders' options that preview's options ask for: --augment's, then those named (a flag of several
+    values as a tuple), then the evaluation recipe (--eval) or the zoom of random crops (:data:`PREVIEW_DEFAULTS`)."""
+    options = {k: v for k, v in AUGMENT.items() if k not in PREVIEW_DEFAULTS} if args.augment else {}
+    options.update({name: tuple(value) if isinstance(value, list) else value for name in RECIPE_OPTIONS
+                    if (value := getattr(args, name)) is not None})
     if args.eval:
         if args.augment or args.scale is not None:
             raise SpecError("--eval previews the evaluation recipe, which draws nothing at random: leave out "
                             "--augment and --scale")
         options["training"] = False
     else:
-        options["scale"] = tuple(args.scale) if args.scale is not None else AUGMENT["scale"]
+        options = PREVIEW_DEFAULTS | options
     return options
 
 
@@ -257,16 +261,6 @@ def _image_size(text: str) -> tuple[int, int]:
     return tuple(sides) * (3 - len(sides))
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
-
-
 def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
     """DATA and the options that name or read a dataset (``default``: DATA may be left out for the
     embedded dataset)."""
@@ -391,7 +385,8 @@ def _add_bench(sub, parents: list) -> None:
     add_image_size(bench, (512, 512), "the crops' size")
     bench.add_argument("--label-mode", type=_choices(("onehot", "int")), default=["onehot"],
                        help="onehot, int or onehot,int (default onehot)")
-    bench.add_argument("--seconds", type=_positive_float, default=3.0, help="length of one timed repeat (default 3)")
+    bench.add_argument("--seconds", type=spec.positive_number, default=3.0,
+                       help="length of one timed repeat (default 3)")
     bench.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per figure (default 3)")
     bench.add_argument("--workers", type=_positive_int, default=None,
                        help="threads for opencv and the CPU ceilings (default: all cores)")
@@ -462,21 +457,30 @@ def _add_preview(sub, parents: list) -> None:
                          help="the evaluation recipe (training=False): crop 'fit', nothing random, the dataset's order")
     preview.add_argument("--crop", choices=("random", "center", "resize", "fit"), default=None,
                          help="as the loaders' crop= (default: random; with --eval: fit)")
-    preview.add_argument("--scale", type=_positive_float, nargs=2, default=None, metavar=("MIN", "MAX"),
-                         help="zoom range of random crops (default 0.5 2.0)")
-    preview.add_argument("--rotate", type=float, default=None, metavar="DEGREES", help="as the loaders' rotate=")
-    preview.add_argument("--flip", type=float, default=None, metavar="P", help="as the loaders' flip=")
-    for name in ("brightness", "contrast", "saturation"):
-        preview.add_argument(f"--{name}", type=float, default=None, metavar="V", help=f"as the loaders' {name}=")
-    preview.add_argument("--hue", type=float, default=None, metavar="DEGREES", help="as the loaders' hue=")
-    for name, option in augment.OPTIONS.items():  # the declared stages' options (daliloader.augment)
-        preview.add_argument("--" + name.replace("_", "-"), type=augment.from_text, default=None,
-                             metavar=option.metavar, help=f"as the loaders' {name}=: {option.doc}".replace("%", "%%"))
+    add_option_flags(preview)
     preview.add_argument("--seed", type=int, default=0, help="the seed of the order and the draws (default: 0)")
     preview.add_argument("--augment", action="store_true",
                          help="also rotation and colour jitter, as bench --augment (rotate 15, brightness/contrast/"
                               "saturation 0.3, hue 10)")
     preview.set_defaults(func=cmd_preview)
+
+
+def add_option_flags(parser: argparse.ArgumentParser) -> None:
+    """A flag for each of the loaders' declared options, of its name: the prologue's
+    (:data:`daliloader.spec.PROLOGUE`, each value read as its declaration says, as many as its metavar names)
+    and the declared stages' (:data:`daliloader.augment.OPTIONS`, read by :func:`daliloader.augment.from_text`);
+    left out, the option's default (or :data:`PREVIEW_DEFAULTS`'s)."""
+    def described(name: str, doc: str, form: str = "=") -> str:
+        default = f" (default here: {' '.join(map(str, PREVIEW_DEFAULTS[name]))})" if name in PREVIEW_DEFAULTS else ""
+        return f"as the loaders' {name}{form}: {doc}{default}".replace("%", "%%")
+
+    for name, option in spec.PROLOGUE.items():
+        values = len(option.metavar) if isinstance(option.metavar, tuple) else None
+        parser.add_argument("--" + name.replace("_", "-"), type=option.parse, nargs=values, default=None,
+                            metavar=option.metavar, help=described(name, option.doc, option.form or "="))
+    for name, stage_option in augment.OPTIONS.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=augment.from_text, default=None,
+                            metavar=stage_option.metavar, help=described(name, stage_option.doc))
 
 
 def _add_check(sub, parents: list) -> None:
@@ -547,7 +551,7 @@ def _add_cache(sub, parents: list) -> None:
                                         "remove them (those unused for --older-than DAYS only). TFRecord indexes "
                                         "unused for 90 days are also removed whenever a new one is written.")
     cached.add_argument("--clean", action="store_true", help="remove the entries (default: list them)")
-    cached.add_argument("--older-than", type=_positive_float, default=None, metavar="DAYS",
+    cached.add_argument("--older-than", type=spec.positive_number, default=None, metavar="DAYS",
                         help="with --clean: only those not used for DAYS days")
     cached.set_defaults(func=cmd_cache)
 

@@ -2,9 +2,9 @@
 checkers and IDEs read (``**options: Unpack[...]``); at run time the functions show the same keywords in
 their signatures (``help()``, ``inspect.signature``).
 
-Generated from those signatures, which the declared stages make (:mod:`daliloader.augment`): do not edit.
-After changing an option: ``python tests/test_keywords.py > daliloader/keywords.py`` (the test fails
-until then).
+Generated from those signatures, which the declarations make (the prologue's options,
+:data:`daliloader.spec.PROLOGUE`, and the declared stages', :mod:`daliloader.augment`): do not edit. After
+changing an option: ``python tests/test_keywords.py > daliloader/keywords.py`` (the test fails until then).
 """
 
 from __future__ import annotations
@@ -19,6 +19,13 @@ from .spec import DType
 class MakePlanOptions(TypedDict, total=False):
     """The keywords of ``make_plan``'s ``**options``."""
 
+    scale: Range | None
+    flip: float | None
+    rotate: Range | None
+    brightness: Range | None
+    contrast: Range | None
+    saturation: Range | None
+    hue: Range | None
     vflip: float | None
     blur: float | tuple[float, float] | None
     gamma: float | tuple[float, float] | None
@@ -33,13 +40,6 @@ class TfDatasetOptions(MakePlanOptions, total=False):
     """The keywords of ``tf_dataset``'s ``**options`` beyond MakePlanOptions's."""
 
     training: bool
-    scale: Range | None
-    flip: float | None
-    rotate: Range | None
-    brightness: Range | None
-    contrast: Range | None
-    saturation: Range | None
-    hue: Range | None
     mean: Sequence[float] | float | None
     std: Sequence[float] | float | None
     dtype: DType
@@ -55,13 +55,6 @@ class KerasSequenceOptions(MakePlanOptions, total=False):
     """The keywords of ``keras_sequence``'s ``**options`` beyond MakePlanOptions's."""
 
     training: bool
-    scale: Range | None
-    flip: float | None
-    rotate: Range | None
-    brightness: Range | None
-    contrast: Range | None
-    saturation: Range | None
-    hue: Range | None
     mean: Sequence[float] | float | None
     std: Sequence[float] | float | None
     dtype: DType
@@ -77,13 +70,6 @@ class DistributeOptions(MakePlanOptions, total=False):
     """The keywords of ``distribute``'s ``**options`` beyond MakePlanOptions's."""
 
     training: bool
-    scale: Range | None
-    flip: float | None
-    rotate: Range | None
-    brightness: Range | None
-    contrast: Range | None
-    saturation: Range | None
-    hue: Range | None
     mean: Sequence[float] | float | None
     std: Sequence[float] | float | None
     dtype: DType

@@ -11,17 +11,28 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import augment, maskcache
 from .backends import dali_gpu_count
 from .data import SegmentationData
-from .draws import Range
 from .errors import DataError, SpecError
 from .sampler import Sampler
-from .spec import OPTIONS, Crop, DType, ImageSize, LabelMode, Preprocess, check_count, make_spec
+from .spec import FOREIGN_NAMES as OPTION_FOREIGN_NAMES
+from .spec import (
+    OPTIONS,
+    PROLOGUE,
+    Crop,
+    DType,
+    ImageSize,
+    LabelMode,
+    Preprocess,
+    check_count,
+    make_spec,
+    prologue_parameters,
+)
 
 if TYPE_CHECKING:  # (typing.Unpack is Python 3.11's: annotations only, never evaluated at run time)
     from typing import Unpack
@@ -59,9 +70,7 @@ class Plan:
 
 def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize | None = None,
               crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
-              seed: int | None = None, *, training: bool = True, scale: Range | None = None,
-              flip: float | None = None, rotate: Range | None = None, brightness: Range | None = None,
-              contrast: Range | None = None, saturation: Range | None = None, hue: Range | None = None,
+              seed: int | None = None, *, training: bool = True,
               mean: Sequence[float] | float | None = None, std: Sequence[float] | float | None = None,
               dtype: DType = "float32", drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
               num_threads: int | None = None, prefetch: int = 2, device_id: int = 0,
@@ -96,14 +105,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
         shuffle: reshuffle every epoch (None: see the table).
         seed: fixes the order and the draws.
         training: training (True) or evaluation (False) defaults, as the table says.
-        scale: as :func:`daliloader.spec.make_spec`'s, which says what each preprocessing option takes.
-        flip: as ``make_spec``'s.
-        rotate: as ``make_spec``'s.
-        brightness: as ``make_spec``'s.
-        contrast: as ``make_spec``'s.
-        saturation: as ``make_spec``'s.
-        hue: as ``make_spec``'s.
-        mean: as ``make_spec``'s.
+        mean: as :func:`daliloader.spec.make_spec`'s, which says what each preprocessing option takes.
         std: as ``make_spec``'s.
         dtype: as ``make_spec``'s.
         drop_remainder: full batches only (None: see the table).
@@ -114,9 +116,11 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
         device_id: the CUDA device of dali-gpu, as DALI numbers GPUs.
         outputs: what a batch holds, any of :data:`OUTPUTS` (None: as above).
         caller: the public function that error messages name.
-        **options: the declared stages' options (:mod:`daliloader.augment`: ``vflip``, ``blur``,
-            ``gamma``, ``erase``...; None: off), which the signature lists, and nothing else: a keyword
-            that is not an option is named, with the closest one.
+        **options: the prologue's options (:data:`daliloader.spec.PROLOGUE`: ``scale``, ``flip``,
+            ``rotate``, the colour; as ``make_spec``'s, None: as it says) and the declared stages' options
+            (:mod:`daliloader.augment`: ``vflip``, ``blur``, ``gamma``, ``erase``...; None: off), which the
+            signature lists, and nothing else: a keyword that is not an option is named, with the closest
+            one.
 
     Returns:
         The frozen :class:`Plan`.
@@ -128,18 +132,17 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     """
     if not isinstance(data, SegmentationData):
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
-    declared = take_declared(options)
+    declared, prologue = take_options(options, augment.OPTIONS), take_options(options, PROLOGUE)
     refuse_keywords(caller, options)
     if not isinstance(training, bool):
         raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
-    if not training and scale not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
+    if not training and prologue.get("scale") not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
         raise SpecError(f"{caller}(training=False) draws nothing at random, but got scale: leave it out for "
                         "evaluation, or pass training=True")
     if crop is None:
         crop = "random" if training else ("fit" if image_size is not None else "center")
     spec = make_spec(data.image_size() if image_size is None else image_size, crop=crop, label_mode=label_mode,
-                     scale=scale, flip=flip, rotate=rotate, brightness=brightness, contrast=contrast,
-                     saturation=saturation, hue=hue, mean=mean, std=std, dtype=dtype, augment=declared)
+                     mean=mean, std=std, dtype=dtype, augment=declared, **prologue)
     if not training:
         refuse_draws(caller, spec)
     batch_size, seed, num_threads, prefetch, device_id, shard_id, num_shards = (
@@ -156,9 +159,10 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
 
 
-def take_declared(options: dict) -> dict:
-    """The declared stages' options (:mod:`daliloader.augment`), taken out of a call's other ``options``."""
-    return {name: options.pop(name) for name in list(options) if name in augment.OPTIONS}
+def take_options(options: dict, declared: Mapping[str, object]) -> dict:
+    """The options of ``declared`` (:data:`daliloader.augment.OPTIONS`, :data:`daliloader.spec.PROLOGUE`),
+    taken out of a call's other ``options``."""
+    return {name: options.pop(name) for name in list(options) if name in declared}
 
 
 def refuse_keywords(caller: str, options: dict) -> None:
@@ -206,27 +210,29 @@ def batch_outputs(outputs, drop_remainder: bool) -> tuple[str, ...]:
     return outputs
 
 
-def with_keywords(fn, keywords) -> inspect.Signature:
-    """``fn``'s signature with the parameters ``keywords`` in place of its ``**options``, so that ``help()``,
-    ``inspect.signature`` and completion list them: make_plan's gets the declared stages' options
+def with_keywords(fn, keywords, after: str | None = None) -> inspect.Signature:
+    """``fn``'s signature with the parameters ``keywords`` in place of its ``**options`` (after the parameter
+    ``after``; None: last), so that ``help()``, ``inspect.signature`` and completion list them: make_plan's
+    gets the prologue's options (:data:`daliloader.spec.PROLOGUE`) and the declared stages'
     (:mod:`daliloader.augment`), each loader make_plan's keywords (:func:`daliloader.loaders.shows_options`)."""
     own = inspect.signature(fn)
     params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    return own.replace(parameters=params + list(keywords))
+    at = len(params) if after is None else [p.name for p in params].index(after) + 1
+    return own.replace(parameters=params[:at] + list(keywords) + params[at:])
 
 
 make_plan.__signature__ = with_keywords(make_plan, augment.signature_parameters())
+make_plan.__signature__ = with_keywords(make_plan, prologue_parameters(), after="training")  # where they were written
 _SIGNATURE = inspect.signature(make_plan)
 #: The keyword options of make_plan that are not preprocessing (for error messages).
 LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()
                        if p.kind is p.KEYWORD_ONLY and n not in ("caller", "outputs") and n not in OPTIONS)
 #: The arguments every loader names, after ``data``.
 ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD and n != "data")
-#: What torchvision and albumentations call some options, for "did you mean" (the meaning may differ:
-#: the message points at the option, whose docs give its units).
-FOREIGN_NAMES = {"degrees": "rotate", "limit": "rotate", "angle": "rotate", "hue_shift_limit": "hue",
-                 "size": "image_size", "hflip": "flip", "horizontal_flip": "flip", "is_training": "training",
-                 "train": "training", **augment.FOREIGN_NAMES}
+#: What other libraries call some arguments, for "did you mean" (the meaning may differ: the message points
+#: at the argument, whose docs give its units): the preprocessing options' (declared with them,
+#: :data:`daliloader.spec.FOREIGN_NAMES`) and the loaders' own.
+FOREIGN_NAMES = {"size": "image_size", "is_training": "training", "train": "training", **OPTION_FOREIGN_NAMES}
 
 
 def plan_of(data, caller: str, **arguments) -> Plan:

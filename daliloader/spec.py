@@ -11,20 +11,33 @@ Option names and ranges follow torchvision: ``brightness``/``contrast``/``satura
 ``rotate`` as ``RandomRotation``'s ``degrees``; ``hue`` is in degrees (``v``: a shift from ``U(-v, v)``),
 as DALI's ``hue``: not torchvision's fraction of a turn, nor albumentations' ``hue_shift_limit``, which
 on uint8 images counts OpenCV's two-degree hue steps.
+
+The prologue's options (``scale``, ``flip``, ``rotate`` and the colour: the options of the window and of what
+each backend fuses with it) are declared once, here, in :data:`PROLOGUE`, as the stages after the window are
+in :mod:`daliloader.augment`: each one's check (the crop given too, on which some depend), a line of
+documentation, its annotation, ``preview``'s flag and its foreign names. From them come
+:data:`OPTIONS`, :func:`make_spec`'s checks, the loaders' keywords (:func:`prologue_parameters`,
+which :func:`daliloader.plan.make_plan` shows and passes on), "did you mean" (:data:`FOREIGN_NAMES`),
+``preview``'s flags and the rows of docs/options.md's table (:func:`options_table`, ``python -m
+daliloader.spec``, checked by the tests). A new one is also a field of :class:`Preprocess` and a keyword of
+``make_spec``, which the tests check against the declarations.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
+from .augment import FOREIGN_NAMES as STAGE_FOREIGN_NAMES
 from .augment import OPTIONS as STAGE_OPTIONS
-from .augment import Stage, make_stages
+from .augment import Stage, keyword_parameter, make_stages
+from .augment import options_table as stage_rows
 from .draws import Range, check_choice, check_probability, check_range
 from .errors import SpecError, user_stacklevel
 
@@ -40,10 +53,6 @@ DType = Literal["float32", "float16", "bfloat16"]
 ImageSize = int | tuple[int, int]
 #: The choices of each, as the checks list them (the types above are their one definition).
 CROPS, LABEL_MODES, DTYPES = get_args(Crop), get_args(LabelMode), get_args(DType)
-#: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode: the
-#: prologue's, then the declared stages' (:mod:`daliloader.augment`).
-OPTIONS = ("scale", "flip", "rotate", "brightness", "contrast", "saturation", "hue", "mean", "std",
-           "dtype") + tuple(STAGE_OPTIONS)
 #: The colour options, which change the image only.
 COLOUR = ("brightness", "contrast", "saturation", "hue")
 
@@ -84,10 +93,126 @@ class Preprocess:
 
     def drawn(self) -> list[str]:
         """The options that are on and draw at random (the crop's place aside)."""
-        return ((["scale"] if self.scale != (1.0, 1.0) else []) + (["flip"] if self.flip > 0 else []) +
-                (["rotate"] if self.rotates else []) +
-                [name for name in COLOUR if getattr(self, name) != getattr(Preprocess, name)] +
+        return ([name for name, option in PROLOGUE.items() if getattr(self, name) != option.off] +
                 [stage.switch().name for stage in self.augment])
+
+
+# ---------------------------------------------------------------- the prologue's options, declared once
+@dataclass(frozen=True)
+class PrologueOption:
+    """One option of the prologue (the window, and the colour, pad, resize, rotation and flip each backend
+    fuses with it: :mod:`daliloader.stages`): a field of :class:`Preprocess`, an argument of
+    :func:`make_spec`, a keyword of the loaders and a flag of ``preview``, all of its name. As
+    :class:`daliloader.augment.Option` is for the declared stages, but every keyword's default is None
+    (what the option does when left out, which may depend on the crop) and the check is given the crop."""
+
+    name: str
+    check: Callable[[str, Any, str], Any]  # (name, value as given or None, crop) -> the field's value, or SpecError
+    doc: str  # what it does, one line (docs/options.md's table, preview's help)
+    metavar: str | tuple[str, ...]  # preview's flag's value (several: that many values)
+    default_doc: str  # what None gives, as docs/options.md's table says it
+    form: str = ""  # the value as the table writes it after the name (`rotate=d`: the `d` of `doc`)
+    annotation: str = "Range"  # the types the keyword takes, besides None
+    foreign: tuple[str, ...] = ()  # what torchvision, albumentations or Keras call it ("did you mean" points here)
+    parse: Callable[[str], Any] = float  # preview's flag: one value, from its text
+
+    @property
+    def off(self):
+        """The field's value that draws nothing: what None gives where the crop is not random."""
+        return self.check(self.name, None, "center")
+
+
+def _zoom(name: str, value, crop: str) -> tuple[float, float]:
+    """The zoom range (None: (1, 1), no zoom), which only a random crop draws from."""
+    lo, hi = check_range(name, (1.0, 1.0) if value is None else value, symmetric=None, low=0.0, high=10.0,
+                         what="zoom factors", open_low=True)
+    if crop != "random" and (lo, hi) != (1.0, 1.0):
+        raise SpecError(f"{name} jitter needs crop='random'; crop={crop!r} does not zoom")
+    return lo, hi
+
+
+def _flip(name: str, value, crop: str) -> float:
+    """The flip probability (None: 0.5 for random crops, 0 otherwise)."""
+    return check_probability(name, (0.5 if crop == "random" else 0.0) if value is None else value)
+
+
+def _angle(name: str, value, crop: str) -> tuple[float, float]:
+    """A rotation's range of degrees (None: none)."""
+    return check_range(name, 0.0 if value is None else value, symmetric="angle", low=-360.0, high=360.0,
+                       what="degrees")
+
+
+def _factor(name: str, value, crop: str) -> tuple[float, float]:
+    """A colour factor's range, as torchvision's ColorJitter takes it (None: (1, 1), unchanged)."""
+    return check_range(name, 0.0 if value is None else value, symmetric="factor", low=0.0, high=100.0, what="factors")
+
+
+def _hue(name: str, value, crop: str) -> tuple[float, float]:
+    """hue in degrees (None: none); a range within half a degree is most likely torchvision's fraction of a
+    turn, and warns."""
+    lo, hi = check_range(name, 0.0 if value is None else value, symmetric="angle", low=-180.0, high=180.0,
+                         what="degrees")
+    if 0 < max(abs(lo), abs(hi)) <= 0.5:
+        given = f"{hi:g}" if lo == -hi else f"({lo:g}, {hi:g})"
+        turned = f"{hi * 360:g}" if lo == -hi else f"({lo * 360:g}, {hi * 360:g})"
+        warnings.warn(f"{name}={given} is in degrees here and shifts hues by at most {max(abs(lo), abs(hi)):g} "
+                      f"degree; torchvision's {name}={given} (a fraction of a turn) is {name}={turned}", UserWarning,
+                      stacklevel=user_stacklevel())
+    return lo, hi
+
+
+def positive_number(text: str) -> float:
+    """A command-line value that must be a positive number (argparse's ``type``: the refusal is its message)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+#: The prologue's options, in the order of the draws (:mod:`daliloader.stages`), by name.
+PROLOGUE: dict[str, PrologueOption] = {o.name: o for o in (
+    PrologueOption("scale", _zoom, "zoom `s ~ U(lo, hi)` (random crops): `s < 1` shows more of the image, `s > 1` "
+                   "less", ("MIN", "MAX"), default_doc="`(1, 1)`", form="=(lo, hi)", foreign=("zoom_range",),
+                   parse=positive_number),
+    PrologueOption("flip", _flip, "mirror left-right with probability `flip`", "P",
+                   default_doc='0.5 for `"random"`, else 0', annotation="float", foreign=("hflip", "horizontal_flip")),
+    PrologueOption("rotate", _angle, "angle `a ~ U(-d, d)` degrees, counter-clockwise about the centre of the output "
+                   "(OpenCV's `getRotationMatrix2D`), same size; image bilinear, mask nearest neighbour", "DEGREES",
+                   default_doc="0", form="=d", foreign=("degrees", "limit", "angle")),
+    PrologueOption("brightness", _factor, "factor `b ~ U(max(0, 1-v), 1+v)` (torchvision's `ColorJitter`)", "V",
+                   default_doc="0", form="=v"),
+    PrologueOption("contrast", _factor, "factor `c`, drawn as `b`; scales about mid-grey 128", "V", default_doc="0",
+                   form="=v"),
+    PrologueOption("saturation", _factor, "factor `t`, drawn as `b`; 0 is grey (luma 0.299 R + 0.587 G + 0.114 B)",
+                   "V", default_doc="0", form="=v", foreign=("sat_shift_limit",)),
+    PrologueOption("hue", _hue, "angle `g ~ U(-d, d)` degrees, turning YIQ chroma (torchvision's `hue=0.1`, a fraction "
+                   "of a turn, is `hue=36`; values up to 0.5 warn)", "DEGREES", default_doc="0", form="=d",
+                   foreign=("hue_shift_limit",)),
+)}
+#: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode: the
+#: prologue's, the normalisation's, then the declared stages' (:mod:`daliloader.augment`).
+OPTIONS = tuple(PROLOGUE) + ("mean", "std", "dtype") + tuple(STAGE_OPTIONS)
+#: What torchvision, albumentations and Keras call the preprocessing options (for "did you mean": the
+#: meaning may differ, the message points at the option, whose docs give its units).
+FOREIGN_NAMES = {foreign: o.name for o in PROLOGUE.values() for foreign in o.foreign} | STAGE_FOREIGN_NAMES
+
+
+def prologue_parameters() -> list[inspect.Parameter]:
+    """The prologue's options as keyword-only parameters (None: what each does when left out), for the
+    loaders' signatures (:func:`daliloader.plan.make_plan` shows them)."""
+    return [keyword_parameter(o.name, o.annotation) for o in PROLOGUE.values()]
+
+
+def options_table() -> str:
+    """The rows of docs/options.md's table (``option | default | what it does``) that the declarations make:
+    the prologue's options, then the declared stages' (:func:`daliloader.augment.options_table`)."""
+    rows = [f"| `{o.name}{o.form}` | {o.default_doc} | {o.doc} |" for o in PROLOGUE.values()]
+    return "\n".join(rows + [stage_rows()])
 
 
 def make_spec(
@@ -142,52 +267,19 @@ def make_spec(
             with their conversion, a ``scale`` range without ``crop="random"``, a declared stage's option
             without the option that turns the stage on).
     """
+    given = locals()  # the arguments by name: the prologue's options are read from here, as PROLOGUE names them
     size = _image_size(image_size)
     check_choice("crop", crop, CROPS)
     check_choice("label_mode", label_mode, LABEL_MODES)
     check_choice("dtype", dtype, DTYPES)
-    factors = {name: check_range(name, 0.0 if value is None else value, symmetric="factor", low=0.0, high=100.0,
-                            what="factors")
-               for name, value in (("brightness", brightness), ("contrast", contrast), ("saturation", saturation))}
     return Preprocess(
-        image_size=size, crop=crop, scale=_scale(scale, crop), flip=_flip(flip, crop), label_mode=label_mode,
-        rotate=check_range("rotate", 0.0 if rotate is None else rotate, symmetric="angle", low=-360.0, high=360.0,
-                      what="degrees"),
-        hue=_hue(hue),
-        **factors,
+        image_size=size, crop=crop, label_mode=label_mode,
+        **{name: option.check(name, given[name], crop) for name, option in PROLOGUE.items()},
         mean=_units("mean", _triple("mean", 0.0 if mean is None else mean)),
         std=_units("std", _triple("std", 1.0 if std is None else std, positive=True)),
         dtype=dtype,
         augment=make_stages(augment or {}),
     )
-
-
-def _scale(scale, crop: str) -> tuple[float, float]:
-    """The zoom range (default (1, 1): no zoom), which only a random crop draws from."""
-    lo, hi = check_range("scale", (1.0, 1.0) if scale is None else scale, symmetric=None, low=0.0, high=10.0,
-                    what="zoom factors", open_low=True)
-    if crop != "random" and (lo, hi) != (1.0, 1.0):
-        raise SpecError(f"scale jitter needs crop='random'; crop={crop!r} does not zoom")
-    return lo, hi
-
-
-def _flip(flip, crop: str) -> float:
-    """The flip probability: 0.5 for random crops and 0 otherwise where none is given."""
-    if flip is None:
-        flip = 0.5 if crop == "random" else 0.0
-    return check_probability("flip", flip)
-
-
-def _hue(hue) -> tuple[float, float]:
-    """hue in degrees; a range within half a degree is most likely torchvision's fraction of a turn."""
-    lo, hi = check_range("hue", 0.0 if hue is None else hue, symmetric="angle", low=-180.0, high=180.0, what="degrees")
-    if 0 < max(abs(lo), abs(hi)) <= 0.5:
-        given = f"{hi:g}" if lo == -hi else f"({lo:g}, {hi:g})"
-        turned = f"{hi * 360:g}" if lo == -hi else f"({lo * 360:g}, {hi * 360:g})"
-        warnings.warn(f"hue={given} is in degrees here and shifts hues by at most {max(abs(lo), abs(hi)):g} degree; "
-                      f"torchvision's hue={given} (a fraction of a turn) is hue={turned}", UserWarning,
-                      stacklevel=user_stacklevel())
-    return lo, hi
 
 
 def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float, float]:
@@ -318,3 +410,7 @@ def _triple(name: str, value, positive: bool = False) -> tuple[float, float, flo
     if positive and min(vals) <= 0:
         raise SpecError(f"{name} must be positive, got {value!r}")
     return tuple(vals)
+
+
+if __name__ == "__main__":  # python -m daliloader.spec: the rows of docs/options.md's table the declarations make
+    print(options_table())

@@ -1,7 +1,7 @@
 """daliloader/keywords.py: the keyword options that make_plan and the loaders take through ``**options``
-(the declared stages' options, make_plan's), as TypedDicts that type checkers and IDEs read through
-``**options: Unpack[...]``. It is generated from the signatures the functions show at run time (which the
-declarations make) and committed; this test fails when it is stale, and regenerates it:
+(the prologue's and the declared stages' options, make_plan's), as TypedDicts that type checkers and IDEs
+read through ``**options: Unpack[...]``. It is generated from the signatures the functions show at run time
+(which the declarations make) and committed; this test fails when it is stale, and regenerates it:
 
     python tests/test_keywords.py > daliloader/keywords.py
 """
@@ -18,9 +18,9 @@ HEADER = '''"""The keyword options that make_plan and the loaders take through `
 checkers and IDEs read (``**options: Unpack[...]``); at run time the functions show the same keywords in
 their signatures (``help()``, ``inspect.signature``).
 
-Generated from those signatures, which the declared stages make (:mod:`daliloader.augment`): do not edit.
-After changing an option: ``python tests/test_keywords.py > daliloader/keywords.py`` (the test fails
-until then).
+Generated from those signatures, which the declarations make (the prologue's options,
+:data:`daliloader.spec.PROLOGUE`, and the declared stages', :mod:`daliloader.augment`): do not edit. After
+changing an option: ``python tests/test_keywords.py > daliloader/keywords.py`` (the test fails until then).
 """
 
 from __future__ import annotations

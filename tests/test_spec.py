@@ -67,3 +67,61 @@ def test_the_jobs_refuse_workers_that_are_no_count(index_data, tmp_path, job, wo
     with pytest.raises(SpecError, match=f"workers must be a positive integer, got {workers}"):
         run()
     assert not (tmp_path / "copy").exists()
+
+
+# ---------------------------------------------------------------- the prologue's options, as declared (spec.PROLOGUE)
+def test_every_prologue_option_is_a_field_a_keyword_and_off_when_left_out():
+    """Each declared prologue option is a field of Preprocess, make_spec's keyword and every loader's (None by
+    default, its annotation), and what None gives draws nothing, but flip with random crops."""
+    import dataclasses
+    import inspect
+
+    from daliloader.spec import OPTIONS, PROLOGUE
+
+    fields = {f.name for f in dataclasses.fields(dl.Preprocess)}
+    loaders = (dl.make_spec, dl.make_plan, dl.tf_dataset, dl.keras_sequence, dl.dali_pipeline, dl.distribute)
+    center, random = dl.make_spec((8, 8), crop="center"), dl.make_spec((8, 8), crop="random")
+    for name, option in PROLOGUE.items():
+        assert name in fields and name in OPTIONS, name
+        for fn in loaders:
+            p = inspect.signature(fn).parameters[name]
+            assert p.default is None and str(p.annotation) == f"{option.annotation} | None", (fn.__name__, name)
+        assert getattr(center, name) == option.off, name
+        assert (name in random.drawn()) == (name == "flip"), name
+    assert list(OPTIONS[:len(PROLOGUE)]) == list(PROLOGUE)
+
+
+def test_preview_takes_every_prologue_option_as_a_flag():
+    """Each prologue option is a flag of preview of its name, as many values as its metavar names, read into
+    the value the loaders take (several as a tuple)."""
+    from daliloader.cli import build_parser, preview_recipe
+    from daliloader.spec import PROLOGUE
+
+    flags, want = ["preview", "-o", "x.png"], {}
+    for name, option in PROLOGUE.items():
+        several = isinstance(option.metavar, tuple)
+        values = ["0.25", "0.75"][:len(option.metavar)] if several else ["0.25"]
+        flags += ["--" + name.replace("_", "-"), *values]
+        want[name] = tuple(map(float, values)) if several else 0.25
+    recipe = preview_recipe(build_parser().parse_args(flags))
+    assert {name: recipe[name] for name in PROLOGUE} == want
+
+
+def test_the_docs_options_table_holds_every_declared_option():
+    """docs/options.md holds the rows that spec.options_table() writes (python -m daliloader.spec): one per
+    prologue option, then the declared stages' (augment.options_table())."""
+    from pathlib import Path
+
+    from daliloader import augment, spec
+
+    rows = spec.options_table()
+    assert rows in (Path(__file__).resolve().parent.parent / "docs" / "options.md").read_text()
+    named = [row.split("`")[1] for row in rows.splitlines()]
+    assert [name.split("=")[0] for name in named] == list(spec.PROLOGUE) + list(augment.OPTIONS)
+
+
+@pytest.mark.parametrize("theirs, ours", [("zoom_range", "scale"), ("sat_shift_limit", "saturation"),
+                                          ("horizontal_flip", "flip")])
+def test_foreign_names_of_the_prologue_point_at_it(index_data, theirs, ours):
+    with pytest.raises(SpecError, match=rf"'{theirs}' \(did you mean '{ours}'\?\)"):
+        dl.make_plan(index_data, **{theirs: 0.5})
