@@ -15,7 +15,7 @@ angle, brightness, contrast, saturation, hue, then those of the declared stages
 
 Stages (names as in :mod:`daliloader.spec`), in order:
 
-* window     ``draw_window``: a ``Window`` (top, left, height, width in source pixels, and the flip).
+* window     ``draw_window``: a :class:`Window` (top, left, height, width in source pixels, and the flip).
              ``crop="center"``: the ``image_size`` window at ``((H-h)//2, (W-w)//2)``, padded evenly
              when the image is smaller (as ``tf.image.resize_with_crop_or_pad``). ``crop="random"``:
              zoom ``s`` gives a window of ``floor(h/s + 0.5)`` x ``floor(w/s + 0.5)`` source pixels,
@@ -47,6 +47,7 @@ Stages (names as in :mod:`daliloader.spec`), in order:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import cv2
 import numpy as np
@@ -62,40 +63,50 @@ ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(augm
 DRAWS = augment.DRAWS
 
 
-@dataclass(frozen=True)
-class Window:
-    """One sample's crop window, in source pixels (it may overhang the image), and its flip."""
+#: A window's numbers: ints in numpy, or the tensors or DALI nodes of the framework that drew it.
+Value = TypeVar("Value")
 
-    top: int
-    left: int
-    height: int
-    width: int
-    flip: bool
+
+@dataclass(frozen=True)
+class Window(Generic[Value]):
+    """One sample's crop window, in source pixels (it may overhang the image), and its flip: ints and a
+    bool from :func:`window`, the framework's tensors or nodes from :func:`draw_window`."""
+
+    top: Value
+    left: Value
+    height: Value
+    width: Value
+    flip: Any  # a bool, a framework's boolean, or False where the spec never flips
+
+    def fields(self) -> tuple:
+        """``(top, left, height, width, flip)``: what a framework passes where it takes no records
+        (``tf.cond``'s branches return tuples of tensors); ``Window(*fields)`` is the window again."""
+        return self.top, self.left, self.height, self.width, self.flip
 
 
 # ---------------------------------------------------------------- draws (once per sample)
-def draw_window(spec: Preprocess, height, width, u, m=NUMPY):
+def draw_window(spec: Preprocess, height, width, u, m=NUMPY) -> Window:
     """The window of an image of ``height`` x ``width`` from the draws ``u`` (see :data:`DRAWS`), with
-    math ``m``; returns ``(top, left, window_height, window_width, flip)``."""
+    math ``m`` (its numbers are ``m``'s: see :class:`Window`)."""
     h, w = spec.image_size
     flip = (u[FLIP] < spec.flip) if spec.flip > 0 else False
     if spec.crop == "center":
-        return center_offset(height, h, m), center_offset(width, w, m), h, w, flip
+        return Window(center_offset(height, h, m), center_offset(width, w, m), h, w, flip)
     if spec.crop in ("resize", "fit"):
-        return 0 * height, 0 * width, height, width, flip  # (0 * x: a zero of the framework's own type)
+        return Window(0 * height, 0 * width, height, width, flip)  # (0 * x: a zero of the framework's own type)
     win_h, win_w = h, w
     if spec.scale != (1.0, 1.0):
         zoom = draw(spec.scale, u[ZOOM])
         win_h, win_w = (m.to_int(m.floor(side / zoom + 0.5)) for side in (h, w))
     top = uniform_offset(height - win_h, u[TOP], m)
     left = uniform_offset(width - win_w, u[LEFT], m)
-    return top, left, win_h, win_w, flip
+    return Window(top, left, win_h, win_w, flip)
 
 
-def window(spec: Preprocess, height: int, width: int, u) -> Window:
-    """:func:`draw_window` in numpy (``u``: the float32 draws), as a :class:`Window`."""
-    top, left, win_h, win_w, flip = draw_window(spec, height, width, np.asarray(u, np.float32))
-    return Window(int(top), int(left), int(win_h), int(win_w), bool(flip))
+def window(spec: Preprocess, height: int, width: int, u) -> Window[int]:
+    """:func:`draw_window` in numpy (``u``: the float32 draws), in Python ints and a bool."""
+    win = draw_window(spec, height, width, np.asarray(u, np.float32))
+    return Window(int(win.top), int(win.left), int(win.height), int(win.width), bool(win.flip))
 
 
 def resize_to(spec: Preprocess, win_h, win_w, m=NUMPY):

@@ -244,9 +244,8 @@ def test_tf_window_is_the_reference(name):
     sizes, u = draws()
     got = []
     for (h, w), uu in zip(sizes, u):
-        top, left, win_h, win_w, flip = tfdata.draw_window(spec, tf.constant(int(h)), tf.constant(int(w)),
-                                                           tf.constant(uu))
-        got.append((int(top), int(left), int(win_h), int(win_w), bool(flip)))
+        win = tfdata.draw_window(spec, tf.constant(int(h)), tf.constant(int(w)), tf.constant(uu))
+        got.append((int(win.top), int(win.left), int(win.height), int(win.width), bool(win.flip)))
     assert got == [as_tuple(w) for w in reference_windows(spec, sizes, u)]
 
 
@@ -271,7 +270,7 @@ def test_tf_pad_flip_normalize_encode_weights_are_the_reference():
     labels = rng.choice([0, 1, 2, 3, 4, 300], (9, 7)).astype(np.uint16)
     for win in (stages.Window(-2, -1, 12, 10, False), stages.Window(3, 2, 12, 10, False)):
         for a, fill in ((image, stages.IMAGE_FILL), (labels[..., None], classes.ignore_index)):
-            got = tfdata.crop(tf.constant(a), win.top, win.left, win.height, win.width, fill).numpy()
+            got = tfdata.crop(tf.constant(a), win, fill).numpy()
             np.testing.assert_array_equal(got, stages.crop(a, win, fill))
     for flip in (False, True):
         win = stages.Window(0, 0, 9, 7, flip)

@@ -462,9 +462,9 @@ def crop_window(size, spec: Preprocess, u=None):
     """window (:func:`daliloader.stages.draw_window`, evaluated on DALI nodes): ``(start, shape)`` in source
     pixels, ``[y, x]`` int32, and the flip; the window may overhang the image, which is then padded.
     ``u``: the sample's draws (None when the spec draws nothing)."""
-    top, left, win_h, win_w, flip = stages.draw_window(spec, size[0], size[1], u, DALI_MATH)
-    shape = fn.stack(win_h, win_w) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
-    return fn.stack(top, left), shape, flip
+    win = stages.draw_window(spec, size[0], size[1], u, DALI_MATH)
+    shape = fn.stack(win.height, win.width) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
+    return fn.stack(win.top, win.left), shape, win.flip
 
 
 def _inside(start, shape, size):

@@ -249,7 +249,7 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     they become a misaligned pair, with an error that shows ``name`` (the pair's files)."""
     u = tf.random.stateless_uniform([stages.DRAWS], seed=seed)
     inside = (lambda part: colour(part, stages.draw_colour(spec, u))) if spec.colours else None
-    image, size, top, left, win_h, win_w, flip = decode_image_window(image_bytes, spec, u, inside)
+    image, size, win = decode_image_window(image_bytes, spec, u, inside)
     image_fill, label_fill = stages.fills(classes.ignore_index)
     mask = decode_mask(mask_bytes, classes, depth)
     same = tf.debugging.Assert(tf.reduce_all(tf.shape(mask)[:2] == size), [
@@ -258,16 +258,16 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     with tf.control_dependencies([same]):
         mask = tf.identity(mask)
     # labels on the window's pixels inside the mask only, then padded with the ignore index
-    labels = crop(mask, top, left, win_h, win_w, label_fill, lambda part: map_labels(part, classes, lut)[..., None])
+    labels = crop(mask, win, label_fill, lambda part: map_labels(part, classes, lut)[..., None])
     h, w = spec.image_size
     if spec.resizes:
-        size = tf.stack(stages.resize_to(spec, win_h, win_w, TF_MATH))
+        size = tf.stack(stages.resize_to(spec, win.height, win.width, TF_MATH))
         image = to_uint8(tf.image.resize(image, size, method="bilinear", antialias=True))
         labels = tf.image.resize(labels, size, method="nearest")
         if spec.crop == "fit":
-            top, left = stages.fit_window(spec, size[0], size[1], TF_MATH)
-            image = crop(image, top, left, h, w, image_fill)
-            labels = crop(labels, top, left, h, w, label_fill)
+            fit = stages.Window(*stages.fit_window(spec, size[0], size[1], TF_MATH), h, w, False)
+            image = crop(image, fit, image_fill)
+            labels = crop(labels, fit, label_fill)
     image = tf.ensure_shape(image, (h, w, 3))
     labels = tf.ensure_shape(labels, (h, w, 1))
     if spec.rotates:
@@ -275,7 +275,7 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     image, labels = tf_augment.apply(spec.augment, image, labels, u, classes.ignore_index)
     labels = labels[..., 0]
     if spec.flip > 0:
-        image, labels = flip_pair(image, labels, flip)
+        image, labels = flip_pair(image, labels, win.flip)
     return image, labels
 
 
@@ -296,8 +296,7 @@ def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs
 def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
     """decode + crop: each format decoded once, the window drawn from the image's shape and the draws
     ``u``; ``inside`` (the colour stage) applies to the decoded pixels of the window, before padding.
-    Returns the window's pixels, the image's ``(height, width)``, and the window (top, left, height,
-    width, flip).
+    Returns the window's pixels, the image's ``(height, width)``, and the :class:`~daliloader.stages.Window`.
 
     JPEG: the shape comes from the header, and a window inside the image is decoded alone with
     ``decode_and_crop_jpeg``; other formats are decoded whole and cropped.
@@ -307,23 +306,26 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
 
     def jpeg():
         shape = tf.io.extract_jpeg_shape(image_bytes)
-        top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
-        within = (top >= 0) & (left >= 0) & (top + win_h <= shape[0]) & (left + win_w <= shape[1])
+        win = draw_window(spec, shape[0], shape[1], u)
+        within = (win.top >= 0) & (win.left >= 0) & (win.top + win.height <= shape[0]) & (
+            win.left + win.width <= shape[1])
         image = tf.cond(
             within,
-            lambda: inside(tf.io.decode_and_crop_jpeg(image_bytes, tf.stack([top, left, win_h, win_w]), channels=3,
-                                                      dct_method="INTEGER_ACCURATE")),
-            lambda: crop(tf.io.decode_jpeg(image_bytes, channels=3, dct_method="INTEGER_ACCURATE"),
-                         top, left, win_h, win_w, image_fill, inside))
-        return image, shape[:2], top, left, win_h, win_w, flip
+            lambda: inside(tf.io.decode_and_crop_jpeg(
+                image_bytes, tf.stack([win.top, win.left, win.height, win.width]), channels=3,
+                dct_method="INTEGER_ACCURATE")),
+            lambda: crop(tf.io.decode_jpeg(image_bytes, channels=3, dct_method="INTEGER_ACCURATE"), win, image_fill,
+                         inside))
+        return image, shape[:2], win.fields()
 
     def other():
         image = decode_rgb(image_bytes)
         shape = tf.shape(image)
-        top, left, win_h, win_w, flip = draw_window(spec, shape[0], shape[1], u)
-        return crop(image, top, left, win_h, win_w, image_fill, inside), shape[:2], top, left, win_h, win_w, flip
+        win = draw_window(spec, shape[0], shape[1], u)
+        return crop(image, win, image_fill, inside), shape[:2], win.fields()
 
-    return tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
+    image, size, fields = tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
+    return image, size, stages.Window(*fields)
 
 
 def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
@@ -370,17 +372,19 @@ def map_labels(mask, classes: ClassMap, lut):
     return tf.gather(lut, code)
 
 
-def draw_window(spec: Preprocess, height, width, u):
-    """window (:func:`daliloader.stages.draw_window`, evaluated on tensors) from the draws ``u``:
-    ``(top, left, window height, window width, flip)``, int32 and bool tensors."""
-    top, left, win_h, win_w, flip = stages.draw_window(spec, height, width, u, TF_MATH)
-    return top, left, tf.cast(win_h, tf.int32), tf.cast(win_w, tf.int32), tf.convert_to_tensor(flip)
+def draw_window(spec: Preprocess, height, width, u) -> stages.Window:
+    """window (:func:`daliloader.stages.draw_window`, evaluated on tensors) from the draws ``u``: int32
+    tensors and a bool one."""
+    win = stages.draw_window(spec, height, width, u, TF_MATH)
+    return stages.Window(win.top, win.left, tf.cast(win.height, tf.int32), tf.cast(win.width, tf.int32),
+                         tf.convert_to_tensor(win.flip))
 
 
-def crop(a, top, left, win_h, win_w, fill, inside=None):
-    """pad (:func:`daliloader.stages.crop`): the window of an (H, W, C) tensor; outside the image is
-    ``fill``; ``inside`` applies to the part within the image before padding."""
+def crop(a, win: stages.Window, fill, inside=None):
+    """pad (:func:`daliloader.stages.crop`): the window ``win`` of an (H, W, C) tensor (its flip aside);
+    outside the image is ``fill``; ``inside`` applies to the part within the image before padding."""
     shape = tf.shape(a)
+    top, left, win_h, win_w = win.top, win.left, win.height, win.width
     y0, x0 = tf.maximum(top, 0), tf.maximum(left, 0)
     y1, x1 = tf.minimum(top + win_h, shape[0]), tf.minimum(left + win_w, shape[1])
     inner = a[y0:tf.maximum(y1, y0), x0:tf.maximum(x1, x0)]
