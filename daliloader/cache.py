@@ -4,7 +4,8 @@
 Nothing in the cache is precious: each entry is made again when it is needed and missing. The kinds
 (:data:`KINDS`): the index of each TFRecord file read (:func:`daliloader.tfrecord.indexed`, one folder
 per file, made by its absolute path), and the bench's copies of datasets (prepared copies, the other
-container for ``--tfrecord``) and the embedded synthetic datasets. ``daliloader cache`` lists the
+container for ``--tfrecord``), the embedded synthetic datasets and daliloader's DALI operators, compiled
+(``daliloader.backends.dali_native``). ``daliloader cache`` lists the
 entries with their size and last use; ``daliloader cache --clean [--older-than DAYS]`` removes them.
 TFRecord indexes are also pruned by themselves: when a process first writes an index, those not used
 for :data:`INDEX_DAYS` days are removed (each use of an index marks it used).
@@ -22,10 +23,12 @@ from .environment import cache_dir
 
 #: The cache's folder of TFRecord indexes.
 INDEXES = "tfrecord-index"
+#: The prefix of the folders of daliloader's DALI operators, compiled (daliloader.backends.dali_native).
+OPERATORS = "dali-ops-"
 #: Each kind of entry by the start of its folder's name: (prefix, what it is).
 KINDS = ((INDEXES, "TFRecord index"), ("masks-v", "mask cache"), ("prepared-v", "bench: prepared copy"),
          ("files-", "bench: TFRecords as files"), ("tfrecord-", "bench: files as TFRecords"),
-         ("synthetic-", "embedded synthetic dataset"))
+         ("synthetic-", "embedded synthetic dataset"), (OPERATORS, "DALI operators (compiled)"))
 #: Days after its last use that a TFRecord index is removed when another one is written.
 INDEX_DAYS = 90
 _DAY = 86400.0

@@ -429,6 +429,12 @@ class SegmentationData:
                             "again")
         return replace(data, packs=found)
 
+    def without_gpu_form(self) -> SegmentationData:
+        """The same pairs with the masks read as PNG everywhere, their GPU form (``gpu_masks``, the packs'
+        LZ4 members) left out: what a graph that needs the masks' classes on the CPU reads."""
+        packs = replace(self.packs, gpu_mask_ext=None) if self.packs is not None else None
+        return replace(self, gpu_masks=None, packs=packs)
+
     def subset(self, indices: Sequence[int]) -> SegmentationData:
         """The pairs at ``indices``, read from their files (packs hold the whole dataset) or records; of data
         whose masks come from the mask cache, the user's own pairs (a loader makes their cache)."""

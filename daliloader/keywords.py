@@ -26,6 +26,7 @@ class MakePlanOptions(TypedDict, total=False):
     contrast: Range | None
     saturation: Range | None
     hue: Range | None
+    cat_max_ratio: float | None
     vflip: float | None
     blur: float | tuple[float, float] | None
     gamma: float | tuple[float, float] | None

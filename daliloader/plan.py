@@ -156,6 +156,8 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
                       shard_id=shard_id, num_shards=num_shards)
     if maskcache.wanted(data):  # colour masks: their class indices decoded once, read from the cache
         data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0).view()
+    if spec.balances:  # cat_max_ratio chooses the window from the whole mask's classes, on the CPU: PNG masks
+        data = data.without_gpu_form()
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
 
 

@@ -71,6 +71,7 @@ class Preprocess:
     contrast: tuple[float, float] = (1.0, 1.0)
     saturation: tuple[float, float] = (1.0, 1.0)
     hue: tuple[float, float] = (0.0, 0.0)  # degrees
+    cat_max_ratio: float = 1.0  # 1: the first window drawn is kept (see daliloader.stages.choose_window)
     label_mode: LabelMode = "onehot"
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
@@ -81,6 +82,11 @@ class Preprocess:
     def resizes(self) -> bool:
         """Whether the window is resized: random crops with scale jitter, and the whole-image modes."""
         return self.crop in ("resize", "fit") or (self.crop == "random" and self.scale != (1.0, 1.0))
+
+    @property
+    def balances(self) -> bool:
+        """Whether a random crop is redrawn while one class dominates it (``cat_max_ratio`` < 1)."""
+        return self.cat_max_ratio < 1.0
 
     @property
     def rotates(self) -> bool:
@@ -161,6 +167,19 @@ def _hue(name: str, value, crop: str) -> tuple[float, float]:
     return lo, hi
 
 
+def _class_ratio(name: str, value, crop: str) -> float:
+    """mmsegmentation's ``cat_max_ratio`` (None: 1, off): a fraction in (0, 1], for random crops only."""
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise SpecError(f"{name} is the largest share of a crop's labelled pixels one class may cover, a fraction in "
+                        f"(0, 1] (mmsegmentation's cat_max_ratio=0.75; 1 is off), got {value!r}")
+    if crop != "random" and value < 1.0:
+        raise SpecError(f"{name} redraws random crop windows; crop={crop!r} has one window: use crop='random' or "
+                        f"leave {name} out")
+    return float(value)
+
+
 def positive_number(text: str) -> float:
     """A command-line value that must be a positive number (argparse's ``type``: the refusal is its message)."""
     import argparse
@@ -193,6 +212,9 @@ PROLOGUE: dict[str, PrologueOption] = {o.name: o for o in (
     PrologueOption("hue", _hue, "angle `g ~ U(-d, d)` degrees, turning YIQ chroma (torchvision's `hue=0.1`, a fraction "
                    "of a turn, is `hue=36`; values up to 0.5 warn)", "DEGREES", default_doc="0", form="=d",
                    foreign=("hue_shift_limit",)),
+    PrologueOption("cat_max_ratio", _class_ratio, "redraw the random crop window, up to 10 times, while one class "
+                   "covers `r` or more of its labelled pixels or it holds one class (mmsegmentation's "
+                   "`RandomCrop(cat_max_ratio=0.75)`)", "R", default_doc="1 (off)", form="=r", annotation="float"),
 )}
 #: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode: the
 #: prologue's, the normalisation's, then the declared stages' (:mod:`daliloader.augment`).
@@ -230,6 +252,7 @@ def make_spec(
     contrast: Range | None = None,
     saturation: Range | None = None,
     hue: Range | None = None,
+    cat_max_ratio: float | None = None,
     augment: Mapping[str, object] | None = None,
 ) -> Preprocess:
     """Validate user arguments and build the :class:`Preprocess` spec.
@@ -256,6 +279,10 @@ def make_spec(
         saturation: as ``brightness``.
         hue: degrees ``d`` (``U(-d, d)``) or a pair, within [-180, 180] (None: off). A ``hue`` up to 0.5
             degrees warns: it looks like torchvision's fraction of a turn.
+        cat_max_ratio: a fraction in (0, 1]: a random crop window in which one class covers this share of
+            the labelled pixels or more, or that holds a single class, is drawn again, up to 10 times; the
+            last is kept whatever it holds (mmsegmentation's ``RandomCrop``; None or 1: off).
+            ``crop="random"`` only.
         augment: the declared stages' options (:func:`daliloader.augment.make_stages`; None: the default).
 
     Returns:
@@ -264,8 +291,8 @@ def make_spec(
     Raises:
         daliloader.errors.SpecError: an argument that is not valid, named with what it takes (a choice
             that is none of those listed, a range out of its bounds, ``mean``/``std`` in 0-255 units,
-            with their conversion, a ``scale`` range without ``crop="random"``, a declared stage's option
-            without the option that turns the stage on).
+            with their conversion, a ``scale`` range or a ``cat_max_ratio`` without ``crop="random"``, a
+            declared stage's option without the option that turns the stage on).
     """
     given = locals()  # the arguments by name: the prologue's options are read from here, as PROLOGUE names them
     size = _image_size(image_size)

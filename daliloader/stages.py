@@ -11,7 +11,8 @@ window with this very code, on their own tensors.
 
 Each sample gets :data:`DRAWS` uniform draws ``u`` in [0, 1), in this order: zoom, top, left, flip,
 angle, brightness, contrast, saturation, hue, then those of the declared stages
-(:mod:`daliloader.augment`). A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
+(:mod:`daliloader.augment`), then the top and left of each of the window's :data:`REDRAWS` redraws
+(``cat_max_ratio``). A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
 
 Stages (names as in :mod:`daliloader.spec`), in order:
 
@@ -20,7 +21,8 @@ Stages (names as in :mod:`daliloader.spec`), in order:
              when the image is smaller (as ``tf.image.resize_with_crop_or_pad``). ``crop="random"``:
              zoom ``s`` gives a window of ``floor(h/s + 0.5)`` x ``floor(w/s + 0.5)`` source pixels,
              placed uniformly. ``crop="resize"`` and ``"fit"``: the whole image. Flipped when
-             ``u[3] < flip``.
+             ``u[3] < flip``. With ``cat_max_ratio`` < 1, ``choose_window`` keeps the first of the
+             window and its redraws (:func:`candidates`) in which no class dominates (:func:`balanced`).
 * colour     ``colour``: brightness, contrast, saturation and hue in one affine map per pixel (DALI's
              ``color_twist``, :func:`colour_matrix`), on the image's pixels (not the padding), rounded
              to uint8.
@@ -59,8 +61,12 @@ from .spec import Preprocess
 #: The prologue's uniform draws per sample, and where each one is used; the declared stages' follow
 #: (:mod:`daliloader.augment`).
 ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(augment.FIRST_DRAW)
-#: Uniform draws per sample, all of them: :data:`daliloader.augment.DRAWS`.
-DRAWS = augment.DRAWS
+#: mmsegmentation's category-ratio crop draws the window again up to this many times (its ``RandomCrop``'s 10).
+REDRAWS = 10
+#: Where the redraws' draws start (two each: top, left), after the declared stages'.
+FIRST_REDRAW = augment.DRAWS
+#: Uniform draws per sample, all of them.
+DRAWS = FIRST_REDRAW + 2 * REDRAWS
 
 
 #: A window's numbers: ints in numpy, or the tensors or DALI nodes of the framework that drew it.
@@ -107,6 +113,39 @@ def window(spec: Preprocess, height: int, width: int, u) -> Window[int]:
     """:func:`draw_window` in numpy (``u``: the float32 draws), in Python ints and a bool."""
     win = draw_window(spec, height, width, np.asarray(u, np.float32))
     return Window(int(win.top), int(win.left), int(win.height), int(win.width), bool(win.flip))
+
+
+def candidates(spec: Preprocess, height, width, u, m=NUMPY) -> list[Window]:
+    """``cat_max_ratio``: the window (:func:`draw_window`) and its :data:`REDRAWS` redraws, of the same size
+    and flip, each placed uniformly by its own two draws, as mmsegmentation's ``RandomCrop`` draws them."""
+    first = draw_window(spec, height, width, u, m)
+    return [first] + [Window(uniform_offset(height - first.height, u[FIRST_REDRAW + 2 * k], m),
+                             uniform_offset(width - first.width, u[FIRST_REDRAW + 2 * k + 1], m),
+                             first.height, first.width, first.flip) for k in range(REDRAWS)]
+
+
+def balanced(counts: np.ndarray, ratio: float) -> bool:
+    """Whether a window whose classes have ``counts`` pixels (the ignored ones left out) passes
+    mmsegmentation's test: more than one class, and the largest below ``ratio`` of them all (the quotient
+    in float64, as numpy's)."""
+    return np.count_nonzero(counts) > 1 and float(counts.max()) / float(counts.sum()) < ratio
+
+
+def class_counts(labels: np.ndarray, win: Window, num_classes: int) -> np.ndarray:
+    """The pixels of each class in the part of ``win`` inside ``labels`` (what overhangs is padding); the
+    ignore index, and every value ``>= num_classes`` with it (the class map puts it there), is left out."""
+    part = labels[max(win.top, 0):max(win.top + win.height, 0), max(win.left, 0):max(win.left + win.width, 0)]
+    return np.bincount(np.minimum(part, num_classes).ravel(), minlength=num_classes + 1)[:num_classes]
+
+
+def choose_window(spec: Preprocess, labels: np.ndarray, num_classes: int, u) -> Window[int]:
+    """``cat_max_ratio`` (mmsegmentation's ``RandomCrop``): the first of :func:`candidates` that is
+    :func:`balanced` on the class indices ``labels`` (the whole mask), else the last, unchecked."""
+    u = np.asarray(u, np.float32)
+    wins = [Window(int(w.top), int(w.left), int(w.height), int(w.width), bool(w.flip))
+            for w in candidates(spec, *labels.shape[:2], u)]
+    return next((w for w in wins[:-1] if balanced(class_counts(labels, w, num_classes), spec.cat_max_ratio)),
+                wins[-1])
 
 
 def resize_to(spec: Preprocess, win_h, win_w, m=NUMPY):

@@ -33,6 +33,8 @@ PARITY_ARGS = {"jpeg_fancy_upsampling": True}
 #: Decoders that decode a region: with PARITY_ARGS, nvJPEG < 13.2 (DALI's CUDA 12 build) refuses them on the
 #: GPU and falls back to a slower decoder with a warning per picture (see dali_graph.decode_window).
 ROI_DECODERS = {"decoders__ImageSlice", "decoders__ImageCrop", "decoders__ImageRandomCrop"}
+#: daliloader's own operator that chooses the cat_max_ratio window, on the CPU (daliloader.backends.dali_native).
+CHOOSES_WINDOW = "daliloader__CatMaxRatioWindow"
 
 
 @dataclass
@@ -101,6 +103,12 @@ def dali_problems(pipe, outputs_on: str) -> list[str]:
     """Where the traced pipeline ``pipe`` breaks DALI's schemas or hands TF an output on another device."""
     problems = []
     gpu_pipeline = pipe.device_id is not None
+    # cat_max_ratio chooses the window from the whole mask's classes on the CPU (daliloader's operator is a
+    # CPU one): there, and only there, one decoder (the mask's) runs on the CPU
+    masks_on_cpu = any(_schema(op).Name() == CHOOSES_WINDOW for op in pipe._ops)
+    cpu_decoders = [op for op in pipe._ops if _schema(op).Name().startswith("decoders__") and op._op.device == "cpu"]
+    if gpu_pipeline and masks_on_cpu and len(cpu_decoders) > 1:
+        problems.append(f"{len(cpu_decoders)} decoders on the CPU: only the mask's may be, for cat_max_ratio")
     for op in pipe._ops:
         schema, device, spec = _schema(op), op._op.device, op.spec
         name = f"{op.name} ({schema.Name()}, {device})"
@@ -116,7 +124,7 @@ def dali_problems(pipe, outputs_on: str) -> list[str]:
             if actual != needed:
                 problems.append(f"{name}: input {i} ({spec.InputName(i)}) is on {actual}, the schema needs {needed}")
         if schema.Name().startswith("decoders__"):
-            if gpu_pipeline and device == "cpu":
+            if gpu_pipeline and device == "cpu" and not masks_on_cpu:
                 problems.append(f"{name}: a GPU pipeline decodes on the CPU")
             if device == "mixed" and schema.Name() in ROI_DECODERS:
                 problems.append(f"{name}: a region decode on the GPU, which nvJPEG < 13.2 refuses with "

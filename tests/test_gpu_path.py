@@ -78,6 +78,7 @@ CASES = {
     "train int resize rotate": dict(label_mode="int", crop="resize", rotate=(-90, 90), flip=0.5),
     "train int declared stages": dict(label_mode="int", crop="random", vflip=0.5, blur=(0.5, 1.5), gamma=0.2,
                                       erase=0.5, erase_mask="ignore"),
+    "train int category-ratio crop": dict(label_mode="int", crop="random", scale=(0.5, 2.0), cat_max_ratio=0.75),
 }
 
 
@@ -101,7 +102,10 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     assert [placed(op) for op in built.dali_ops()] == ["GPU:0"]
     # a prepared copy's masks are inflated on the GPU (LZ4), not decoded from PNG on the CPU
     ops = {(o._op._schema.Name(), o._op.device) for o in built.pipelines[0]._ops}
-    assert (("decoders__Inflate", "gpu") in ops) == (which in ("shards", "prepared"))
+    # (but where cat_max_ratio chooses the window from the whole mask's classes, on the CPU)
+    balances = "cat_max_ratio" in CASES[case]
+    assert (("decoders__Inflate", "gpu") in ops) == (which in ("shards", "prepared") and not balances)
+    assert (("daliloader__CatMaxRatioWindow", "cpu") in ops) == balances
     assert ("decoders__Image", "mixed") in ops
     assert ("readers___TFRecord", "cpu") not in ops  # records are read by the guard, checked against the index
     assert (("io__file__Read", "cpu") in ops) == (which in ("colour masks", "id masks", "prepared"))

@@ -28,7 +28,7 @@ def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, cal
     with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie' \(did you "
                                            r"mean 'image_size'\?\). Arguments: batch_size, image_size, crop, "
                                            r"label_mode, shuffle, seed; preprocessing options: scale, flip, rotate, "
-                                           r"brightness, contrast, saturation, hue, mean, std, dtype, "
+                                           r"brightness, contrast, saturation, hue, cat_max_ratio, mean, std, dtype, "
                                            + ", ".join(augment.OPTIONS) + r"; loader options: training"):
         getattr(dl, call)(index_data, image_szie=(8, 8))
     # torchvision's and albumentations' names for an option point at ours

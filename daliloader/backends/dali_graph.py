@@ -59,7 +59,7 @@ from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
 from ..sampler import ReaderEpochs, Sampler
 from ..spec import Preprocess
-from . import dali_augment, pair_guard
+from . import dali_augment, dali_native, pair_guard
 from .dali_math import DALI_MATH
 
 log = logging.getLogger("daliloader")
@@ -234,25 +234,27 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     size = same_size(fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32),
                      lz4_header(mask_bytes)[0] if gpu_masks else
                      fn.peek_image_shape(mask_bytes, adjust_orientation=False, dtype=types.INT32))
-    start, shape, flip = crop_window(size, spec, u)
+    whole = None  # cat_max_ratio: the whole mask's classes, on the CPU, from which the window is chosen
+    if spec.balances:
+        whole = map_labels(decode_mask(mask_bytes, None, None, "cpu", data), data.classes)
+        start, shape, flip = choose_window(size, spec, u, whole, data.classes)
+    else:
+        start, shape, flip = crop_window(size, spec, u)
     inside_start, inside_shape = _inside(start, shape, size)
     # jpeg_fancy_upsampling: nvJPEG upsamples chroma like libjpeg-turbo on the CPU (OpenCV, TensorFlow,
     # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
-    # Masks: colours, or ids as stored (a 16-bit mask decoded as uint8 would lose its high byte; an
-    # 8-bit one decoded as uint16 would be scaled to 0-65535).
-    mask_type = types.RGB if data.classes.mask_channels == 3 else types.GRAY
-    mask_dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
     image = decode_window(image_bytes, inside_start, inside_shape, device, types.RGB, types.UINT8)
-    if gpu_masks:
+    if whole is not None:
+        mask = fn.slice(whole, inside_start, inside_shape, axis_names="HW")
+        mask = mask.gpu() if device == "gpu" else mask
+    elif gpu_masks:
         mask = inflate_window(mask_bytes, inside_start, inside_shape)
     else:
-        mask = decode_window(mask_bytes, inside_start, inside_shape, device, mask_type, mask_dtype)
-        if data.classes.kind is MaskKind.ID and data.classes.mask_channel is not None:  # ids in one channel
-            mask = mask[:, :, data.classes.mask_channel:data.classes.mask_channel + 1]
+        mask = decode_mask(mask_bytes, inside_start, inside_shape, device, data)
     cuts["decode"] = (image, mask)
     if spec.colours:
         image = colour(image, spec, u)
-    labels = map_labels(mask, data.classes)
+    labels = mask if whole is not None else map_labels(mask, data.classes)
     cuts["labels"] = (image, labels)
     image, labels = crop(image, labels, start - inside_start, shape, spec, data.classes.ignore_index)
     if spec.rotates:
@@ -420,6 +422,23 @@ def decode_window(encoded, start, shape, device: str, kind, dtype):
                     axis_names="HW")
 
 
+def decode_mask(encoded, start, shape, device: str, data: SegmentationData):
+    """decode, for a mask: the part ``(start, shape)`` (:func:`decode_window`), or all of it where ``start``
+    is None (on the CPU only), as the class map reads it: colours, or ids as stored (a 16-bit mask decoded
+    as uint8 would lose its high byte; an 8-bit one decoded as uint16 would be scaled to 0-65535), of one
+    channel where the ids are in one."""
+    kind = types.RGB if data.classes.mask_channels == 3 else types.GRAY
+    dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
+    if start is None:
+        mask = fn.decoders.image(encoded, device="cpu", output_type=kind, dtype=dtype, adjust_orientation=False)
+    else:
+        mask = decode_window(encoded, start, shape, device, kind, dtype)
+    channel = data.classes.mask_channel
+    if data.classes.kind is MaskKind.ID and channel is not None:
+        mask = mask[:, :, channel:channel + 1]
+    return mask
+
+
 def lz4_header(encoded):
     """The GPU form's header read on the CPU (reference: :func:`daliloader.manifest.read_lz4_mask`): the
     mask's shape ``[H, W, 1]`` (int32, an argument input of the inflate) and the LZ4 block."""
@@ -465,6 +484,21 @@ def crop_window(size, spec: Preprocess, u=None):
     win = stages.draw_window(spec, size[0], size[1], u, DALI_MATH)
     shape = fn.stack(win.height, win.width) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
     return fn.stack(win.top, win.left), shape, win.flip
+
+
+def choose_window(size, spec: Preprocess, u, labels, classes: ClassMap):
+    """window with ``cat_max_ratio`` (:func:`daliloader.stages.choose_window`): the candidates
+    (:func:`daliloader.stages.candidates` on DALI nodes) checked on the whole mask's class indices
+    ``labels`` (CPU) by daliloader's operator (:mod:`.dali_native`); returns what :func:`crop_window`
+    does."""
+    dali_native.load_operators()
+    wins = stages.candidates(spec, size[0], size[1], u, DALI_MATH)
+    starts = fn.stack(*(fn.cast(fn.stack(w.top, w.left), dtype=types.INT32) for w in wins))
+    shape = fn.stack(wins[0].height, wins[0].width) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
+    sizes = fn.cast(shape, dtype=types.INT32) if spec.resizes else types.Constant(shape, device="cpu")
+    start = fn.daliloader.cat_max_ratio_window(labels, starts, sizes, num_classes=classes.num_classes,
+                                               ratio=repr(spec.cat_max_ratio))
+    return start, shape, wins[0].flip
 
 
 def _inside(start, shape, size):

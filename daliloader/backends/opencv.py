@@ -44,7 +44,8 @@ class OpenCVLoader:
         labels = classes.map_mask(mask)
         tick("labels")
         u = rng.random(stages.DRAWS, dtype=np.float32)
-        win = stages.window(spec, *image.shape[:2], u)
+        win = (stages.choose_window(spec, labels, classes.num_classes, u) if spec.balances else
+               stages.window(spec, *image.shape[:2], u))
         image_fill, label_fill = stages.fills(classes.ignore_index)
         inside = (lambda part: stages.colour(part, stages.draw_colour(spec, u))) if spec.colours else None
         image, labels = stages.crop(image, win, image_fill, inside), stages.crop(labels, win, label_fill)

@@ -249,9 +249,10 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     they become a misaligned pair, with an error that shows ``name`` (the pair's files)."""
     u = tf.random.stateless_uniform([stages.DRAWS], seed=seed)
     inside = (lambda part: colour(part, stages.draw_colour(spec, u))) if spec.colours else None
-    image, size, win = decode_image_window(image_bytes, spec, u, inside)
-    image_fill, label_fill = stages.fills(classes.ignore_index)
     mask = decode_mask(mask_bytes, classes, depth)
+    place = (lambda height, width: choose_window(spec, height, width, u, mask, classes, lut)) if spec.balances else None
+    image, size, win = decode_image_window(image_bytes, spec, u, inside, place)
+    image_fill, label_fill = stages.fills(classes.ignore_index)
     same = tf.debugging.Assert(tf.reduce_all(tf.shape(mask)[:2] == size), [
         "daliloader: an image and its mask differ in size (a file changed after it was vetted?):", name, "image",
         size, "mask", tf.shape(mask)[:2]])
@@ -293,20 +294,22 @@ def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs
     return tuple(out[name] for name in outputs)
 
 
-def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
+def decode_image_window(image_bytes, spec: Preprocess, u, inside=None, place=None):
     """decode + crop: each format decoded once, the window drawn from the image's shape and the draws
-    ``u``; ``inside`` (the colour stage) applies to the decoded pixels of the window, before padding.
-    Returns the window's pixels, the image's ``(height, width)``, and the :class:`~daliloader.stages.Window`.
+    ``u`` (``place(height, width)``, when given, chooses it instead: :func:`choose_window`); ``inside``
+    (the colour stage) applies to the decoded pixels of the window, before padding. Returns the window's
+    pixels, the image's ``(height, width)``, and the :class:`~daliloader.stages.Window`.
 
     JPEG: the shape comes from the header, and a window inside the image is decoded alone with
     ``decode_and_crop_jpeg``; other formats are decoded whole and cropped.
     """
     image_fill = stages.IMAGE_FILL
     inside = inside or (lambda part: part)
+    place = place or (lambda height, width: draw_window(spec, height, width, u))
 
     def jpeg():
         shape = tf.io.extract_jpeg_shape(image_bytes)
-        win = draw_window(spec, shape[0], shape[1], u)
+        win = place(shape[0], shape[1])
         within = (win.top >= 0) & (win.left >= 0) & (win.top + win.height <= shape[0]) & (
             win.left + win.width <= shape[1])
         image = tf.cond(
@@ -321,7 +324,7 @@ def decode_image_window(image_bytes, spec: Preprocess, u, inside=None):
     def other():
         image = decode_rgb(image_bytes)
         shape = tf.shape(image)
-        win = draw_window(spec, shape[0], shape[1], u)
+        win = place(shape[0], shape[1])
         return crop(image, win, image_fill, inside), shape[:2], win.fields()
 
     image, size, fields = tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
@@ -378,6 +381,27 @@ def draw_window(spec: Preprocess, height, width, u) -> stages.Window:
     win = stages.draw_window(spec, height, width, u, TF_MATH)
     return stages.Window(win.top, win.left, tf.cast(win.height, tf.int32), tf.cast(win.width, tf.int32),
                          tf.convert_to_tensor(win.flip))
+
+
+def choose_window(spec: Preprocess, height, width, u, mask, classes: ClassMap, lut) -> stages.Window:
+    """window with ``cat_max_ratio`` (:func:`daliloader.stages.choose_window`, on tensors): the candidates
+    checked in turn, in a ``tf.while_loop`` that stops at the first balanced one, each on its part of the
+    decoded ``mask`` mapped to classes; the last is kept unchecked."""
+    wins = [draw_window(spec, height, width, u)] + stages.candidates(spec, height, width, u, TF_MATH)[1:]
+    tops, lefts = tf.stack([w.top for w in wins]), tf.stack([w.left for w in wins])
+    first, n = wins[0], classes.num_classes
+
+    def balanced(k):
+        top, left = tf.maximum(tops[k], 0), tf.maximum(lefts[k], 0)
+        part = mask[top:tf.maximum(tops[k] + first.height, 0), left:tf.maximum(lefts[k] + first.width, 0)]
+        counts = tf.math.bincount(tf.minimum(tf.cast(map_labels(part, classes, lut), tf.int32), n), minlength=n + 1,
+                                  maxlength=n + 1)[:n]
+        share = tf.cast(tf.reduce_max(counts), tf.float64) / tf.cast(tf.reduce_sum(counts), tf.float64)
+        return (tf.math.count_nonzero(counts) > 1) & (share < spec.cat_max_ratio)
+
+    (k,) = tf.while_loop(lambda k: tf.cond(k < stages.REDRAWS, lambda: ~balanced(k), lambda: False),
+                         lambda k: (k + 1,), (tf.constant(0),))
+    return stages.Window(tops[k], lefts[k], first.height, first.width, first.flip)
 
 
 def crop(a, win: stages.Window, fill, inside=None):

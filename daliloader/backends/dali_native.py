@@ -1,0 +1,97 @@
+"""daliloader's own DALI operators, in C++: compiled on first use against the installed DALI, kept in the
+cache, loaded once per process.
+
+One so far, ``CatMaxRatioWindow`` (``cat_max_ratio.cc``, called as
+``fn.daliloader.cat_max_ratio_window``): mmsegmentation's category-ratio crop chooses its window by
+counting the classes of candidate windows, and DALI has no operator that counts (no bincount; a one-hot
+summed over the pixels costs the number of classes times the window, per candidate), while
+``fn.experimental.numba_function`` and ``fn.python_function`` cannot be serialized, which
+``DALIDataset`` does to every pipeline it runs (docs/design.md, "The category-ratio crop").
+
+The build: the C++ compiler ``$CXX`` (default ``g++``, C++20) with DALI's own compile and link flags
+(``nvidia.dali.sysconfig``). DALI's headers include CUDA's runtime headers even for a CPU operator; the
+TensorFlow wheel carries them (``include/third_party/gpus/cuda``), else a CUDA toolkit's are used. The
+library is made once per source, DALI version and platform, into the cache (``dali-ops-...``, written
+whole under a lock by :func:`daliloader.folders.made_once`), and loaded once per process: DALI aborts the
+process when a second copy of an operator it knows is loaded, so no other path is ever loaded after it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ..cache import OPERATORS
+from ..environment import cache_dir, cache_way_out
+from ..errors import MissingDependency
+from ..folders import made_once
+
+#: The operators' sources, compiled into one library.
+SOURCES = (Path(__file__).with_name("cat_max_ratio.cc"),)
+#: The library's file name in its cache folder.
+LIBRARY = "libdaliloader_ops.so"
+#: What the messages tell a user who cannot build the operators.
+WAY_OUT = ("cat_max_ratio on the DALI backends compiles a small DALI operator once, with a C++ compiler "
+           "(g++ 11 or newer, or $CXX): install one (e.g. `apt install g++`), or use backend='tfdata' or "
+           "'opencv', which need none")
+
+
+def library_folder() -> Path:
+    """The cache folder of the library for these sources, this DALI and this platform."""
+    import nvidia.dali
+
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
+    digest.update(f"{nvidia.dali.__version__} {platform.machine()} {sys.implementation.cache_tag}".encode())
+    return cache_dir() / f"{OPERATORS}{digest.hexdigest()[:16]}"
+
+
+def cuda_includes() -> list[str]:
+    """``-I`` flags of CUDA's runtime headers, which DALI's headers include: TensorFlow's copy, found
+    without importing TensorFlow, else a CUDA toolkit's (``$CUDA_HOME``, /usr/local/cuda)."""
+    found = importlib.util.find_spec("tensorflow")
+    roots = [Path(found.origin).parent / "include" / "third_party" / "gpus" / "cuda"] if found and found.origin else []
+    roots += [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))]
+    for root in roots:
+        if (root / "include" / "cuda_runtime.h").is_file():
+            extra = [root / "include" / "cccl", root / "libcudacxx" / "include"]
+            return [f"-I{p}" for p in [root / "include", *extra] if p.is_dir()]
+    raise MissingDependency(f"cannot find CUDA's runtime headers (cuda_runtime.h), which DALI's headers include, in "
+                            f"{', '.join(str(r / 'include') for r in roots)}. {WAY_OUT}")
+
+
+def compile_library(folder: Path) -> None:
+    """Compile :data:`SOURCES` into ``folder / LIBRARY``; a compiler that is missing or fails is named,
+    with the log."""
+    import nvidia.dali.sysconfig as dali_config
+
+    compiler = os.environ.get("CXX", "g++")
+    if shutil.which(compiler) is None:
+        raise MissingDependency(f"no C++ compiler {compiler!r} on this machine. {WAY_OUT}")
+    command = [compiler, "-std=c++20", "-O3", "-fPIC", "-shared", "-w", *dali_config.get_compile_flags(),
+               *cuda_includes(), *map(str, SOURCES), "-o", str(folder / LIBRARY), *dali_config.get_link_flags()]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        log = folder.parent / f"{folder.name}.log"
+        log.write_text(" ".join(command) + "\n\n" + done.stdout + done.stderr)
+        raise MissingDependency(f"{compiler} could not compile daliloader's DALI operator (its output: {log}). "
+                                f"{WAY_OUT}")
+
+
+@functools.cache
+def load_operators() -> None:
+    """Make the library if the cache lacks it, and load it into DALI, once per process (afterwards
+    ``fn.daliloader.cat_max_ratio_window`` exists). Raises MissingDependency where it cannot be built."""
+    from nvidia.dali import plugin_manager
+
+    folder = library_folder()
+    made_once(folder, LIBRARY, "daliloader's DALI operator", cache_way_out(), compile_library)
+    plugin_manager.load_library(str((folder / LIBRARY).absolute()))
