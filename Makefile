@@ -25,9 +25,11 @@ demo: $(STAMP)
 	$(VENV)/bin/daliloader bench --label-mode onehot,int --seconds 2
 
 # ruff first (a lint failure costs seconds, not the suite's minutes); its rules are in pyproject.toml.
+# The suite runs on TEST_WORKERS processes (pytest-xdist; each imports TensorFlow and DALI, about 1.5 GB).
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	DALILOADER_TESTS_REQUIRE=all $(PY) -m pytest -q
+	DALILOADER_TESTS_REQUIRE=all $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # The documentation site, built strictly (a broken link or reference fails), into build/docs/.
 docs: $(STAMP)
