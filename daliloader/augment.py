@@ -87,8 +87,8 @@ class Stage:
         return FIRST_DRAW + sum(s.draws for s in STAGES[:STAGES.index(type(self))])
 
     def params(self, u, height: int, width: int, m=NUMPY) -> tuple:
-        """The sample's parameters from its draws ``u`` (all of them: :data:`DRAWS`), for an output of
-        ``height`` x ``width``, with math ``m``."""
+        """The sample's parameters from its draws ``u`` (all of them: :func:`daliloader.stages.draw_count`),
+        for an output of ``height`` x ``width``, with math ``m``."""
         raise NotImplementedError
 
     def apply(self, image: np.ndarray, labels: np.ndarray, params: tuple, ignore_index: int):
@@ -259,7 +259,8 @@ class RandomErasing(Stage):
 
 #: Every declared stage, in the order they run and draw.
 STAGES: tuple[type[Stage], ...] = (VerticalFlip, GaussianBlur, Gamma, RandomErasing)
-#: Uniform draws per sample: the prologue's, then each declared stage's.
+#: The prologue's and the declared stages' uniform draws per sample (the window's redraws come after them:
+#: :data:`daliloader.stages.DRAWS`).
 DRAWS = FIRST_DRAW + sum(s.draws for s in STAGES)
 #: Every declared option, by name.
 OPTIONS: dict[str, Option] = {o.name: o for s in STAGES for o in s.options()}

@@ -32,6 +32,7 @@ from .spec import (
     check_count,
     make_spec,
     prologue_parameters,
+    random_crop_options,
 )
 
 if TYPE_CHECKING:  # (typing.Unpack is Python 3.11's: annotations only, never evaluated at run time)
@@ -136,9 +137,9 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     refuse_keywords(caller, options)
     if not isinstance(training, bool):
         raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
-    if not training and prologue.get("scale") not in (None, 1, 1.0, (1, 1), (1.0, 1.0)):
-        raise SpecError(f"{caller}(training=False) draws nothing at random, but got scale: leave it out for "
-                        "evaluation, or pass training=True")
+    if not training and (named := random_crop_options(prologue)):
+        raise SpecError(f"{caller}(training=False) draws nothing at random, but got {', '.join(named)}: leave "
+                        f"{'it' if len(named) == 1 else 'them'} out for evaluation, or pass training=True")
     if crop is None:
         crop = "random" if training else ("fit" if image_size is not None else "center")
     spec = make_spec(data.image_size() if image_size is None else image_size, crop=crop, label_mode=label_mode,
@@ -155,7 +156,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                       shard_id=shard_id, num_shards=num_shards)
     if maskcache.wanted(data):  # colour masks: their class indices decoded once, read from the cache
-        data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0).view()
+        data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0 and not spec.balances).view()
     if spec.balances:  # cat_max_ratio chooses the window from the whole mask's classes, on the CPU: PNG masks
         data = data.without_gpu_form()
     return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)

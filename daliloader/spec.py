@@ -121,6 +121,7 @@ class PrologueOption:
     annotation: str = "Range"  # the types the keyword takes, besides None
     foreign: tuple[str, ...] = ()  # what torchvision, albumentations or Keras call it ("did you mean" points here)
     parse: Callable[[str], Any] = float  # preview's flag: one value, from its text
+    random_crops_only: bool = False  # it acts on random crops alone (evaluation, which has none, refuses it by name)
 
     @property
     def off(self):
@@ -197,7 +198,7 @@ def positive_number(text: str) -> float:
 PROLOGUE: dict[str, PrologueOption] = {o.name: o for o in (
     PrologueOption("scale", _zoom, "zoom `s ~ U(lo, hi)` (random crops): `s < 1` shows more of the image, `s > 1` "
                    "less", ("MIN", "MAX"), default_doc="`(1, 1)`", form="=(lo, hi)", foreign=("zoom_range",),
-                   parse=positive_number),
+                   parse=positive_number, random_crops_only=True),
     PrologueOption("flip", _flip, "mirror left-right with probability `flip`", "P",
                    default_doc='0.5 for `"random"`, else 0', annotation="float", foreign=("hflip", "horizontal_flip")),
     PrologueOption("rotate", _angle, "angle `a ~ U(-d, d)` degrees, counter-clockwise about the centre of the output "
@@ -214,7 +215,8 @@ PROLOGUE: dict[str, PrologueOption] = {o.name: o for o in (
                    foreign=("hue_shift_limit",)),
     PrologueOption("cat_max_ratio", _class_ratio, "redraw the random crop window, up to 10 times, while one class "
                    "covers `r` or more of its labelled pixels or it holds one class (mmsegmentation's "
-                   "`RandomCrop(cat_max_ratio=0.75)`)", "R", default_doc="1 (off)", form="=r", annotation="float"),
+                   "`RandomCrop(cat_max_ratio=0.75)`)", "R", default_doc="1 (off)", form="=r", annotation="float",
+                   random_crops_only=True),
 )}
 #: The preprocessing options a loader takes as keywords beside image_size, crop and label_mode: the
 #: prologue's, the normalisation's, then the declared stages' (:mod:`daliloader.augment`).
@@ -222,6 +224,12 @@ OPTIONS = tuple(PROLOGUE) + ("mean", "std", "dtype") + tuple(STAGE_OPTIONS)
 #: What torchvision, albumentations and Keras call the preprocessing options (for "did you mean": the
 #: meaning may differ, the message points at the option, whose docs give its units).
 FOREIGN_NAMES = {foreign: o.name for o in PROLOGUE.values() for foreign in o.foreign} | STAGE_FOREIGN_NAMES
+
+
+def random_crop_options(given: Mapping[str, Any]) -> list[str]:
+    """The options among ``given`` (name -> value as given) that act on random crops alone and are on."""
+    return [name for name, o in PROLOGUE.items() if o.random_crops_only and given.get(name) is not None and
+            o.check(name, given[name], "random") != o.off]
 
 
 def prologue_parameters() -> list[inspect.Parameter]:

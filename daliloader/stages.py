@@ -11,8 +11,8 @@ window with this very code, on their own tensors.
 
 Each sample gets :data:`DRAWS` uniform draws ``u`` in [0, 1), in this order: zoom, top, left, flip,
 angle, brightness, contrast, saturation, hue, then those of the declared stages
-(:mod:`daliloader.augment`), then the top and left of each of the window's :data:`REDRAWS` redraws
-(``cat_max_ratio``). A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
+(:mod:`daliloader.augment`), then, with ``cat_max_ratio`` only, the top and left of each of the
+window's :data:`REDRAWS` redraws (:func:`draw_count`). A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
 
 Stages (names as in :mod:`daliloader.spec`), in order:
 
@@ -69,6 +69,12 @@ FIRST_REDRAW = augment.DRAWS
 DRAWS = FIRST_REDRAW + 2 * REDRAWS
 
 
+def draw_count(spec: Preprocess) -> int:
+    """The draws a sample of ``spec`` takes: all of :data:`DRAWS` with ``cat_max_ratio``, else those before
+    the redraws (a spec without it draws, from a seed, what it drew before the option existed)."""
+    return DRAWS if spec.balances else FIRST_REDRAW
+
+
 #: A window's numbers: ints in numpy, or the tensors or DALI nodes of the framework that drew it.
 Value = TypeVar("Value")
 
@@ -115,13 +121,18 @@ def window(spec: Preprocess, height: int, width: int, u) -> Window[int]:
     return Window(int(win.top), int(win.left), int(win.height), int(win.width), bool(win.flip))
 
 
+def redraws(height, width, win_h, win_w, u, m=NUMPY) -> list[tuple]:
+    """``cat_max_ratio``: the ``(top, left)`` of the :data:`REDRAWS` redraws of a ``win_h`` x ``win_w``
+    window, each placed uniformly by its own two draws, as mmsegmentation's ``RandomCrop`` draws them."""
+    return [(uniform_offset(height - win_h, u[FIRST_REDRAW + 2 * k], m),
+             uniform_offset(width - win_w, u[FIRST_REDRAW + 2 * k + 1], m)) for k in range(REDRAWS)]
+
+
 def candidates(spec: Preprocess, height, width, u, m=NUMPY) -> list[Window]:
-    """``cat_max_ratio``: the window (:func:`draw_window`) and its :data:`REDRAWS` redraws, of the same size
-    and flip, each placed uniformly by its own two draws, as mmsegmentation's ``RandomCrop`` draws them."""
+    """``cat_max_ratio``: the window (:func:`draw_window`) and its :func:`redraws`, of the same size and flip."""
     first = draw_window(spec, height, width, u, m)
-    return [first] + [Window(uniform_offset(height - first.height, u[FIRST_REDRAW + 2 * k], m),
-                             uniform_offset(width - first.width, u[FIRST_REDRAW + 2 * k + 1], m),
-                             first.height, first.width, first.flip) for k in range(REDRAWS)]
+    return [first] + [Window(top, left, first.height, first.width, first.flip)
+                      for top, left in redraws(height, width, first.height, first.width, u, m)]
 
 
 def balanced(counts: np.ndarray, ratio: float) -> bool:

@@ -4,6 +4,10 @@ operator's build (daliloader.backends.dali_native)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from conftest import PALETTE, one_epoch, write_pairs
@@ -179,8 +183,15 @@ def test_the_option_is_off_by_default_and_at_one_and_named_as_mmsegmentation_doe
     assert make_spec(64).cat_max_ratio == make_spec(64, cat_max_ratio=1).cat_max_ratio == 1.0
     assert not make_spec(64, cat_max_ratio=1.0).balances and SPEC.balances
     assert "cat_max_ratio" in SPEC.drawn() and "cat_max_ratio" not in make_spec(64).drawn()
-    with pytest.raises(SpecError, match="crop='fit' has one window"):  # evaluation crops are whole images
-        dl.make_plan(synth_data, image_size=32, training=False, cat_max_ratio=0.75)
+    # off, a sample takes the draws it took before the option existed: a seed gives what it gave
+    assert stages.draw_count(make_spec(64)) == stages.FIRST_REDRAW and stages.draw_count(SPEC) == stages.DRAWS
+    for image_size in (32, None):  # evaluation has no random crop: the option is refused by its name
+        with pytest.raises(SpecError, match=r"make_plan\(training=False\) draws nothing at random, but got "
+                                            r"cat_max_ratio: leave it out for evaluation, or pass training=True"):
+            dl.make_plan(synth_data, image_size=image_size, training=False, cat_max_ratio=0.75)
+    with pytest.raises(SpecError, match="but got scale, cat_max_ratio: leave them out"):
+        dl.make_plan(synth_data, image_size=32, training=False, scale=(0.5, 2), cat_max_ratio=0.75)
+    dl.make_plan(synth_data, image_size=32, training=False, cat_max_ratio=1.0)  # off: no draw, nothing refused
 
 
 # ---------------------------------------------------------------- the DALI operator's build
@@ -189,11 +200,32 @@ def test_a_missing_or_failing_compiler_is_named_with_the_way_out(tmp_path, monke
 
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     with pytest.raises(MissingDependency, match="no C.. compiler 'no-such-compiler-here'.*backend='tfdata'"):
-        dali_native.compile_library(tmp_path)
-    monkeypatch.setenv("CXX", "false")  # a compiler that fails: its output kept beside the folder
-    with pytest.raises(MissingDependency, match=r"could not compile .* \(its output: .*\.log\)"):
-        dali_native.compile_library(tmp_path / "lib")
-    assert (tmp_path / "lib.log").read_text().startswith("false -std=c++20")
+        dali_native.compile_library(tmp_path, tmp_path / "lib.log")
+    monkeypatch.setenv("CXX", "false --with-an-argument")  # a compiler that fails: its output kept
+    with pytest.raises(MissingDependency, match=r"false could not compile .* \(its output: .*lib\.log\)"):
+        dali_native.compile_library(tmp_path, tmp_path / "lib.log")
+    assert (tmp_path / "lib.log").read_text().startswith("false --with-an-argument -std=c++20")
+
+
+def test_a_library_in_the_cache_that_does_not_load_is_named_with_the_way_out(tmp_path):
+    """A library DALI cannot load (a cache shared by machines whose C++ runtimes differ): named, with the
+    command that removes it. In a process of its own: a loaded operator stays loaded."""
+    script = """
+import pathlib, sys
+from daliloader.backends import dali_native
+from daliloader.errors import MissingDependency
+folder = dali_native.library_folder()
+folder.mkdir(parents=True)
+(folder / dali_native.LIBRARY).write_bytes(b"not a library")
+try:
+    dali_native.load_operators()
+except MissingDependency as e:
+    print(e)
+"""
+    env = {**os.environ, "DALILOADER_CACHE": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert "DALI cannot load daliloader's operator" in done.stdout and "daliloader cache --clean" in done.stdout, (
+        done.stdout + done.stderr)
 
 
 def test_the_operator_is_built_once_into_the_cache_and_listed_there():

@@ -16,6 +16,7 @@
 // float32, which would move the boundary.
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,14 @@ void CountWindow(const T *labels, int64_t stride, int64_t y0, int64_t y1, int64_
   counts.assign(bins, 0);
   for (int lane = 0; lane < kLanes; lane++)
     for (int b = 0; b < bins; b++) counts[b] += lanes[lane * bins + b];
+}
+
+// The ratio from its text, whatever the locale (std::stod reads "0.75" as 0 under a decimal comma).
+double ParseRatio(const std::string &text) {
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  DALI_ENFORCE(error == std::errc() && end == text.data() + text.size(), "ratio is not a number: " + text);
+  return value;
 }
 
 // Whether a window with these class counts passes: more than one class, the largest below `ratio`.
@@ -91,7 +100,7 @@ class CatMaxRatioWindow : public ::dali::Operator<CPUBackend> {
   explicit CatMaxRatioWindow(const ::dali::OpSpec &spec)
       : ::dali::Operator<CPUBackend>(spec),
         num_classes_(spec.GetArgument<int>("num_classes")),
-        ratio_(std::stod(spec.GetArgument<std::string>("ratio"))) {
+        ratio_(ParseRatio(spec.GetArgument<std::string>("ratio"))) {
     DALI_ENFORCE(num_classes_ >= 1 && num_classes_ <= 65536, "num_classes must be in [1, 65536]");
   }
 

@@ -90,7 +90,7 @@ STAGES = ("read", "decode", "labels", "crop", "normalize")
 
 
 def needs_draws(spec: Preprocess) -> bool:
-    """Whether the spec draws anything at random (see :data:`daliloader.stages.DRAWS`)."""
+    """Whether the spec draws anything at random (see :func:`daliloader.stages.draw_count`)."""
     return spec.crop == "random" or spec.flip > 0 or spec.rotates or spec.colours or bool(spec.augment)
 
 
@@ -226,7 +226,7 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     u = None
     if needs_draws(spec):  # fed: TensorFlow's stateless draws; alone: DALI's generator, seeded by the pipeline
         u = (graph_input(DRAWS, None, types.FLOAT, ndim=1) if fed else
-             fn.random.uniform(range=(0.0, 1.0), shape=[stages.DRAWS]))
+             fn.random.uniform(range=(0.0, 1.0), shape=[stages.draw_count(spec)]))
 
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
     # PNG is decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
@@ -492,13 +492,15 @@ def choose_window(size, spec: Preprocess, u, labels, classes: ClassMap):
     ``labels`` (CPU) by daliloader's operator (:mod:`.dali_native`); returns what :func:`crop_window`
     does."""
     dali_native.load_operators()
-    wins = stages.candidates(spec, size[0], size[1], u, DALI_MATH)
-    starts = fn.stack(*(fn.cast(fn.stack(w.top, w.left), dtype=types.INT32) for w in wins))
-    shape = fn.stack(wins[0].height, wins[0].width) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
+    first, shape, flip = crop_window(size, spec, u)
+    win_h, win_w = (shape[0], shape[1]) if spec.resizes else spec.image_size
+    starts = fn.stack(fn.cast(first, dtype=types.INT32), *(
+        fn.cast(fn.stack(top, left), dtype=types.INT32) for top, left in
+        stages.redraws(size[0], size[1], win_h, win_w, u, DALI_MATH)))
     sizes = fn.cast(shape, dtype=types.INT32) if spec.resizes else types.Constant(shape, device="cpu")
     start = fn.daliloader.cat_max_ratio_window(labels, starts, sizes, num_classes=classes.num_classes,
                                                ratio=repr(spec.cat_max_ratio))
-    return start, shape, wins[0].flip
+    return start, shape, flip
 
 
 def _inside(start, shape, size):

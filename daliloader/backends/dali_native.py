@@ -23,6 +23,7 @@ import hashlib
 import importlib.util
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -39,18 +40,25 @@ SOURCES = (Path(__file__).with_name("cat_max_ratio.cc"),)
 LIBRARY = "libdaliloader_ops.so"
 #: What the messages tell a user who cannot build the operators.
 WAY_OUT = ("cat_max_ratio on the DALI backends compiles a small DALI operator once, with a C++ compiler "
-           "(g++ 11 or newer, or $CXX): install one (e.g. `apt install g++`), or use backend='tfdata' or "
-           "'opencv', which need none")
+           "(g++ 11 or newer, or $CXX): install one (e.g. `apt install g++`), or load with backend='tfdata' "
+           "(tf_dataset) or keras_sequence (OpenCV), which need none")
+
+
+def compiler() -> list[str]:
+    """The C++ compiler's command: ``$CXX`` (which may carry arguments, e.g. ``ccache g++``), else g++."""
+    return shlex.split(os.environ.get("CXX", "g++")) or ["g++"]
 
 
 def library_folder() -> Path:
-    """The cache folder of the library for these sources, this DALI and this platform."""
+    """The cache folder of the library for these sources, this DALI build (version, commit and CUDA
+    build: cuda120 and cuda130 wheels share a version), this platform and this compiler."""
     import nvidia.dali
 
     digest = hashlib.sha256()
     for source in SOURCES:
         digest.update(source.read_bytes())
-    digest.update(f"{nvidia.dali.__version__} {platform.machine()} {sys.implementation.cache_tag}".encode())
+    dali = [getattr(nvidia.dali, name, "") for name in ("__version__", "__git_sha__", "__cuda_version__")]
+    digest.update(" ".join(map(str, [*dali, platform.machine(), sys.implementation.cache_tag, *compiler()])).encode())
     return cache_dir() / f"{OPERATORS}{digest.hexdigest()[:16]}"
 
 
@@ -68,21 +76,20 @@ def cuda_includes() -> list[str]:
                             f"{', '.join(str(r / 'include') for r in roots)}. {WAY_OUT}")
 
 
-def compile_library(folder: Path) -> None:
-    """Compile :data:`SOURCES` into ``folder / LIBRARY``; a compiler that is missing or fails is named,
-    with the log."""
+def compile_library(folder: Path, log: Path) -> None:
+    """Compile :data:`SOURCES` into ``folder / LIBRARY``; a compiler that is missing or fails is named, its
+    output kept in ``log`` (warnings are off: those there are DALI's headers' own)."""
     import nvidia.dali.sysconfig as dali_config
 
-    compiler = os.environ.get("CXX", "g++")
-    if shutil.which(compiler) is None:
-        raise MissingDependency(f"no C++ compiler {compiler!r} on this machine. {WAY_OUT}")
-    command = [compiler, "-std=c++20", "-O3", "-fPIC", "-shared", "-w", *dali_config.get_compile_flags(),
-               *cuda_includes(), *map(str, SOURCES), "-o", str(folder / LIBRARY), *dali_config.get_link_flags()]
+    command = compiler()
+    if shutil.which(command[0]) is None:
+        raise MissingDependency(f"no C++ compiler {command[0]!r} on this machine. {WAY_OUT}")
+    command += ["-std=c++20", "-O3", "-fPIC", "-shared", "-w", *dali_config.get_compile_flags(), *cuda_includes(),
+                *map(str, SOURCES), "-o", str(folder / LIBRARY), *dali_config.get_link_flags()]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        log = folder.parent / f"{folder.name}.log"
-        log.write_text(" ".join(command) + "\n\n" + done.stdout + done.stderr)
-        raise MissingDependency(f"{compiler} could not compile daliloader's DALI operator (its output: {log}). "
+        log.write_text(shlex.join(command) + "\n\n" + done.stdout + done.stderr)
+        raise MissingDependency(f"{command[0]} could not compile daliloader's DALI operator (its output: {log}). "
                                 f"{WAY_OUT}")
 
 
@@ -93,5 +100,10 @@ def load_operators() -> None:
     from nvidia.dali import plugin_manager
 
     folder = library_folder()
-    made_once(folder, LIBRARY, "daliloader's DALI operator", cache_way_out(), compile_library)
-    plugin_manager.load_library(str((folder / LIBRARY).absolute()))
+    made_once(folder, LIBRARY, "daliloader's DALI operator", cache_way_out(),
+              lambda building: compile_library(building, folder.with_name(folder.name + ".log")))
+    try:
+        plugin_manager.load_library(str((folder / LIBRARY).absolute()))
+    except RuntimeError as e:  # e.g. a cache shared by machines whose C++ runtimes differ, or mounted noexec
+        raise MissingDependency(f"DALI cannot load daliloader's operator {folder / LIBRARY} ({e}): remove it with "
+                                f"`daliloader cache --clean` (it is built again on first use). {WAY_OUT}") from None

@@ -38,7 +38,7 @@ from ..guard import PairGuard
 from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
-from ..stages import DRAWS as DRAW_COUNT
+from ..stages import draw_count
 from ..tfprivate import variant
 from . import pair_guard, tfloader
 from .dali_graph import (
@@ -286,6 +286,7 @@ class _Streams:
 
     def __init__(self, plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, passes: tf.Variable, batch: int):
         self.sampler, self.reader, self.guard, self.passes, self.batch = plan.sampler, reader, guard, passes, batch
+        self.draw_count = draw_count(plan.spec)
         # an epoch's worth at most, so that a chunk of a small dataset does not vet pairs epochs ahead
         self.chunk_size = min(CHUNK, self.sampler.per_epoch)
 
@@ -332,7 +333,7 @@ class _Streams:
         """Each position's random draws, native: no Python per sample or per chunk."""
         seed, size = tf.constant(self.sampler.seed % 2**63, tf.int64), self.chunk_size
         return self.chunks(from_passes).map(lambda start: tf.random.stateless_uniform(
-            [size, DRAW_COUNT], seed=tf.stack([seed, start]))).unbatch()
+            [size, self.draw_count], seed=tf.stack([seed, start]))).unbatch()
 
     def real(self) -> tf.data.Dataset:
         """Each position's padding mark, when a pack reader reads."""

@@ -43,7 +43,7 @@ class OpenCVLoader:
         tick("decode")
         labels = classes.map_mask(mask)
         tick("labels")
-        u = rng.random(stages.DRAWS, dtype=np.float32)
+        u = rng.random(stages.draw_count(spec), dtype=np.float32)
         win = (stages.choose_window(spec, labels, classes.num_classes, u) if spec.balances else
                stages.window(spec, *image.shape[:2], u))
         image_fill, label_fill = stages.fills(classes.ignore_index)

@@ -244,10 +244,10 @@ def _by_offset(parts) -> tf.data.Dataset:
 def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8,
                       name=""):
     """decode, colour, labels, crop (pad, resize), rotate, the declared stages, flip of one pair; returns
-    uint8 RGB and class indices. The sample's draws (:data:`daliloader.stages.DRAWS`) are stateless, from
+    uint8 RGB and class indices. The sample's draws (:func:`daliloader.stages.draw_count`) are stateless, from
     ``seed``. An image and a mask of different sizes (a file replaced after it was vetted) fail here, before
     they become a misaligned pair, with an error that shows ``name`` (the pair's files)."""
-    u = tf.random.stateless_uniform([stages.DRAWS], seed=seed)
+    u = tf.random.stateless_uniform([stages.draw_count(spec)], seed=seed)
     inside = (lambda part: colour(part, stages.draw_colour(spec, u))) if spec.colours else None
     mask = decode_mask(mask_bytes, classes, depth)
     place = (lambda height, width: choose_window(spec, height, width, u, mask, classes, lut)) if spec.balances else None
@@ -387,9 +387,9 @@ def choose_window(spec: Preprocess, height, width, u, mask, classes: ClassMap, l
     """window with ``cat_max_ratio`` (:func:`daliloader.stages.choose_window`, on tensors): the candidates
     checked in turn, in a ``tf.while_loop`` that stops at the first balanced one, each on its part of the
     decoded ``mask`` mapped to classes; the last is kept unchecked."""
-    wins = [draw_window(spec, height, width, u)] + stages.candidates(spec, height, width, u, TF_MATH)[1:]
-    tops, lefts = tf.stack([w.top for w in wins]), tf.stack([w.left for w in wins])
-    first, n = wins[0], classes.num_classes
+    first, n = draw_window(spec, height, width, u), classes.num_classes
+    corners = [(first.top, first.left)] + stages.redraws(height, width, first.height, first.width, u, TF_MATH)
+    tops, lefts = tf.stack([top for top, _ in corners]), tf.stack([left for _, left in corners])
 
     def balanced(k):
         top, left = tf.maximum(tops[k], 0), tf.maximum(lefts[k], 0)
