@@ -137,9 +137,8 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     refuse_keywords(caller, options)
     if not isinstance(training, bool):
         raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
-    if not training and (named := random_crop_options(prologue)):
-        raise SpecError(f"{caller}(training=False) draws nothing at random, but got {', '.join(named)}: leave "
-                        f"{'it' if len(named) == 1 else 'them'} out for evaluation, or pass training=True")
+    if not training:
+        refuse_random_crop_options(caller, prologue)
     if crop is None:
         crop = "random" if training else ("fit" if image_size is not None else "center")
     spec = make_spec(data.image_size() if image_size is None else image_size, crop=crop, label_mode=label_mode,
@@ -155,11 +154,8 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     outputs = batch_outputs(outputs, drop_remainder)
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                       shard_id=shard_id, num_shards=num_shards)
-    if maskcache.wanted(data):  # colour masks: their class indices decoded once, read from the cache
-        data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0 and not spec.balances).view()
-    if spec.balances:  # cat_max_ratio chooses the window from the whole mask's classes, on the CPU: PNG masks
-        data = data.without_gpu_form()
-    return Plan(data, spec, sampler, outputs, device_id=device_id, num_threads=num_threads, prefetch=prefetch)
+    return Plan(loaded_data(data, spec), spec, sampler, outputs, device_id=device_id, num_threads=num_threads,
+                prefetch=prefetch)
 
 
 def take_options(options: dict, declared: Mapping[str, object]) -> dict:
@@ -192,6 +188,23 @@ def refuse_keywords(caller: str, options: dict) -> None:
                     + (f" (did you mean {close[0]!r}?)" if close else "")
                     + f". Arguments: {', '.join(ARGUMENTS)}; preprocessing options: {', '.join(OPTIONS)}; "
                       f"loader options: {', '.join(LOADER_OPTIONS)}")
+
+
+def loaded_data(data: SegmentationData, spec: Preprocess) -> SegmentationData:
+    """The pairs as the loaders read them: colour masks' class indices from the mask cache; with
+    ``cat_max_ratio``, the masks as PNG (the window is chosen from the whole mask's classes, on the CPU),
+    never their GPU form."""
+    if maskcache.wanted(data):
+        data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0 and not spec.balances).view()
+    return data.without_gpu_form() if spec.balances else data
+
+
+def refuse_random_crop_options(caller: str, given: dict) -> None:
+    """Evaluation has no random crop: refuse, by name, the options ``given`` that act on random crops alone."""
+    named = random_crop_options(given)
+    if named:
+        raise SpecError(f"{caller}(training=False) draws nothing at random, but got {', '.join(named)}: leave "
+                        f"{'it' if len(named) == 1 else 'them'} out for evaluation, or pass training=True")
 
 
 def refuse_draws(caller: str, spec: Preprocess) -> None:
