@@ -329,6 +329,3 @@ def options_table() -> str:
         return "off" if o.name in switches else "`" + repr(o.default).replace("'", '"') + "`"
     return "\n".join(f"| `{o.name}` | {shown(o)} | {o.doc} |" for o in OPTIONS.values())
 
-
-if __name__ == "__main__":  # python -m daliloader.augment: the rows of docs/options.md's table
-    print(options_table())

@@ -102,16 +102,17 @@ def cmd_preview(args) -> int:
 
 def preview_recipe(args) -> dict:
     """The loaders' options that preview's options ask for: --augment's, then those named (a flag of several
-    values as a tuple), then the evaluation recipe (--eval) or the zoom of random crops (:data:`PREVIEW_DEFAULTS`)."""
+    values as a tuple), then the evaluation recipe (--eval) or, for random crops, :data:`PREVIEW_DEFAULTS`."""
     options = {k: v for k, v in AUGMENT.items() if k not in PREVIEW_DEFAULTS} if args.augment else {}
     options.update({name: tuple(value) if isinstance(value, list) else value for name in RECIPE_OPTIONS
                     if (value := getattr(args, name)) is not None})
     if args.eval:
-        if args.augment or args.scale is not None:
+        named = ["--" + name.replace("_", "-") for name in spec.random_crop_options(options)]
+        if args.augment or named:
             raise SpecError("--eval previews the evaluation recipe, which draws nothing at random: leave out "
-                            "--augment and --scale")
+                            + " and ".join((["--augment"] if args.augment else []) + named))
         options["training"] = False
-    else:
+    elif options.get("crop", "random") == "random":
         options = PREVIEW_DEFAULTS | options
     return options
 

@@ -118,10 +118,10 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
         outputs: what a batch holds, any of :data:`OUTPUTS` (None: as above).
         caller: the public function that error messages name.
         **options: the prologue's options (:data:`daliloader.spec.PROLOGUE`: ``scale``, ``flip``,
-            ``rotate``, the colour; as ``make_spec``'s, None: as it says) and the declared stages' options
-            (:mod:`daliloader.augment`: ``vflip``, ``blur``, ``gamma``, ``erase``...; None: off), which the
-            signature lists, and nothing else: a keyword that is not an option is named, with the closest
-            one.
+            ``rotate``, the colour, ``cat_max_ratio``; as ``make_spec``'s, None: as it says) and the declared
+            stages' options (:mod:`daliloader.augment`: ``vflip``, ``blur``, ``gamma``, ``erase``...; None:
+            off), which the signature lists, and nothing else: a keyword that is not an option is named, with
+            the closest one.
 
     Returns:
         The frozen :class:`Plan`.
@@ -195,8 +195,8 @@ def loaded_data(data: SegmentationData, spec: Preprocess) -> SegmentationData:
     ``cat_max_ratio``, the masks as PNG (the window is chosen from the whole mask's classes, on the CPU),
     never their GPU form."""
     if maskcache.wanted(data):
-        data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0 and not spec.balances).view()
-    return data.without_gpu_form() if spec.balances else data
+        data = maskcache.MaskCache.made_for(data, gpu=dali_gpu_count() > 0 and not spec.chooses_window).view()
+    return data.without_gpu_form() if spec.chooses_window else data
 
 
 def refuse_random_crop_options(caller: str, given: dict) -> None:
@@ -227,8 +227,8 @@ def batch_outputs(outputs, drop_remainder: bool) -> tuple[str, ...]:
 
 
 def with_keywords(fn, keywords, after: str | None = None) -> inspect.Signature:
-    """``fn``'s signature with the parameters ``keywords`` in place of its ``**options`` (after the parameter
-    ``after``; None: last), so that ``help()``, ``inspect.signature`` and completion list them: make_plan's
+    """``fn``'s signature without its ``**options``, the parameters ``keywords`` inserted after the parameter
+    ``after`` (None: last), so that ``help()``, ``inspect.signature`` and completion list them: make_plan's
     gets the prologue's options (:data:`daliloader.spec.PROLOGUE`) and the declared stages'
     (:mod:`daliloader.augment`), each loader make_plan's keywords (:func:`daliloader.loaders.shows_options`)."""
     own = inspect.signature(fn)
@@ -237,8 +237,9 @@ def with_keywords(fn, keywords, after: str | None = None) -> inspect.Signature:
     return own.replace(parameters=params[:at] + list(keywords) + params[at:])
 
 
+# the declared stages' options last, the prologue's after training, where they were written out before
 make_plan.__signature__ = with_keywords(make_plan, augment.signature_parameters())
-make_plan.__signature__ = with_keywords(make_plan, prologue_parameters(), after="training")  # where they were written
+make_plan.__signature__ = with_keywords(make_plan, prologue_parameters(), after="training")
 _SIGNATURE = inspect.signature(make_plan)
 #: The keyword options of make_plan that are not preprocessing (for error messages).
 LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()

@@ -12,14 +12,14 @@ Option names and ranges follow torchvision: ``brightness``/``contrast``/``satura
 as DALI's ``hue``: not torchvision's fraction of a turn, nor albumentations' ``hue_shift_limit``, which
 on uint8 images counts OpenCV's two-degree hue steps.
 
-The prologue's options (``scale``, ``flip``, ``rotate`` and the colour: the options of the window and of what
-each backend fuses with it) are declared once, here, in :data:`PROLOGUE`, as the stages after the window are
-in :mod:`daliloader.augment`: each one's check (the crop given too, on which some depend), a line of
-documentation, its annotation, ``preview``'s flag and its foreign names. From them come
-:data:`OPTIONS`, :func:`make_spec`'s checks, the loaders' keywords (:func:`prologue_parameters`,
-which :func:`daliloader.plan.make_plan` shows and passes on), "did you mean" (:data:`FOREIGN_NAMES`),
-``preview``'s flags and the rows of docs/options.md's table (:func:`options_table`, ``python -m
-daliloader.spec``, checked by the tests). A new one is also a field of :class:`Preprocess` and a keyword of
+The prologue's options (``scale``, ``flip``, ``rotate``, the colour and ``cat_max_ratio``: the options of the
+window and of what each backend fuses with it) are declared once, here, in :data:`PROLOGUE`, as the stages
+after the window are in :mod:`daliloader.augment`: each one's check (the crop given too, on which some
+depend), a line of documentation, its annotation, ``preview``'s flag and its foreign names. From them come
+:data:`OPTIONS`, :func:`make_spec`'s checks, the loaders' keywords (:func:`prologue_parameters`, which
+:func:`daliloader.plan.make_plan` shows and passes on), "did you mean" (:data:`FOREIGN_NAMES`), ``preview``'s
+flags and the rows of docs/options.md's table (:func:`options_table`, printed by ``python
+tests/test_spec.py``, checked by the tests). A new one is also a field of :class:`Preprocess` and a keyword of
 ``make_spec``, which the tests check against the declarations.
 """
 
@@ -84,8 +84,9 @@ class Preprocess:
         return self.crop in ("resize", "fit") or (self.crop == "random" and self.scale != (1.0, 1.0))
 
     @property
-    def balances(self) -> bool:
-        """Whether a random crop is redrawn while one class dominates it (``cat_max_ratio`` < 1)."""
+    def chooses_window(self) -> bool:
+        """Whether the window is chosen among redrawn candidates while one class dominates them
+        (``cat_max_ratio`` < 1: :func:`daliloader.stages.choose_window`)."""
         return self.cat_max_ratio < 1.0
 
     @property
@@ -446,6 +447,3 @@ def _triple(name: str, value, positive: bool = False) -> tuple[float, float, flo
         raise SpecError(f"{name} must be positive, got {value!r}")
     return tuple(vals)
 
-
-if __name__ == "__main__":  # python -m daliloader.spec: the rows of docs/options.md's table the declarations make
-    print(options_table())

@@ -9,10 +9,11 @@ The arithmetic of the draws and of the crop window is written once (:mod:`dalilo
 framework's math: numpy's here, TensorFlow's and DALI's in the backends, so that all three compute the
 window with this very code, on their own tensors.
 
-Each sample gets :data:`DRAWS` uniform draws ``u`` in [0, 1), in this order: zoom, top, left, flip,
+Each sample gets :func:`draw_count` uniform draws ``u`` in [0, 1), in this order: zoom, top, left, flip,
 angle, brightness, contrast, saturation, hue, then those of the declared stages
 (:mod:`daliloader.augment`), then, with ``cat_max_ratio`` only, the top and left of each of the
-window's :data:`REDRAWS` redraws (:func:`draw_count`). A range option ``(lo, hi)`` takes ``lo + u (hi - lo)``.
+window's :data:`REDRAWS` redraws (all of them: :data:`DRAWS`). A range option ``(lo, hi)`` takes
+``lo + u (hi - lo)``.
 
 Stages (names as in :mod:`daliloader.spec`), in order:
 
@@ -65,14 +66,14 @@ ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(augm
 REDRAWS = 10
 #: Where the redraws' draws start (two each: top, left), after the declared stages'.
 FIRST_REDRAW = augment.DRAWS
-#: Uniform draws per sample, all of them.
+#: Uniform draws per sample, the most there are (with the redraws: a spec takes :func:`draw_count`).
 DRAWS = FIRST_REDRAW + 2 * REDRAWS
 
 
 def draw_count(spec: Preprocess) -> int:
     """The draws a sample of ``spec`` takes: all of :data:`DRAWS` with ``cat_max_ratio``, else those before
     the redraws (a spec without it draws, from a seed, what it drew before the option existed)."""
-    return DRAWS if spec.balances else FIRST_REDRAW
+    return DRAWS if spec.chooses_window else FIRST_REDRAW
 
 
 #: A window's numbers: ints in numpy, or the tensors or DALI nodes of the framework that drew it.
@@ -117,7 +118,11 @@ def draw_window(spec: Preprocess, height, width, u, m=NUMPY) -> Window:
 
 def window(spec: Preprocess, height: int, width: int, u) -> Window[int]:
     """:func:`draw_window` in numpy (``u``: the float32 draws), in Python ints and a bool."""
-    win = draw_window(spec, height, width, np.asarray(u, np.float32))
+    return as_ints(draw_window(spec, height, width, np.asarray(u, np.float32)))
+
+
+def as_ints(win: Window) -> Window[int]:
+    """A window of numpy numbers in Python ints and a bool."""
     return Window(int(win.top), int(win.left), int(win.height), int(win.width), bool(win.flip))
 
 
@@ -152,9 +157,7 @@ def class_counts(labels: np.ndarray, win: Window, num_classes: int) -> np.ndarra
 def choose_window(spec: Preprocess, labels: np.ndarray, num_classes: int, u) -> Window[int]:
     """``cat_max_ratio`` (mmsegmentation's ``RandomCrop``): the first of :func:`candidates` that is
     :func:`balanced` on the class indices ``labels`` (the whole mask), else the last, unchecked."""
-    u = np.asarray(u, np.float32)
-    wins = [Window(int(w.top), int(w.left), int(w.height), int(w.width), bool(w.flip))
-            for w in candidates(spec, *labels.shape[:2], u)]
+    wins = [as_ints(w) for w in candidates(spec, *labels.shape[:2], np.asarray(u, np.float32))]
     return next((w for w in wins[:-1] if balanced(class_counts(labels, w, num_classes), spec.cat_max_ratio)),
                 wins[-1])
 

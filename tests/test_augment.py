@@ -6,7 +6,6 @@ checks, the loaders' signatures, the CLI's flags and the docs' table, all made f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -318,10 +317,3 @@ def test_preview_takes_every_declared_option_as_a_flag():
     assert {k: recipe[k] for k in augment.OPTIONS} == {name: o.default for name, o in augment.OPTIONS.items()}
     assert augment.from_text("1e-3") == 0.001 and augment.from_text("0.5,1") == (0.5, 1)
     assert augment.from_text("ignore") == "ignore" and augment.from_text("0.5,") == "0.5,"
-
-
-def test_the_docs_options_table_is_the_declarations():
-    """docs/options.md holds the declared options' rows as augment.options_table() writes them (python -m
-    daliloader.augment prints them)."""
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "options.md").read_text()
-    assert augment.options_table() in docs

@@ -181,7 +181,7 @@ def test_the_option_is_checked(options, message):
 
 def test_the_option_is_off_by_default_and_at_one_and_named_as_mmsegmentation_does(synth_data):
     assert make_spec(64).cat_max_ratio == make_spec(64, cat_max_ratio=1).cat_max_ratio == 1.0
-    assert not make_spec(64, cat_max_ratio=1.0).balances and SPEC.balances
+    assert not make_spec(64, cat_max_ratio=1.0).chooses_window and SPEC.chooses_window
     assert "cat_max_ratio" in SPEC.drawn() and "cat_max_ratio" not in make_spec(64).drawn()
     # off, a sample takes the draws it took before the option existed: a seed gives what it gave
     assert stages.draw_count(make_spec(64)) == stages.FIRST_REDRAW and stages.draw_count(SPEC) == stages.DRAWS
@@ -205,6 +205,20 @@ def test_a_missing_or_failing_compiler_is_named_with_the_way_out(tmp_path, monke
     with pytest.raises(MissingDependency, match=r"false could not compile .* \(its output: .*lib\.log\)"):
         dali_native.compile_library(tmp_path, tmp_path / "lib.log")
     assert (tmp_path / "lib.log").read_text().startswith("false --with-an-argument -std=c++20")
+
+
+def test_a_failed_builds_output_is_a_cache_entry(tmp_path, monkeypatch):
+    """The output of a build that failed is kept where `daliloader cache` lists and cleans it."""
+    from daliloader import cache
+    from daliloader.backends import dali_native
+
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", "false")
+    with pytest.raises(MissingDependency, match=r"dali-ops-\w+-failed/build\.log"):
+        dali_native.load_operators.__wrapped__()  # (the process's own library may be loaded already)
+    assert [e.path.name for e in cache.entries()] == [dali_native.library_folder().name + "-failed"]
+    cache.clean()
+    assert not list(tmp_path.glob("dali-ops-*"))
 
 
 def test_a_library_in_the_cache_that_does_not_load_is_named_with_the_way_out(tmp_path):

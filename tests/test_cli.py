@@ -177,6 +177,9 @@ def test_missing_data_folder_is_a_clear_error(tmp_path, capsys):
                                                "--prepared's copy: add --prepared"),
     (["preview", "nowhere", "-o", "x.png", "--eval", "--augment"], "daliloader preview: error: --eval previews the "
                                                                    "evaluation recipe, which draws nothing at random"),
+    (["preview", "nowhere", "-o", "x.png", "--eval", "--cat-max-ratio", "0.75"],
+     "daliloader preview: error: --eval previews the evaluation recipe, which draws nothing at random: leave out "
+     "--cat-max-ratio\n"),
     (["check"], "daliloader check: error: name the dataset to check: DATA (a dataset folder) or --images/--masks"),
 ])
 def test_wrong_combinations_are_one_line(argv, message, root, capsys):

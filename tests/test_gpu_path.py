@@ -103,9 +103,9 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     # a prepared copy's masks are inflated on the GPU (LZ4), not decoded from PNG on the CPU
     ops = {(o._op._schema.Name(), o._op.device) for o in built.pipelines[0]._ops}
     # (but where cat_max_ratio chooses the window from the whole mask's classes, on the CPU)
-    balances = "cat_max_ratio" in CASES[case]
-    assert (("decoders__Inflate", "gpu") in ops) == (which in ("shards", "prepared") and not balances)
-    assert (("daliloader__CatMaxRatioWindow", "cpu") in ops) == balances
+    chooses = "cat_max_ratio" in CASES[case]
+    assert (("decoders__Inflate", "gpu") in ops) == (which in ("shards", "prepared") and not chooses)
+    assert (("daliloader__CatMaxRatioWindow", "cpu") in ops) == chooses
     assert ("decoders__Image", "mixed") in ops
     assert ("readers___TFRecord", "cpu") not in ops  # records are read by the guard, checked against the index
     assert (("io__file__Read", "cpu") in ops) == (which in ("colour masks", "id masks", "prepared"))

@@ -107,8 +107,20 @@ def test_preview_takes_every_prologue_option_as_a_flag():
     assert {name: recipe[name] for name in PROLOGUE} == want
 
 
+def test_previews_default_zoom_is_for_random_crops_only():
+    """preview zooms random crops by default; another crop gets no zoom it would refuse."""
+    from daliloader.cli import PREVIEW_DEFAULTS, build_parser, preview_recipe
+
+    def recipe(*flags):
+        return preview_recipe(build_parser().parse_args(["preview", "-o", "x.png", *flags]))
+
+    assert recipe()["scale"] == PREVIEW_DEFAULTS["scale"] and recipe("--crop", "random")["scale"] == (0.5, 2.0)
+    assert "scale" not in recipe("--crop", "center") and "scale" not in recipe("--crop", "fit")
+    dl.make_spec(64, **{k: v for k, v in recipe("--crop", "center").items() if k in ("crop", "scale")})
+
+
 def test_the_docs_options_table_holds_every_declared_option():
-    """docs/options.md holds the rows that spec.options_table() writes (python -m daliloader.spec): one per
+    """docs/options.md holds the rows that spec.options_table() writes (python tests/test_spec.py): one per
     prologue option, then the declared stages' (augment.options_table())."""
     from pathlib import Path
 
@@ -125,3 +137,9 @@ def test_the_docs_options_table_holds_every_declared_option():
 def test_foreign_names_of_the_prologue_point_at_it(index_data, theirs, ours):
     with pytest.raises(SpecError, match=rf"'{theirs}' \(did you mean '{ours}'\?\)"):
         dl.make_plan(index_data, **{theirs: 0.5})
+
+
+if __name__ == "__main__":  # python tests/test_spec.py: the rows of docs/options.md's table the declarations make
+    from daliloader.spec import options_table
+
+    print(options_table())

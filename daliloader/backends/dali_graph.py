@@ -230,12 +230,12 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
 
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
     # PNG is decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
-    gpu_masks = reads_gpu_masks(data, device)
+    gpu_masks = reads_gpu_masks(data, device)  # (never with cat_max_ratio: make_plan's data has no GPU form then)
     size = same_size(fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32),
                      lz4_header(mask_bytes)[0] if gpu_masks else
                      fn.peek_image_shape(mask_bytes, adjust_orientation=False, dtype=types.INT32))
     whole = None  # cat_max_ratio: the whole mask's classes, on the CPU, from which the window is chosen
-    if spec.balances:
+    if spec.chooses_window:
         whole = map_labels(decode_mask(mask_bytes, None, None, "cpu", data), data.classes)
         start, shape, flip = choose_window(size, spec, u, whole, data.classes)
     else:

@@ -11,9 +11,11 @@ summed over the pixels costs the number of classes times the window, per candida
 The build: the C++ compiler ``$CXX`` (default ``g++``, C++20) with DALI's own compile and link flags
 (``nvidia.dali.sysconfig``). DALI's headers include CUDA's runtime headers even for a CPU operator; the
 TensorFlow wheel carries them (``include/third_party/gpus/cuda``), else a CUDA toolkit's are used. The
-library is made once per source, DALI version and platform, into the cache (``dali-ops-...``, written
-whole under a lock by :func:`daliloader.folders.made_once`), and loaded once per process: DALI aborts the
-process when a second copy of an operator it knows is loaded, so no other path is ever loaded after it.
+library is made once per source, DALI build (version, commit, CUDA build), machine and compiler, into the
+cache (``dali-ops-...``, written whole under a lock by :func:`daliloader.folders.made_once`; a failed
+build's output in ``dali-ops-...-failed/``, which the cache lists and cleans too), and loaded once per
+process: DALI aborts the process when a second copy of an operator it knows is loaded, so no other path
+is ever loaded after it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import platform
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from ..cache import OPERATORS
@@ -58,7 +59,7 @@ def library_folder() -> Path:
     for source in SOURCES:
         digest.update(source.read_bytes())
     dali = [getattr(nvidia.dali, name, "") for name in ("__version__", "__git_sha__", "__cuda_version__")]
-    digest.update(" ".join(map(str, [*dali, platform.machine(), sys.implementation.cache_tag, *compiler()])).encode())
+    digest.update(" ".join(map(str, [*dali, platform.machine(), *compiler()])).encode())
     return cache_dir() / f"{OPERATORS}{digest.hexdigest()[:16]}"
 
 
@@ -73,7 +74,9 @@ def cuda_includes() -> list[str]:
             extra = [root / "include" / "cccl", root / "libcudacxx" / "include"]
             return [f"-I{p}" for p in [root / "include", *extra] if p.is_dir()]
     raise MissingDependency(f"cannot find CUDA's runtime headers (cuda_runtime.h), which DALI's headers include, in "
-                            f"{', '.join(str(r / 'include') for r in roots)}. {WAY_OUT}")
+                            f"{', '.join(str(r / 'include') for r in roots)}: cat_max_ratio on the DALI backends "
+                            "needs them once, to build its operator. Install tensorflow (its wheel carries them) or "
+                            "a CUDA toolkit (set CUDA_HOME to it), or load with backend='tfdata' or keras_sequence")
 
 
 def compile_library(folder: Path, log: Path) -> None:
@@ -88,6 +91,7 @@ def compile_library(folder: Path, log: Path) -> None:
                 *map(str, SOURCES), "-o", str(folder / LIBRARY), *dali_config.get_link_flags()]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
+        log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(shlex.join(command) + "\n\n" + done.stdout + done.stderr)
         raise MissingDependency(f"{command[0]} could not compile daliloader's DALI operator (its output: {log}). "
                                 f"{WAY_OUT}")
@@ -101,7 +105,7 @@ def load_operators() -> None:
 
     folder = library_folder()
     made_once(folder, LIBRARY, "daliloader's DALI operator", cache_way_out(),
-              lambda building: compile_library(building, folder.with_name(folder.name + ".log")))
+              lambda building: compile_library(building, folder.with_name(folder.name + "-failed") / "build.log"))
     try:
         plugin_manager.load_library(str((folder / LIBRARY).absolute()))
     except RuntimeError as e:  # e.g. a cache shared by machines whose C++ runtimes differ, or mounted noexec

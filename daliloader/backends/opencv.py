@@ -44,7 +44,7 @@ class OpenCVLoader:
         labels = classes.map_mask(mask)
         tick("labels")
         u = rng.random(stages.draw_count(spec), dtype=np.float32)
-        win = (stages.choose_window(spec, labels, classes.num_classes, u) if spec.balances else
+        win = (stages.choose_window(spec, labels, classes.num_classes, u) if spec.chooses_window else
                stages.window(spec, *image.shape[:2], u))
         image_fill, label_fill = stages.fills(classes.ignore_index)
         inside = (lambda part: stages.colour(part, stages.draw_colour(spec, u))) if spec.colours else None

@@ -250,8 +250,11 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     u = tf.random.stateless_uniform([stages.draw_count(spec)], seed=seed)
     inside = (lambda part: colour(part, stages.draw_colour(spec, u))) if spec.colours else None
     mask = decode_mask(mask_bytes, classes, depth)
-    place = (lambda height, width: choose_window(spec, height, width, u, mask, classes, lut)) if spec.balances else None
-    image, size, win = decode_image_window(image_bytes, spec, u, inside, place)
+
+    def chosen(height, width):  # cat_max_ratio: the window chosen on the mask's classes
+        return choose_window(spec, height, width, u, mask, classes, lut)
+
+    image, size, win = decode_image_window(image_bytes, spec, u, inside, chosen if spec.chooses_window else None)
     image_fill, label_fill = stages.fills(classes.ignore_index)
     same = tf.debugging.Assert(tf.reduce_all(tf.shape(mask)[:2] == size), [
         "daliloader: an image and its mask differ in size (a file changed after it was vetted?):", name, "image",
