@@ -137,7 +137,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     refuse_keywords(caller, options)
     if not isinstance(training, bool):
         raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
-    if not training:
+    if not training:  # before make_spec, whose crop check would name a crop the user never passed
         refuse_random_crop_options(caller, prologue)
     if crop is None:
         crop = "random" if training else ("fit" if image_size is not None else "center")

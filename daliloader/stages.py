@@ -99,7 +99,7 @@ class Window(Generic[Value]):
 
 # ---------------------------------------------------------------- draws (once per sample)
 def draw_window(spec: Preprocess, height, width, u, m=NUMPY) -> Window:
-    """The window of an image of ``height`` x ``width`` from the draws ``u`` (see :data:`DRAWS`), with
+    """The window of an image of ``height`` x ``width`` from the draws ``u`` (see :func:`draw_count`), with
     math ``m`` (its numbers are ``m``'s: see :class:`Window`)."""
     h, w = spec.image_size
     flip = (u[FLIP] < spec.flip) if spec.flip > 0 else False

@@ -487,10 +487,10 @@ def crop_window(size, spec: Preprocess, u=None):
 
 
 def choose_window(size, spec: Preprocess, u, labels, classes: ClassMap):
-    """window with ``cat_max_ratio`` (:func:`daliloader.stages.choose_window`): the candidates
-    (:func:`daliloader.stages.candidates` on DALI nodes) checked on the whole mask's class indices
-    ``labels`` (CPU) by daliloader's operator (:mod:`.dali_native`); returns what :func:`crop_window`
-    does."""
+    """window with ``cat_max_ratio`` (:func:`daliloader.stages.choose_window`): :func:`crop_window`'s window
+    and its :func:`daliloader.stages.redraws` on DALI nodes, checked on the whole mask's class indices
+    ``labels`` (CPU) by daliloader's operator (:mod:`.dali_native`); returns what :func:`crop_window` does,
+    the chosen window's corner for its own."""
     dali_native.load_operators()
     first, shape, flip = crop_window(size, spec, u)
     win_h, win_w = (shape[0], shape[1]) if spec.resizes else spec.image_size
