@@ -16,7 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e '.[$(TF),cuda120,dev,docs]'
+	$(PIP) install -e '.[$(TF),cuda120,s3,dev,docs]'
 	$(PIP) install --no-build-isolation --force-reinstall --no-deps 'nvidia-dali-tf-plugin-cuda120==2.4.0'
 	$(PY) -c "import nvidia.dali.plugin.tf"
 	touch $(STAMP)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import buckets
 from .catalog import (
     ADE20K_CLASSES,
     ADE20K_INSTANCE_CLASSES,
@@ -122,8 +123,9 @@ class ClassMap:
     @classmethod
     def from_csv(cls, path: str | Path, ignore_index: int | None = None) -> ClassMap:
         """Read a CamVid-style ``class_dict.csv`` with a header ``name,r,g,b`` (``ignore_index``: see
-        :meth:`from_palette`)."""
-        path = Path(path)
+        :meth:`from_palette`); ``path`` may be an ``s3://`` URL."""
+        path = buckets.object_path(path) if buckets.is_url(path) else path if isinstance(path, buckets.BucketPath) \
+            else Path(path)
         rows = _csv_rows(path)
         names, colors = [], []
         for lineno, row in rows:
@@ -628,7 +630,7 @@ def as_classmap(classes: ClassMap | str | Path | int | Mapping[int, int] | Seque
         return classes
     if is_named(classes):
         return ClassMap.named(classes)
-    if isinstance(classes, (str, Path)):
+    if isinstance(classes, (str, Path, buckets.BucketPath)):
         return ClassMap.from_csv(classes)
     if isinstance(classes, (int, np.integer, Mapping)):
         return ClassMap.from_ids(classes)

@@ -147,10 +147,21 @@ def data_path(args) -> Path | None:
     """DATA as a path: itself where it exists or reads as no TFDS name (a glob, ./x, /x), else a TFDS name,
     ``name[/config][:version]`` as ``tfds.load`` takes it, prepared under --data-dir (else $TFDS_DATA_DIR,
     else ~/tensorflow_datasets), resolved to its version folder; where --data-dir is given and prepares
-    that name, the name wins (see :func:`daliloader.tfds_folder.resolve`). None without DATA."""
+    that name, the name wins (see :func:`daliloader.tfds_folder.resolve`). An ``s3://`` URL as it is. None
+    without DATA."""
     from daliloader import tfds_folder
+    from daliloader.buckets import is_url
 
-    return None if args.data is None else tfds_folder.resolve(args.data, args.data_dir)
+    if args.data is None or is_url(args.data):
+        return args.data
+    return tfds_folder.resolve(args.data, args.data_dir)
+
+
+def location(value: str) -> Path | str:
+    """A dataset argument: a local path, or an ``s3://`` URL kept as written (a Path would fold its ``//``)."""
+    from daliloader.buckets import is_url
+
+    return value if is_url(value) else Path(value)
 
 
 def load_data(args, default: bool = True):
@@ -265,7 +276,7 @@ def _image_size(text: str) -> tuple[int, int]:
 def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
     """DATA and the options that name or read a dataset (``default``: DATA may be left out for the
     embedded dataset)."""
-    parser.add_argument("data", nargs="?", type=Path, default=None, metavar="DATA",
+    parser.add_argument("data", nargs="?", type=location, default=None, metavar="DATA",
                         help="a dataset folder as shipped: Cityscapes, Pascal VOC 2012 (VOC2012 or VOCdevkit), ADE20K "
                              "(ADEChallengeData2016), CamVid (SPLIT/ + SPLIT_labels/ + class_dict.csv), images/ + "
                              "masks/ (+ class_dict.csv), a prepared copy, a folder prepared by TensorFlow Datasets, "
@@ -279,8 +290,8 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
                                                       "folder where it has no split folders; ADE20K's training/"
                                                       "validation and VOC's train/val/trainval too; TFDS: a split "
                                                       "expression as tfds.load takes it, 'train[:10%%]+test')")
-    parser.add_argument("--images", type=Path, help="image folder (instead of DATA)")
-    parser.add_argument("--masks", type=Path, help="mask folder (instead of DATA)")
+    parser.add_argument("--images", type=location, help="image folder (instead of DATA)")
+    parser.add_argument("--masks", type=location, help="mask folder (instead of DATA)")
     parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N|NAME",
                         help="the classes: a class_dict.csv (name,r,g,b) for colour masks, N for id masks whose "
                              "ids 0..N-1 are the classes (others ignored), or a published table by name ("

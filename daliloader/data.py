@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 from PIL import UnidentifiedImageError
 
-from . import layouts, tfrecord
+from . import buckets, layouts, tfrecord
 from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named
 from .errors import DataError
 from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
-from .parts import as_part, open_image
+from .parts import as_part, open_image, read_checked
 from .tfrecord import RecordPart, Records
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
@@ -59,6 +59,9 @@ class Container(Enum):
     FILES = "files"
     PACKS = "packs"
     TFRECORD = "tfrecord"
+    #: objects of an S3-compatible bucket (:mod:`daliloader.buckets`), each fetched in Python and checked
+    #: against its listing, in the sampler's order like files; the graphs are fed their bytes as records'
+    OBJECTS = "objects"
 
     @property
     def read_by_reader(self) -> bool:
@@ -120,7 +123,9 @@ class SegmentationData:
     @property
     def container(self) -> Container:
         """How the pairs are stored (see :class:`Container`)."""
-        return Container.PACKS if self.packs else Container.TFRECORD if self.records else Container.FILES
+        if self.packs or self.records:
+            return Container.PACKS if self.packs else Container.TFRECORD
+        return Container.OBJECTS if read_checked(self.images[0]) else Container.FILES
 
     @functools.cached_property
     def image_sizes(self) -> Counter:
@@ -240,6 +245,11 @@ class SegmentationData:
                 prepare``, no pairs, or a ``classes`` that cannot read the masks.
         """
         pairs = [(as_path(img, "an image of pairs"), as_path(mask, "a mask of pairs")) for img, mask in pairs]
+        in_buckets = {buckets.is_url(f) for pair in pairs for f in pair}
+        if in_buckets == {True}:  # objects of a bucket, as they are now (a HEAD request each)
+            return cls._of([tuple(buckets.head(f) for f in pair) for pair in pairs], classes)
+        if in_buckets == {True, False}:
+            raise DataError("pairs mixes s3:// objects and local files: keep a dataset in one place")
         for img, mask in pairs:
             for f in (img, mask):
                 if not Path(f).is_file():
@@ -333,6 +343,8 @@ class SegmentationData:
                 file or pattern that names no TFRecord file; an ``index`` that is neither ``"cache"`` nor
                 ``"beside"``; or a ``classes`` that cannot read the masks.
         """
+        for f in files if isinstance(files, (list, tuple)) else [files]:
+            layouts.refuse_in_bucket(f, "a TFRecord file")
         scans = [tfrecord.indexed(f, index) for f in tfrecord.expand(files)]
         return cls._of_records(scans, classes, image_key, mask_key, mask_channel)
 
@@ -369,6 +381,8 @@ class SegmentationData:
                 split expression it cannot read, records that cannot be read, or a ``classes`` that cannot
                 read the masks, named.
         """
+        for where in (path_or_name, data_dir):
+            layouts.refuse_in_bucket(where, "a folder prepared by TensorFlow Datasets")
         found = layouts.tfds(as_path(path_or_name, "path_or_name"), split, data_dir, image_key, mask_key,
                              mask_channel)
         return cls._of_found(found, classes)
@@ -404,6 +418,7 @@ class SegmentationData:
                 a ``prepare``, or whose manifest cannot be read; with ``packs=True``, a copy prepared
                 without packs, or packs that are missing or do not match the manifest.
         """
+        layouts.refuse_in_bucket(root, "a prepared copy")
         manifest = load_manifest(root)
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],

@@ -1,6 +1,7 @@
 """Exceptions that daliloader raises on purpose: each message names the file or argument at fault."""
 
 import contextlib
+import enum
 import errno
 import functools
 import os
@@ -22,6 +23,31 @@ class SpecError(DaliloaderError, ValueError):
 
 class LoadError(DaliloaderError, RuntimeError):
     """Loading a batch failed; the message names the files involved."""
+
+
+class StorageFault(enum.Enum):
+    """What went wrong reading from object storage (a bucket), with what to do about it."""
+
+    MISSING_BUCKET = "the bucket does not exist"
+    MISSING_OBJECT = "the object does not exist (deleted since the dataset was listed?)"
+    CHANGED = "the object was replaced since the dataset was listed: load the dataset again"
+    DENIED = "the credentials were refused: check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (or the profile)"
+    UNREACHABLE = "the endpoint cannot be reached: check AWS_ENDPOINT_URL and the network"
+    TIMEOUT = "no answer in time, after retries: raise $DALILOADER_S3_TIMEOUT, or check the endpoint"
+    THROTTLED = "the server kept refusing with 'slow down' after retries: read with fewer threads or retry later"
+    OTHER = "the request failed"
+
+
+class StorageError(DataError, LoadError):
+    """Reading a bucket failed: ``fault`` says how, ``url`` where. A DataError where a dataset is loaded, a
+    LoadError where a batch is."""
+
+    def __init__(self, fault: StorageFault, url: str, detail: str = ""):
+        self.fault, self.url = fault, url
+        super().__init__(f"{url}: {fault.value}" + (f" ({detail})" if detail else ""))
+
+    def __reduce__(self):  # raised in a worker process or a tf.numpy_function, and pickled back
+        return type(self), (self.fault, self.url, str(self).partition(" (")[2].removesuffix(")"))
 
 
 class MissingDependency(DaliloaderError, ImportError):

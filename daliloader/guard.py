@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .data import SegmentationData
-from .errors import WHAT_TO_DO, LoadError
+from .errors import WHAT_TO_DO, LoadError, StorageError
 from .inspection import (
     CHANGED_FILE,
     Expect,
@@ -25,11 +25,12 @@ from .inspection import (
     ProblemKind,
     check_pair,
     gpu_mask_problems,
+    object_problem,
     quick_check,
     record_problem_kind,
 )
-from .parts import in_record, part_file, read_part
-from .tfrecord import CHANGED_RECORD, RecordProblem, file_stamp, masked_crc, read_pair
+from .parts import part_file, read_checked, read_checked_pair, read_part
+from .tfrecord import CHANGED_RECORD, RecordProblem, file_stamp, masked_crc
 
 
 # ---------------------------------------------------------------- at load time
@@ -94,13 +95,15 @@ class PairGuard:
         whose data changed since the dataset was loaded is refused, so what a loader decodes is what was
         indexed and vetted."""
         image, mask = self.data.images[index], self.data.masks[index]
-        if not in_record(image):
+        if not read_checked(image):
             self.verify(index)
             return read_part(image), read_part(mask)
         try:
-            blobs = read_pair(image, mask)
+            blobs = read_checked_pair(image, mask)
         except RecordProblem as e:
             self._refuse(index, [Problem(record_problem_kind(e.kind), str(image), e.what, str(mask))])
+        except StorageError as e:
+            self._refuse_object(index, e)
         self.verify(index, blobs)
         return blobs
 
@@ -125,6 +128,19 @@ class PairGuard:
         except LoadError as e:
             self._refuse(index, [Problem(ProblemKind.CORRUPT, str(self._named.masks[index]), str(e).splitlines()[0],
                                          str(self._named.images[index]))])
+
+    def _refuse_object(self, index: int, error: StorageError) -> NoReturn:
+        """Refuse pair ``index`` for an object gone or replaced since the load (a problem of the data, named
+        with its pair), or raise the bucket's other faults as they are (they name the object), kept for
+        :meth:`explain` alike."""
+        image, mask = self._named.images[index], self._named.masks[index]
+        part, partner = (image, mask) if error.url == str(image) else (mask, image)
+        problem = object_problem(error, part, partner)
+        if problem is not None:
+            self._refuse(index, [problem])
+        with self._lock:
+            self._refused.append(error)
+        raise error
 
     def _refuse(self, index: int, problems: list[Problem]) -> NoReturn:
         """Raise the LoadError that names pair ``index`` and its ``problems``, kept for :meth:`explain`."""

@@ -25,9 +25,9 @@ from .classes import ClassMap, MaskKind
 from .codecs import decode, mask_pixels
 from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData
 from .data import mask_depth as data_mask_depth
-from .errors import DataError
+from .errors import DataError, StorageError, StorageFault
 from .manifest import LZ4_HEADER, lz4_mask_size
-from .parts import in_record, open_image, open_part, read_part, sniff
+from .parts import in_record, open_image, open_part, read_checked, read_part, sniff
 from .tfrecord import RecordFault, RecordPart, RecordProblem
 
 
@@ -53,7 +53,7 @@ class ProblemKind(str, Enum):
     UNDECODABLE = "undecodable"  # a format or a size this backend does not decode
     BROKEN_LINK = "broken_link"
     UNREADABLE = "unreadable"  # a folder that cannot be listed
-    CHANGED = "changed"  # a TFRecord file changed since it was indexed
+    CHANGED = "changed"  # a TFRecord file changed since it was indexed, an object since it was listed
     CLASS_TABLE = "class_table"  # the masks are in the other form of the published table given (forms.py)
 
     def __str__(self) -> str:
@@ -137,6 +137,8 @@ def peek(path, blob: bytes | None = None) -> Header:
     """
     if blob is None and in_record(path):
         blob = _record_bytes(path)
+    elif blob is None and read_checked(path):
+        blob = _object_bytes(path)
     try:
         size = len(blob) if blob is not None else os.path.getsize(path)
     except FileNotFoundError:
@@ -216,6 +218,27 @@ def _record_bytes(part: RecordPart) -> bytes:
         return part.read()
     except RecordProblem as e:
         raise FileProblem(record_problem_kind(e.kind), e.what) from None
+
+
+def _object_bytes(part) -> bytes:
+    """An object's bytes, or the FileProblem that says it is gone or was replaced since it was listed (the
+    bucket's other faults, which say nothing of the data, are raised as they are)."""
+    try:
+        return part.read()
+    except StorageError as e:
+        if e.fault not in _OBJECT_KINDS:
+            raise
+        raise FileProblem(_OBJECT_KINDS[e.fault], str(e).removeprefix(f"{part}: ")) from None
+
+
+#: The faults of reading an object that are problems of the data, and their kinds.
+_OBJECT_KINDS = {StorageFault.MISSING_OBJECT: ProblemKind.MISSING, StorageFault.CHANGED: ProblemKind.CHANGED}
+
+
+def object_problem(error: StorageError, part, partner) -> Problem | None:
+    """The Problem an object's fault is where it is one of the data (gone, or replaced); None otherwise."""
+    kind = _OBJECT_KINDS.get(error.fault)
+    return None if kind is None else Problem(kind, str(part), str(error).removeprefix(f"{part}: "), str(partner))
 
 
 def quick_problems(image: str, mask: str, expect: Expect | None = None) -> list[Problem]:

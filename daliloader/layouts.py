@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import tfds_folder, tfrecord
+from . import buckets, tfds_folder, tfrecord
 from .classes import ClassMap
 from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
@@ -69,7 +69,7 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
     TFRecord layouts (see :meth:`~daliloader.data.SegmentationData.from_tfrecord`), and
     ``mask_channel`` the channel of a TFDS folder's colour masks that holds the class (which lets a mask
     feature of three channels be found)."""
-    root = Path(root)
+    root = buckets.as_path(root)
     keys = (image_key, mask_key)
     if root.is_file() or (not root.exists() and glob.has_magic(str(root))):
         return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
@@ -104,6 +104,14 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
         "or give the folders explicitly (SegmentationData.from_dirs, or --images/--masks/--classes)")
 
 
+def refuse_in_bucket(root, what: str) -> None:
+    """Image and mask folders are read from buckets; ``what`` (prepared copies, TFRecord files, TFDS
+    folders) is not yet: a DataError that says so and what to do instead."""
+    if buckets.is_url(root):
+        raise DataError(f"{root} is {what}, which daliloader does not read from a bucket yet (it reads image and mask "
+                        "folders there): copy it to a local disk (aws s3 sync, rclone) and load that copy")
+
+
 def _missing_split(root: Path, name: str, split: str, where: Path, available) -> DataError:
     splits = ", ".join(sorted(available)) or "none"
     return DataError(f"{root} is {name}, but has no split {split!r} ({where} is missing); its splits: {splits}")
@@ -112,6 +120,7 @@ def _missing_split(root: Path, name: str, split: str, where: Path, available) ->
 def _prepared(root: Path, split: str | None) -> Found | None:
     if not (root / MANIFEST).is_file():
         return None
+    refuse_in_bucket(root, "a prepared copy")
     manifest = load_manifest(root)
     made_from = manifest.get("source", {}).get("split")
     if split is not None and split != made_from:
@@ -158,7 +167,7 @@ def _voc(root: Path, split: str | None) -> Found | None:
         if lacking:
             missing += lacking
         else:
-            pairs.append((str(image), str(mask)))
+            pairs.append((buckets.member(image), buckets.member(mask)))
     return Found("Pascal VOC 2012", base, Pairing(pairs, [], [], "", missing), ClassMap.voc(), split)
 
 
@@ -233,6 +242,7 @@ def _tfds(root: Path, split: str | None, keys: tuple, mask_channel: int | None =
         for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not marked:
         return None
+    refuse_in_bucket(root, "a folder prepared by TensorFlow Datasets")
     return tfds(root, split or "train", None, *keys, mask_channel)
 
 
@@ -266,6 +276,7 @@ def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None
     files = sorted(str(p) for p in root.iterdir() if p.is_file() and _TFRECORD_NAME.search(p.name))
     if not files:
         return None
+    refuse_in_bucket(root, "a folder of TFRecord files")
     words = {f: _name_words(Path(f).name) for f in files}
     splits = {w for held in words.values() for w in held if set(w.split("_")) & _SPLIT_NAMES}
     if not splits:

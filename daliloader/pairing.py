@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import buckets
 from .errors import DataError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -46,7 +47,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     Without suffixes, names that differ by more than a common mask suffix are paired by their tails
     (:func:`detect_tails`).
     """
-    image_dir, mask_dir = Path(images), Path(masks)
+    image_dir, mask_dir = buckets.as_path(images), buckets.as_path(masks)
     image_files, mask_files, broken, unreadable = _listed(image_dir, mask_dir)
     if only_suffixed:
         mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
@@ -107,8 +108,8 @@ def _match(image_keys: dict, mask_files: list[Path], mask_dir: Path, suffix: str
         elif len(found) > 1:
             raise DataError(f"image {img} has several masks: {', '.join(map(str, found))}")
         else:
-            pairs.append((str(img), str(found[0])))
-    paired_masks = {m for _, m in pairs}
+            pairs.append((buckets.member(img), buckets.member(found[0])))
+    paired_masks = {str(m) for _, m in pairs}
     return pairs, unpaired_images, [str(p) for p in mask_files if str(p) not in paired_masks]
 
 
@@ -193,7 +194,10 @@ def _list(folder: Path, extensions: tuple[str, ...]
           ) -> tuple[list[Path], list[tuple[str, str]], list[tuple[str, str]]]:
     """The files under ``folder`` with one of ``extensions``, symbolic links followed (a folder reached
     twice, as by a link back to a parent, is read once); the links that lead nowhere, as ``(link,
-    why)``; and the folders that cannot be listed, as ``(folder, why)`` (os.walk would skip them)."""
+    why)``; and the folders that cannot be listed, as ``(folder, why)`` (os.walk would skip them). A
+    folder of a bucket is read from its listing, which has neither links nor unreadable folders."""
+    if isinstance(folder, buckets.BucketPath):
+        return [p for p in folder.files() if p.suffix.lower() in extensions], [], []
     found, broken, seen, unreadable = [], [], set(), []
 
     def cannot_list(e: OSError) -> None:

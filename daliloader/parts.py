@@ -1,11 +1,13 @@
-"""Where a sample's image or mask is, and reading it whichever it is: a file (its path, a ``str``) or a
-picture inside a TFRecord record (a :class:`~daliloader.tfrecord.RecordPart`).
+"""Where a sample's image or mask is, and reading it whichever it is: a file (its path, a ``str``), a
+picture inside a TFRecord record (a :class:`~daliloader.tfrecord.RecordPart`) or an object in a bucket
+(a :class:`~daliloader.buckets.ObjectPart`).
 
 ``SegmentationData.images[i]`` and ``masks[i]`` hold one or the other; everything that reads a pair's
 bytes outside a DALI or tf.data graph (the checks, the OpenCV backend, ``prepare``, ``predict``, class
 detection) reads them through these functions, so it reads files and records alike. This is the one
-module that tells the two kinds apart (``tests/test_layers.py`` checks that no other asks
-``isinstance(..., RecordPart)``): a new kind of part is added here.
+module that tells the kinds apart (``tests/test_layers.py`` checks that no other asks
+``isinstance(..., RecordPart)``): a new kind of part is added here. Records and objects are "read
+checked" (:func:`read_checked`): read whole, with a check that they are what the dataset's load found.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import io
 import threading
 from pathlib import Path
 
-from .tfrecord import RecordPart
+from .buckets import ObjectPart, read_objects
+from .tfrecord import RecordPart, read_pair
 
-#: Where a sample's image or mask is: a file's path, or a feature of a TFRecord record.
-Part = str | RecordPart
+#: Where a sample's image or mask is: a file's path, a feature of a TFRecord record, an object in a bucket.
+Part = str | RecordPart | ObjectPart
 
 
 def read_part(part: Part) -> bytes:
-    """The bytes of a file (a path) or of a record's picture (a RecordPart)."""
-    if isinstance(part, RecordPart):
+    """The bytes of a file (a path), of a record's picture (a RecordPart) or of an object (an ObjectPart)."""
+    if isinstance(part, (RecordPart, ObjectPart)):
         return part.read()
     with open(part, "rb") as fh:
         return fh.read()
@@ -30,7 +33,7 @@ def read_part(part: Part) -> bytes:
 
 def open_part(part: Part):
     """A binary file object to read a part from; the caller closes it."""
-    return io.BytesIO(part.read()) if isinstance(part, RecordPart) else open(part, "rb")
+    return io.BytesIO(part.read()) if isinstance(part, (RecordPart, ObjectPart)) else open(part, "rb")
 
 
 def in_record(part: Part) -> bool:
@@ -39,14 +42,31 @@ def in_record(part: Part) -> bool:
     return isinstance(part, RecordPart)
 
 
+def read_checked(part: Part) -> bool:
+    """Whether a part is read whole and checked against what the load found (a record against its file's
+    index, an object against its listed ETag and size), so that its bytes, once vetted, need no vetting
+    again: records and objects, not files."""
+    return isinstance(part, (RecordPart, ObjectPart))
+
+
+def read_checked_pair(image: Part, mask: Part) -> tuple[bytes, bytes]:
+    """The bytes of a pair of records (one read: :func:`~daliloader.tfrecord.read_pair`) or objects (two
+    fetches at once); a RecordProblem or a StorageError where one is not as loaded."""
+    if isinstance(image, RecordPart):
+        return read_pair(image, mask)
+    return read_objects((image, mask))
+
+
 def as_part(value) -> Part:
-    """A pair's file as SegmentationData keeps it: a path as a string, a record's picture as is."""
-    return value if isinstance(value, RecordPart) else str(value)
+    """A pair's file as SegmentationData keeps it: a path as a string, a record's picture or an object as
+    they are."""
+    return value if isinstance(value, (RecordPart, ObjectPart)) else str(value)
 
 
 def part_name(part: Part) -> str | None:
-    """A part's file name: a file's own; a record's file-name feature (None where it has none)."""
-    return part.name if isinstance(part, RecordPart) else Path(part).name
+    """A part's file name: a file's or an object's own; a record's file-name feature (None where it has
+    none)."""
+    return part.name if isinstance(part, (RecordPart, ObjectPart)) else Path(part).name
 
 
 def record_place(part: Part) -> str | None:
@@ -56,7 +76,7 @@ def record_place(part: Part) -> str | None:
 
 
 def part_file(part: Part) -> str:
-    """The file that holds a part."""
+    """The file (or object URL) that holds a part."""
     return part.file if isinstance(part, RecordPart) else str(part)
 
 
@@ -64,7 +84,7 @@ def part_stem(part: Part) -> str:
     """A part's name without folder and extension: a file's stem; a record's file-name feature's stem, or
     ``<file name>-<record number>`` for a record without one."""
     if not isinstance(part, RecordPart):
-        return Path(part).stem
+        return Path(str(part)).stem
     return Path(part.name).stem if part.name else record_place(part)
 
 
@@ -83,7 +103,7 @@ def image_suffix(part: Part, data: bytes | None = None) -> str:
     """The file extension of a picture: a file's own (lower case); a record's from its first bytes
     (``data``, when read already)."""
     if not isinstance(part, RecordPart):
-        return Path(part).suffix.lower()
+        return Path(str(part)).suffix.lower()
     return SUFFIXES.get(sniff((data if data is not None else part.read())[:4]), ".bin")
 
 
@@ -130,6 +150,6 @@ def open_image(part):
     held while Pillow reads."""
     from PIL import Image
 
-    source = io.BytesIO(part.read()) if isinstance(part, RecordPart) else part
+    source = io.BytesIO(part.read()) if isinstance(part, (RecordPart, ObjectPart)) else part
     with _NO_PIXEL_LIMIT:
         return Image.open(source)

@@ -45,7 +45,7 @@ _TERMINAL_STDERR: list[int] = []
 #: instead of turning the tests that need it into skips. A run of pytest by hand (the GPU machine's staged
 #: stack, without TFDS or radon) skips those tests, and says so with -rs.
 REQUIRED = ("tensorflow", "keras", "nvidia.dali", "nvidia.dali.plugin.tf", "tensorflow_datasets", "keras_hub",
-            "wds2idx", "radon")
+            "wds2idx", "radon", "obstore", "moto")
 
 
 def require_stack() -> None:

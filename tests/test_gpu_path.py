@@ -6,6 +6,8 @@ Runs in every ``make test``: no CUDA, no GPU marker, a few seconds.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -50,18 +52,32 @@ def records(synth_data, tmp_path_factory) -> dl.SegmentationData:
     return dl.SegmentationData.from_tfrecord(str(out / "*.tfrecord"), classes=synth_data.classes)
 
 
+@pytest.fixture(scope="module")
+def bucket(synth_data):
+    """synth_data's pairs in a bucket of an S3 server on the loopback (tests/s3server.py), each pair fetched
+    and checked by the guard and fed to the graph as records are."""
+    pytest.importorskip("moto")
+    from s3server import S3Server, environment, upload
+
+    server = S3Server()
+    with environment(server.endpoint):
+        url = upload(server.client(), Path(synth_data.images[0]).parents[1], "gpu-path", "synth")
+        yield dl.SegmentationData.from_folder(url)
+    server.stop()
+
+
 @pytest.fixture
-def datasets(synth_data, id_data, packed, records):
+def datasets(synth_data, id_data, packed, records, bucket):
     prepared = dl.SegmentationData.from_prepared(packed.packs.tars[0].rsplit("/packs/", 1)[0])
     return {"colour masks": synth_data, "id masks": id_data, "shards": packed, "prepared": prepared,
-            "tfrecord": records}
+            "tfrecord": records, "bucket": bucket}
 
 
 def assert_none(problems: list[str]) -> None:
     assert not problems, "\n".join(problems)
 
 
-DATA = ["colour masks", "id masks", "shards", "prepared", "tfrecord"]
+DATA = ["colour masks", "id masks", "shards", "prepared", "tfrecord", "bucket"]
 CASES = {
     "train onehot random zoom": dict(label_mode="onehot", crop="random", scale=(0.5, 2.0)),
     "train int center": dict(label_mode="int", crop="center"),

@@ -375,7 +375,9 @@ def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | N
 
 #: How the graph reads each container (one entry per :class:`~daliloader.data.Container`; a test checks):
 #: ``(data, sampler, guard, fed, device) -> (image bytes, mask bytes, sample index)``.
-READERS = {Container.FILES: _read_files, Container.PACKS: _read_packs, Container.TFRECORD: _read_records}
+#: Objects of a bucket are fed as records are: fetched and checked in Python (:mod:`daliloader.buckets`).
+READERS = {Container.FILES: _read_files, Container.PACKS: _read_packs, Container.TFRECORD: _read_records,
+           Container.OBJECTS: _read_records}
 
 
 #: Bytes before the fields of a packed input (:func:`pack_pair`): the two fields' lengths, int32

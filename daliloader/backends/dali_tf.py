@@ -30,11 +30,13 @@ import numpy as np
 import tensorflow as tf
 from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
 
+from ..buckets import FETCHES
 from ..classes import ClassMap
 from ..data import Container
 from ..environment import GROWTH_DEFAULT_TOO_LATE
 from ..errors import SpecError, user_stacklevel
 from ..guard import PairGuard
+from ..parallel import threaded_map
 from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
@@ -268,9 +270,18 @@ def _record_streams(make: _Streams, data, masks, positional: bool) -> dict:
     return {**streams, RECORD_INPUTS[1]: make.indices(vet=False)} if positional else streams
 
 
+def _object_streams(make: _Streams, data, masks, positional: bool) -> dict:
+    """Objects of a bucket: each position's pair, fetched and checked by the guard on
+    :data:`~daliloader.buckets.FETCHES` threads (a fetch mostly waits on the network), as a record, and
+    its sample index where an output uses it."""
+    streams = {RECORD_INPUTS[0]: make.records(workers=FETCHES)}
+    return {**streams, RECORD_INPUTS[1]: make.indices(vet=False)} if positional else streams
+
+
 #: The graph's input streams for each container (one entry per :class:`~daliloader.data.Container`; a
 #: test checks), as :data:`.dali_graph.READERS` reads them.
-STREAMS = {Container.FILES: _file_streams, Container.PACKS: _pack_streams, Container.TFRECORD: _record_streams}
+STREAMS = {Container.FILES: _file_streams, Container.PACKS: _pack_streams, Container.TFRECORD: _record_streams,
+           Container.OBJECTS: _object_streams}
 
 
 class _Streams:
@@ -340,14 +351,16 @@ class _Streams:
         reader = self.reader
         return tf.data.Dataset.range(np.iinfo(np.int64).max).map(lambda p: tf.cast(reader.real(p), tf.int64))
 
-    def records(self) -> tf.data.Dataset:
-        """Each position's record (its encoded image and mask, :func:`.dali_graph.pack_pair`), read and
-        checked against its index by the guard (:meth:`~daliloader.guard.PairGuard.read`) a chunk at a
-        time: what DALI decodes is what was indexed and vetted."""
+    def records(self, workers: int = 1) -> tf.data.Dataset:
+        """Each position's record or pair of objects (its encoded image and mask,
+        :func:`.dali_graph.pack_pair`), read and checked against its index or listing by the guard
+        (:meth:`~daliloader.guard.PairGuard.read`) a chunk at a time, on ``workers`` threads: what DALI
+        decodes is what was indexed or listed, and vetted."""
         guard = self.guard
 
         def chunk(found):
-            return np.array([pack_pair(*guard.read(max(int(i), 0))) for i in found], dtype=object)
+            return np.array(list(threaded_map(lambda i: pack_pair(*guard.read(max(int(i), 0))), found, workers)),
+                            dtype=object)
 
         return self.per_chunk(chunk, tf.string).map(lambda r: tf.io.decode_raw(r, tf.uint8))
 

@@ -17,9 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from .. import stages
+from ..buckets import FETCHES
 from ..classes import ClassMap, MaskKind
 from ..data import Container, SegmentationData
 from ..guard import PairGuard
+from ..parallel import threaded_map
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
@@ -421,8 +423,26 @@ def crop(a, win: stages.Window, fill, inside=None):
     return tf.pad(inner, pads, constant_values=tf.cast(fill, inner.dtype))
 
 
+def _vetted_objects(indices: tf.data.Dataset, guard) -> tf.data.Dataset:
+    """``(sample index, the index read, image bytes, mask bytes)`` per position of objects in a bucket: each
+    pair fetched, checked against its listing and vetted by the guard (:meth:`~daliloader.guard.PairGuard.read`),
+    a chunk of :data:`VET_CHUNK` at a time on :data:`~daliloader.buckets.FETCHES` threads. Padding (index -1)
+    reads sample 0."""
+    def fetch(chunk):
+        pairs = list(threaded_map(lambda i: guard.read(max(int(i), 0)), chunk, FETCHES))
+        return np.array([p[0] for p in pairs], dtype=object), np.array([p[1] for p in pairs], dtype=object)
+
+    def call(chunk):
+        images, masks = tf.numpy_function(fetch, [chunk], (tf.string, tf.string), stateful=False)
+        return chunk, tf.maximum(chunk, 0), tf.ensure_shape(images, chunk.shape), tf.ensure_shape(masks, chunk.shape)
+
+    vetted = indices.batch(VET_CHUNK).map(call).unbatch()
+    return vetted.apply(tf.data.experimental.assert_cardinality(indices.cardinality()))  # (unbatch forgets it)
+
+
 _FILES = Reading(_files, _vetted_files, _fetch_files)
 #: How each container is read (one entry per :class:`~daliloader.data.Container`; a test checks). A prepared
 #: copy's packs are read as its files: tf.data has no reader of webdataset tars.
 READINGS = {Container.FILES: _FILES, Container.PACKS: _FILES,
-            Container.TFRECORD: Reading(_records, _vetted_records, _fetch_records, epoch_by_epoch=True)}
+            Container.TFRECORD: Reading(_records, _vetted_records, _fetch_records, epoch_by_epoch=True),
+            Container.OBJECTS: Reading(_files, _vetted_objects, _fetch_records)}

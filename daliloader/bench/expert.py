@@ -11,7 +11,8 @@ autotuning, map parallelization and ``deterministic=False``. Its output is dalil
 (``crop="random"``, ``flip=0.5``, no zoom, ``mean=0``, ``std=1``): float32 images and int32 or one-hot
 labels. It is endless (``repeat``), as the bench reads every loader.
 
-docs/benchmarks.md shows this file. It reads files, and TFRecord files with ``TFRecordDataset``; its
+docs/benchmarks.md shows this file. It reads files, TFRecord files with ``TFRecordDataset`` and objects of
+a bucket with daliloader's S3 client (TensorFlow has none); its
 ``random_crop`` needs pictures at least as large as the crop.
 """
 
@@ -20,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..classes import ClassMap, MaskKind
-from ..data import SegmentationData
-from ..parts import part_file
+from ..data import Container, SegmentationData
+from ..parts import part_file, read_part
 from ..plan import Plan
 
 
@@ -75,9 +76,19 @@ def _class_table(classes: ClassMap):
 
 
 def _pairs(data: SegmentationData):
-    """(image bytes, mask bytes) per pair: files read with ``read_file``, records with ``TFRecordDataset``."""
+    """(image bytes, mask bytes) per pair: files read with ``read_file``, records with ``TFRecordDataset``,
+    objects of a bucket (TensorFlow reads no ``s3://``) by daliloader's S3 client in a parallel map."""
     import tensorflow as tf
 
+    if data.container is Container.OBJECTS:
+        def fetch(i):
+            return read_part(data.images[i]), read_part(data.masks[i])
+
+        def fetched(i):
+            image, mask = tf.numpy_function(lambda i: fetch(int(i)), [i], (tf.string, tf.string))
+            return tf.ensure_shape(image, []), tf.ensure_shape(mask, [])
+
+        return tf.data.Dataset.range(len(data)).map(fetched, num_parallel_calls=tf.data.AUTOTUNE)
     if data.records is None:
         return tf.data.Dataset.from_tensor_slices((list(data.images), list(data.masks))).map(
             lambda image, mask: (tf.io.read_file(image), tf.io.read_file(mask)))

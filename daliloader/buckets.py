@@ -1,0 +1,347 @@
+"""Datasets in an S3-compatible bucket (``s3://bucket/prefix``): listed once, each object read whole and
+checked against the listing.
+
+A dataset URL is listed once per load (:func:`tree`: one recursive listing of the prefix, paged by the
+client), and every question the layouts and the pairing ask of it (is this a folder, what is in it) is
+answered from that listing, as a :class:`BucketPath`, which answers the part of ``pathlib.Path`` they
+use. Each object of a pair becomes an :class:`ObjectPart`: its URL, and the size and ETag the listing
+gave. Reading one (:meth:`ObjectPart.read`) asks the server for that ETag (``If-Match``) and compares
+the size: an object replaced or deleted since the load is refused by name, never decoded, as a TFRecord
+record is checked against its file's index.
+
+Bytes are fetched by ``obstore`` (the ``s3`` extra: ``pip install 'daliloader[s3]'``), for every
+backend: DALI's own S3 reader names every failed request "S3 Object not found" and ends the pipeline
+on a throttled read (docs/design.md, "Object storage"), where a fetch here retries with backoff and
+names the URL and the fault (:class:`~daliloader.errors.StorageError`).
+
+Configuration is the AWS SDK's (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_REGION``, ...), read when a bucket is first used; daliloader's own: ``DALILOADER_S3_TIMEOUT``
+(seconds a request may take, default :data:`TIMEOUT`) and ``DALILOADER_S3_RETRIES`` (retries of a
+failed request, default :data:`RETRIES`, with exponential backoff).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import io
+import os
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import PurePosixPath
+
+from .errors import DataError, MissingDependency, StorageError, StorageFault
+
+SCHEME = "s3://"
+#: Seconds one request may take before it is retried (``$DALILOADER_S3_TIMEOUT``).
+TIMEOUT = 30.0
+#: Retries of a failed request, with exponential backoff from 0.1 s (``$DALILOADER_S3_RETRIES``).
+RETRIES = 4
+INSTALL = "pip install 'daliloader[s3]'"
+#: Objects a loader fetches at once: a fetch mostly waits on the network, so more threads than cores.
+FETCHES = 16
+
+
+def is_url(path) -> bool:
+    """Whether ``path`` names an object or prefix in a bucket (``s3://...``)."""
+    return isinstance(path, (str, BucketPath)) and str(path).startswith(SCHEME)
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/a/b/`` -> ``("bucket", "a/b")``: the bucket and the key without slashes around it."""
+    bucket, _, key = str(url)[len(SCHEME):].partition("/")
+    if not bucket:
+        raise DataError(f"{url}: an S3 URL names its bucket, as s3://bucket/prefix")
+    return bucket, key.strip("/")
+
+
+@dataclass(frozen=True)
+class ObjectPart:
+    """An object of a pair: its URL, and the size and ETag it had when the dataset was listed."""
+
+    url: str
+    size: int
+    etag: str | None = None
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def name(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+    def read(self) -> bytes:
+        """The object's bytes, as listed: a StorageError (``CHANGED``) where it was replaced since (another
+        ETag or size), ``MISSING_OBJECT`` where it was deleted."""
+        obstore = client(self.url)
+        bucket, key = split_url(self.url)
+        options = {"if_match": self.etag} if self.etag else {}
+        with _translated(self.url):
+            got = obstore.get(store(bucket), key, options=options)
+            data = bytes(got.bytes())
+        if len(data) != self.size:
+            raise StorageError(StorageFault.CHANGED, self.url, f"{len(data)} bytes, listed with {self.size}")
+        return data
+
+
+def read_objects(parts) -> tuple[bytes, ...]:
+    """The bytes of each of ``parts`` (:meth:`ObjectPart.read`)."""
+    return tuple(part.read() for part in parts)
+
+
+def head(url: str) -> ObjectPart:
+    """The object at ``url`` as it is now (one HEAD request)."""
+    obstore = client(url)
+    bucket, key = split_url(url)
+    with _translated(url):
+        meta = obstore.head(store(bucket), key)
+    return ObjectPart(f"{SCHEME}{bucket}/{key}", int(meta["size"]), meta.get("e_tag"))
+
+
+@functools.cache
+def _store(bucket: str, endpoint: str | None, timeout: float, retries: int):
+    from obstore.store import S3Store
+    options = {"timeout": f"{timeout}s", "connect_timeout": f"{min(timeout, 5.0)}s",
+               "allow_http": bool(endpoint and endpoint.startswith("http://"))}
+    retry = {"max_retries": retries, "backoff": {"init_backoff": timedelta(milliseconds=100), "base": 2.0,
+                                                 "max_backoff": timedelta(seconds=10)},
+             "retry_timeout": timedelta(seconds=timeout * (retries + 1))}
+    return S3Store(bucket, client_options=options, retry_config=retry)
+
+
+def client(url: str):
+    """obstore, the S3 client; a MissingDependency naming ``url`` and the install command where it is missing."""
+    try:
+        import obstore
+        import obstore.store  # noqa: F401
+    except ImportError:
+        raise MissingDependency(f"reading {url} needs obstore, daliloader's S3 client: {INSTALL}") from None
+    return obstore
+
+
+def store(bucket: str):
+    """The client of ``bucket``, one per bucket and setting (the endpoint, the timeout, the retries)."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return _store(bucket, endpoint, _setting("DALILOADER_S3_TIMEOUT", TIMEOUT, float),
+                  _setting("DALILOADER_S3_RETRIES", RETRIES, int))
+
+
+def _setting(name: str, default, kind):
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        number = kind(value)
+    except ValueError:
+        number = -1
+    if number < 0 or (kind is float and number == 0):
+        raise DataError(f"${name}={value!r}: expected a {'positive number of seconds' if kind is float else 'count'}"
+                        f" (default {default})")
+    return number
+
+
+# ---------------------------------------------------------------- faults, named
+#: What the client's message says, and the fault it is (the first that matches).
+_FAULTS = (
+    (re.compile(r"NoSuchBucket"), StorageFault.MISSING_BUCKET),
+    (re.compile(r"PreconditionFailed|precondition failure"), StorageFault.CHANGED),
+    (re.compile(r"NoSuchKey|not found|404 Not Found"), StorageFault.MISSING_OBJECT),
+    (re.compile(r"AccessDenied|SignatureDoesNotMatch|InvalidAccessKeyId|403 Forbidden|401 Unauthorized|"
+                r"credential", re.IGNORECASE), StorageFault.DENIED),
+    (re.compile(r"SlowDown|503 Service Unavailable|429 Too Many|RequestLimitExceeded"), StorageFault.THROTTLED),
+    (re.compile(r"kind: Timeout|TimedOut|timed out", re.IGNORECASE), StorageFault.TIMEOUT),
+    (re.compile(r"Connect|dns error|error sending request", re.IGNORECASE), StorageFault.UNREACHABLE),
+)
+
+
+class _translated:
+    """Within the block, the client's errors become a StorageError naming ``url`` and the fault."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if error is None or isinstance(error, StorageError) or not _from_client(error):
+            return False
+        text = str(error)
+        fault = next((f for pattern, f in _FAULTS if pattern.search(text)), StorageFault.OTHER)
+        raise StorageError(fault, self.url, _first_line(text)) from None
+
+
+def _from_client(error: BaseException) -> bool:
+    """Whether ``error`` is obstore's (its own classes, and the builtin ones it raises: FileNotFoundError)."""
+    return type(error).__module__.startswith("obstore") or isinstance(error, (FileNotFoundError, PermissionError))
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else ""
+
+
+# ---------------------------------------------------------------- a listing, as paths
+@dataclass(frozen=True)
+class Listing:
+    """Every object under one prefix of a bucket, by key, from one listing."""
+
+    bucket: str
+    objects: dict[str, ObjectPart]
+    folders: frozenset[str]  # every key's folders, "" (the bucket) included
+
+    @classmethod
+    def of(cls, url: str) -> Listing:
+        obstore = client(url)
+        bucket, key = split_url(url)
+        prefix = f"{key}/" if key else ""
+        objects = {}
+        with _translated(url):
+            for page in obstore.list(store(bucket), prefix=prefix or None, chunk_size=1000):
+                for meta in page:
+                    objects[meta["path"]] = ObjectPart(f"{SCHEME}{bucket}/{meta['path']}", int(meta["size"]),
+                                                       meta.get("e_tag"))
+        folders = {"", *(str(p) for k in objects for p in PurePosixPath(k).parents if str(p) != ".")}
+        return cls(bucket, objects, frozenset(folders))
+
+
+def tree(url: str) -> BucketPath:
+    """The folder ``url`` of a bucket, listed now (the bucket missing, or the credentials refused, is a
+    StorageError naming it)."""
+    bucket, key = split_url(url)
+    return BucketPath(Listing.of(url), key)
+
+
+class BucketPath:
+    """A key under a :class:`Listing`, answering the part of ``pathlib.Path`` that the layouts and the
+    pairing ask (folders are the keys' prefixes, as S3 consoles show them); read from the listing, never
+    from the bucket again, except :meth:`read_bytes` and :meth:`open`."""
+
+    def __init__(self, listing: Listing, key: str):
+        self.listing, self.key = listing, key.strip("/")
+
+    def __str__(self) -> str:
+        return f"{SCHEME}{self.listing.bucket}/{self.key}".rstrip("/") if self.key else \
+            f"{SCHEME}{self.listing.bucket}"
+
+    def __repr__(self) -> str:
+        return f"BucketPath({str(self)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, BucketPath) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __truediv__(self, name) -> BucketPath:
+        return BucketPath(self.listing, str(PurePosixPath(self.key or ".", str(name))).removeprefix("./"))
+
+    @property
+    def _pure(self) -> PurePosixPath:
+        return PurePosixPath(self.key or "/")
+
+    @property
+    def name(self) -> str:
+        return self._pure.name
+
+    @property
+    def stem(self) -> str:
+        return self._pure.stem
+
+    @property
+    def suffix(self) -> str:
+        return self._pure.suffix
+
+    @property
+    def parent(self) -> BucketPath:
+        parent = str(PurePosixPath(self.key).parent)
+        return BucketPath(self.listing, "" if parent == "." else parent)
+
+    @property
+    def parents(self) -> tuple[BucketPath, ...]:
+        found, path = [], self
+        while path.key:
+            path = path.parent
+            found.append(path)
+        return tuple(found)
+
+    def absolute(self) -> BucketPath:
+        return self
+
+    def relative_to(self, other: BucketPath) -> PurePosixPath:
+        return PurePosixPath(self.key or ".").relative_to(other.key or ".")
+
+    def is_dir(self) -> bool:
+        return self.key in self.listing.folders
+
+    def is_file(self) -> bool:
+        return self.key in self.listing.objects
+
+    def exists(self) -> bool:
+        return self.is_dir() or self.is_file()
+
+    def is_symlink(self) -> bool:
+        return False
+
+    def iterdir(self):
+        """The objects and folders right under this folder, in key order."""
+        prefix = f"{self.key}/" if self.key else ""
+        names = {k[len(prefix):].split("/", 1)[0] for k in (*self.listing.objects, *self.listing.folders)
+                 if k.startswith(prefix) and len(k) > len(prefix)}
+        return iter([self / n for n in sorted(names)])
+
+    def glob(self, pattern: str):
+        """The entries right under this folder whose name matches ``pattern`` (one level, as ``*.txt``)."""
+        return iter([p for p in self.iterdir() if fnmatch.fnmatchcase(p.name, pattern)])
+
+    def files(self) -> list[BucketPath]:
+        """Every object under this folder, at any depth, in key order."""
+        prefix = f"{self.key}/" if self.key else ""
+        return [BucketPath(self.listing, k) for k in sorted(self.listing.objects) if k.startswith(prefix)]
+
+    @property
+    def part(self) -> ObjectPart:
+        """The object at this key, as listed."""
+        try:
+            return self.listing.objects[self.key]
+        except KeyError:
+            raise StorageError(StorageFault.MISSING_OBJECT, str(self), "not in the bucket's listing") from None
+
+    def read_bytes(self) -> bytes:
+        return self.part.read()
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+    def open(self, mode: str = "r", newline: str | None = None, encoding: str | None = None):
+        raw = io.BytesIO(self.read_bytes())
+        return raw if "b" in mode else io.TextIOWrapper(raw, encoding=encoding or "utf-8", newline=newline)
+
+
+def object_path(url: str) -> BucketPath:
+    """The object ``url`` alone, as a BucketPath (one HEAD request, not a listing of its folder); one
+    that does not exist gives a path whose ``is_file()`` is False."""
+    bucket, key = split_url(url)
+    try:
+        objects = {key: head(url)}
+    except StorageError as e:
+        if e.fault is not StorageFault.MISSING_OBJECT:
+            raise
+        objects = {}
+    return BucketPath(Listing(bucket, objects, frozenset()), key)
+
+
+def member(path) -> str | ObjectPart:
+    """A pair's file as the pairing hands it on: a local path as a string, an object of a bucket as its
+    :class:`ObjectPart` (its URL and listed identity)."""
+    return path.part if isinstance(path, BucketPath) else str(path)
+
+
+def as_path(path):
+    """A folder or file argument as the layouts walk it: a bucket's URL listed (:func:`tree`), a local one
+    as a ``pathlib.Path``; a BucketPath as it is."""
+    from pathlib import Path
+
+    if isinstance(path, BucketPath):
+        return path
+    return tree(path) if is_url(path) else Path(path)

@@ -1,0 +1,239 @@
+"""Datasets read from an S3-compatible bucket (daliloader.buckets), on every backend, against a real S3
+server the tests start on the loopback (moto: tests/s3server.py), with faults injected in front of it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("moto")
+pytest.importorskip("obstore")
+
+from conftest import BACKENDS, one_epoch  # noqa: E402
+from s3server import Fault, S3Server, environment, upload  # noqa: E402
+from trees import ade20k_tree, cityscapes_tree, voc_tree  # noqa: E402
+
+import daliloader as dl  # noqa: E402
+from daliloader.errors import DataError, LoadError, MissingDependency, StorageError, StorageFault  # noqa: E402
+
+EVAL = {"batch_size": 4, "image_size": (64, 64), "training": False}
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = S3Server()
+    with environment(srv.endpoint):
+        yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def synth(server, tmp_path_factory):
+    """The embedded synthetic dataset (8 JPEG pairs), on disk and in bucket ``data`` (not changed by any
+    test): (local data, its URL)."""
+    root = tmp_path_factory.mktemp("synth")
+    local = dl.synthetic.make_dataset(root, n=8, image_size=(120, 160))
+    return local, upload(server.client(), root, "data", "synth")
+
+
+@pytest.fixture
+def fresh(server, tmp_path):
+    """A copy of the synthetic dataset of its own (the test may delete or replace its objects): (the
+    loaded bucket data, a boto3 client, the bucket, the prefix)."""
+    dl.synthetic.make_dataset(tmp_path, n=8, image_size=(120, 160))
+    prefix = f"fresh-{time.monotonic_ns()}"
+    url = upload(server.client(), tmp_path, "scratch", prefix)
+    return dl.SegmentationData.from_folder(url), server.client(), "scratch", prefix
+
+
+def same_classes(a, b) -> bool:
+    return a.classes.names == b.classes.names and np.array_equal(a.classes.lookup_table, b.classes.lookup_table)
+
+
+def keys(data, root) -> list[tuple[str, str]]:
+    """The pairs by their place under ``root``, the dataset's folder or URL (a path and a URL compare alike)."""
+    def tail(part):
+        return str(part).removeprefix(str(root)).lstrip("/")
+    return [(tail(i), tail(m)) for i, m in zip(data.images, data.masks)]
+
+
+# ---------------------------------------------------------------- the same batches as from a disk
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bucket_loads_as_the_same_folder_on_disk(backend, synth):
+    local, url = synth
+    remote = dl.SegmentationData.from_folder(url)
+    assert remote.container is dl.data.Container.OBJECTS and str(remote.images[0]).startswith(url)
+    assert keys(remote, url) == keys(local, Path(local.images[0]).parents[1]) and same_classes(remote, local)
+    for kw in (EVAL, {"batch_size": 4, "image_size": (64, 64), "seed": 3, "scale": (0.5, 1.5)}):
+        got, want = one_epoch(backend, remote, tf=True, **kw), one_epoch(backend, local, tf=True, **kw)
+        assert len(got) == len(want) > 0
+        for a, b in zip(got, want):
+            for x, y in zip(a, b):
+                np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("tree", [cityscapes_tree, voc_tree, ade20k_tree], ids=["cityscapes", "voc", "ade20k"])
+def test_layouts_are_recognised_in_a_bucket_by_one_listing(tree, server, tmp_path):
+    root = tree(tmp_path)[0]
+    url = upload(server.client(), root, "layouts", tree.__name__)
+    before = len(_listings(server, "layouts"))
+    remote, local = dl.SegmentationData.from_folder(url), dl.SegmentationData.from_folder(root)
+    assert len(_listings(server, "layouts")) == before + 1
+    assert keys(remote, url) == keys(local, root) and same_classes(remote, local)
+    labels = [one_epoch("dali-cpu", data, **EVAL)[0][1] for data in (remote, local)]
+    np.testing.assert_array_equal(*labels)
+
+
+def test_folders_and_pairs_name_objects(synth):
+    local, url = synth
+    by_dirs = dl.SegmentationData.from_dirs(f"{url}/train", f"{url}/train_labels", f"{url}/class_dict.csv")
+    assert keys(by_dirs, url) == keys(local, Path(local.images[0]).parents[1]) and same_classes(by_dirs, local)
+    pairs = [(str(i), str(m)) for i, m in zip(by_dirs.images[:3], by_dirs.masks[:3])]
+    assert dl.SegmentationData.from_pairs(pairs, local.classes).images == by_dirs.images[:3]
+    with pytest.raises(DataError, match="mixes s3:// objects and local files"):
+        dl.SegmentationData.from_pairs([(pairs[0][0], str(local.masks[0]))], local.classes)
+    with pytest.raises(StorageError, match=f"{url}/train/nope.jpg: the object does not exist"):
+        dl.SegmentationData.from_pairs([(f"{url}/train/nope.jpg", pairs[0][1])], local.classes)
+
+
+def _listings(server, bucket: str) -> list:
+    return [r for r in server.requests("GET") if r[1].rstrip("/") == f"/{bucket}"]
+
+
+def test_evaluation_reads_every_object_once_and_lists_once(synth, server):
+    remote = dl.SegmentationData.from_folder(synth[1])
+    ds = dl.tf_dataset(remote, backend="tfdata", **EVAL)
+    server.injector.requests.clear()
+    for _ in range(2):
+        assert sum(len(batch[0]) for batch in ds) == len(remote)
+    objects = [p for m, p in server.requests("GET") if p.count("/") > 1]
+    assert sorted(objects) == sorted(2 * [f"/{str(p)[5:]}" for p in (*remote.images, *remote.masks)])
+    assert _listings(server, "data") == []  # no listing per epoch
+
+
+# ---------------------------------------------------------------- faults, named on every backend
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_object_deleted_or_replaced_after_the_load_is_refused_by_name(backend, fresh):
+    data, client, bucket, prefix = fresh
+    gone, replaced = data.masks[2], data.images[5]
+    client.delete_object(Bucket=bucket, Key=str(gone).split("/", 3)[3])
+    with pytest.raises(LoadError, match=f"{gone}.*does not exist"):
+        one_epoch(backend, data, tf=True, **EVAL)
+    data = data.subset([0, 1, 3, 4, 5, 6, 7])
+    body = client.get_object(Bucket=bucket, Key=str(replaced).split("/", 3)[3])["Body"].read()
+    changed = body[:-100] + bytes([body[-100] ^ 1]) + body[-99:]  # one bit of the entropy-coded data, same size
+    client.put_object(Bucket=bucket, Key=str(replaced).split("/", 3)[3], Body=changed)
+    with pytest.raises(LoadError, match=f"{replaced}.*replaced since the dataset was listed"):
+        one_epoch(backend, data, tf=True, **EVAL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_throttling_is_retried_then_named(backend, synth, server, monkeypatch):
+    local, url = synth
+    remote = dl.SegmentationData.from_folder(url)
+    victim = remote.images[1]
+    server.fail(Fault(path=str(victim)[4:], method="GET", times=2))  # two 503 SlowDown, then the object
+    assert len(one_epoch(backend, remote, tf=True, **EVAL)) == 2
+    server.injector.faults.clear()
+    monkeypatch.setenv("DALILOADER_S3_RETRIES", "1")
+    server.fail(Fault(path=str(victim)[4:], method="GET", times=None))
+    try:
+        with pytest.raises(StorageError, match=f"{victim}: the server kept refusing with 'slow down'") as raised:
+            one_epoch(backend, remote, tf=True, **EVAL)
+    finally:
+        server.injector.faults.clear()
+    assert raised.value.fault is StorageFault.THROTTLED
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_stalled_server_times_out_by_name(backend, synth, server, monkeypatch):
+    remote = dl.SegmentationData.from_folder(synth[1])
+    monkeypatch.setenv("DALILOADER_S3_TIMEOUT", "0.5")
+    monkeypatch.setenv("DALILOADER_S3_RETRIES", "0")
+    victim = remote.masks[3]
+    server.fail(Fault(path=str(victim)[4:], method="GET", times=None, status=0, delay=2.5))
+    start = time.monotonic()
+    try:
+        with pytest.raises(StorageError, match=f"{victim}: no answer in time"):
+            one_epoch(backend, remote, tf=True, **EVAL)
+    finally:
+        server.injector.faults.clear()
+    assert time.monotonic() - start < 30
+
+
+def test_load_time_faults_name_the_url(server, synth, monkeypatch):
+    with pytest.raises(StorageError, match="s3://no-such-bucket/x: the bucket does not exist"):
+        dl.SegmentationData.from_folder("s3://no-such-bucket/x")
+    with pytest.raises(DataError, match="s3://data/nothing-here does not exist or is not a folder"):
+        dl.SegmentationData.from_folder("s3://data/nothing-here")
+    server.fail(Fault(path="/data", method="GET", status=403, code="InvalidAccessKeyId"))
+    with pytest.raises(StorageError, match="s3://data/synth: the credentials were refused"):
+        dl.SegmentationData.from_folder(synth[1])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{closed}")
+    monkeypatch.setenv("DALILOADER_S3_RETRIES", "1")
+    with pytest.raises(StorageError, match="s3://data/synth: the endpoint cannot be reached") as raised:
+        dl.SegmentationData.from_folder(synth[1])
+    assert raised.value.fault is StorageFault.UNREACHABLE
+    monkeypatch.setenv("DALILOADER_S3_TIMEOUT", "soon")
+    with pytest.raises(DataError, match=r"\$DALILOADER_S3_TIMEOUT='soon': expected a positive number of seconds"):
+        dl.SegmentationData.from_folder(synth[1])
+
+
+def test_containers_not_read_from_buckets_yet_are_refused_by_name():
+    for load in (lambda: dl.SegmentationData.from_tfrecord("s3://b/train.tfrecord"),
+                 lambda: dl.SegmentationData.from_prepared("s3://b/prepared"),
+                 lambda: dl.SegmentationData.from_tfds("s3://b/tfds/pets/4.0.0")):
+        with pytest.raises(DataError, match="does not read from a bucket yet.*copy it to a local disk"):
+            load()
+
+
+# ---------------------------------------------------------------- fresh processes
+def _run(code: str, endpoint: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "PYTHONPATH": str(Path(__file__).parents[1])}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("first", ["tensorflow", "nvidia.dali"])
+def test_either_import_order_reads_a_bucket(first, synth, server):
+    second = "nvidia.dali" if first == "tensorflow" else "tensorflow"
+    done = _run(f"""
+        import {first}, {second}
+        import daliloader as dl
+        data = dl.SegmentationData.from_folder({synth[1]!r})
+        print(sum(1 for _ in dl.tf_dataset(data, backend="dali-cpu", batch_size=4, image_size=(64, 64),
+                                           training=False)))
+        """, server.endpoint)
+    assert done.returncode == 0 and done.stdout.split() == ["2"], done.stderr[-2000:]
+
+
+def test_without_obstore_the_install_command_is_named(synth, server):
+    done = _run(f"""
+        import sys
+        sys.modules["obstore"] = sys.modules["obstore.store"] = None
+        import daliloader as dl
+        from daliloader.errors import MissingDependency
+        try:
+            dl.SegmentationData.from_folder({synth[1]!r})
+        except MissingDependency as e:
+            print(e)
+        """, server.endpoint)
+    assert "pip install 'daliloader[s3]'" in done.stdout and "s3://data" in done.stdout, done.stderr[-2000:]
+    assert issubclass(MissingDependency, ImportError)
+
+
+def test_check_runs_on_a_bucket(synth, server):
+    done = subprocess.run([sys.executable, "-m", "daliloader.cli", "check", synth[1]], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "checked 8 pairs" in done.stdout and "no problems" in done.stdout, done.stderr
