@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import io
 import os
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import PurePosixPath
 
 from .errors import DataError, MissingDependency, StorageError, StorageFault
@@ -63,6 +64,7 @@ class ObjectPart:
     url: str
     size: int
     etag: str | None = None
+    modified: datetime | None = None  # the listing's last-modified, checked where the server gives no ETag
 
     def __str__(self) -> str:
         return self.url
@@ -71,12 +73,19 @@ class ObjectPart:
     def name(self) -> str:
         return self.url.rsplit("/", 1)[-1]
 
+    @property
+    def stamp(self) -> tuple[int, int]:
+        """Its size and a number of its ETag (0 where the server gave none), as kept in a TFRecord index."""
+        tag = int(hashlib.sha1(self.etag.encode()).hexdigest()[:15], 16) if self.etag else 0
+        return self.size, tag
+
     def read(self) -> bytes:
         """The object's bytes, as listed: a StorageError (``CHANGED``) where it was replaced since (another
         ETag or size), ``MISSING_OBJECT`` where it was deleted."""
         obstore = client(self.url)
         bucket, key = split_url(self.url)
-        options = {"if_match": self.etag} if self.etag else {}
+        options = ({"if_match": self.etag} if self.etag else
+                   {"if_unmodified_since": self.modified} if self.modified else {})
         with _translated(self.url):
             got = obstore.get(store(bucket), key, options=options)
             data = bytes(got.bytes())
@@ -85,8 +94,23 @@ class ObjectPart:
         return data
 
 
+def read_range(url: str, start: int, length: int) -> bytes:
+    """``length`` bytes of the object ``url`` from byte ``start`` (fewer where it ends before)."""
+    obstore = client(url)
+    bucket, key = split_url(url)
+    with _translated(url):
+        return bytes(obstore.get_range(store(bucket), key, start=start, length=length))
+
+
+def stamp(url: str) -> tuple[int, int]:
+    """The object's size and a number of its ETag (one HEAD request): what tells a version of it from
+    another, as a file's stat stamp does (:func:`daliloader.tfrecord.file_stamp`)."""
+    return head(url).stamp
+
+
 def read_objects(parts) -> tuple[bytes, ...]:
-    """The bytes of each of ``parts`` (:meth:`ObjectPart.read`)."""
+    """The bytes of each of ``parts`` (:meth:`ObjectPart.read`), one after the other (a loader fetches
+    several pairs at once)."""
     return tuple(part.read() for part in parts)
 
 
@@ -94,9 +118,21 @@ def head(url: str) -> ObjectPart:
     """The object at ``url`` as it is now (one HEAD request)."""
     obstore = client(url)
     bucket, key = split_url(url)
-    with _translated(url):
-        meta = obstore.head(store(bucket), key)
-    return ObjectPart(f"{SCHEME}{bucket}/{key}", int(meta["size"]), meta.get("e_tag"))
+    try:
+        with _translated(url):
+            meta = obstore.head(store(bucket), key)
+    except StorageError as e:
+        if e.fault is StorageFault.MISSING_OBJECT:  # a HEAD's 404 has no body that names a missing bucket
+            with _translated(url):
+                next(iter(obstore.list(store(bucket), prefix=key, chunk_size=1)), None)
+        raise
+    return _part(bucket, meta)
+
+
+def _part(bucket: str, meta: dict) -> ObjectPart:
+    """The ObjectPart of an object's metadata as obstore gives it (a listing's entry, a HEAD's answer)."""
+    return ObjectPart(f"{SCHEME}{bucket}/{meta['path']}", int(meta["size"]), meta.get("e_tag"),
+                      meta.get("last_modified"))
 
 
 @functools.cache
@@ -143,16 +179,22 @@ def _setting(name: str, default, kind):
 
 # ---------------------------------------------------------------- faults, named
 #: What the client's message says, and the fault it is (the first that matches).
+#: Matched against the message with its URLs, locations and paths left out (a key or bucket may hold any
+#: of these words).
 _FAULTS = (
     (re.compile(r"NoSuchBucket"), StorageFault.MISSING_BUCKET),
     (re.compile(r"PreconditionFailed|precondition failure"), StorageFault.CHANGED),
     (re.compile(r"NoSuchKey|not found|404 Not Found"), StorageFault.MISSING_OBJECT),
     (re.compile(r"AccessDenied|SignatureDoesNotMatch|InvalidAccessKeyId|403 Forbidden|401 Unauthorized|"
-                r"credential", re.IGNORECASE), StorageFault.DENIED),
+                r"[Cc]redential"), StorageFault.DENIED),
     (re.compile(r"SlowDown|503 Service Unavailable|429 Too Many|RequestLimitExceeded"), StorageFault.THROTTLED),
-    (re.compile(r"kind: Timeout|TimedOut|timed out", re.IGNORECASE), StorageFault.TIMEOUT),
-    (re.compile(r"Connect|dns error|error sending request", re.IGNORECASE), StorageFault.UNREACHABLE),
+    (re.compile(r"kind: Timeout|TimedOut|timed out"), StorageFault.TIMEOUT),
+    (re.compile(r"ConnectError|tcp connect error|Connection refused|dns error|error sending request"),
+     StorageFault.UNREACHABLE),
+    (re.compile(r"invalid path"), StorageFault.BAD_KEY),
 )
+#: What :data:`_FAULTS` is not matched against: URLs, an object's location and the paths of debug output.
+_NAMES = re.compile(r"https?://\S+|location \S+|path: \"[^\"]*\"|Some\(\s*\S+,\s*\)")
 
 
 class _translated:
@@ -168,7 +210,8 @@ class _translated:
         if error is None or isinstance(error, StorageError) or not _from_client(error):
             return False
         text = str(error)
-        fault = next((f for pattern, f in _FAULTS if pattern.search(text)), StorageFault.OTHER)
+        bare = _NAMES.sub("", text)
+        fault = next((f for pattern, f in _FAULTS if pattern.search(bare)), StorageFault.OTHER)
         raise StorageError(fault, self.url, _first_line(text)) from None
 
 
@@ -198,10 +241,10 @@ class Listing:
         objects = {}
         with _translated(url):
             for page in obstore.list(store(bucket), prefix=prefix or None, chunk_size=1000):
-                for meta in page:
-                    objects[meta["path"]] = ObjectPart(f"{SCHEME}{bucket}/{meta['path']}", int(meta["size"]),
-                                                       meta.get("e_tag"))
+                objects.update((meta["path"], _part(bucket, meta)) for meta in page)
         folders = {"", *(str(p) for k in objects for p in PurePosixPath(k).parents if str(p) != ".")}
+        # the empty objects that S3 consoles write as a folder's marker ("photos/") are folders, not files
+        objects = {k: p for k, p in objects.items() if not (p.size == 0 and (k in folders or k == key))}
         return cls(bucket, objects, frozenset(folders))
 
 
@@ -215,7 +258,7 @@ def tree(url: str) -> BucketPath:
 class BucketPath:
     """A key under a :class:`Listing`, answering the part of ``pathlib.Path`` that the layouts and the
     pairing ask (folders are the keys' prefixes, as S3 consoles show them); read from the listing, never
-    from the bucket again, except :meth:`read_bytes` and :meth:`open`."""
+    from the bucket again, except ``read_bytes``, ``read_text`` and ``open``, which fetch the object."""
 
     def __init__(self, listing: Listing, key: str):
         self.listing, self.key = listing, key.strip("/")
@@ -316,6 +359,16 @@ class BucketPath:
     def open(self, mode: str = "r", newline: str | None = None, encoding: str | None = None):
         raw = io.BytesIO(self.read_bytes())
         return raw if "b" in mode else io.TextIOWrapper(raw, encoding=encoding or "utf-8", newline=newline)
+
+
+def matching(pattern: str) -> list[str]:
+    """The URLs of the objects whose keys match the glob ``pattern`` (``s3://b/tfrecords/train-*``), sorted:
+    one listing of the folder above its first wildcard."""
+    bucket, key = split_url(pattern)
+    parts = key.split("/")
+    fixed = next((i for i, p in enumerate(parts) if any(c in p for c in "*?[")), len(parts))
+    listing = Listing.of(f"{SCHEME}{bucket}/{'/'.join(parts[:fixed])}")
+    return sorted(p.url for k, p in listing.objects.items() if fnmatch.fnmatchcase(k, key))
 
 
 def object_path(url: str) -> BucketPath:

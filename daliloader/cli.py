@@ -523,7 +523,7 @@ def _add_prepare(sub, parents: list) -> None:
                                       "made, and optionally packs (webdataset tars) with their DALI index files. "
                                       "Load it with SegmentationData.from_prepared(OUT).")
     add_data_arguments(prep, default=False)
-    prep.add_argument("out", type=Path, metavar="OUT", help="new (or empty) folder for the prepared copy")
+    prep.add_argument("out", type=location, metavar="OUT", help="new (or empty) folder for the prepared copy")
     prep.add_argument("--jpeg-quality", type=_positive_int, default=None, metavar="Q",
                       help="re-encode non-JPEG photos as JPEG of quality Q (1-100), decodable by nvJPEG on the GPU; "
                            "the quality lost (PSNR) is reported. Default: images are copied unchanged")
@@ -548,7 +548,7 @@ def _add_verify(sub, parents: list) -> None:
                          description="Decode every mask of the prepared copy OUT and compare it with the mapping "
                                      "of its original, bit for bit; compare copied images and pack members "
                                      "byte for byte. Exit status 1 on any difference.")
-    ver.add_argument("out", type=Path, metavar="OUT", help="a folder written by `daliloader prepare`")
+    ver.add_argument("out", type=location, metavar="OUT", help="a folder written by `daliloader prepare`")
     ver.add_argument("--workers", type=_positive_int, default=None, help="threads (default: all cores)")
     ver.add_argument("--quiet", action="store_true", help="no progress bar")
     ver.set_defaults(func=cmd_verify)

@@ -59,3 +59,14 @@ def other_container(data: SegmentationData, out: Path, way_out: str) -> Segmenta
     if data.records is not None:
         return SegmentationData.from_dirs(out / "images", out / "masks", data.classes, mask_suffix="")
     return SegmentationData.from_tfrecord(str(out / "*.tfrecord"), classes=data.classes)
+
+
+def local_copy(data: SegmentationData, out: Path, way_out: str) -> SegmentationData:
+    """The pairs of ``data``, in a bucket, as files on the local disk (:func:`to_files`, the same bytes in
+    the same order), written into the cache folder ``out`` once, whole, as :func:`other_container` writes."""
+    def make(folder: Path) -> None:
+        to_files(data, folder)
+        (folder / COMPLETE).touch()
+
+    made_once(out, COMPLETE, "daliloader bench (a local copy of a bucket)", way_out, make)
+    return SegmentationData.from_dirs(out / "images", out / "masks", data.classes, mask_suffix="")

@@ -15,12 +15,12 @@ from PIL import UnidentifiedImageError
 
 from . import buckets, layouts, tfrecord
 from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named
-from .errors import DataError
+from .errors import DataError, StorageError
 from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
-from .parts import as_part, open_image, read_checked
+from .parts import as_part, in_bucket, open_image
 from .tfrecord import RecordPart, Records
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
@@ -59,8 +59,9 @@ class Container(Enum):
     FILES = "files"
     PACKS = "packs"
     TFRECORD = "tfrecord"
-    #: objects of an S3-compatible bucket (:mod:`daliloader.buckets`), each fetched in Python and checked
-    #: against its listing, in the sampler's order like files; the graphs are fed their bytes as records'
+    #: pairs in an S3-compatible bucket (:mod:`daliloader.buckets`): objects, or records of TFRecord objects,
+    #: each pair fetched in Python and checked against the listing or the index, in the sampler's order like
+    #: files; the graphs are fed their bytes as records'
     OBJECTS = "objects"
 
     @property
@@ -123,9 +124,11 @@ class SegmentationData:
     @property
     def container(self) -> Container:
         """How the pairs are stored (see :class:`Container`)."""
-        if self.packs or self.records:
-            return Container.PACKS if self.packs else Container.TFRECORD
-        return Container.OBJECTS if read_checked(self.images[0]) else Container.FILES
+        if self.packs:
+            return Container.PACKS
+        if in_bucket(self.images[0]):
+            return Container.OBJECTS
+        return Container.TFRECORD if self.records else Container.FILES
 
     @functools.cached_property
     def image_sizes(self) -> Counter:
@@ -343,8 +346,6 @@ class SegmentationData:
                 file or pattern that names no TFRecord file; an ``index`` that is neither ``"cache"`` nor
                 ``"beside"``; or a ``classes`` that cannot read the masks.
         """
-        for f in files if isinstance(files, (list, tuple)) else [files]:
-            layouts.refuse_in_bucket(f, "a TFRecord file")
         scans = [tfrecord.indexed(f, index) for f in tfrecord.expand(files)]
         return cls._of_records(scans, classes, image_key, mask_key, mask_channel)
 
@@ -418,7 +419,8 @@ class SegmentationData:
                 a ``prepare``, or whose manifest cannot be read; with ``packs=True``, a copy prepared
                 without packs, or packs that are missing or do not match the manifest.
         """
-        layouts.refuse_in_bucket(root, "a prepared copy")
+        if buckets.is_url(root):
+            return cls._from_prepared_bucket(root, packs)
         manifest = load_manifest(root)
         root = Path(root)
         data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
@@ -443,6 +445,18 @@ class SegmentationData:
                             f"the manifest {len(data)} pairs: run `daliloader prepare DATA NEW_OUT --packs N --verify` "
                             "again")
         return replace(data, packs=found)
+
+    @classmethod
+    def _from_prepared_bucket(cls, url: str, packs: bool) -> SegmentationData:
+        """A prepared copy in a bucket: its files read as objects, the masks' PNG form (its packs and its
+        masks' GPU form are not read from buckets yet)."""
+        if packs:
+            raise DataError(f"{url}: the packs of a prepared copy are not read from a bucket yet; load it with "
+                            "packs=False (its files), or copy it to a local disk")
+        root = buckets.as_path(url)
+        manifest = load_manifest(root)
+        pairs = [(buckets.member(root / i), buckets.member(root / m)) for i, m in manifest["pairs"]]
+        return cls._of(pairs, prepared_classes(manifest))
 
     def without_gpu_form(self) -> SegmentationData:
         """The same pairs with the masks read as PNG everywhere, their GPU form (``gpu_masks``, the packs'
@@ -509,6 +523,8 @@ def mask_depth(path: str | Path | RecordPart) -> int:
     try:
         with open_image(path) as im:
             return 16 if im.mode in SIXTEEN_BIT_MODES else 8
+    except StorageError:
+        raise  # the bucket's faults say nothing of the mask: named now
     except (OSError, UnidentifiedImageError, DataError):
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
@@ -548,6 +564,8 @@ def _voc_as_stored(mask) -> ClassMap:
     try:
         with open_image(mask) as im:
             colours = im.mode in ("RGB", "RGBA")
+    except StorageError:
+        raise  # the bucket's faults say nothing of the mask: named now
     except (OSError, UnidentifiedImageError, DataError):
         colours = False  # unreadable: named when it is loaded or checked
     return ClassMap.voc(form="colours") if colours else ClassMap.voc(indexed=False)
@@ -588,6 +606,8 @@ def _palette(path: str) -> np.ndarray | None:
     try:
         with open_image(path) as im:
             return np.asarray(im.getpalette(), np.uint8).reshape(-1, 3) if im.mode == "P" else None
+    except StorageError:
+        raise  # the bucket's faults say nothing of the mask: named now
     except (OSError, UnidentifiedImageError, DataError):
         return None
 

@@ -35,6 +35,8 @@ class StorageFault(enum.Enum):
     UNREACHABLE = "the endpoint cannot be reached: check AWS_ENDPOINT_URL and the network"
     TIMEOUT = "no answer in time, after retries: raise $DALILOADER_S3_TIMEOUT, or check the endpoint"
     THROTTLED = "the server kept refusing with 'slow down' after retries: read with fewer threads or retry later"
+    BAD_KEY = ("a key under the prefix cannot be read by daliloader's S3 client (it holds '//', a '.' or '..' "
+               "folder, or a control character): rename the object")
     OTHER = "the request failed"
 
 
@@ -43,11 +45,11 @@ class StorageError(DataError, LoadError):
     LoadError where a batch is."""
 
     def __init__(self, fault: StorageFault, url: str, detail: str = ""):
-        self.fault, self.url = fault, url
+        self.fault, self.url, self.detail = fault, url, detail
         super().__init__(f"{url}: {fault.value}" + (f" ({detail})" if detail else ""))
 
     def __reduce__(self):  # raised in a worker process or a tf.numpy_function, and pickled back
-        return type(self), (self.fault, self.url, str(self).partition(" (")[2].removesuffix(")"))
+        return type(self), (self.fault, self.url, self.detail)
 
 
 class MissingDependency(DaliloaderError, ImportError):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .classes import OTHER_FORM, ClassMap, MaskKind
-from .errors import DataError
+from .errors import DataError, StorageError
 from .parts import open_image
 
 #: Masks read to judge the form, spread evenly over the dataset.
@@ -108,6 +108,8 @@ def other_form(classes: ClassMap, masks: Sequence) -> OtherForm | None:
             return _palette_form(classes, other, name, sample(masks))
         sampled = sample(masks)
         counts = _id_counts(sampled, classes.mask_channel)
+    except StorageError:
+        raise  # the bucket's faults say nothing of the mask: named now
     except (OSError, ValueError, DataError):
         return None
     given, alternative = Fit.of(classes, counts), Fit.of(other, counts)

@@ -134,7 +134,7 @@ class PairGuard:
         with its pair), or raise the bucket's other faults as they are (they name the object), kept for
         :meth:`explain` alike."""
         image, mask = self._named.images[index], self._named.masks[index]
-        part, partner = (image, mask) if error.url == str(image) else (mask, image)
+        part, partner = (image, mask) if error.url == part_file(image) else (mask, image)
         problem = object_problem(error, part, partner)
         if problem is not None:
             self._refuse(index, [problem])

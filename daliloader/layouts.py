@@ -69,8 +69,10 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
     TFRecord layouts (see :meth:`~daliloader.data.SegmentationData.from_tfrecord`), and
     ``mask_channel`` the channel of a TFDS folder's colour masks that holds the class (which lets a mask
     feature of three channels be found)."""
-    root = buckets.as_path(root)
     keys = (image_key, mask_key)
+    if buckets.is_url(root) and (glob.has_magic(str(root)) or _TFRECORD_NAME.search(str(root))):
+        return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
+    root = buckets.as_path(root)
     if root.is_file() or (not root.exists() and glob.has_magic(str(root))):
         return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
     if not root.is_dir():
@@ -105,11 +107,12 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
 
 
 def refuse_in_bucket(root, what: str) -> None:
-    """Image and mask folders are read from buckets; ``what`` (prepared copies, TFRecord files, TFDS
-    folders) is not yet: a DataError that says so and what to do instead."""
+    """``what`` (a TFDS folder) is not read from a bucket yet: a DataError that says so and what to do
+    instead."""
     if buckets.is_url(root):
         raise DataError(f"{root} is {what}, which daliloader does not read from a bucket yet (it reads image and mask "
-                        "folders there): copy it to a local disk (aws s3 sync, rclone) and load that copy")
+                        "folders, TFRecord files and prepared copies there): copy it to a local disk (aws s3 sync, "
+                        "rclone) and load that copy")
 
 
 def _missing_split(root: Path, name: str, split: str, where: Path, available) -> DataError:
@@ -120,14 +123,13 @@ def _missing_split(root: Path, name: str, split: str, where: Path, available) ->
 def _prepared(root: Path, split: str | None) -> Found | None:
     if not (root / MANIFEST).is_file():
         return None
-    refuse_in_bucket(root, "a prepared copy")
     manifest = load_manifest(root)
     made_from = manifest.get("source", {}).get("split")
     if split is not None and split != made_from:
         of = f"split {made_from!r} of {manifest['source'].get('data') or 'its source'}" if made_from else "one split"
         raise DataError(f"{root} is a prepared copy of {of}, and holds only that: drop split={split!r}, or prepare "
                         f"split {split!r} into a folder of its own (daliloader prepare DATA OUT --split {split})")
-    pairs = [(str(root / i), str(root / m)) for i, m in manifest["pairs"]]
+    pairs = [(buckets.member(root / i), buckets.member(root / m)) for i, m in manifest["pairs"]]
     return Found("prepared copy", root, Pairing(pairs, [], [], ""), prepared_classes(manifest), made_from)
 
 
@@ -276,7 +278,6 @@ def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None
     files = sorted(str(p) for p in root.iterdir() if p.is_file() and _TFRECORD_NAME.search(p.name))
     if not files:
         return None
-    refuse_in_bucket(root, "a folder of TFRecord files")
     words = {f: _name_words(Path(f).name) for f in files}
     splits = {w for held in words.values() for w in held if set(w.split("_")) & _SPLIT_NAMES}
     if not splits:

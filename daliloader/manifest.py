@@ -22,6 +22,7 @@ from typing import TypedDict
 
 import numpy as np
 
+from . import buckets
 from .classes import ClassMap, MaskKind
 from .errors import DataError
 from .pairing import refuse_incomplete
@@ -97,8 +98,9 @@ def load_manifest(out: str | Path) -> Manifest:
     later), and ``out`` is not the unfinished output of a ``prepare`` (see :func:`read_manifest`)."""
     # A copy written in place (into an existing empty folder) stays marked until its manifest is in and
     # read back; an interrupted one is named as such rather than as a folder without a manifest
-    refuse_incomplete(Path(out))
-    path = Path(out) / MANIFEST
+    out = buckets.as_path(out)
+    refuse_incomplete(out)
+    path = out / MANIFEST
     if not path.is_file():
         raise DataError(f"{out} is not a prepared dataset: {MANIFEST} is missing (run `daliloader prepare DATA OUT`)")
     return read_manifest(path)
@@ -109,7 +111,7 @@ def read_manifest(path: str | Path) -> Manifest:
     checked (whatever marks its folder: ``prepare`` reads back what it wrote before the copy is declared
     done). A file that is no manifest, of a version not in :data:`READABLE`, or damaged (a key the
     loaders or ``verify`` read missing or of the wrong type) is a DataError naming it."""
-    path = Path(path)
+    path = path if isinstance(path, buckets.BucketPath) else Path(path)
     manifest = _parse(path)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{path}: not a {FORMAT} manifest")

@@ -47,6 +47,9 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     Without suffixes, names that differ by more than a common mask suffix are paired by their tails
     (:func:`detect_tails`).
     """
+    if buckets.is_url(images) != buckets.is_url(masks):
+        raise DataError(f"images {images} and masks {masks}: one is in a bucket (s3://) and one on a disk; keep a "
+                        "dataset in one place")
     image_dir, mask_dir = buckets.as_path(images), buckets.as_path(masks)
     image_files, mask_files, broken, unreadable = _listed(image_dir, mask_dir)
     if only_suffixed:

@@ -16,7 +16,7 @@ import io
 import threading
 from pathlib import Path
 
-from .buckets import ObjectPart, read_objects
+from .buckets import ObjectPart, is_url, read_objects
 from .tfrecord import RecordPart, read_pair
 
 #: Where a sample's image or mask is: a file's path, a feature of a TFRecord record, an object in a bucket.
@@ -47,6 +47,11 @@ def read_checked(part: Part) -> bool:
     index, an object against its listed ETag and size), so that its bytes, once vetted, need no vetting
     again: records and objects, not files."""
     return isinstance(part, (RecordPart, ObjectPart))
+
+
+def in_bucket(part: Part) -> bool:
+    """Whether a part is read from a bucket: an object, or a record of a TFRecord object."""
+    return isinstance(part, ObjectPart) or (isinstance(part, RecordPart) and is_url(part.file))
 
 
 def read_checked_pair(image: Part, mask: Part) -> tuple[bytes, bytes]:

@@ -36,7 +36,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from . import __version__
+from . import __version__, buckets
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, decode_image, encode, encode_lz4_mask, read_part_labels, write_file
 from .data import SegmentationData
@@ -145,6 +145,10 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
     options = PrepareOptions(jpeg_quality=jpeg_quality, pack_size=pack_size, workers=workers, progress=progress,
                              source=source, gpu_masks=gpu_masks)
     options.check(data)
+    if buckets.is_url(str(out)):
+        raise DataError(f"out={str(out)!r}: prepare writes a local folder; writing into a bucket is not built yet. "
+                        "Prepare into a local folder, then copy it (aws s3 sync OUT s3://...): a copy in a bucket is "
+                        "read with SegmentationData.from_prepared")
     if (Path(out) / MANIFEST).exists():  # (atomic_folder would refuse it too, less precisely)
         raise DataError(f"{out} already holds a prepared dataset; remove it or {OUT_WAY_OUT}")
     with atomic_folder(out) as folder:
@@ -224,10 +228,15 @@ def _sources(data: SegmentationData) -> dict:
     """Where the pairs came from, for ``verify``: the files' absolute paths; for records, their names
     and, under "records", each pair's ``[file, record number, byte offset, size]`` and the keys."""
     if data.records is None:
-        return {"images": [os.path.abspath(p) for p in data.images], "masks": [os.path.abspath(p) for p in data.masks]}
+        return {"images": [_absolute(p) for p in data.images], "masks": [_absolute(p) for p in data.masks]}
     return {"images": [str(p) for p in data.images], "masks": [str(p) for p in data.masks],
-            "records": [[os.path.abspath(p.file), p.record, p.offset, p.size] for p in data.images],
+            "records": [[_absolute(p.file), p.record, p.offset, p.size] for p in data.images],
             "keys": [data.records.image_key, data.records.mask_key]}
+
+
+def _absolute(path) -> str:
+    """A file's absolute path; an object's URL."""
+    return str(path) if buckets.is_url(str(path)) else os.path.abspath(path)
 
 
 def file_stem(index: int, path) -> str:

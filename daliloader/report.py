@@ -32,8 +32,8 @@ def write_json(report, out: Path) -> None:
 
 def read_report(path: Path, data=None) -> Report:
     """A report written by ``daliloader bench --json`` (of any version), keeping only the figures on
-    ``data`` (names of :data:`~daliloader.bench.record.DATA`: original, prepared, packs, tfrecord, files;
-    None: all), to print or chart it again. DataError naming the file if it holds no report."""
+    ``data`` (names of :data:`~daliloader.bench.record.DATA`: original, prepared, packs, tfrecord, files,
+    local; None: all), to print or chart it again. DataError naming the file if it holds no report."""
     return read(path).only(data)
 
 
@@ -135,6 +135,8 @@ def _closing_lines(report: Report) -> list[str]:
              for key, kept in (report.augment_kept or {}).items()]
     lines += [f"{key} on TFRecords: {100 * ratio:.0f}% of its throughput on the same pairs as files (same run)"
               for key, ratio in (report.tfrecord_vs_files or {}).items()]
+    lines += [f"{key} from the bucket: {100 * ratio:.0f}% of its throughput on the same pairs copied to the local "
+              "disk (same run)" for key, ratio in (report.bucket_vs_local or {}).items()]
     lines += [f"{key}: {ratio:.2f}x the expert's tf.data on the original pairs (same run)"
               for key, ratio in (report.vs_expert or {}).items()]
     lines += [f"{key}: peak memory {mb:.0f} MB (alone in a process, above TensorFlow's)"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import io
 import json
 import os
 import shlex
@@ -32,9 +33,10 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
+from . import buckets
 from .cache import INDEXES, prune_indexes
 from .environment import cache_dir, cache_way_out
-from .errors import DataError
+from .errors import DataError, StorageError, StorageFault
 
 #: Bytes before a record's payload (length, CRC of the length) and after it (CRC of the payload).
 HEADER, FOOTER = 12, 4
@@ -224,16 +226,28 @@ def read_record(file: str, record: int, offset: int, size: int, crc: int | None 
     refused. A RecordProblem names the file, the record and the offset. Read with plain file I/O: a file
     truncated or rewritten meanwhile is an error, never a signal (a memory map would raise SIGBUS)."""
     try:
-        with open(file, "rb") as fh:
-            fh.seek(offset)
-            blob = fh.read(size)
+        blob = _read_span(file, offset, size)
     except OSError as e:
         raise RecordProblem(RecordFault.UNREADABLE, file, record, offset,
                             f"cannot be read ({e.strerror or e})") from None
+    except StorageError as e:
+        if e.fault is not StorageFault.MISSING_OBJECT:
+            raise  # the bucket's faults that say nothing of the file, named as they are
+        raise RecordProblem(RecordFault.UNREADABLE, file, record, offset, "cannot be read (the object is gone)") \
+            from None
     payload = _payload(blob, file, record, offset, size)
     if crc is not None and _data_crc(blob) != crc:
         raise RecordProblem(RecordFault.CHANGED, file, record, offset, CHANGED_RECORD)
     return payload
+
+
+def _read_span(file: str, offset: int, size: int) -> bytes:
+    """``size`` bytes of a file or an object (``s3://``) from ``offset`` (fewer where it ends before)."""
+    if buckets.is_url(file):
+        return buckets.read_range(file, offset, size)
+    with open(file, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(size)
 
 
 #: What a record whose data is not what was indexed is told.
@@ -303,7 +317,9 @@ class Scan:
 def file_stamp(path: str | os.PathLike) -> tuple[int, ...]:
     """The stat stamp by which a file is known unchanged: size, modification time, inode and change time
     (a replacement of the same size whose modification time was carried over, as by ``cp -p``, still has
-    a new change time)."""
+    a new change time). An object of a bucket (``s3://``): its size and ETag (:func:`daliloader.buckets.stamp`)."""
+    if buckets.is_url(path):
+        return buckets.stamp(path)
     s = os.stat(path)
     return s.st_size, s.st_mtime_ns, s.st_ino, s.st_ctime_ns
 
@@ -349,7 +365,7 @@ def scan(file: str) -> Scan:
     """Read ``file`` once, record by record (see :class:`Scan`). A file that is no TFRecord file at all
     (compressed, or another format) is one problem, at record 0, saying what to do."""
     found = _Scanning(file, file_stamp(file))
-    with open(file, "rb") as fh:
+    with _whole(file, found.stamp) as fh:
         offset, number = 0, 0
         while offset < found.stamp[0]:
             head = fh.read(HEADER)
@@ -364,6 +380,17 @@ def scan(file: str) -> Scan:
             offset += size
             number += 1
     return found.done()
+
+
+def _whole(file: str, stamp: tuple[int, ...]):
+    """A file object on the whole file; on an object of a bucket, its bytes fetched once, in the version
+    ``stamp`` names (another is refused: :meth:`daliloader.buckets.ObjectPart.read`)."""
+    if not buckets.is_url(file):
+        return open(file, "rb")
+    part = buckets.head(file)
+    if part.stamp != tuple(stamp):
+        raise StorageError(StorageFault.CHANGED, file, "while it was being indexed")
+    return io.BytesIO(part.read())
 
 
 def _header_problem(file: str, number: int, offset: int, head: bytes) -> RecordProblem | None:
@@ -432,10 +459,10 @@ def indexed(file: str | os.PathLike, index: str | None = None) -> Scan:
     stamp = _readable_stamp(file)
     cache, beside = _index_folders(file)
     for folder in (cache, beside):
-        found = _read_index(folder, file, stamp)
+        found = _read_index(folder, file, stamp) if folder is not None else None
         if found is not None:
             return found
-    for folder in (beside, cache) if index == "beside" else (cache,):
+    for folder in (f for f in ((beside, cache) if index == "beside" else (cache,)) if f is not None):
         try:
             folder.mkdir(parents=True, exist_ok=True)
             lock = FileLock(str(folder / f"{Path(file).name}.lock"))
@@ -452,6 +479,8 @@ def indexed(file: str | os.PathLike, index: str | None = None) -> Scan:
 
 def _readable_stamp(file: str) -> tuple[int, ...]:
     """The file's stamp, once it is known to be a file that can be opened."""
+    if buckets.is_url(file):
+        return file_stamp(file)  # (a missing object is a StorageError naming it)
     if os.path.isdir(file):
         raise DataError(f"{file} is a folder, not a TFRecord file")
     try:
@@ -463,8 +492,11 @@ def _readable_stamp(file: str) -> tuple[int, ...]:
         raise DataError(f"cannot read TFRecord file {file} ({e.strerror or e})") from None
 
 
-def _index_folders(file: str) -> tuple[Path, Path]:
-    """In the cache (under a name unique to the file's absolute path), and beside the file."""
+def _index_folders(file: str) -> tuple[Path, Path | None]:
+    """In the cache (under a name unique to the file's absolute path, or to an object's URL), and beside
+    the file (None for an object: nothing is written into a bucket)."""
+    if buckets.is_url(file):
+        return cache_dir() / CACHE_FOLDER / hashlib.sha1(file.encode()).hexdigest()[:16], None
     digest = hashlib.sha1(os.path.abspath(file).encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
     return cache_dir() / CACHE_FOLDER / digest, Path(file).parent / INDEX_FOLDER
 
@@ -679,7 +711,9 @@ def expand(files) -> list[str]:
             raise DataError(f"a TFRecord file is a path (str, pathlib.Path or bytes), got {type(given).__name__} "
                             f"{given!r:.60}")
         given = os.fsdecode(given)
-        if glob.has_magic(given) and not os.path.isfile(given):  # (a file may hold [, ] or * in its name)
+        if buckets.is_url(given):
+            found += _objects(given)
+        elif glob.has_magic(given) and not os.path.isfile(given):  # (a file may hold [, ] or * in its name)
             matches = sorted(m for m in glob.glob(given) if os.path.isfile(m))
             if not matches:
                 raise DataError(f"no TFRecord file matches {given!r}")
@@ -694,6 +728,17 @@ def expand(files) -> list[str]:
     if not found:
         raise DataError("no TFRecord file given")
     return found
+
+
+def _objects(url: str) -> list[str]:
+    """TFRecord objects of a bucket: a glob's matches (:func:`daliloader.buckets.matching`), or the object
+    itself (whether it exists is found when it is indexed)."""
+    if not glob.has_magic(url):
+        return [url]
+    matches = buckets.matching(url)
+    if not matches:
+        raise DataError(f"no TFRecord file matches {url!r}")
+    return matches
 
 
 def choose_keys(keysets: list[tuple[tuple[str, str, int], ...]], image_key: str | None, mask_key: str | None,

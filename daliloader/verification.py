@@ -15,13 +15,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from . import buckets
 from .classes import ClassMap
 from .codecs import decode_file, decode_mask, read
-from .errors import DataError, LoadError
+from .errors import DataError, LoadError, StorageError, StorageFault
 from .manifest import PACKS, Manifest, gpu_files, load_manifest, original_classes, read_lz4_mask
 from .packs import KINDS, index_text, members, sample_index
 from .parallel import threaded_map
-from .parts import image_suffix, part_file, read_part
+from .parts import image_suffix, in_record, part_file, read_part
 from .spec import check_workers
 from .tfrecord import RecordPart, file_stamp
 
@@ -129,6 +130,9 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
             ``prepare``.
         daliloader.errors.SpecError: a ``workers`` that is not a positive count this machine can use.
     """
+    if buckets.is_url(str(out)):
+        raise DataError(f"{out}: verify reads a prepared copy on a local disk (its originals may be in a bucket); "
+                        "verify the copy before uploading it, or copy it back (aws s3 sync) to verify it")
     out, workers = Path(out), check_workers(workers)
     manifest = load_manifest(out)
     copy = PreparedCopy.of(out, manifest)
@@ -243,21 +247,49 @@ def original_parts(manifest: Manifest) -> tuple[list, list]:
     the records they were read from (``[file, record number, byte offset, size]`` and the keys)."""
     source = manifest["source"]
     if "records" not in source:
-        return [Path(p) for p in source["images"]], [Path(p) for p in source["masks"]]
+        return [_original(p) for p in source["images"]], [_original(p) for p in source["masks"]]
     stamps: dict[str, tuple] = {}
 
     def part(row, key):
         file, record, offset, size = row
         if file not in stamps:
-            stamps[file] = file_stamp(file) if os.path.isfile(file) else ()
+            stamps[file] = _stamp(file)
         return RecordPart(file, record, offset, size, key, None, stamps[file])
 
     image_key, mask_key = source["keys"]
     return [part(r, image_key) for r in source["records"]], [part(r, mask_key) for r in source["records"]]
 
 
+def _original(path: str):
+    """An original file as the manifest records it: a Path; an object of a bucket as it is now, or its URL
+    alone (a ``str``) where it is gone."""
+    if not buckets.is_url(path):
+        return Path(path)
+    try:
+        return buckets.head(path)
+    except StorageError as e:
+        if e.fault is not StorageFault.MISSING_OBJECT:
+            raise
+        return path
+
+
+def _stamp(file: str) -> tuple:
+    """A TFRecord file's (or object's) stamp now; ``()`` where it is gone."""
+    try:
+        return file_stamp(file) if buckets.is_url(file) or os.path.isfile(file) else ()
+    except StorageError as e:
+        if e.fault is not StorageFault.MISSING_OBJECT:
+            raise
+        return ()
+
+
 def _exists(part) -> bool:
-    return os.path.isfile(part_file(part))
+    """Whether an original is still there: a file; an object found (a URL alone is one that is gone); a
+    record whose file was found."""
+    file = part_file(part)
+    if not buckets.is_url(file):
+        return os.path.isfile(file)
+    return not isinstance(part, str) and (not in_record(part) or part.stamp != ())
 
 
 # ---------------------------------------------------------------- packs

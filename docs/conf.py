@@ -37,7 +37,7 @@ autodoc_typehints = "signature"
 nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(numpy|np|tensorflow|tf|keras|nvidia|cv2|argparse|collections|pathlib|os|re|concurrent|typing|enum|"
-               r"inspect|tarfile)\b.*"),
+               r"inspect|tarfile|datetime)\b.*"),
     (r"py:.*", r"(int|float|str|bytes|bool|dict|list|tuple|set|object|callable|None|Path|Iterable|Iterator|"
                r"Sequence|Mapping|Callable|Any|ndarray)"),
     (r"py:class", r"daliloader\..*\._\w+"),

@@ -44,7 +44,7 @@ class _Injector:
     def __call__(self, environ, start_response):
         path, method = environ.get("PATH_INFO", ""), environ["REQUEST_METHOD"]
         with self._lock:
-            self.requests.append((method, path))
+            self.requests.append((method, path, environ.get("HTTP_RANGE")))
             fault = next((f for f in self.faults if f.path in path and f.method in (None, method)
                           and (f.times is None or f.hits < f.times)), None)
             if fault:
@@ -97,8 +97,10 @@ class S3Server:
     def fail(self, *faults: Fault) -> None:
         self.injector.faults.extend(faults)
 
-    def requests(self, method: str | None = None) -> list[tuple[str, str]]:
-        return [r for r in self.injector.requests if method in (None, r[0])]
+    def requests(self, method: str | None = None, ranged: bool | None = None) -> list[tuple[str, str]]:
+        """The (method, path) of the requests served (of ``method``; with or without a Range header)."""
+        return [(m, p) for m, p, r in self.injector.requests
+                if method in (None, m) and ranged in (None, r is not None)]
 
 
 def upload(client, folder: Path, bucket: str, prefix: str) -> str:

@@ -190,12 +190,72 @@ def test_load_time_faults_name_the_url(server, synth, monkeypatch):
         dl.SegmentationData.from_folder(synth[1])
 
 
-def test_containers_not_read_from_buckets_yet_are_refused_by_name():
-    for load in (lambda: dl.SegmentationData.from_tfrecord("s3://b/train.tfrecord"),
-                 lambda: dl.SegmentationData.from_prepared("s3://b/prepared"),
-                 lambda: dl.SegmentationData.from_tfds("s3://b/tfds/pets/4.0.0")):
-        with pytest.raises(DataError, match="does not read from a bucket yet.*copy it to a local disk"):
-            load()
+def test_what_is_not_read_from_buckets_yet_is_refused_by_name(synth):
+    with pytest.raises(DataError, match="does not read from a bucket yet.*copy it to a local disk"):
+        dl.SegmentationData.from_tfds("s3://b/tfds/pets/4.0.0")
+    with pytest.raises(DataError, match="packs of a prepared copy are not read from a bucket yet"):
+        dl.SegmentationData.from_prepared(synth[1], packs=True)
+
+
+# ---------------------------------------------------------------- records and prepared copies
+@pytest.fixture(scope="module")
+def stored(synth, server, tmp_path_factory):
+    """The synthetic pairs as TFRecord files and as a prepared copy, on disk and in bucket ``stored``:
+    {name: (local data, URL)}."""
+    from daliloader import convert
+
+    local = synth[0]
+    records, prepared = tmp_path_factory.mktemp("records"), tmp_path_factory.mktemp("prepared") / "copy"
+    convert.to_tfrecord(local, records)
+    dl.prepare(local, prepared, progress=False)
+    client = server.client()
+    return {"tfrecord": (dl.SegmentationData.from_tfrecord(str(records / "*.tfrecord"), classes=local.classes),
+                         upload(client, records, "stored", "records")),
+            "prepared": (dl.SegmentationData.from_prepared(prepared), upload(client, prepared, "stored", "prepared"))}
+
+
+def load_stored(which: str, url: str, classes):
+    if which == "tfrecord":
+        return dl.SegmentationData.from_tfrecord(f"{url}/*.tfrecord", classes=classes)
+    return dl.SegmentationData.from_prepared(url)
+
+
+@pytest.mark.parametrize("which", ["tfrecord", "prepared"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_records_and_prepared_copies_load_from_a_bucket(backend, which, stored):
+    local, url = stored[which]
+    remote = load_stored(which, url, local.classes)
+    assert remote.container is dl.data.Container.OBJECTS and len(remote) == len(local)
+    by_folder = dl.SegmentationData.from_folder(url, classes=local.classes if which == "tfrecord" else None)
+    assert [str(p) for p in by_folder.images] == [str(p) for p in remote.images]
+    got, want = one_epoch(backend, remote, tf=True, **EVAL), one_epoch(backend, local, tf=True, **EVAL)
+    assert len(got) == len(want) > 0
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_a_tfrecord_object_is_indexed_once_and_again_when_replaced(stored, server, tmp_path, monkeypatch):
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
+    local, url = stored["tfrecord"]
+    files = sorted(p.file for p in local.images)
+    client = server.client()
+    client.copy_object(Bucket="stored", Key="indexed/a.tfrecord", CopySource={"Bucket": "stored",
+                                                                              "Key": f"records/{Path(files[0]).name}"})
+    def whole_reads():  # GETs of the whole object (an index's spot checks read ranges of it)
+        return server.requests("GET", ranged=False).count(("GET", "/stored/indexed/a.tfrecord"))
+
+    server.injector.requests.clear()
+    first = dl.SegmentationData.from_tfrecord("s3://stored/indexed/a.tfrecord", classes=local.classes)
+    assert len(first) > 0 and whole_reads() == 1
+    again = dl.SegmentationData.from_tfrecord("s3://stored/indexed/a.tfrecord", classes=local.classes)
+    assert again.images == first.images and whole_reads() == 1  # read from the cache's index
+    body = client.get_object(Bucket="stored", Key="indexed/a.tfrecord")["Body"].read()
+    client.put_object(Bucket="stored", Key="indexed/a.tfrecord", Body=body[first.images[0].size:])  # one record less
+    with pytest.raises(LoadError, match="changed since the file was indexed"):
+        one_epoch("opencv", first, **EVAL)
+    replaced = dl.SegmentationData.from_tfrecord("s3://stored/indexed/a.tfrecord", classes=local.classes)
+    assert replaced.images[0].stamp != first.images[0].stamp and len(replaced) == len(first) - 1
 
 
 # ---------------------------------------------------------------- fresh processes
@@ -237,3 +297,72 @@ def test_check_runs_on_a_bucket(synth, server):
     done = subprocess.run([sys.executable, "-m", "daliloader.cli", "check", synth[1]], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and "checked 8 pairs" in done.stdout and "no problems" in done.stdout, done.stderr
+
+
+# ---------------------------------------------------------------- what a bucket changes elsewhere
+def test_a_bucket_is_refused_where_it_cannot_work(synth, tmp_path):
+    local, url = synth
+    remote = dl.SegmentationData.from_folder(url)
+    with pytest.raises(dl.errors.SpecError, match="use_multiprocessing=True with data in a bucket"):
+        dl.keras_sequence(remote, workers=2, use_multiprocessing=True)
+    with pytest.raises(DataError, match="one is in a bucket \\(s3://\\) and one on a disk"):
+        dl.SegmentationData.from_dirs(f"{url}/train", Path(local.masks[0]).parent, local.classes)
+    with pytest.raises(DataError, match="writing into a bucket is not built yet"):
+        dl.prepare(remote, "s3://data/prepared", progress=False)
+    with pytest.raises(DataError, match="verify reads a prepared copy on a local disk"):
+        dl.verify("s3://data/prepared")
+    with pytest.raises(StorageError, match="s3://no-bucket/a.png: the bucket does not exist"):
+        dl.SegmentationData.from_pairs([("s3://no-bucket/a.png", "s3://no-bucket/a_L.png")], local.classes)
+
+
+def test_folder_markers_and_odd_keys(synth, server):
+    """What S3 consoles and careless uploaders leave: an empty marker object per folder ("train/"), names
+    with spaces and brackets; a key the client cannot read is named."""
+    local, _ = synth
+    client = server.client()
+    for key in ("marked/", "marked/train/", "marked/train_labels/"):
+        client.put_object(Bucket="data", Key=key, Body=b"")
+    for i, (image, mask) in enumerate(zip(local.images[:3], local.masks[:3])):
+        client.upload_file(str(image), "data", f"marked/train/photo ({i}) [a].jpg")
+        client.upload_file(str(mask), "data", f"marked/train_labels/photo ({i}) [a]_L.png")
+    client.upload_file(str(Path(local.images[0]).parents[1] / "class_dict.csv"), "data", "marked/class_dict.csv")
+    marked = dl.SegmentationData.from_folder("s3://data/marked/")
+    assert [str(p) for p in marked.images] == [f"s3://data/marked/train/photo ({i}) [a].jpg" for i in range(3)]
+    assert len(one_epoch("tfdata", marked, **EVAL)) == 1
+    client.put_object(Bucket="data", Key="odd//x.png", Body=b"x")
+    with pytest.raises(StorageError, match="s3://data/odd: a key under the prefix cannot be read") as raised:
+        dl.SegmentationData.from_folder("s3://data/odd")
+    assert raised.value.fault is StorageFault.BAD_KEY
+
+
+def test_a_storage_error_survives_pickling():
+    import pickle
+
+    error = StorageError(StorageFault.MISSING_OBJECT, "s3://b/img (1).png", "404 (x)")
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error) and again.fault is error.fault and again.url == error.url
+
+
+def test_prepare_from_a_bucket_and_verify_against_it(synth, tmp_path):
+    local, url = synth
+    remote = dl.SegmentationData.from_folder(url)
+    out = tmp_path / "prepared"
+    dl.prepare(remote, out, progress=False)
+    copy = dl.SegmentationData.from_prepared(out)
+    assert len(copy) == len(remote)
+    report = dl.verify(out, progress=False)
+    assert report.ok and report.masks_checked == len(remote) and not report.originals_missing, report
+
+
+def test_bench_measures_a_bucket_beside_its_local_copy(synth, tmp_path, monkeypatch):
+    from daliloader.bench.job import Settings, run
+
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
+    remote = dl.SegmentationData.from_folder(synth[1])
+    report = run(remote, Settings(backends=("tfdata", "tf-expert", "tfdata-naive"), image_size=64, seconds=0.2,
+                                  repeats=1, stages=False), say=lambda *a: None)
+    measured = {(r.name, r.data) for r in report.results}
+    assert measured == {(name, data) for name in ("tfdata", "tf-expert", "tfdata-naive")
+                        for data in ("original", "local")}
+    assert set(report.bucket_vs_local) == {"tfdata onehot", "tf-expert onehot", "tfdata-naive onehot"}
+    assert report.dataset.images == "s3://data/synth/train" and report.dataset.local.startswith(str(tmp_path / "cache"))

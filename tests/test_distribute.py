@@ -201,8 +201,23 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-@pytest.mark.parametrize("read", ["files", "tfrecord"])
-def test_multi_worker_strategy_two_processes(index_data, read, tmp_path):
+@pytest.fixture
+def storage(request):
+    """Where the workers read the dataset: a local folder, or a bucket of an S3 server the test starts on
+    the loopback (tests/s3server.py): ``(server or None, the variables the workers need)``."""
+    if request.node.callspec.params["read"] != "bucket":
+        yield None, {}
+        return
+    pytest.importorskip("moto")
+    from s3server import ENV, S3Server
+
+    server = S3Server()
+    yield server, {**ENV, "AWS_ENDPOINT_URL": server.endpoint}
+    server.stop()
+
+
+@pytest.mark.parametrize("read", ["files", "tfrecord", "bucket"])
+def test_multi_worker_strategy_two_processes(index_data, read, tmp_path, storage):
     """Two worker processes on loopback (TF_CONFIG), each with MultiWorkerMirroredStrategy and its own
     DALI CPU pipeline: their parts of an epoch are disjoint and cover the dataset once, and two epochs of
     training finish on both. Bounded: both are killed after 240 s.
@@ -215,10 +230,16 @@ def test_multi_worker_strategy_two_processes(index_data, read, tmp_path):
     args = [str(Path(index_data.images[0]).parent.parent)]
     if read == "tfrecord":  # each worker's DALI TFRecord reader takes its part of the records
         args = [as_records(index_data, tmp_path / "records"), "camvid"]
+    server, variables = storage
+    if server is not None:  # each worker lists the bucket and fetches its own part of the objects
+        from s3server import upload
+
+        args = [upload(server.client(), Path(args[0]), "mwms", "index")]
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     workers = []
     for i in range(2):
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
+        env = {**os.environ, **variables,
+               "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
         workers.append(subprocess.Popen([sys.executable, "-c", WORKER, *args], env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     results = []

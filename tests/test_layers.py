@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "daliloader"
 LAYERS = [
-    ["tfprivate", "environment", "errors", "parallel", "cache"],
+    ["tfprivate", "environment", "errors", "parallel", "cache", "buckets"],
     ["draws", "augment", "spec", "keywords", "catalog", "classes", "sampler", "stages"],
     ["pairing", "manifest", "tfrecord", "parts", "forms", "tfds_folder", "layouts", "data"],
     ["codecs", "folders", "packs", "maskcache"],

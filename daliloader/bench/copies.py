@@ -27,9 +27,13 @@ def dataset_digest(data: SegmentationData) -> str:
 def dataset_place(data: SegmentationData) -> str:
     """Where a dataset's files are: the folder that holds them all (a multi-city split: the split's
     folder, not its first city's), or the TFRecord files' folder."""
+    from ..buckets import is_url
     from ..parts import part_file
 
-    folders = sorted({os.path.dirname(os.path.abspath(part_file(p))) for p in data.images})
+    files = {part_file(p) for p in data.images}
+    if is_url(next(iter(files))):  # a bucket's objects: the URL of the folder that holds them all
+        return "s3://" + os.path.commonpath([f[len("s3://"):].rsplit("/", 1)[0] for f in files])
+    folders = sorted({os.path.dirname(os.path.abspath(f)) for f in files})
     return folders[0] if len(folders) == 1 else os.path.commonpath(folders)
 
 
@@ -51,6 +55,17 @@ def other_container(data: SegmentationData, status=quiet) -> tuple[str, Segmenta
     out = cache_dir() / f"{which}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
     return which, status(f"writing {len(data)} pairs as {which} into {out} (or waiting for a run "
                          "writing them)", lambda: convert.other_container(data, out, cache_way_out()))
+
+
+def local_copy(data: SegmentationData, status=quiet) -> SegmentationData:
+    """The pairs of a dataset in a bucket, copied once into the cache as files, which the bench measures
+    beside the bucket (the same bytes on the local disk). ``status`` as for :func:`other_container`."""
+    from .. import convert
+    from ..environment import cache_dir, cache_way_out
+
+    out = cache_dir() / f"local-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
+    return status(f"copying {len(data)} pairs from the bucket into {out} (or waiting for a run copying them)",
+                  lambda: convert.local_copy(data, out, cache_way_out()))
 
 
 def prepared_copy(data: SegmentationData, where: str, status=quiet) -> Path:

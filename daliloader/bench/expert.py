@@ -22,7 +22,7 @@ import numpy as np
 
 from ..classes import ClassMap, MaskKind
 from ..data import Container, SegmentationData
-from ..parts import part_file, read_part
+from ..parts import part_file, read_checked_pair
 from ..plan import Plan
 
 
@@ -81,14 +81,7 @@ def _pairs(data: SegmentationData):
     import tensorflow as tf
 
     if data.container is Container.OBJECTS:
-        def fetch(i):
-            return read_part(data.images[i]), read_part(data.masks[i])
-
-        def fetched(i):
-            image, mask = tf.numpy_function(lambda i: fetch(int(i)), [i], (tf.string, tf.string))
-            return tf.ensure_shape(image, []), tf.ensure_shape(mask, [])
-
-        return tf.data.Dataset.range(len(data)).map(fetched, num_parallel_calls=tf.data.AUTOTUNE)
+        return fetched_pairs(data)
     if data.records is None:
         return tf.data.Dataset.from_tensor_slices((list(data.images), list(data.masks))).map(
             lambda image, mask: (tf.io.read_file(image), tf.io.read_file(mask)))
@@ -117,3 +110,16 @@ def refuses(data: SegmentationData, plan: Plan) -> str | None:
     if len(suffixes) > 1:
         return f"its decoder reads one format; the dataset mixes {', '.join(sorted(suffixes))}"
     return None
+
+
+def fetched_pairs(data: SegmentationData):
+    """(image bytes, mask bytes) per pair in a bucket, fetched by daliloader's S3 client in a parallel map
+    (TensorFlow reads no ``s3://``): how the references read a bucket."""
+    import tensorflow as tf
+
+    def fetched(i):
+        image, mask = tf.numpy_function(lambda i: read_checked_pair(data.images[int(i)], data.masks[int(i)]), [i],
+                                        (tf.string, tf.string))
+        return tf.ensure_shape(image, []), tf.ensure_shape(mask, [])
+
+    return tf.data.Dataset.range(len(data)).map(fetched, num_parallel_calls=tf.data.AUTOTUNE)

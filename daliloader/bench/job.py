@@ -16,11 +16,11 @@ from functools import partial
 from pathlib import Path
 
 from .. import backends, maskcache
-from ..data import SegmentationData
+from ..data import Container, SegmentationData
 from ..errors import SpecError
 from ..plan import Plan
 from .ceilings import CPU_DECODES, cpu_decode_ceiling, nvjpeg_ceiling
-from .copies import dataset_place, other_container, prepared_copy, quiet
+from .copies import dataset_place, local_copy, other_container, prepared_copy, quiet
 from .machine import machine_info
 from .record import Ceiling, Dataset, Figure, Machine, Measured, Report, RunSettings, plain
 from .sources import (
@@ -43,7 +43,7 @@ from .training import train_bound
 #: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
 AUGMENT = dict(scale=(0.5, 2.0), rotate=15, brightness=0.3, contrast=0.3, saturation=0.3, hue=10)
 #: The data measured together with the original pairs (the same bytes in another container).
-TOGETHER = ("original", "tfrecord", "files")
+TOGETHER = ("original", "tfrecord", "files", "local")
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Settings:
 @dataclass(frozen=True)
 class Cell:
     """One figure of the bench: a backend on some data (which: original, prepared, packs, tfrecord,
-    files), with labels and augmentation, and the plan it is built from."""
+    files, local), with labels and augmentation, and the plan it is built from."""
 
     which: str
     name: str
@@ -173,6 +173,15 @@ def container_kept(results: list[Figure]) -> dict[str, float]:
     return out
 
 
+def bucket_kept(results: list[Figure]) -> dict[str, float]:
+    """Data in a bucket: per backend and labels, the rate from the bucket over the rate from its local copy
+    (same run)."""
+    medians = {(r.name, r.label_mode, r.data): r.median for r in results if r.augment == "none"}
+    return {f"{name} {mode}": round(medians[(name, mode, "original")] / rate, 3)
+            for (name, mode, which), rate in medians.items()
+            if which == "local" and (name, mode, "original") in medians}
+
+
 def stage_warnings(stages: dict) -> list[str]:
     """A warning per breakdown with a stage cost below zero (noise between the cuts' windows)."""
     found = []
@@ -241,16 +250,17 @@ class Job:
         self.report.ceilings[key] = Ceiling.measured(key, rates, unit)
 
     def ceilings(self) -> None:
-        """The CPU decode ceilings of the pairs, images and masks, and nvJPEG's with a GPU."""
-        s = self.settings
+        """The CPU decode ceilings of the pairs, images and masks, and nvJPEG's with a GPU (of data in a
+        bucket, on its local copy: a ceiling of decoding, not of fetching)."""
+        s, decoded = self.settings, self.datasets.get("local", self.data)
         for what in CPU_DECODES:
             self.ceiling(f"cpu_decode_{what}", f"{what}/s",
-                         partial(cpu_decode_ceiling, self.data, self.workers, s.seconds, s.repeats, what))
+                         partial(cpu_decode_ceiling, decoded, self.workers, s.seconds, s.repeats, what))
         if self.gpu:
             self.ceiling("nvjpeg_images", "images/s",
-                         partial(nvjpeg_ceiling, self.data, s.batch_size, s.seconds, s.repeats))
-        if maskcache.wanted(self.data):  # the backends read the masks' class indices from the mask cache
-            cached = self.status("the mask cache", partial(maskcache.MaskCache.made_for, self.data, self.gpu)).view()
+                         partial(nvjpeg_ceiling, decoded, s.batch_size, s.seconds, s.repeats))
+        if maskcache.wanted(decoded):  # the backends read the masks' class indices from the mask cache
+            cached = self.status("the mask cache", partial(maskcache.MaskCache.made_for, decoded, self.gpu)).view()
             for what in ("pairs", "masks") if self.gpu else ("pairs",):
                 self.ceiling(f"cpu_decode_{what}_cached", f"{what}/s",
                              partial(cpu_decode_ceiling, cached, self.workers, s.seconds, s.repeats, what))
@@ -279,6 +289,13 @@ class Job:
         self.datasets[which] = other
         setattr(self.report.dataset, which, str(Path(part_file(other.images[0])).parent))
 
+    def local_copy(self) -> None:
+        """Data in a bucket: the same pairs copied once to the local disk, measured beside it."""
+        from ..parts import part_file
+
+        self.datasets["local"] = local_copy(self.data, self.status)
+        self.report.dataset.local = str(Path(part_file(self.datasets["local"].images[0])).parent.parent)
+
     def figures(self) -> None:
         """Every figure, group by group, each said as it is measured; then what augmentation and the
         other container keep."""
@@ -297,6 +314,8 @@ class Job:
             self.report.augment_kept = augment_kept(self.report.results)
         if s.tfrecord:
             self.report.tfrecord_vs_files = container_kept(self.report.results)
+        if "local" in self.datasets:
+            self.report.bucket_vs_local = bucket_kept(self.report.results)
         if EXPERT in self.names:
             self.report.vs_expert = vs_expert(self.report.results)
 
@@ -357,6 +376,8 @@ def run(data: SegmentationData, settings: Settings, status=None, say=print) -> R
     stages, training). ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line:
     a note, the number of figures, and each figure as it is measured."""
     job = Job(data, settings, status or quiet, say)
+    if data.container is Container.OBJECTS:
+        job.local_copy()
     job.ceilings()
     if settings.prepared is not None:
         job.prepared()

@@ -20,8 +20,9 @@ from .timing import noisy
 #: The version of the report's JSON form, written as its "schema". Reports without one are version 1.
 SCHEMA = 2
 #: The data a figure can be measured on: the original pairs, the prepared copy's files, its packs, and
-#: the original pairs in the other container (``bench --tfrecord``: as TFRecords, or as files).
-DATA = ("original", "prepared", "packs", "tfrecord", "files")
+#: the original pairs in the other container (``bench --tfrecord``: as TFRecords, or as files), and the
+#: local copy of pairs in a bucket.
+DATA = ("original", "prepared", "packs", "tfrecord", "files", "local")
 #: How every figure is taken (see :mod:`daliloader.bench.timing`).
 METHOD = "median of repeats after a one-epoch warm-up and until steady; images/s"
 #: What each command-line user is told when a file is no report.
@@ -158,6 +159,7 @@ class Dataset:
     prepared: str | None = _optional()
     tfrecord: str | None = _optional()
     files: str | None = _optional()
+    local: str | None = _optional()  # data in a bucket: its local copy, measured beside it
 
 
 @dataclass(kw_only=True)
@@ -178,7 +180,8 @@ class RunSettings:
 @dataclass(kw_only=True)
 class Report:
     """A bench report (see the module's docstring); ``augment_kept``, ``tfrecord_vs_files`` and
-    ``train`` only where ``--augment``, ``--tfrecord`` and ``--train`` asked for them; ``vs_expert`` (each
+    ``train`` only where ``--augment``, ``--tfrecord`` and ``--train`` asked for them; ``bucket_vs_local``
+    (each rate from a bucket over the rate from its local copy) where the data was in a bucket; ``vs_expert`` (each
     figure over the expert's ``tf.data`` pipeline on the original pairs, same labels, same run) where the
     expert was measured; ``memory_mb`` (each loader's peak resident memory, alone in a process, MB) where
     it was measured."""
@@ -194,6 +197,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     augment_kept: dict[str, float] | None = _optional()
     tfrecord_vs_files: dict[str, float] | None = _optional()
+    bucket_vs_local: dict[str, float] | None = _optional()
     vs_expert: dict[str, float] | None = _optional()
     memory_mb: dict[str, float] | None = _optional()
     train: dict[str, TrainRow] | None = _optional()
@@ -226,7 +230,8 @@ class Report:
                    results=[_build(Figure, r) for r in raw["results"]],
                    stages={name: [_stage_row(row) for row in rows] for name, rows in raw["stages"].items()},
                    warnings=list(raw["warnings"]), augment_kept=raw.get("augment_kept"),
-                   tfrecord_vs_files=raw.get("tfrecord_vs_files"), vs_expert=raw.get("vs_expert"),
+                   tfrecord_vs_files=raw.get("tfrecord_vs_files"), bucket_vs_local=raw.get("bucket_vs_local"),
+                   vs_expert=raw.get("vs_expert"),
                    memory_mb=raw.get("memory_mb"),
                    train=None if train is None else {name: _build(TrainRow, row) for name, row in train.items()})
 
@@ -237,7 +242,8 @@ class Report:
         if data is None:
             return self
         wanted = set(data)
-        prepared, original = bool(wanted & {"prepared", "packs"}), bool(wanted & {"original", "tfrecord", "files"})
+        prepared = bool(wanted & {"prepared", "packs"})
+        original = bool(wanted & {"original", "tfrecord", "files", "local"})
         return replace(self, results=[r for r in self.results if r.data in wanted],
                        ceilings={k: c for k, c in self.ceilings.items()
                                  if (prepared if on_prepared(k) else original)})

@@ -12,7 +12,7 @@ import itertools
 from dataclasses import replace
 
 from .. import backends
-from ..data import SegmentationData
+from ..data import Container, SegmentationData
 from ..plan import Plan, make_plan
 from .timing import endless, ordered_parallel
 
@@ -129,7 +129,12 @@ def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode
             labels = tf.where(tf.reduce_any(onehot, -1), tf.argmax(labels, -1, output_type=tf.int32), 255)
         return tf.cast(image, tf.float32) / 255.0, labels
 
-    ds = _naive_records(data) if data.records is not None else _naive_files(data)
+    if data.container is Container.OBJECTS:
+        from .expert import fetched_pairs
+
+        ds = fetched_pairs(data)
+    else:
+        ds = _naive_records(data) if data.records is not None else _naive_files(data)
     ds = ds.shuffle(len(data), seed=0).repeat().map(load, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
