@@ -371,6 +371,59 @@ def matching(pattern: str) -> list[str]:
     return sorted(p.url for k, p in listing.objects.items() if fnmatch.fnmatchcase(k, key))
 
 
+def upload(folder, url: str, last: str) -> None:
+    """Every file under the local ``folder`` into the prefix ``url``, ``FETCHES`` at a time, the file named
+    ``last`` (a manifest: what readers take as the sign of a whole copy) after all the others."""
+    from pathlib import Path
+
+    from .parallel import threaded_map
+
+    obstore = client(url)
+    bucket, key = split_url(url)
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+
+    def put(path) -> None:
+        target = f"{key}/{path.relative_to(folder).as_posix()}".lstrip("/")
+        with _translated(f"{SCHEME}{bucket}/{target}"):
+            obstore.put(store(bucket), target, path.read_bytes())
+
+    list(threaded_map(put, [p for p in files if p.name != last], FETCHES))
+    list(threaded_map(put, [p for p in files if p.name == last], 1))
+
+
+def download(url: str, folder) -> int:
+    """Every object under the prefix ``url`` into the local ``folder`` (keys as relative paths), each checked
+    against the listing; how many."""
+    from pathlib import Path
+
+    from .parallel import threaded_map
+
+    root = tree(url)
+    objects = root.files()
+
+    def get(path: BucketPath) -> None:
+        target = Path(folder) / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+
+    list(threaded_map(get, objects, FETCHES))
+    return len(objects)
+
+
+def cached_copy(part: ObjectPart, folder):
+    """A local copy of a small object (a pack's index, which DALI's reader takes from a disk), kept in
+    ``folder`` under a name of its URL and ETag: fetched once per version, written whole."""
+    from pathlib import Path
+
+    path = Path(folder) / hashlib.sha1(f"{part.url} {part.etag}".encode()).hexdigest()[:16] / part.name
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_bytes(part.read())
+        os.replace(partial, path)
+    return path
+
+
 def object_path(url: str) -> BucketPath:
     """The object ``url`` alone, as a BucketPath (one HEAD request, not a listing of its folder); one
     that does not exist gives a path whose ``is_file()`` is False."""

@@ -25,10 +25,14 @@ from .environment import cache_dir
 INDEXES = "tfrecord-index"
 #: The prefix of the folders of daliloader's DALI operators, compiled (daliloader.backends.dali_native).
 OPERATORS = "dali-ops-"
+#: The folder of the index files of packs read from a bucket (daliloader.data, from_prepared).
+PACK_INDEXES = "bucket-pack-indexes"
 #: Each kind of entry by the start of its folder's name: (prefix, what it is).
 KINDS = ((INDEXES, "TFRecord index"), ("masks-v", "mask cache"), ("prepared-v", "bench: prepared copy"),
          ("files-", "bench: TFRecords as files"), ("tfrecord-", "bench: files as TFRecords"),
-         ("synthetic-", "embedded synthetic dataset"), (OPERATORS, "DALI operators (compiled)"))
+         ("synthetic-", "embedded synthetic dataset"), (OPERATORS, "DALI operators (compiled)"),
+         (PACK_INDEXES, "pack indexes of a bucket"), ("local-", "bench: a bucket's pairs, copied"),
+         ("prepare-", "prepare into a bucket, unfinished"), ("verify-", "verify of a bucket, unfinished"))
 #: Days after its last use that a TFRecord index is removed when another one is written.
 INDEX_DAYS = 90
 _DAY = 86400.0

@@ -14,7 +14,9 @@ import numpy as np
 from PIL import UnidentifiedImageError
 
 from . import buckets, layouts, tfrecord
+from .cache import PACK_INDEXES
 from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named
+from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, StorageError
 from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
@@ -382,8 +384,6 @@ class SegmentationData:
                 split expression it cannot read, records that cannot be read, or a ``classes`` that cannot
                 read the masks, named.
         """
-        for where in (path_or_name, data_dir):
-            layouts.refuse_in_bucket(where, "a folder prepared by TensorFlow Datasets")
         found = layouts.tfds(as_path(path_or_name, "path_or_name"), split, data_dir, image_key, mask_key,
                              mask_channel)
         return cls._of_found(found, classes)
@@ -448,15 +448,28 @@ class SegmentationData:
 
     @classmethod
     def _from_prepared_bucket(cls, url: str, packs: bool) -> SegmentationData:
-        """A prepared copy in a bucket: its files read as objects, the masks' PNG form (its packs and its
-        masks' GPU form are not read from buckets yet)."""
-        if packs:
-            raise DataError(f"{url}: the packs of a prepared copy are not read from a bucket yet; load it with "
-                            "packs=False (its files), or copy it to a local disk")
+        """A prepared copy in a bucket: its files read as objects, the masks' PNG form (their GPU form is
+        not read from buckets yet); with ``packs``, the tars read by DALI's own S3 reader, their index files
+        copied into the cache (:func:`daliloader.buckets.cached_copy`)."""
         root = buckets.as_path(url)
         manifest = load_manifest(root)
         pairs = [(buckets.member(root / i), buckets.member(root / m)) for i, m in manifest["pairs"]]
-        return cls._of(pairs, prepared_classes(manifest))
+        data = cls._of(pairs, prepared_classes(manifest))
+        if not packs:
+            return data
+        p = manifest[PACKS]
+        if not p:
+            raise DataError(f"{url} was prepared without packs: load it with packs=False")
+        if not dali_s3_safe():
+            raise DataError(f"{url} with packs=True: DALI reads the packs itself, and its S3 client aborts a process "
+                            "where TensorFlow was imported before DALI. Import daliloader before nvidia.dali (it "
+                            "loads DALI's S3 client safely), or load the copy with packs=False")
+        indexes = tuple(str(buckets.cached_copy((root / x).part, cache_dir() / PACK_INDEXES)) for x in p["indexes"])
+        tars = tuple((root / t).part.url for t in p["tars"])  # (a missing tar: a StorageError naming it)
+        found = Packs(tars, indexes, tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], None)
+        if sum(index_samples(f) for f in indexes) != len(data):
+            raise DataError(f"the pack indexes of {url} do not list the manifest's {len(data)} pairs: prepare it again")
+        return replace(data, packs=found)
 
     def without_gpu_form(self) -> SegmentationData:
         """The same pairs with the masks read as PNG everywhere, their GPU form (``gpu_masks``, the packs'

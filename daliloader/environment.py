@@ -1,6 +1,9 @@
 """The process-wide defaults daliloader sets on import, each only where the user has not set it, and
 where it keeps what it generates (:func:`cache_dir`):
 
+* DALI's S3 client made safe beside TensorFlow: when DALI is first imported, its TLS library is loaded
+  bound to DALI's own libcrypto (``_DaliS3First``).
+
 * ``TF_FORCE_GPU_ALLOW_GROWTH=true``: TensorFlow otherwise reserves nearly all of a GPU's memory when it
   starts and DALI, on the same GPU, runs out. TensorFlow reads the variable when it first starts a GPU,
   so the default only helps a TensorFlow that has not started yet (see
@@ -31,6 +34,7 @@ where it keeps what it generates (:func:`cache_dir`):
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
 import os
@@ -250,9 +254,74 @@ def quiet_tensorflow_import(on: bool = True) -> None:
 quiet_tensorflow_import()
 
 
+# ---------------------------------------------------------------- DALI's S3 client beside TensorFlow
+class _DaliS3First(importlib.abc.MetaPathFinder):
+    """A finder that finds nothing itself: when ``nvidia.dali`` is first looked for, it loads DALI's TLS
+    library (s2n) bound to DALI's own libcrypto first (:func:`_bind_dali_s3`), then leaves the import to
+    the other finders, and itself leaves ``sys.meta_path``.
+
+    Why: DALI reads ``s3://`` with the AWS SDK over s2n. Loaded after TensorFlow, s2n binds the OpenSSL
+    names that TensorFlow's BoringSSL exports, and DALI's first S3 read aborts the process (``s2n_init()
+    failed``). ``RTLD_DEEPBIND`` makes s2n take its own libraries' names first, whatever came before."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "nvidia.dali":
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self)
+            _bind_dali_s3()
+        return None
+
+
+#: How DALI's S3 client stands beside TensorFlow in this process: "bound" (s2n loaded first, by
+#: ``_DaliS3First``), "dali first" (DALI was imported before daliloader and before TensorFlow: s2n
+#: took its own libcrypto), "tensorflow first" (TensorFlow, then DALI, both before daliloader: DALI's S3
+#: client would abort the process), or "not yet" (DALI not imported).
+DALI_S3 = {"state": "not yet"}
+
+
+def _bind_dali_s3() -> None:
+    import ctypes
+    import glob
+
+    spec = importlib.util.find_spec("nvidia")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for library in sorted(glob.glob(os.path.join(folder, "dali", ".libs", "libs2n*.so*"))):
+            with contextlib.suppress(OSError):
+                ctypes.CDLL(library, mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
+                DALI_S3["state"] = "bound"
+                return
+
+
+def dali_s3_safe() -> bool:
+    """Whether DALI's S3 client can run in this process without aborting it (see ``_DaliS3First``)."""
+    return DALI_S3["state"] in ("bound", "dali first", "not yet")
+
+
+if "nvidia.dali" in sys.modules:  # (sys.modules keeps the order in which modules were first imported)
+    _order = list(sys.modules)
+    DALI_S3["state"] = ("dali first" if "tensorflow" not in sys.modules
+                        or _order.index("nvidia.dali") < _order.index("tensorflow") else "tensorflow first")
+else:
+    sys.meta_path.insert(0, _DaliS3First())
+
+
 def cache_dir() -> Path:
     """Where generated data lives: $DALILOADER_CACHE, or ~/.cache/daliloader."""
     return Path(os.environ.get("DALILOADER_CACHE", Path.home() / ".cache" / "daliloader"))
+
+
+def cache_scratch(prefix: str):
+    """A temporary folder in the cache (``with cache_scratch("prepare-") as folder``), removed on leaving:
+    room for what goes to or comes from a bucket."""
+    import tempfile
+
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from .errors import DataError
+
+        raise DataError(f"cannot make the cache folder ({e.strerror or e}): {cache_way_out()}") from None
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=cache_dir())
 
 
 def cache_way_out() -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import deque
-from pathlib import Path
 from typing import NoReturn
 
 from .data import SegmentationData
@@ -162,10 +161,10 @@ class PairGuard:
             return carried
         first_line = _first_line(str(error)) or type(error).__name__
         if self._named.packs is not None:  # the reader picks the samples: none is known to be in flight
-            folder = Path(self._named.packs.tars[0]).parent
+            folder = self._named.packs.tars[0].rsplit("/", 1)[0]  # (a path, or an s3:// URL)
             return LoadError(f"loading a batch from the packed webdataset shards in {folder} failed ({first_line}). "
                              f"Check the prepared copy against its originals with `daliloader verify "
-                             f"{folder.parent}`.\nOriginal error:\n{error}")
+                             f"{folder.rsplit('/', 1)[0]}`.\nOriginal error:\n{error}")
         problems = self._moved_files() or self._problems(recent)
         if problems:
             return LoadError(_message(f"loading a batch failed ({first_line})", problems))

@@ -106,15 +106,6 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
         "or give the folders explicitly (SegmentationData.from_dirs, or --images/--masks/--classes)")
 
 
-def refuse_in_bucket(root, what: str) -> None:
-    """``what`` (a TFDS folder) is not read from a bucket yet: a DataError that says so and what to do
-    instead."""
-    if buckets.is_url(root):
-        raise DataError(f"{root} is {what}, which daliloader does not read from a bucket yet (it reads image and mask "
-                        "folders, TFRecord files and prepared copies there): copy it to a local disk (aws s3 sync, "
-                        "rclone) and load that copy")
-
-
 def _missing_split(root: Path, name: str, split: str, where: Path, available) -> DataError:
     splits = ", ".join(sorted(available)) or "none"
     return DataError(f"{root} is {name}, but has no split {split!r} ({where} is missing); its splits: {splits}")
@@ -244,7 +235,6 @@ def _tfds(root: Path, split: str | None, keys: tuple, mask_channel: int | None =
         for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not marked:
         return None
-    refuse_in_bucket(root, "a folder prepared by TensorFlow Datasets")
     return tfds(root, split or "train", None, *keys, mask_channel)
 
 

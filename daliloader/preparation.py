@@ -40,6 +40,7 @@ from . import __version__, buckets
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, decode_image, encode, encode_lz4_mask, read_part_labels, write_file
 from .data import SegmentationData
+from .environment import cache_scratch
 from .errors import DataError, LoadError, moved
 from .folders import OUT_WAY_OUT, atomic_folder, made_once
 from .inspection import Expect, quick_problems
@@ -146,9 +147,7 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
                              source=source, gpu_masks=gpu_masks)
     options.check(data)
     if buckets.is_url(str(out)):
-        raise DataError(f"out={str(out)!r}: prepare writes a local folder; writing into a bucket is not built yet. "
-                        "Prepare into a local folder, then copy it (aws s3 sync OUT s3://...): a copy in a bucket is "
-                        "read with SegmentationData.from_prepared")
+        return _prepare_into_bucket(data, str(out), options)
     if (Path(out) / MANIFEST).exists():  # (atomic_folder would refuse it too, less precisely)
         raise DataError(f"{out} already holds a prepared dataset; remove it or {OUT_WAY_OUT}")
     with atomic_folder(out) as folder:
@@ -232,6 +231,20 @@ def _sources(data: SegmentationData) -> dict:
     return {"images": [str(p) for p in data.images], "masks": [str(p) for p in data.masks],
             "records": [[_absolute(p.file), p.record, p.offset, p.size] for p in data.images],
             "keys": [data.records.image_key, data.records.mask_key]}
+
+
+def _prepare_into_bucket(data: SegmentationData, url: str, options: PrepareOptions) -> dict:
+    """The prepared copy written into a temporary folder of the cache, then uploaded under ``url``, its
+    manifest last: a reader that finds the manifest finds the whole copy."""
+    from dataclasses import asdict
+
+    if buckets.tree(url).exists():
+        raise DataError(f"{url} already holds objects: prepare into a new prefix (a copy in a bucket is written "
+                        "once, never into another's files)")
+    with cache_scratch("prepare-") as tmp:
+        manifest = prepare(data, Path(tmp) / "copy", **asdict(options))
+        buckets.upload(Path(tmp) / "copy", url, last=MANIFEST)
+    return manifest
 
 
 def _absolute(path) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import buckets
 from .errors import DataError
 from .tfrecord import FOOTER, HEADER, RecordProblem, Records
 
@@ -229,7 +230,13 @@ def version_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike
 def named_folder(path_or_name: str | os.PathLike, data_dir_: str | os.PathLike | None) -> Path:
     """The folder ``path_or_name`` names: ``name[/config][:version]`` under :func:`data_dir` where that
     is a folder and data_dir is given (or the path is none), else the path itself; neither is refused,
-    listing the versions (or configs) prepared of that name, or what the data_dir holds."""
+    listing the versions (or configs) prepared of that name, or what the data_dir holds. A folder in a
+    bucket (``s3://``) is listed once and read as a :class:`~daliloader.buckets.BucketPath`."""
+    if buckets.is_url(path_or_name):
+        found = buckets.tree(path_or_name)
+        if not found.is_dir():
+            raise DataError(f"{path_or_name} does not exist or is not a folder")
+        return found
     path = Path(path_or_name).expanduser()
     name, _, version = str(path_or_name).partition(":")
     root = data_dir(data_dir_)
@@ -329,7 +336,7 @@ def dataset_info(folder: Path) -> DatasetInfo:
     path = folder / INFO
     info = _read_json(path)
     listed = _typed(info, "splits", list, path, "", [])
-    entries = sum(1 for _ in os.scandir(folder))
+    entries = sum(1 for _ in (folder.iterdir() if isinstance(folder, buckets.BucketPath) else os.scandir(folder)))
     splits = tuple(_split_info(split, path, i, entries) for i, split in enumerate(listed))
     return DatasetInfo(_typed(info, "name", str, path, "", folder.parent.name),
                        _typed(info, "version", str, path, "", folder.name),
@@ -401,9 +408,9 @@ def select(folder: Path, info: DatasetInfo, expression: str) -> tuple[tuple[str,
         raise DataError(f"split={expression!r} selects no record of {folder} (tfds.load refuses it too): widen the "
                         "slice")
     for file, length in zip(files, lengths):
-        if length is not None and length > os.path.getsize(file) // (HEADER + FOOTER):
-            raise _damaged(folder / INFO, f"it gives {file} {length} records, more than its "
-                                          f"{os.path.getsize(file)} bytes can hold")
+        size = (folder / Path(file).name).part.size if buckets.is_url(file) else os.path.getsize(file)
+        if length is not None and length > size // (HEADER + FOOTER):
+            raise _damaged(folder / INFO, f"it gives {file} {length} records, more than its {size} bytes can hold")
     return tuple(files), tuple(reads), tuple(lengths)
 
 
@@ -539,7 +546,7 @@ def shard_files(folder: Path, info: DatasetInfo, split: SplitInfo) -> list[str]:
         files.append(str(folder / split.template.format(DATASET=info.name, SPLIT=split.name,
                                                         FILEFORMAT=info.file_format, SHARD_INDEX=index,
                                                         NUM_SHARDS=count, SHARD_X_OF_Y=f"{index}-of-{count}")))
-    missing = [f for f in files if not os.path.isfile(f)]
+    missing = [f for f in files if not (folder / Path(f).name).is_file()]
     if missing:
         raise DataError(f"{folder}: {len(missing)} of the {split.shards} shards of split {split.name!r} are missing, "
                         f"such as {missing[0]}: the dataset is incomplete; prepare it again")

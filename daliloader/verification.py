@@ -18,6 +18,7 @@ import numpy as np
 from . import buckets
 from .classes import ClassMap
 from .codecs import decode_file, decode_mask, read
+from .environment import cache_scratch
 from .errors import DataError, LoadError, StorageError, StorageFault
 from .manifest import PACKS, Manifest, gpu_files, load_manifest, original_classes, read_lz4_mask
 from .packs import KINDS, index_text, members, sample_index
@@ -131,8 +132,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
         daliloader.errors.SpecError: a ``workers`` that is not a positive count this machine can use.
     """
     if buckets.is_url(str(out)):
-        raise DataError(f"{out}: verify reads a prepared copy on a local disk (its originals may be in a bucket); "
-                        "verify the copy before uploading it, or copy it back (aws s3 sync) to verify it")
+        return _verify_bucket(str(out), workers, progress)
     out, workers = Path(out), check_workers(workers)
     manifest = load_manifest(out)
     copy = PreparedCopy.of(out, manifest)
@@ -149,6 +149,17 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     if manifest.get(PACKS):
         report.pack_members_checked, report.indexes_checked, problems = check_packs(out, manifest)
         report.mismatches += problems
+    return report
+
+
+def _verify_bucket(url: str, workers: int | None, progress: bool) -> VerifyReport:
+    """A prepared copy in a bucket, downloaded into a temporary folder of the cache and verified there; the
+    mismatches name its objects."""
+    with cache_scratch("verify-") as tmp:
+        local = Path(tmp) / "copy"
+        buckets.download(url, local)
+        report = verify(local, workers, progress)
+    report.mismatches = [m.replace(str(local), url) for m in report.mismatches]
     return report
 
 

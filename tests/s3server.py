@@ -1,15 +1,18 @@
-"""A real S3-compatible server for the tests: moto's S3 on a free loopback port, in this process, behind
-a WSGI layer that injects faults (an error status such as 503 SlowDown, a delay, a stall).
+"""A real S3-compatible server for the tests: moto's S3 on a free loopback port, in a process of its own,
+behind a WSGI layer that injects faults (an error status such as 503 SlowDown, a delay, a stall).
 
-moto is a test-only dependency (the ``dev`` extra). Its state is process-wide: :meth:`S3Server.reset`
-empties every bucket. Credentials are accepted whatever they are, unless ``INITIAL_NO_AUTH_ACTION_COUNT``
-is set before moto is imported (:func:`checking_credentials`, in a process of its own).
+moto is a test-only dependency (the ``dev`` extra). :meth:`S3Server.reset` empties every bucket. Credentials
+are accepted whatever they are.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -38,11 +41,16 @@ class Fault:
 
 
 class _Injector:
+    """The WSGI layer in front of moto: injects the faults, logs the requests, and answers the test's
+    control requests under ``/_faults`` and ``/_requests`` (the server runs in a process of its own)."""
+
     def __init__(self, app):
         self.app, self.faults, self.requests, self._lock = app, [], [], threading.Lock()
 
     def __call__(self, environ, start_response):
         path, method = environ.get("PATH_INFO", ""), environ["REQUEST_METHOD"]
+        if path in ("/_faults", "/_requests"):
+            return self._control(environ, path, method, start_response)
         with self._lock:
             self.requests.append((method, path, environ.get("HTTP_RANGE")))
             fault = next((f for f in self.faults if f.path in path and f.method in (None, method)
@@ -58,25 +66,41 @@ class _Injector:
                 return [body]
         return self.app(environ, start_response)
 
+    def _control(self, environ, path, method, start_response):
+        """POST /_faults: add the JSON list of Fault fields; DELETE /_faults: none; GET /_requests: the log;
+        DELETE /_requests: empty it."""
+        with self._lock:
+            if path == "/_faults" and method == "POST":
+                size = int(environ.get("CONTENT_LENGTH") or 0)
+                self.faults += [Fault(**f) for f in json.loads(environ["wsgi.input"].read(size))]
+            elif method == "DELETE":
+                (self.faults if path == "/_faults" else self.requests).clear()
+            body = json.dumps(self.requests if path == "/_requests" else []).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
 
 class S3Server:
-    """moto's S3 on ``127.0.0.1`` (DALI's and obstore's clients resolve ``localhost`` slowly), in a thread."""
+    """moto's S3 on ``127.0.0.1`` (DALI's and obstore's clients resolve ``localhost`` slowly), in a process of
+    its own: DALI's S3 reader holds Python's lock while it builds a pipeline, and a server in a thread of the
+    same process would never answer it."""
 
     def __init__(self):
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-        from werkzeug.serving import make_server
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
-        self.injector = _Injector(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server("127.0.0.1", 0, self.injector, threaded=True, request_handler=MotoRequestHandler)
-        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        with tempfile.TemporaryDirectory() as tmp:
+            found = Path(tmp) / "endpoint"
+            self._process = subprocess.Popen([sys.executable, __file__, str(found)], stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 120
+            while not found.is_file():
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    self._process.kill()
+                    raise RuntimeError(f"the S3 test server did not start: {self._process.communicate()[1][-2000:]}")
+                time.sleep(0.05)
+            self.endpoint = found.read_text()
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        self._process.terminate()
+        self._process.wait(timeout=30)
 
     def client(self):
         """A boto3 client of this server: the tests write their buckets with another client than
@@ -86,21 +110,48 @@ class S3Server:
         return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
+    def _call(self, method: str, path: str, body=None):
+        import requests
+
+        answer = requests.request(method, f"{self.endpoint}{path}", json=body, timeout=30)
+        answer.raise_for_status()
+        return answer.json()
+
     def reset(self) -> None:
         """No bucket, no fault."""
         import requests
 
-        requests.post(f"{self.endpoint}/moto-api/reset", timeout=10).raise_for_status()
-        self.injector.faults.clear()
-        self.injector.requests.clear()
+        requests.post(f"{self.endpoint}/moto-api/reset", timeout=30).raise_for_status()
+        self.clear_faults()
+        self.clear_requests()
 
     def fail(self, *faults: Fault) -> None:
-        self.injector.faults.extend(faults)
+        self._call("POST", "/_faults", [{k: v for k, v in vars(f).items() if k != "hits"} for f in faults])
+
+    def clear_faults(self) -> None:
+        self._call("DELETE", "/_faults")
+
+    def clear_requests(self) -> None:
+        self._call("DELETE", "/_requests")
 
     def requests(self, method: str | None = None, ranged: bool | None = None) -> list[tuple[str, str]]:
         """The (method, path) of the requests served (of ``method``; with or without a Range header)."""
-        return [(m, p) for m, p, r in self.injector.requests
+        return [(m, p) for m, p, r in self._call("GET", "/_requests")
                 if method in (None, m) and ranged in (None, r is not None)]
+
+
+def _serve(endpoint_file: str) -> None:
+    """Serve until ended, the endpoint written (whole) into ``endpoint_file`` once listening."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = make_server("127.0.0.1", 0, _Injector(DomainDispatcherApplication(create_backend_app)), threaded=True,
+                         request_handler=MotoRequestHandler)
+    partial = Path(f"{endpoint_file}.tmp")
+    partial.write_text(f"http://127.0.0.1:{server.server_address[1]}")
+    os.replace(partial, endpoint_file)
+    server.serve_forever()
 
 
 def upload(client, folder: Path, bucket: str, prefix: str) -> str:
@@ -130,3 +181,7 @@ class environment:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])

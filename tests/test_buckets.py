@@ -111,7 +111,7 @@ def _listings(server, bucket: str) -> list:
 def test_evaluation_reads_every_object_once_and_lists_once(synth, server):
     remote = dl.SegmentationData.from_folder(synth[1])
     ds = dl.tf_dataset(remote, backend="tfdata", **EVAL)
-    server.injector.requests.clear()
+    server.clear_requests()
     for _ in range(2):
         assert sum(len(batch[0]) for batch in ds) == len(remote)
     objects = [p for m, p in server.requests("GET") if p.count("/") > 1]
@@ -142,14 +142,14 @@ def test_throttling_is_retried_then_named(backend, synth, server, monkeypatch):
     victim = remote.images[1]
     server.fail(Fault(path=str(victim)[4:], method="GET", times=2))  # two 503 SlowDown, then the object
     assert len(one_epoch(backend, remote, tf=True, **EVAL)) == 2
-    server.injector.faults.clear()
+    server.clear_faults()
     monkeypatch.setenv("DALILOADER_S3_RETRIES", "1")
     server.fail(Fault(path=str(victim)[4:], method="GET", times=None))
     try:
         with pytest.raises(StorageError, match=f"{victim}: the server kept refusing with 'slow down'") as raised:
             one_epoch(backend, remote, tf=True, **EVAL)
     finally:
-        server.injector.faults.clear()
+        server.clear_faults()
     assert raised.value.fault is StorageFault.THROTTLED
 
 
@@ -165,7 +165,7 @@ def test_a_stalled_server_times_out_by_name(backend, synth, server, monkeypatch)
         with pytest.raises(StorageError, match=f"{victim}: no answer in time"):
             one_epoch(backend, remote, tf=True, **EVAL)
     finally:
-        server.injector.faults.clear()
+        server.clear_faults()
     assert time.monotonic() - start < 30
 
 
@@ -190,13 +190,6 @@ def test_load_time_faults_name_the_url(server, synth, monkeypatch):
         dl.SegmentationData.from_folder(synth[1])
 
 
-def test_what_is_not_read_from_buckets_yet_is_refused_by_name(synth):
-    with pytest.raises(DataError, match="does not read from a bucket yet.*copy it to a local disk"):
-        dl.SegmentationData.from_tfds("s3://b/tfds/pets/4.0.0")
-    with pytest.raises(DataError, match="packs of a prepared copy are not read from a bucket yet"):
-        dl.SegmentationData.from_prepared(synth[1], packs=True)
-
-
 # ---------------------------------------------------------------- records and prepared copies
 @pytest.fixture(scope="module")
 def stored(synth, server, tmp_path_factory):
@@ -207,7 +200,7 @@ def stored(synth, server, tmp_path_factory):
     local = synth[0]
     records, prepared = tmp_path_factory.mktemp("records"), tmp_path_factory.mktemp("prepared") / "copy"
     convert.to_tfrecord(local, records)
-    dl.prepare(local, prepared, progress=False)
+    dl.prepare(local, prepared, pack_size=3, progress=False)
     client = server.client()
     return {"tfrecord": (dl.SegmentationData.from_tfrecord(str(records / "*.tfrecord"), classes=local.classes),
                          upload(client, records, "stored", "records")),
@@ -235,6 +228,19 @@ def test_records_and_prepared_copies_load_from_a_bucket(backend, which, stored):
             np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_packs_in_a_bucket_are_read_by_dalis_own_reader(backend, stored):
+    local, url = stored["prepared"]
+    local = dl.SegmentationData.from_prepared(Path(local.images[0]).parents[1], packs=True)
+    remote = dl.SegmentationData.from_prepared(url, packs=True)
+    assert remote.container is dl.data.Container.PACKS and remote.packs.tars[0].startswith(f"{url}/")
+    got, want = one_epoch(backend, remote, tf=True, **EVAL), one_epoch(backend, local, tf=True, **EVAL)
+    assert len(got) == len(want) > 0
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
 def test_a_tfrecord_object_is_indexed_once_and_again_when_replaced(stored, server, tmp_path, monkeypatch):
     monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
     local, url = stored["tfrecord"]
@@ -245,7 +251,7 @@ def test_a_tfrecord_object_is_indexed_once_and_again_when_replaced(stored, serve
     def whole_reads():  # GETs of the whole object (an index's spot checks read ranges of it)
         return server.requests("GET", ranged=False).count(("GET", "/stored/indexed/a.tfrecord"))
 
-    server.injector.requests.clear()
+    server.clear_requests()
     first = dl.SegmentationData.from_tfrecord("s3://stored/indexed/a.tfrecord", classes=local.classes)
     assert len(first) > 0 and whole_reads() == 1
     again = dl.SegmentationData.from_tfrecord("s3://stored/indexed/a.tfrecord", classes=local.classes)
@@ -265,17 +271,27 @@ def _run(code: str, endpoint: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-@pytest.mark.parametrize("first", ["tensorflow", "nvidia.dali"])
-def test_either_import_order_reads_a_bucket(first, synth, server):
-    second = "nvidia.dali" if first == "tensorflow" else "tensorflow"
+@pytest.mark.parametrize("imports", ["tensorflow, daliloader", "daliloader, tensorflow", "nvidia.dali, tensorflow",
+                                     "tensorflow, nvidia.dali"])
+def test_either_import_order_reads_a_bucket(imports, synth, stored, server):
+    """DALI's own S3 reader (packs) aborts a process where TensorFlow came before DALI's S3 client: in every
+    order the user may import, a bucket is read or refused by name, never a crash."""
     done = _run(f"""
-        import {first}, {second}
+        import {imports}
         import daliloader as dl
-        data = dl.SegmentationData.from_folder({synth[1]!r})
-        print(sum(1 for _ in dl.tf_dataset(data, backend="dali-cpu", batch_size=4, image_size=(64, 64),
-                                           training=False)))
+        from daliloader.errors import DataError
+        for load in (lambda: dl.SegmentationData.from_folder({synth[1]!r}),
+                     lambda: dl.SegmentationData.from_prepared({stored["prepared"][1]!r}, packs=True)):
+            try:
+                data = load()
+            except DataError as e:
+                print("refused:", "Import daliloader before nvidia.dali" in str(e))
+                continue
+            print(sum(1 for _ in dl.tf_dataset(data, backend="dali-cpu", batch_size=4, image_size=(64, 64),
+                                               training=False)))
         """, server.endpoint)
-    assert done.returncode == 0 and done.stdout.split() == ["2"], done.stderr[-2000:]
+    packs = ["refused: True"] if imports.startswith("tensorflow, nvidia") else ["2"]
+    assert done.returncode == 0 and done.stdout.splitlines() == ["2", *packs], done.stderr[-2000:]
 
 
 def test_without_obstore_the_install_command_is_named(synth, server):
@@ -299,6 +315,23 @@ def test_check_runs_on_a_bucket(synth, server):
     assert done.returncode == 0 and "checked 8 pairs" in done.stdout and "no problems" in done.stdout, done.stderr
 
 
+def test_a_tfds_folder_in_a_bucket_reads_as_on_disk(server, tmp_path):
+    pytest.importorskip("tensorflow_datasets")
+    from trees import tfds_pets
+
+    data_dir, _ = tfds_pets(tmp_path)
+    url = upload(server.client(), data_dir, "tfds", "datasets")
+    for split in ("train", "test[:2]"):
+        remote = dl.SegmentationData.from_tfds(f"{url}/oxford_iiit_pet", split)
+        local = dl.SegmentationData.from_tfds(data_dir / "oxford_iiit_pet", split)
+        assert remote.container is dl.data.Container.OBJECTS and same_classes(remote, local)
+        assert [p.name for p in remote.images] == [p.name for p in local.images]
+        for a, b in zip(one_epoch("tfdata", remote, **EVAL), one_epoch("tfdata", local, **EVAL)):
+            for x, y in zip(a, b):
+                np.testing.assert_array_equal(x, y)
+    assert len(dl.SegmentationData.from_folder(f"{url}/oxford_iiit_pet/4.0.0")) == 5
+
+
 # ---------------------------------------------------------------- what a bucket changes elsewhere
 def test_a_bucket_is_refused_where_it_cannot_work(synth, tmp_path):
     local, url = synth
@@ -307,10 +340,8 @@ def test_a_bucket_is_refused_where_it_cannot_work(synth, tmp_path):
         dl.keras_sequence(remote, workers=2, use_multiprocessing=True)
     with pytest.raises(DataError, match="one is in a bucket \\(s3://\\) and one on a disk"):
         dl.SegmentationData.from_dirs(f"{url}/train", Path(local.masks[0]).parent, local.classes)
-    with pytest.raises(DataError, match="writing into a bucket is not built yet"):
-        dl.prepare(remote, "s3://data/prepared", progress=False)
-    with pytest.raises(DataError, match="verify reads a prepared copy on a local disk"):
-        dl.verify("s3://data/prepared")
+    with pytest.raises(DataError, match="s3://data/synth already holds objects: prepare into a new prefix"):
+        dl.prepare(remote, url, progress=False)
     with pytest.raises(StorageError, match="s3://no-bucket/a.png: the bucket does not exist"):
         dl.SegmentationData.from_pairs([("s3://no-bucket/a.png", "s3://no-bucket/a_L.png")], local.classes)
 
@@ -343,15 +374,23 @@ def test_a_storage_error_survives_pickling():
     assert str(again) == str(error) and again.fault is error.fault and again.url == error.url
 
 
-def test_prepare_from_a_bucket_and_verify_against_it(synth, tmp_path):
+@pytest.mark.parametrize("into", ["a local folder", "a bucket"])
+def test_prepare_from_a_bucket_and_verify_against_it(into, synth, server, tmp_path, monkeypatch):
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
     local, url = synth
     remote = dl.SegmentationData.from_folder(url)
-    out = tmp_path / "prepared"
-    dl.prepare(remote, out, progress=False)
+    out = str(tmp_path / "prepared") if into == "a local folder" else f"s3://data/prepared-{time.monotonic_ns()}"
+    dl.prepare(remote, out, pack_size=4, progress=False)
     copy = dl.SegmentationData.from_prepared(out)
-    assert len(copy) == len(remote)
+    assert len(copy) == len(remote) and (copy.container is dl.data.Container.OBJECTS) == (into == "a bucket")
     report = dl.verify(out, progress=False)
     assert report.ok and report.masks_checked == len(remote) and not report.originals_missing, report
+    assert report.pack_members_checked == 4 * len(remote) and not list((tmp_path / "cache").glob("*-*/"))
+    np.testing.assert_array_equal(one_epoch("opencv", copy, **EVAL)[0][1], one_epoch("opencv", local, **EVAL)[0][1])
+    if into == "a bucket":  # a mask replaced in the bucket: verify names its object
+        key = out.removeprefix("s3://data/") + "/" + copy.masks[0].url.split("/", 4)[4]
+        server.client().put_object(Bucket="data", Key=key, Body=Path(str(local.masks[0])).read_bytes())
+        assert any(m.startswith(f"{out}/") for m in dl.verify(out, progress=False).mismatches)
 
 
 def test_bench_measures_a_bucket_beside_its_local_copy(synth, tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from ..classes import ClassMap, MaskKind
 from ..data import Container, SegmentationData
 from ..guard import PairGuard
 from ..parallel import threaded_map
+from ..parts import in_bucket
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
@@ -54,7 +55,7 @@ def dataset(plan: Plan) -> LoaderDataset:
     data, sampler = plan.data, plan.sampler
     guard = pair_guard(data, "tfdata")
     one_epoch = _batches(plan, _vetted(plan, guard))
-    if not sampler.training or READINGS[data.container].epoch_by_epoch:  # every iter() from the first batch
+    if not sampler.training or reading(data).epoch_by_epoch:  # every iter() from the first batch
         return LoaderDataset(one_epoch, guard)
     endless = _batches(plan, _vetted(plan, guard).repeat())
     return EpochDataset(endless, plan.steps, guard, variant(one_epoch))
@@ -62,14 +63,14 @@ def dataset(plan: Plan) -> LoaderDataset:
 
 def _vetted(plan: Plan, guard) -> tf.data.Dataset:
     """One epoch of vetted positions, as the data's container is read (:data:`READINGS`)."""
-    return READINGS[plan.data.container].vetted(_positions(plan), guard)
+    return reading(plan.data).vetted(_positions(plan), guard)
 
 
 def _positions(plan: Plan) -> tf.data.Dataset:
     """One epoch of positions: the sample indices of files, or (index, record) of TFRecords; in training,
     only the epoch's full batches (its remainder dropped here, so that repeated epochs never mix)."""
     sampler = plan.sampler
-    epoch = READINGS[plan.data.container].positions(plan)
+    epoch = reading(plan.data).positions(plan)
     return epoch.take(sampler.per_epoch) if sampler.drop_remainder else epoch
 
 
@@ -79,7 +80,7 @@ def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
-    fetch = READINGS[data.container].fetch(data)
+    fetch = reading(data).fetch(data)
 
     def load(index, read, image_bytes, mask_bytes, seed):
         image_bytes, mask_bytes = fetch(read, image_bytes, mask_bytes)
@@ -438,6 +439,14 @@ def _vetted_objects(indices: tf.data.Dataset, guard) -> tf.data.Dataset:
 
     vetted = indices.batch(VET_CHUNK).map(call).unbatch()
     return vetted.apply(tf.data.experimental.assert_cardinality(indices.cardinality()))  # (unbatch forgets it)
+
+
+def reading(data: SegmentationData) -> Reading:
+    """How this backend reads ``data`` (:data:`READINGS`): packs are read as their pairs, and packs in a
+    bucket as its objects (tf.data has no reader of webdataset tars)."""
+    if data.container is Container.PACKS and in_bucket(data.images[0]):
+        return READINGS[Container.OBJECTS]
+    return READINGS[data.container]
 
 
 _FILES = Reading(_files, _vetted_files, _fetch_files)
