@@ -108,12 +108,6 @@ def stamp(url: str) -> tuple[int, int]:
     return head(url).stamp
 
 
-def read_objects(parts) -> tuple[bytes, ...]:
-    """The bytes of each of ``parts`` (:meth:`ObjectPart.read`), one after the other (a loader fetches
-    several pairs at once)."""
-    return tuple(part.read() for part in parts)
-
-
 def head(url: str) -> ObjectPart:
     """The object at ``url`` as it is now (one HEAD request)."""
     obstore = client(url)

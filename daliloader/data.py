@@ -74,9 +74,10 @@ class Container(Enum):
     @property
     def caches_masks(self) -> bool:
         """Whether colour masks may be decoded once into the mask cache (:mod:`daliloader.maskcache`):
-        files only. A prepared copy's masks are class indices already, and a record's mask is read with
-        its record, which no cached file can stand in for."""
-        return self is Container.FILES
+        files and objects (records in a bucket aside: see :func:`daliloader.maskcache.wanted`). A prepared
+        copy's masks are class indices already, and a record's mask is read with its record, which no cached
+        file can stand in for."""
+        return self in (Container.FILES, Container.OBJECTS)
 
 
 @dataclass(frozen=True)

@@ -62,11 +62,11 @@ class PairGuard:
         self._refused: deque[LoadError] = deque(maxlen=remember)  # verify()'s latest refusals
         self._lock = threading.Lock()
 
-    def verify(self, index: int, blobs: tuple[bytes, bytes] | None = None) -> None:
+    def verify(self, index: int, blobs: tuple[bytes, bytes | None] | None = None) -> None:
         """Vet pair ``index`` unless it was vetted and its files have not changed since; a LoadError naming
         its files where it would not load. ``blobs``: the pair's encoded image and mask as read from its
-        record, already checked against the index (:meth:`read`): vetted once, as the bytes are then the
-        ones indexed."""
+        record or its objects, already checked against the index or the listing (:meth:`read`): vetted once,
+        as the bytes are then the ones indexed or listed (a mask of None: read by the checks themselves)."""
         with self._lock:
             self._recent.append(index)
         image, mask = self._named.images[index], self._named.masks[index]
@@ -79,7 +79,8 @@ class PairGuard:
                 stamp = None  # gone: the quick checks say so, naming the file
         if stamp is not None and self._vetted.get(index) == stamp:
             return
-        problems, headers = quick_check(image, mask, self.expect, dict(zip((image, mask), blobs or ())))
+        read = {part: blob for part, blob in zip((image, mask), blobs or ()) if blob is not None}
+        problems, headers = quick_check(image, mask, self.expect, read)
         if not problems and self.expect.backend == "dali-gpu" and self._named.gpu_masks is not None:
             problems = gpu_mask_problems(self._named.gpu_masks[index], headers[image], image)
         if problems:
@@ -97,14 +98,14 @@ class PairGuard:
         if not read_checked(image):
             self.verify(index)
             return read_part(image), read_part(mask)
-        try:
-            blobs = read_checked_pair(image, mask)
+        try:  # (with the mask cache, the mask is the cache's file, kept fresh by the vetting: read after it)
+            blobs = read_checked_pair(image, mask) if self._cache is None else (read_part(image), None)
         except RecordProblem as e:
             self._refuse(index, [Problem(record_problem_kind(e.kind), str(image), e.what, str(mask))])
         except StorageError as e:
             self._refuse_object(index, e)
         self.verify(index, blobs)
-        return blobs
+        return blobs if self._cache is None else (blobs[0], read_part(mask))
 
     def take(self, index: int, payload: bytes) -> tuple[bytes, bytes]:
         """:meth:`read` of a record that another reader read (tf.data's ``TFRecordDataset``): its

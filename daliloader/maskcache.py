@@ -44,7 +44,7 @@ from .errors import DataError, LoadError
 from .folders import made_once
 from .manifest import LZ4_MAX_BYTES
 from .parallel import threaded_map
-from .tfrecord import file_stamp
+from .parts import in_bucket, part_stamp
 
 #: The cache's folders of masks start so (and :mod:`daliloader.cache` lists them by it).
 PREFIX = "masks-v1-"
@@ -60,7 +60,8 @@ def wanted(data: SegmentationData) -> bool:
     setting = os.environ.get("DALILOADER_MASK_CACHE", "").strip().lower()
     if setting not in SETTINGS:
         raise DataError(f"DALILOADER_MASK_CACHE={setting!r}: 0 (off), 1 (every mask) or unset (colour masks)")
-    if SETTINGS[setting] == "off" or not data.container.caches_masks or data.mask_cache is not None:
+    if SETTINGS[setting] == "off" or not data.container.caches_masks or data.records is not None \
+            or data.mask_cache is not None:
         return False
     if SETTINGS[setting] == "all":
         return not _class_indices(data.classes)
@@ -129,14 +130,14 @@ class MaskCache:
         one finds the stamp changed and decodes it again)."""
         mask = self.original.masks[index]
         try:
-            stamp = file_stamp(mask)
+            stamp = part_stamp(mask)
         except OSError:
             raise LoadError(f"cannot load sample {index}: its mask {mask} is gone (it was there when the mask cache "
                             "was made)") from None
         if stamp == self.stamps[index] and self._entry_there(index):
             return
         with self._lock:  # one refresh at a time: a rare event (a mask changed under a run, an entry removed)
-            if file_stamp(mask) != self.stamps[index] or not self._entry_there(index):
+            if part_stamp(mask) != self.stamps[index] or not self._entry_there(index):
                 try:
                     self.stamps[index] = _write_entry(self.original, index, self.folder, self.gpu)
                 except _TooBigForLZ4 as e:
@@ -165,7 +166,8 @@ def _digest(data: SegmentationData) -> str:
     """The cache's name: the masks' absolute paths and how the class map reads them."""
     c = data.classes
     table = (c.colors.tolist() if c.kind is MaskKind.RGB else sorted(c.id_to_class.items()))
-    key = json.dumps([[os.path.abspath(m) for m in data.masks], str(c.kind), table, c.ignore_index,
+    key = json.dumps([[str(m) if in_bucket(m) else os.path.abspath(m) for m in data.masks], str(c.kind), table,
+                      c.ignore_index,
                       c.mask_channel, None if c.ignore_colors is None else c.ignore_colors.tolist(),
                       None if c.palette_masks is None else c.palette_masks.tolist(), data.mask_depth])
     return hashlib.sha1(key.encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
@@ -213,7 +215,7 @@ def _write_entry(data: SegmentationData, index: int, folder: Path, gpu: bool) ->
     the mask it read (taken before reading: a change while it reads shows at the next look)."""
     mask = data.masks[index]
     try:
-        stamp = list(file_stamp(mask))
+        stamp = list(part_stamp(mask))
         labels = mask_labels(mask, data.classes)
     except OSError as e:
         raise LoadError(f"cannot read mask {mask} ({e.strerror or e}) to cache its class indices") from None

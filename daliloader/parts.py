@@ -16,8 +16,8 @@ import io
 import threading
 from pathlib import Path
 
-from .buckets import ObjectPart, is_url, read_objects
-from .tfrecord import RecordPart, read_pair
+from .buckets import ObjectPart, is_url
+from .tfrecord import RecordPart, file_stamp, read_pair
 
 #: Where a sample's image or mask is: a file's path, a feature of a TFRecord record, an object in a bucket.
 Part = str | RecordPart | ObjectPart
@@ -55,11 +55,19 @@ def in_bucket(part: Part) -> bool:
 
 
 def read_checked_pair(image: Part, mask: Part) -> tuple[bytes, bytes]:
-    """The bytes of a pair of records (one read: :func:`~daliloader.tfrecord.read_pair`) or objects (two
-    fetches at once); a RecordProblem or a StorageError where one is not as loaded."""
+    """The bytes of a pair of records (one read: :func:`~daliloader.tfrecord.read_pair`) or objects (one
+    fetch each; the mask may be a file of the mask cache); a RecordProblem or a StorageError where one is
+    not as loaded."""
     if isinstance(image, RecordPart):
         return read_pair(image, mask)
-    return read_objects((image, mask))
+    return read_part(image), read_part(mask)
+
+
+def part_stamp(part: Part) -> tuple:
+    """What tells a version of a file or an object from another: a file's stat stamp
+    (:func:`~daliloader.tfrecord.file_stamp`), an object's size and ETag as listed (an object replaced since
+    is refused when it is read: :meth:`~daliloader.buckets.ObjectPart.read`)."""
+    return part.stamp if isinstance(part, ObjectPart) else file_stamp(part)
 
 
 def as_part(value) -> Part:

@@ -108,14 +108,20 @@ def _listings(server, bucket: str) -> list:
     return [r for r in server.requests("GET") if r[1].rstrip("/") == f"/{bucket}"]
 
 
-def test_evaluation_reads_every_object_once_and_lists_once(synth, server):
+@pytest.mark.parametrize("mask_cache", ["0", ""])
+def test_evaluation_reads_every_object_once_and_lists_once(mask_cache, synth, server, monkeypatch):
+    """Two evaluation epochs: every image fetched once per epoch; every mask too, or, with the mask cache
+    (colour masks: decoded once into the cache), once in all (vetted the first time its pair is read)."""
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", mask_cache)
     remote = dl.SegmentationData.from_folder(synth[1])
     ds = dl.tf_dataset(remote, backend="tfdata", **EVAL)
     server.clear_requests()
     for _ in range(2):
         assert sum(len(batch[0]) for batch in ds) == len(remote)
     objects = [p for m, p in server.requests("GET") if p.count("/") > 1]
-    assert sorted(objects) == sorted(2 * [f"/{str(p)[5:]}" for p in (*remote.images, *remote.masks)])
+    expected = 2 * [f"/{str(p)[5:]}" for p in remote.images] + [f"/{str(p)[5:]}" for p in remote.masks] * (
+        2 if mask_cache == "0" else 1)
+    assert sorted(objects) == sorted(expected)
     assert _listings(server, "data") == []  # no listing per epoch
 
 
