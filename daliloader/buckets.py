@@ -28,6 +28,7 @@ import hashlib
 import io
 import os
 import re
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import PurePosixPath
@@ -75,9 +76,10 @@ class ObjectPart:
 
     @property
     def stamp(self) -> tuple[int, int]:
-        """Its size and a number of its ETag (0 where the server gave none), as kept in a TFRecord index."""
-        tag = int(hashlib.sha1(self.etag.encode()).hexdigest()[:15], 16) if self.etag else 0
-        return self.size, tag
+        """Its size and a number of its ETag (of its last-modified time where the server gives no ETag; 0
+        where it gives neither), as kept in a TFRecord index, the mask cache and the cached copies."""
+        version = self.etag or (self.modified.isoformat() if self.modified else "")
+        return self.size, int(hashlib.sha1(version.encode()).hexdigest()[:15], 16) if version else 0
 
     def read(self) -> bytes:
         """The object's bytes, as listed: a StorageError (``CHANGED``) where it was replaced since (another
@@ -92,6 +94,42 @@ class ObjectPart:
         if len(data) != self.size:
             raise StorageError(StorageFault.CHANGED, self.url, f"{len(data)} bytes, listed with {self.size}")
         return data
+
+
+#: Bytes an object is read by at a time where it is read front to back (:func:`reader`).
+CHUNK = 64 << 20
+
+
+class _Ranges(io.RawIOBase):
+    """An object read front to back by ranged requests, each asking for the version ``part`` names."""
+
+    def __init__(self, part: ObjectPart):
+        super().__init__()
+        self.part, self.position = part, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        length = min(len(buffer), self.part.size - self.position)
+        if length <= 0:
+            return 0
+        obstore = client(self.part.url)
+        bucket, key = split_url(self.part.url)
+        options = {"range": (self.position, self.position + length)}
+        if self.part.etag:
+            options["if_match"] = self.part.etag
+        with _translated(self.part.url):
+            data = bytes(obstore.get(store(bucket), key, options=options).bytes())
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+
+def reader(part: ObjectPart):
+    """A binary file object reading the object ``part`` front to back, :data:`CHUNK` bytes per request (a
+    TFRecord object of gigabytes is indexed without holding it whole); another version of it is refused."""
+    return io.BufferedReader(_Ranges(part), buffer_size=CHUNK)
 
 
 def read_range(url: str, start: int, length: int) -> bytes:
@@ -129,8 +167,13 @@ def _part(bucket: str, meta: dict) -> ObjectPart:
                       meta.get("last_modified"))
 
 
+#: What the client reads from the environment when it is made: a client is made again when one changes.
+_AWS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+        "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
+
+
 @functools.cache
-def _store(bucket: str, endpoint: str | None, timeout: float, retries: int):
+def _store(bucket: str, endpoint: str | None, timeout: float, retries: int, aws: tuple):
     from obstore.store import S3Store
     options = {"timeout": f"{timeout}s", "connect_timeout": f"{min(timeout, 5.0)}s",
                "allow_http": bool(endpoint and endpoint.startswith("http://"))}
@@ -151,10 +194,11 @@ def client(url: str):
 
 
 def store(bucket: str):
-    """The client of ``bucket``, one per bucket and setting (the endpoint, the timeout, the retries)."""
+    """The client of ``bucket``, one per bucket and setting (the endpoint, the timeout, the retries, the
+    credentials and region in the environment)."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     return _store(bucket, endpoint, _setting("DALILOADER_S3_TIMEOUT", TIMEOUT, float),
-                  _setting("DALILOADER_S3_RETRIES", RETRIES, int))
+                  _setting("DALILOADER_S3_RETRIES", RETRIES, int), tuple(os.environ.get(k) for k in _AWS))
 
 
 def _setting(name: str, default, kind):
@@ -356,13 +400,20 @@ class BucketPath:
 
 
 def matching(pattern: str) -> list[str]:
-    """The URLs of the objects whose keys match the glob ``pattern`` (``s3://b/tfrecords/train-*``), sorted:
-    one listing of the folder above its first wildcard."""
+    """The URLs of the objects whose keys match the glob ``pattern`` (``s3://b/tfrecords/train-*``), sorted,
+    as ``glob.glob`` matches files: a wildcard stays within its folder, and matches no name that starts
+    with a dot unless the pattern's does. One listing of the folder above the first wildcard."""
     bucket, key = split_url(pattern)
-    parts = key.split("/")
-    fixed = next((i for i, p in enumerate(parts) if any(c in p for c in "*?[")), len(parts))
-    listing = Listing.of(f"{SCHEME}{bucket}/{'/'.join(parts[:fixed])}")
-    return sorted(p.url for k, p in listing.objects.items() if fnmatch.fnmatchcase(k, key))
+    wanted = key.split("/")
+    fixed = next((i for i, p in enumerate(wanted) if any(c in p for c in "*?[")), len(wanted))
+    listing = Listing.of(f"{SCHEME}{bucket}/{'/'.join(wanted[:fixed])}")
+
+    def matches(k: str) -> bool:
+        names = k.split("/")
+        return len(names) == len(wanted) and all(
+            fnmatch.fnmatchcase(n, w) and (not n.startswith(".") or w.startswith(".")) for n, w in zip(names, wanted))
+
+    return sorted(p.url for k, p in listing.objects.items() if matches(k))
 
 
 def upload(folder, url: str, last: str) -> None:
@@ -406,13 +457,14 @@ def download(url: str, folder) -> int:
 
 def cached_copy(part: ObjectPart, folder):
     """A local copy of a small object (a pack's index, which DALI's reader takes from a disk), kept in
-    ``folder`` under a name of its URL and ETag: fetched once per version, written whole."""
+    ``folder`` under a name of its URL and version (:attr:`ObjectPart.stamp`): fetched once per version,
+    written whole."""
     from pathlib import Path
 
-    path = Path(folder) / hashlib.sha1(f"{part.url} {part.etag}".encode()).hexdigest()[:16] / part.name
+    path = Path(folder) / hashlib.sha1(f"{part.url} {part.stamp}".encode()).hexdigest()[:16] / part.name
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         partial.write_bytes(part.read())
         os.replace(partial, path)
     return path

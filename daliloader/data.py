@@ -349,7 +349,10 @@ class SegmentationData:
                 file or pattern that names no TFRecord file; an ``index`` that is neither ``"cache"`` nor
                 ``"beside"``; or a ``classes`` that cannot read the masks.
         """
-        scans = [tfrecord.indexed(f, index) for f in tfrecord.expand(files)]
+        found = tfrecord.expand(files)
+        if len({buckets.is_url(f) for f in found}) > 1:
+            raise DataError("files mixes s3:// objects and local files: keep a dataset in one place")
+        scans = [tfrecord.indexed(f, index) for f in found]
         return cls._of_records(scans, classes, image_key, mask_key, mask_channel)
 
     @classmethod
@@ -385,6 +388,10 @@ class SegmentationData:
                 split expression it cannot read, records that cannot be read, or a ``classes`` that cannot
                 read the masks, named.
         """
+        searched = data_dir or os.environ.get("TFDS_DATA_DIR") or ""
+        if buckets.is_url(str(searched)) and not buckets.is_url(str(path_or_name)):
+            raise DataError(f"data_dir (or $TFDS_DATA_DIR) {searched}: a data_dir in a bucket is not searched by name; "
+                            "pass the dataset's folder itself: s3://bucket/tensorflow_datasets/NAME[/CONFIG][/VERSION]")
         found = layouts.tfds(as_path(path_or_name, "path_or_name"), split, data_dir, image_key, mask_key,
                              mask_channel)
         return cls._of_found(found, classes)

@@ -290,6 +290,9 @@ def _bind_dali_s3() -> None:
                 ctypes.CDLL(library, mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
                 DALI_S3["state"] = "bound"
                 return
+    # no s2n found where the pip wheel keeps it (another build of DALI): safe only where TensorFlow is not
+    # loaded yet, so that s2n, loaded with DALI, takes DALI's libcrypto
+    DALI_S3["state"] = "tensorflow first" if "tensorflow" in sys.modules else "dali first"
 
 
 def dali_s3_safe() -> bool:

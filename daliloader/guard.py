@@ -125,6 +125,8 @@ class PairGuard:
         that no longer decodes refuses the pair, naming it."""
         try:
             self._cache.refresh(index)
+        except StorageError as e:  # the bucket's faults, named as such (a mask gone or replaced: its pair)
+            self._refuse_object(index, e)
         except LoadError as e:
             self._refuse(index, [Problem(ProblemKind.CORRUPT, str(self._named.masks[index]), str(e).splitlines()[0],
                                          str(self._named.images[index]))])

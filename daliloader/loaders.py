@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from . import backends
-from .data import Container
 from .errors import SpecError
+from .parts import in_bucket
 from .plan import Plan, make_plan, plan_of, with_keywords
 from .spec import Crop, ImageSize, LabelMode, check_count
 
@@ -160,7 +160,7 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_siz
                         "runs on Keras' workers (workers=, use_multiprocessing=)")
     plan = plan_of(data, "keras_sequence", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
-    if use_multiprocessing and plan.data.container is Container.OBJECTS:
+    if use_multiprocessing and in_bucket(plan.data.images[0]):
         raise SpecError("use_multiprocessing=True with data in a bucket: Keras forks its worker processes, and the S3 "
                         "client, already started in this process, hangs in a forked one. Pass workers=N without "
                         "use_multiprocessing: the threads fetch in parallel (a fetch releases the GIL)")

@@ -40,7 +40,7 @@ from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, encode, encode_lz4_mask, mask_labels, write_file
 from .data import SegmentationData
 from .environment import cache_dir, cache_way_out
-from .errors import DataError, LoadError
+from .errors import DataError, LoadError, StorageError, StorageFault
 from .folders import made_once
 from .manifest import LZ4_MAX_BYTES
 from .parallel import threaded_map
@@ -206,6 +206,10 @@ def _entry_or_none(data: SegmentationData, index: int, folder: Path, gpu: bool) 
     """:func:`_write_entry`, or None for a mask that cannot be read or decoded (its pair's loader says so)."""
     try:
         return _write_entry(data, index, folder, gpu)
+    except StorageError as e:  # a bucket's fault that says nothing of the mask stops the making, named
+        if e.fault not in (StorageFault.MISSING_OBJECT, StorageFault.CHANGED):
+            raise
+        return None
     except LoadError:
         return None
 

@@ -66,8 +66,9 @@ def read_checked_pair(image: Part, mask: Part) -> tuple[bytes, bytes]:
 def part_stamp(part: Part) -> tuple:
     """What tells a version of a file or an object from another: a file's stat stamp
     (:func:`~daliloader.tfrecord.file_stamp`), an object's size and ETag as listed (an object replaced since
-    is refused when it is read: :meth:`~daliloader.buckets.ObjectPart.read`)."""
-    return part.stamp if isinstance(part, ObjectPart) else file_stamp(part)
+    is refused when it is read: :meth:`~daliloader.buckets.ObjectPart.read`), a record's file's when it was
+    indexed."""
+    return part.stamp if isinstance(part, (ObjectPart, RecordPart)) else file_stamp(part)
 
 
 def as_part(value) -> Part:

@@ -243,6 +243,8 @@ def _prepare_into_bucket(data: SegmentationData, url: str, options: PrepareOptio
                         "once, never into another's files)")
     with cache_scratch("prepare-") as tmp:
         manifest = prepare(data, Path(tmp) / "copy", **asdict(options))
+        if buckets.tree(url).exists():  # written meanwhile (another prepare): never mixed into it
+            raise DataError(f"{url} received objects while this copy was prepared: prepare into a new prefix")
         buckets.upload(Path(tmp) / "copy", url, last=MANIFEST)
     return manifest
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
-import io
 import json
 import os
 import shlex
@@ -383,14 +382,14 @@ def scan(file: str) -> Scan:
 
 
 def _whole(file: str, stamp: tuple[int, ...]):
-    """A file object on the whole file; on an object of a bucket, its bytes fetched once, in the version
-    ``stamp`` names (another is refused: :meth:`daliloader.buckets.ObjectPart.read`)."""
+    """A file object on the whole file; on an object of a bucket, read front to back by ranges
+    (:func:`daliloader.buckets.reader`), in the version ``stamp`` names (another is refused)."""
     if not buckets.is_url(file):
         return open(file, "rb")
     part = buckets.head(file)
     if part.stamp != tuple(stamp):
         raise StorageError(StorageFault.CHANGED, file, "while it was being indexed")
-    return io.BytesIO(part.read())
+    return buckets.reader(part)
 
 
 def _header_problem(file: str, number: int, offset: int, head: bytes) -> RecordProblem | None:
@@ -669,6 +668,10 @@ class RecordPart:
         try:
             return file_stamp(self.file) != self.stamp
         except OSError:
+            return True
+        except StorageError as e:
+            if e.fault is not StorageFault.MISSING_OBJECT:
+                raise
             return True
 
 

@@ -2,7 +2,7 @@
 behind a WSGI layer that injects faults (an error status such as 503 SlowDown, a delay, a stall).
 
 moto is a test-only dependency (the ``dev`` extra). :meth:`S3Server.reset` empties every bucket. Credentials
-are accepted whatever they are.
+are accepted whatever they are, unless the server checks them (``S3Server(credentials=True)``).
 """
 
 from __future__ import annotations
@@ -85,11 +85,14 @@ class S3Server:
     its own: DALI's S3 reader holds Python's lock while it builds a pipeline, and a server in a thread of the
     same process would never answer it."""
 
-    def __init__(self):
+    def __init__(self, credentials: bool = False):
+        """``credentials``: moto checks every request's signature (after the few that make a user, whose
+        keys are then ``self.keys``); otherwise any credentials pass."""
+        env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "4"} if credentials else None
         with tempfile.TemporaryDirectory() as tmp:
             found = Path(tmp) / "endpoint"
             self._process = subprocess.Popen([sys.executable, __file__, str(found)], stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.PIPE, text=True)
+                                             stderr=subprocess.PIPE, text=True, env=env)
             deadline = time.monotonic() + 120
             while not found.is_file():
                 if self._process.poll() is not None or time.monotonic() > deadline:
@@ -97,6 +100,19 @@ class S3Server:
                     raise RuntimeError(f"the S3 test server did not start: {self._process.communicate()[1][-2000:]}")
                 time.sleep(0.05)
             self.endpoint = found.read_text()
+        self.keys = self._user() if credentials else ("testing", "testing")
+
+    def _user(self) -> tuple[str, str]:
+        """A user allowed everything in S3, made with the requests moto takes unsigned: its keys."""
+        import boto3
+
+        iam = boto3.client("iam", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="x",
+                           aws_secret_access_key="x")
+        iam.create_user(UserName="tests")
+        iam.put_user_policy(UserName="tests", PolicyName="s3", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        key = iam.create_access_key(UserName="tests")["AccessKey"]
+        return key["AccessKeyId"], key["SecretAccessKey"]
 
     def stop(self) -> None:
         self._process.terminate()
@@ -108,7 +124,7 @@ class S3Server:
         import boto3
 
         return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id="testing", aws_secret_access_key="testing")
+                            aws_access_key_id=self.keys[0], aws_secret_access_key=self.keys[1])
 
     def _call(self, method: str, path: str, body=None):
         import requests
@@ -133,6 +149,10 @@ class S3Server:
 
     def clear_requests(self) -> None:
         self._call("DELETE", "/_requests")
+
+    def ranges(self, path: str) -> list[str | None]:
+        """The Range header of each GET of ``path`` (None: the whole object)."""
+        return [r for m, p, r in self._call("GET", "/_requests") if m == "GET" and p == path]
 
     def requests(self, method: str | None = None, ranged: bool | None = None) -> list[tuple[str, str]]:
         """The (method, path) of the requests served (of ``method``; with or without a Range header)."""

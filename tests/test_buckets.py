@@ -175,6 +175,25 @@ def test_a_stalled_server_times_out_by_name(backend, synth, server, monkeypatch)
     assert time.monotonic() - start < 30
 
 
+def test_wrong_credentials_are_named_by_a_server_that_checks_them(synth, tmp_path, monkeypatch):
+    checking = S3Server(credentials=True)
+    try:
+        url = upload(checking.client(), Path(synth[0].images[0]).parents[1], "private", "synth")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", checking.endpoint)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", checking.keys[0])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", checking.keys[1])
+        data = dl.SegmentationData.from_folder(url)
+        assert len(one_epoch("opencv", data, **EVAL)) == 2
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+        with pytest.raises(StorageError, match=f"{url}: the credentials were refused") as raised:
+            dl.SegmentationData.from_folder(url)
+        assert raised.value.fault is StorageFault.DENIED
+        with pytest.raises(LoadError, match="the credentials were refused"):  # (keys changed under a loader)
+            one_epoch("tfdata", data, **EVAL)
+    finally:
+        checking.stop()
+
+
 def test_load_time_faults_name_the_url(server, synth, monkeypatch):
     with pytest.raises(StorageError, match="s3://no-such-bucket/x: the bucket does not exist"):
         dl.SegmentationData.from_folder("s3://no-such-bucket/x")
@@ -254,8 +273,10 @@ def test_a_tfrecord_object_is_indexed_once_and_again_when_replaced(stored, serve
     client = server.client()
     client.copy_object(Bucket="stored", Key="indexed/a.tfrecord", CopySource={"Bucket": "stored",
                                                                               "Key": f"records/{Path(files[0]).name}"})
-    def whole_reads():  # GETs of the whole object (an index's spot checks read ranges of it)
-        return server.requests("GET", ranged=False).count(("GET", "/stored/indexed/a.tfrecord"))
+    size = client.head_object(Bucket="stored", Key="indexed/a.tfrecord")["ContentLength"]
+
+    def whole_reads():  # GETs of the whole object, by one range (an index's spot checks read records' ranges)
+        return server.ranges("/stored/indexed/a.tfrecord").count(f"bytes=0-{size - 1}")
 
     server.clear_requests()
     first = dl.SegmentationData.from_tfrecord("s3://stored/indexed/a.tfrecord", classes=local.classes)
@@ -411,3 +432,66 @@ def test_bench_measures_a_bucket_beside_its_local_copy(synth, tmp_path, monkeypa
                         for data in ("original", "local")}
     assert set(report.bucket_vs_local) == {"tfdata onehot", "tf-expert onehot", "tfdata-naive onehot"}
     assert report.dataset.images == "s3://data/synth/train" and report.dataset.local.startswith(str(tmp_path / "cache"))
+
+
+def test_check_names_the_objects_that_are_wrong(synth, server):
+    """``check`` of a bucket: a truncated photo and an image without its mask, each named by its URL."""
+    local, _ = synth
+    client = server.client()
+    prefix = f"checked-{time.monotonic_ns()}"
+    for i, (image, mask) in enumerate(zip(local.images[:4], local.masks[:4])):
+        body = Path(image).read_bytes()
+        client.put_object(Bucket="data", Key=f"{prefix}/train/{i}.jpg", Body=body[: len(body) // 2] if i == 1 else body)
+        if i != 3:
+            client.upload_file(str(mask), "data", f"{prefix}/train_labels/{i}_L.png")
+    client.upload_file(str(Path(local.images[0]).parents[1] / "class_dict.csv"), "data", f"{prefix}/class_dict.csv")
+    report = dl.check(f"s3://data/{prefix}")
+    found = {(p.kind.value, p.path) for p in report.problems}
+    assert ("truncated", f"s3://data/{prefix}/train/1.jpg") in found
+    assert ("unpaired_image", f"s3://data/{prefix}/train/3.jpg") in found
+
+
+def test_globs_match_as_on_a_disk(synth, server, tmp_path):
+    """A glob of TFRecord objects matches as glob.glob matches files: not into folders, not hidden names;
+    a list that mixes a bucket and a disk is refused."""
+    from daliloader import buckets, convert
+
+    convert.to_tfrecord(synth[0], tmp_path)
+    client = server.client()
+    prefix = f"globbed-{time.monotonic_ns()}"
+    for key in ("a.tfrecord", ".hidden.tfrecord", "old/b.tfrecord"):
+        client.upload_file(str(tmp_path / "00000.tfrecord"), "data", f"{prefix}/{key}")
+    assert buckets.matching(f"s3://data/{prefix}/*.tfrecord") == [f"s3://data/{prefix}/a.tfrecord"]
+    assert buckets.matching(f"s3://data/{prefix}/*/*.tfrecord") == [f"s3://data/{prefix}/old/b.tfrecord"]
+    with pytest.raises(DataError, match="files mixes s3:// objects and local files"):
+        dl.SegmentationData.from_tfrecord([str(tmp_path / "00000.tfrecord"), f"s3://data/{prefix}/a.tfrecord"],
+                                          classes=synth[0].classes)
+    with pytest.raises(dl.errors.SpecError, match="use_multiprocessing=True with data in a bucket"):
+        dl.keras_sequence(dl.SegmentationData.from_tfrecord(f"s3://data/{prefix}/a.tfrecord", classes=synth[0].classes),
+                          use_multiprocessing=True, workers=2)
+
+
+def test_a_version_without_etag_is_told_by_its_date():
+    from datetime import datetime, timezone
+
+    from daliloader.buckets import ObjectPart
+
+    old, new = (ObjectPart("s3://b/k.png", 10, None, datetime(2026, 1, d, tzinfo=timezone.utc)) for d in (1, 2))
+    assert old.stamp != new.stamp and old.stamp[1] != 0 and ObjectPart("s3://b/k.png", 10).stamp == (10, 0)
+
+
+def test_a_tfrecord_object_is_indexed_by_ranges(stored, server, tmp_path, monkeypatch):
+    """A large object is read front to back a chunk per request (here 4 KB), never whole: the same index
+    as the file's on disk."""
+    from daliloader import buckets, tfrecord
+
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(buckets, "CHUNK", 4096)
+    local, url = stored["tfrecord"]
+    file = local.images[0].file
+    server.clear_requests()
+    remote = tfrecord.scan(f"{url}/{Path(file).name}")
+    mine = tfrecord.scan(file)
+    fields = ("offsets", "sizes", "crcs", "names", "numbers")
+    assert [getattr(remote, f) for f in fields] == [getattr(mine, f) for f in fields]
+    assert len(server.ranges(f"/stored/records/{Path(file).name}")) >= Path(file).stat().st_size // 4096

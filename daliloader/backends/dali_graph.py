@@ -53,7 +53,8 @@ from nvidia.dali.pipeline import Pipeline
 from .. import stages
 from ..classes import PREFIXES_PER_TABLE, ClassMap, MaskKind
 from ..data import Container, SegmentationData
-from ..errors import SpecError
+from ..environment import dali_s3_safe
+from ..errors import DataError, SpecError
 from ..guard import PairGuard
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
@@ -351,6 +352,10 @@ def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | Non
     The seed is the pipeline's.
     """
     p = data.packs
+    if p.tars[0].startswith("s3://") and not dali_s3_safe():  # (data loaded elsewhere, then handed here)
+        raise DataError(f"packs in a bucket ({p.tars[0]}): DALI's S3 client would abort this process, where "
+                        "TensorFlow was imported before DALI. Import daliloader before nvidia.dali, or load the "
+                        "copy with packs=False")
     image_bytes, mask_bytes, index = fn.readers.webdataset(
         paths=list(p.tars), index_paths=list(p.indexes),
         ext=[";".join(p.image_exts), p.gpu_mask_ext if reads_gpu_masks(data, device) else p.mask_ext, p.index_ext],

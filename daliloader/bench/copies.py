@@ -20,8 +20,12 @@ def quiet(what: str, fn):
 
 
 def dataset_digest(data: SegmentationData) -> str:
-    """A short digest of a dataset's pairs (their names), for the names of the bench's cached copies."""
-    return hashlib.sha1("\n".join(map(str, data.images + data.masks)).encode(errors="surrogateescape")).hexdigest()[:12]
+    """A short digest of a dataset's pairs (their names; in a bucket, with their versions), for the names
+    of the bench's cached copies."""
+    from ..parts import in_bucket, part_stamp
+
+    names = [f"{p} {part_stamp(p)}" if in_bucket(p) else str(p) for p in data.images + data.masks]
+    return hashlib.sha1("\n".join(names).encode(errors="surrogateescape")).hexdigest()[:12]
 
 
 def dataset_place(data: SegmentationData) -> str:
