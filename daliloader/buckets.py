@@ -269,7 +269,7 @@ class Listing:
 
     bucket: str
     objects: dict[str, ObjectPart]
-    folders: frozenset[str]  # every key's folders, "" (the bucket) included
+    folders: frozenset[str]  # every key's folders, "" (the bucket) included where it holds any object
 
     @classmethod
     def of(cls, url: str) -> Listing:
@@ -280,7 +280,8 @@ class Listing:
         with _translated(url):
             for page in obstore.list(store(bucket), prefix=prefix or None, chunk_size=1000):
                 objects.update((meta["path"], _part(bucket, meta)) for meta in page)
-        folders = {"", *(str(p) for k in objects for p in PurePosixPath(k).parents if str(p) != ".")}
+        folders = {"", *(str(p) for k in objects for p in PurePosixPath(k).parents if str(p) != ".")} if objects \
+            else set()  # (an empty bucket is no folder: a dataset there does not exist)
         # the empty objects that S3 consoles write as a folder's marker ("photos/") are folders, not files
         objects = {k: p for k, p in objects.items() if not (p.size == 0 and (k in folders or k == key))}
         return cls(bucket, objects, frozenset(folders))
