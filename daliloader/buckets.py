@@ -28,11 +28,11 @@ import hashlib
 import io
 import os
 import re
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import PurePosixPath
 
+from .cache import write_whole
 from .errors import DataError, MissingDependency, StorageError, StorageFault
 
 SCHEME = "s3://"
@@ -84,16 +84,16 @@ class ObjectPart:
     def read(self) -> bytes:
         """The object's bytes, as listed: a StorageError (``CHANGED``) where it was replaced since (another
         ETag or size), ``MISSING_OBJECT`` where it was deleted."""
-        obstore = client(self.url)
-        bucket, key = split_url(self.url)
-        options = ({"if_match": self.etag} if self.etag else
-                   {"if_unmodified_since": self.modified} if self.modified else {})
-        with _translated(self.url):
-            got = obstore.get(store(bucket), key, options=options)
-            data = bytes(got.bytes())
+        data = _get(self.url, self.as_listed())
         if len(data) != self.size:
             raise StorageError(StorageFault.CHANGED, self.url, f"{len(data)} bytes, listed with {self.size}")
         return data
+
+    def as_listed(self) -> dict:
+        """The condition of a request for this version of the object: its ETag (``If-Match``), else its
+        last-modified time (``If-Unmodified-Since``); none where the server gave neither."""
+        return ({"if_match": self.etag} if self.etag else
+                {"if_unmodified_since": self.modified} if self.modified else {})
 
 
 #: Bytes an object is read by at a time where it is read front to back (:func:`reader`).
@@ -114,13 +114,7 @@ class _Ranges(io.RawIOBase):
         length = min(len(buffer), self.part.size - self.position)
         if length <= 0:
             return 0
-        obstore = client(self.part.url)
-        bucket, key = split_url(self.part.url)
-        options = {"range": (self.position, self.position + length)}
-        if self.part.etag:
-            options["if_match"] = self.part.etag
-        with _translated(self.part.url):
-            data = bytes(obstore.get(store(bucket), key, options=options).bytes())
+        data = _get(self.part.url, {"range": (self.position, self.position + length), **self.part.as_listed()})
         buffer[:len(data)] = data
         self.position += len(data)
         return len(data)
@@ -134,10 +128,15 @@ def reader(part: ObjectPart):
 
 def read_range(url: str, start: int, length: int) -> bytes:
     """``length`` bytes of the object ``url`` from byte ``start`` (fewer where it ends before)."""
+    return _get(url, {"range": (start, start + length)})
+
+
+def _get(url: str, options: dict) -> bytes:
+    """The bytes of one GET of the object ``url`` with obstore's ``options`` (a range, a condition)."""
     obstore = client(url)
     bucket, key = split_url(url)
     with _translated(url):
-        return bytes(obstore.get_range(store(bucket), key, start=start, length=length))
+        return bytes(obstore.get(store(bucket), key, options=options).bytes())
 
 
 def stamp(url: str) -> tuple[int, int]:
@@ -155,10 +154,28 @@ def head(url: str) -> ObjectPart:
             meta = obstore.head(store(bucket), key)
     except StorageError as e:
         if e.fault is StorageFault.MISSING_OBJECT:  # a HEAD's 404 has no body that names a missing bucket
-            with _translated(url):
-                next(iter(obstore.list(store(bucket), prefix=key, chunk_size=1)), None)
+            holds_objects(url)
         raise
     return _part(bucket, meta)
+
+
+def head_or_none(url: str) -> ObjectPart | None:
+    """:func:`head`, or None where the object does not exist (the bucket's other faults are raised)."""
+    try:
+        return head(url)
+    except StorageError as e:
+        if e.fault is not StorageFault.MISSING_OBJECT:
+            raise
+        return None
+
+
+def holds_objects(url: str) -> bool:
+    """Whether any object's key starts with the prefix ``url`` (one listing request of one key; a missing
+    bucket is a StorageError naming it)."""
+    obstore = client(url)
+    bucket, key = split_url(url)
+    with _translated(url):
+        return any(obstore.list(store(bucket), prefix=f"{key}/" if key else None, chunk_size=1))  # (pages of keys)
 
 
 def _part(bucket: str, meta: dict) -> ObjectPart:
@@ -290,8 +307,7 @@ class Listing:
 def tree(url: str) -> BucketPath:
     """The folder ``url`` of a bucket, listed now (the bucket missing, or the credentials refused, is a
     StorageError naming it)."""
-    bucket, key = split_url(url)
-    return BucketPath(Listing.of(url), key)
+    return BucketPath(Listing.of(url), split_url(url)[1])
 
 
 class BucketPath:
@@ -465,9 +481,7 @@ def cached_copy(part: ObjectPart, folder):
     path = Path(folder) / hashlib.sha1(f"{part.url} {part.stamp}".encode()).hexdigest()[:16] / part.name
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        partial.write_bytes(part.read())
-        os.replace(partial, path)
+        write_whole(path, part.read())
     return path
 
 
@@ -475,13 +489,19 @@ def object_path(url: str) -> BucketPath:
     """The object ``url`` alone, as a BucketPath (one HEAD request, not a listing of its folder); one
     that does not exist gives a path whose ``is_file()`` is False."""
     bucket, key = split_url(url)
-    try:
-        objects = {key: head(url)}
-    except StorageError as e:
-        if e.fault is not StorageFault.MISSING_OBJECT:
-            raise
-        objects = {}
-    return BucketPath(Listing(bucket, objects, frozenset()), key)
+    found = head_or_none(url)
+    return BucketPath(Listing(bucket, {key: found} if found else {}, frozenset()), key)
+
+
+def absolute(path) -> str:
+    """Where a file or an object is, to record or compare: a file's absolute path, an object's URL."""
+    return str(path) if is_url(str(path)) else os.path.abspath(path)
+
+
+def refuse_mixed(paths, argument: str) -> None:
+    """A DataError where ``paths`` mix objects of a bucket and local files: a dataset is in one place."""
+    if len({is_url(str(p)) for p in paths}) > 1:
+        raise DataError(f"{argument} mixes s3:// objects and local files: keep a dataset in one place")
 
 
 def member(path) -> str | ObjectPart:

@@ -8,13 +8,16 @@ container for ``--tfrecord``), the embedded synthetic datasets and daliloader's 
 (``daliloader.backends.dali_native``). ``daliloader cache`` lists the
 entries with their size and last use; ``daliloader cache --clean [--older-than DAYS]`` removes them.
 TFRecord indexes are also pruned by themselves: when a process first writes an index, those not used
-for :data:`INDEX_DAYS` days are removed (each use of an index marks it used).
+for :data:`INDEX_DAYS` days are removed (each use of an index marks it used). Its files are written whole
+(:func:`write_whole`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,3 +137,19 @@ def size_in_words(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TB"
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a temporary sibling renamed into place, so that a reader (another
+    thread or process) never sees half a file; an OSError where it cannot be written whole (a short write
+    too: a full disk), the temporary removed."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(temporary, "wb") as fh:
+            fh.write(data)
+        written = os.stat(temporary).st_size
+        if written != len(data):
+            raise OSError(errno.EIO, f"{written} of {len(data)} bytes written", str(path))
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -17,13 +17,13 @@ from . import buckets, layouts, tfrecord
 from .cache import PACK_INDEXES
 from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named
 from .environment import cache_dir, dali_s3_safe
-from .errors import DataError, StorageError
+from .errors import DataError
 from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 from .parts import as_part, in_bucket, open_image
-from .tfrecord import RecordPart, Records
+from .tfrecord import RecordPart, RecordProblem, Records
 
 #: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
 #: read by every decoder as 0 and 255.
@@ -251,11 +251,10 @@ class SegmentationData:
                 prepare``, no pairs, or a ``classes`` that cannot read the masks.
         """
         pairs = [(as_path(img, "an image of pairs"), as_path(mask, "a mask of pairs")) for img, mask in pairs]
-        in_buckets = {buckets.is_url(f) for pair in pairs for f in pair}
-        if in_buckets == {True}:  # objects of a bucket, as they are now (a HEAD request each)
-            return cls._of([tuple(buckets.head(f) for f in pair) for pair in pairs], classes)
-        if in_buckets == {True, False}:
-            raise DataError("pairs mixes s3:// objects and local files: keep a dataset in one place")
+        buckets.refuse_mixed([f for pair in pairs for f in pair], "pairs")
+        if pairs and buckets.is_url(pairs[0][0]):  # objects of a bucket, as they are now (a HEAD request each)
+            found = list(threaded_map(buckets.head, [f for pair in pairs for f in pair], buckets.FETCHES))
+            return cls._of(list(zip(found[::2], found[1::2])), classes)
         for img, mask in pairs:
             for f in (img, mask):
                 if not Path(f).is_file():
@@ -350,8 +349,7 @@ class SegmentationData:
                 ``"beside"``; or a ``classes`` that cannot read the masks.
         """
         found = tfrecord.expand(files)
-        if len({buckets.is_url(f) for f in found}) > 1:
-            raise DataError("files mixes s3:// objects and local files: keep a dataset in one place")
+        buckets.refuse_mixed(found, "files")
         scans = [tfrecord.indexed(f, index) for f in found]
         return cls._of_records(scans, classes, image_key, mask_key, mask_channel)
 
@@ -544,9 +542,7 @@ def mask_depth(path: str | Path | RecordPart) -> int:
     try:
         with open_image(path) as im:
             return 16 if im.mode in SIXTEEN_BIT_MODES else 8
-    except StorageError:
-        raise  # the bucket's faults say nothing of the mask: named now
-    except (OSError, UnidentifiedImageError, DataError):
+    except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
 
@@ -585,9 +581,7 @@ def _voc_as_stored(mask) -> ClassMap:
     try:
         with open_image(mask) as im:
             colours = im.mode in ("RGB", "RGBA")
-    except StorageError:
-        raise  # the bucket's faults say nothing of the mask: named now
-    except (OSError, UnidentifiedImageError, DataError):
+    except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
         colours = False  # unreadable: named when it is loaded or checked
     return ClassMap.voc(form="colours") if colours else ClassMap.voc(indexed=False)
 
@@ -627,9 +621,7 @@ def _palette(path: str) -> np.ndarray | None:
     try:
         with open_image(path) as im:
             return np.asarray(im.getpalette(), np.uint8).reshape(-1, 3) if im.mode == "P" else None
-    except StorageError:
-        raise  # the bucket's faults say nothing of the mask: named now
-    except (OSError, UnidentifiedImageError, DataError):
+    except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
         return None
 
 

@@ -35,6 +35,7 @@ where it keeps what it generates (:func:`cache_dir`):
 from __future__ import annotations
 
 import contextlib
+import enum
 import importlib.abc
 import importlib.util
 import os
@@ -272,38 +273,49 @@ class _DaliS3First(importlib.abc.MetaPathFinder):
         return None
 
 
-#: How DALI's S3 client stands beside TensorFlow in this process: "bound" (s2n loaded first, by
-#: ``_DaliS3First``), "dali first" (DALI was imported before daliloader and before TensorFlow: s2n
-#: took its own libcrypto), "tensorflow first" (TensorFlow, then DALI, both before daliloader: DALI's S3
-#: client would abort the process), or "not yet" (DALI not imported).
-DALI_S3 = {"state": "not yet"}
+class DaliS3(enum.Enum):
+    """How DALI's S3 client stands beside TensorFlow in this process."""
+
+    NOT_YET = "DALI not imported"
+    BOUND = "s2n loaded first, bound to DALI's libcrypto (by _DaliS3First)"
+    DALI_FIRST = "DALI loaded before TensorFlow: s2n took DALI's libcrypto"
+    TENSORFLOW_FIRST = "TensorFlow loaded before DALI's s2n, which binds its BoringSSL: an S3 read would abort"
+
+    @property
+    def safe(self) -> bool:
+        return self is not DaliS3.TENSORFLOW_FIRST
+
+
+_DALI_S3 = DaliS3.NOT_YET
 
 
 def _bind_dali_s3() -> None:
     import ctypes
     import glob
 
+    global _DALI_S3
+
     spec = importlib.util.find_spec("nvidia")
     for folder in (spec.submodule_search_locations or []) if spec else []:
         for library in sorted(glob.glob(os.path.join(folder, "dali", ".libs", "libs2n*.so*"))):
             with contextlib.suppress(OSError):
                 ctypes.CDLL(library, mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
-                DALI_S3["state"] = "bound"
+                _DALI_S3 = DaliS3.BOUND
                 return
     # no s2n found where the pip wheel keeps it (another build of DALI): safe only where TensorFlow is not
     # loaded yet, so that s2n, loaded with DALI, takes DALI's libcrypto
-    DALI_S3["state"] = "tensorflow first" if "tensorflow" in sys.modules else "dali first"
+    _DALI_S3 = DaliS3.TENSORFLOW_FIRST if "tensorflow" in sys.modules else DaliS3.DALI_FIRST
 
 
 def dali_s3_safe() -> bool:
     """Whether DALI's S3 client can run in this process without aborting it (see ``_DaliS3First``)."""
-    return DALI_S3["state"] in ("bound", "dali first", "not yet")
+    return _DALI_S3.safe
 
 
 if "nvidia.dali" in sys.modules:  # (sys.modules keeps the order in which modules were first imported)
     _order = list(sys.modules)
-    DALI_S3["state"] = ("dali first" if "tensorflow" not in sys.modules
-                        or _order.index("nvidia.dali") < _order.index("tensorflow") else "tensorflow first")
+    _DALI_S3 = (DaliS3.DALI_FIRST if "tensorflow" not in sys.modules
+                or _order.index("nvidia.dali") < _order.index("tensorflow") else DaliS3.TENSORFLOW_FIRST)
 else:
     sys.meta_path.insert(0, _DaliS3First())
 

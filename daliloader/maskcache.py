@@ -36,6 +36,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .buckets import absolute
+from .cache import write_whole
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, encode, encode_lz4_mask, mask_labels, write_file
 from .data import SegmentationData
@@ -44,7 +46,7 @@ from .errors import DataError, LoadError, StorageError, StorageFault
 from .folders import made_once
 from .manifest import LZ4_MAX_BYTES
 from .parallel import threaded_map
-from .parts import in_bucket, part_stamp
+from .parts import part_stamp
 
 #: The cache's folders of masks start so (and :mod:`daliloader.cache` lists them by it).
 PREFIX = "masks-v1-"
@@ -166,8 +168,7 @@ def _digest(data: SegmentationData) -> str:
     """The cache's name: the masks' absolute paths and how the class map reads them."""
     c = data.classes
     table = (c.colors.tolist() if c.kind is MaskKind.RGB else sorted(c.id_to_class.items()))
-    key = json.dumps([[str(m) if in_bucket(m) else os.path.abspath(m) for m in data.masks], str(c.kind), table,
-                      c.ignore_index,
+    key = json.dumps([[absolute(m) for m in data.masks], str(c.kind), table, c.ignore_index,
                       c.mask_channel, None if c.ignore_colors is None else c.ignore_colors.tolist(),
                       None if c.palette_masks is None else c.palette_masks.tolist(), data.mask_depth])
     return hashlib.sha1(key.encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
@@ -240,12 +241,8 @@ class _TooBigForLZ4(Exception):
 
 
 def _write_whole(path: Path, blob: bytes) -> None:
-    """``blob`` into ``path`` through a temporary sibling renamed into place: a reader never sees half a mask."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    """``blob`` into ``path``, whole (:func:`daliloader.cache.write_whole`): a reader never sees half a mask."""
     try:
-        write_file(temporary, blob)
-        os.replace(temporary, path)
+        write_whole(path, blob)
     except OSError as e:
         raise DataError(f"cannot write {path} into the mask cache ({e.strerror or e}); {cache_way_out()}") from None
-    finally:
-        temporary.unlink(missing_ok=True)

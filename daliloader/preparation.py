@@ -227,9 +227,10 @@ def _sources(data: SegmentationData) -> dict:
     """Where the pairs came from, for ``verify``: the files' absolute paths; for records, their names
     and, under "records", each pair's ``[file, record number, byte offset, size]`` and the keys."""
     if data.records is None:
-        return {"images": [_absolute(p) for p in data.images], "masks": [_absolute(p) for p in data.masks]}
+        return {"images": [buckets.absolute(p) for p in data.images],
+                "masks": [buckets.absolute(p) for p in data.masks]}
     return {"images": [str(p) for p in data.images], "masks": [str(p) for p in data.masks],
-            "records": [[_absolute(p.file), p.record, p.offset, p.size] for p in data.images],
+            "records": [[buckets.absolute(p.file), p.record, p.offset, p.size] for p in data.images],
             "keys": [data.records.image_key, data.records.mask_key]}
 
 
@@ -238,20 +239,15 @@ def _prepare_into_bucket(data: SegmentationData, url: str, options: PrepareOptio
     manifest last: a reader that finds the manifest finds the whole copy."""
     from dataclasses import asdict
 
-    if buckets.tree(url).exists():
+    if buckets.holds_objects(url):
         raise DataError(f"{url} already holds objects: prepare into a new prefix (a copy in a bucket is written "
                         "once, never into another's files)")
     with cache_scratch("prepare-") as tmp:
         manifest = prepare(data, Path(tmp) / "copy", **asdict(options))
-        if buckets.tree(url).exists():  # written meanwhile (another prepare): never mixed into it
+        if buckets.holds_objects(url):  # written meanwhile (another prepare): never mixed into it
             raise DataError(f"{url} received objects while this copy was prepared: prepare into a new prefix")
         buckets.upload(Path(tmp) / "copy", url, last=MANIFEST)
     return manifest
-
-
-def _absolute(path) -> str:
-    """A file's absolute path; an object's URL."""
-    return str(path) if buckets.is_url(str(path)) else os.path.abspath(path)
 
 
 def file_stem(index: int, path) -> str:

@@ -336,7 +336,7 @@ def dataset_info(folder: Path) -> DatasetInfo:
     path = folder / INFO
     info = _read_json(path)
     listed = _typed(info, "splits", list, path, "", [])
-    entries = sum(1 for _ in (folder.iterdir() if isinstance(folder, buckets.BucketPath) else os.scandir(folder)))
+    entries = sum(1 for _ in folder.iterdir())
     splits = tuple(_split_info(split, path, i, entries) for i, split in enumerate(listed))
     return DatasetInfo(_typed(info, "name", str, path, "", folder.parent.name),
                        _typed(info, "version", str, path, "", folder.name),

@@ -33,7 +33,7 @@ from enum import Enum
 from pathlib import Path
 
 from . import buckets
-from .cache import INDEXES, prune_indexes
+from .cache import INDEXES, prune_indexes, write_whole
 from .environment import cache_dir, cache_way_out
 from .errors import DataError, StorageError, StorageFault
 
@@ -363,8 +363,9 @@ class _Scanning:
 def scan(file: str) -> Scan:
     """Read ``file`` once, record by record (see :class:`Scan`). A file that is no TFRecord file at all
     (compressed, or another format) is one problem, at record 0, saying what to do."""
-    found = _Scanning(file, file_stamp(file))
-    with _whole(file, found.stamp) as fh:
+    stamp, opened = _opened(file)
+    found = _Scanning(file, stamp)
+    with opened as fh:
         offset, number = 0, 0
         while offset < found.stamp[0]:
             head = fh.read(HEADER)
@@ -381,15 +382,14 @@ def scan(file: str) -> Scan:
     return found.done()
 
 
-def _whole(file: str, stamp: tuple[int, ...]):
-    """A file object on the whole file; on an object of a bucket, read front to back by ranges
-    (:func:`daliloader.buckets.reader`), in the version ``stamp`` names (another is refused)."""
+def _opened(file: str):
+    """``(stamp, file object)`` of a file; of an object of a bucket, its version as one HEAD request finds
+    it and a reader of that version front to back by ranges (:func:`daliloader.buckets.reader`: another
+    version is refused while it reads)."""
     if not buckets.is_url(file):
-        return open(file, "rb")
+        return file_stamp(file), open(file, "rb")
     part = buckets.head(file)
-    if part.stamp != tuple(stamp):
-        raise StorageError(StorageFault.CHANGED, file, "while it was being indexed")
-    return buckets.reader(part)
+    return part.stamp, buckets.reader(part)
 
 
 def _header_problem(file: str, number: int, offset: int, head: bytes) -> RecordProblem | None:
@@ -593,15 +593,11 @@ def _write_index(folder: Path, found: Scan) -> Scan:
 
 
 def _write_whole(path: Path, text: str) -> None:
-    """``text`` into ``path``, whole: a temporary sibling renamed into place."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """``text`` into ``path``, whole (:func:`daliloader.cache.write_whole`)."""
     try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
+        write_whole(path, text.encode("utf-8"))
     except OSError as e:
         raise DataError(f"cannot write {path} ({e.strerror or e}); {cache_way_out()}") from None
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 def dali_index(found: Scan) -> str:
@@ -665,13 +661,12 @@ class RecordPart:
 
     def changed(self) -> bool:
         """Whether the file changed since it was indexed (or is gone)."""
+        if buckets.is_url(self.file):
+            found = buckets.head_or_none(self.file)
+            return found is None or found.stamp != self.stamp
         try:
             return file_stamp(self.file) != self.stamp
         except OSError:
-            return True
-        except StorageError as e:
-            if e.fault is not StorageFault.MISSING_OBJECT:
-                raise
             return True
 
 

@@ -19,7 +19,7 @@ from . import buckets
 from .classes import ClassMap
 from .codecs import decode_file, decode_mask, read
 from .environment import cache_scratch
-from .errors import DataError, LoadError, StorageError, StorageFault
+from .errors import DataError, LoadError
 from .manifest import PACKS, Manifest, gpu_files, load_manifest, original_classes, read_lz4_mask
 from .packs import KINDS, index_text, members, sample_index
 from .parallel import threaded_map
@@ -274,24 +274,15 @@ def original_parts(manifest: Manifest) -> tuple[list, list]:
 def _original(path: str):
     """An original file as the manifest records it: a Path; an object of a bucket as it is now, or its URL
     alone (a ``str``) where it is gone."""
-    if not buckets.is_url(path):
-        return Path(path)
-    try:
-        return buckets.head(path)
-    except StorageError as e:
-        if e.fault is not StorageFault.MISSING_OBJECT:
-            raise
-        return path
+    return (buckets.head_or_none(path) or path) if buckets.is_url(path) else Path(path)
 
 
 def _stamp(file: str) -> tuple:
     """A TFRecord file's (or object's) stamp now; ``()`` where it is gone."""
-    try:
-        return file_stamp(file) if buckets.is_url(file) or os.path.isfile(file) else ()
-    except StorageError as e:
-        if e.fault is not StorageFault.MISSING_OBJECT:
-            raise
-        return ()
+    if buckets.is_url(file):
+        found = buckets.head_or_none(file)
+        return found.stamp if found else ()
+    return file_stamp(file) if os.path.isfile(file) else ()
 
 
 def _exists(part) -> bool:

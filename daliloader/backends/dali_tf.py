@@ -264,24 +264,17 @@ def _pack_streams(make: _Streams, data, masks, positional: bool) -> dict:
 
 
 def _record_streams(make: _Streams, data, masks, positional: bool) -> dict:
-    """TFRecords: each position's record, read and checked by the guard, and its sample index where an
-    output uses it."""
-    streams = {RECORD_INPUTS[0]: make.records()}
-    return {**streams, RECORD_INPUTS[1]: make.indices(vet=False)} if positional else streams
-
-
-def _object_streams(make: _Streams, data, masks, positional: bool) -> dict:
-    """Objects of a bucket: each position's pair, fetched and checked by the guard on
-    :data:`~daliloader.buckets.FETCHES` threads (a fetch mostly waits on the network), as a record, and
-    its sample index where an output uses it."""
-    streams = {RECORD_INPUTS[0]: make.records(workers=FETCHES)}
+    """TFRecords, and pairs in a bucket: each position's record or pair, read and checked by the guard (in
+    a bucket on :data:`~daliloader.buckets.FETCHES` threads: a fetch mostly waits on the network), and its
+    sample index where an output uses it."""
+    streams = {RECORD_INPUTS[0]: make.records(workers=FETCHES if data.container is Container.OBJECTS else 1)}
     return {**streams, RECORD_INPUTS[1]: make.indices(vet=False)} if positional else streams
 
 
 #: The graph's input streams for each container (one entry per :class:`~daliloader.data.Container`; a
 #: test checks), as :data:`.dali_graph.READERS` reads them.
 STREAMS = {Container.FILES: _file_streams, Container.PACKS: _pack_streams, Container.TFRECORD: _record_streams,
-           Container.OBJECTS: _object_streams}
+           Container.OBJECTS: _record_streams}
 
 
 class _Streams:

@@ -162,24 +162,18 @@ def vs_expert(results: list[Figure]) -> dict[str, float]:
         if r.augment == "none" and r.label_mode in expert and not (r.name == EXPERT and r.data == "original")}
 
 
+def rate_over(results: list[Figure], over: str, under: str) -> dict[str, float]:
+    """Per backend and labels, without augmentation: the rate on the data ``over`` over the rate on the
+    data ``under`` (names of :data:`~.record.DATA`; same run)."""
+    medians = {(r.name, r.label_mode, r.data): r.median for r in results if r.augment == "none"}
+    return {f"{name} {mode}": round(rate / medians[(name, mode, under)], 3)
+            for (name, mode, data), rate in medians.items() if data == over and (name, mode, under) in medians}
+
+
 def container_kept(results: list[Figure]) -> dict[str, float]:
-    """``--tfrecord``: per backend and labels, the rate on TFRecords over the rate on files (same run)."""
-    medians = {(r.name, r.label_mode, r.data): r.median for r in results if r.augment == "none"}
-    out = {}
-    for (name, mode, which), rate in medians.items():
-        if which in ("tfrecord", "files") and (name, mode, "original") in medians:
-            original = medians[(name, mode, "original")]
-            out[f"{name} {mode}"] = round(rate / original if which == "tfrecord" else original / rate, 3)
-    return out
-
-
-def bucket_kept(results: list[Figure]) -> dict[str, float]:
-    """Data in a bucket: per backend and labels, the rate from the bucket over the rate from its local copy
-    (same run)."""
-    medians = {(r.name, r.label_mode, r.data): r.median for r in results if r.augment == "none"}
-    return {f"{name} {mode}": round(medians[(name, mode, "original")] / rate, 3)
-            for (name, mode, which), rate in medians.items()
-            if which == "local" and (name, mode, "original") in medians}
+    """``--tfrecord``: per backend and labels, the rate on TFRecords over the rate on files (same run),
+    whichever of the two the original pairs are."""
+    return rate_over(results, "tfrecord", "original") | rate_over(results, "original", "files")
 
 
 def stage_warnings(stages: dict) -> list[str]:
@@ -315,7 +309,7 @@ class Job:
         if s.tfrecord:
             self.report.tfrecord_vs_files = container_kept(self.report.results)
         if "local" in self.datasets:
-            self.report.bucket_vs_local = bucket_kept(self.report.results)
+            self.report.bucket_vs_local = rate_over(self.report.results, "original", "local")
         if EXPERT in self.names:
             self.report.vs_expert = vs_expert(self.report.results)
 
