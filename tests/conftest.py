@@ -234,3 +234,17 @@ def tmpfs():
     yield mount
     for folder in reversed(mounted):
         subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3 server on the loopback (moto, in a process of its own: tests/s3server.py), with the AWS
+    variables pointing at it, one per test process: DALI's own S3 client reads ``AWS_ENDPOINT_URL`` once
+    per process, so every test that lets DALI read a bucket must use the same server."""
+    pytest.importorskip("moto")
+    from s3server import S3Server, environment
+
+    server = S3Server()
+    with environment(server.endpoint):
+        yield server
+    server.stop()

@@ -18,7 +18,7 @@ pytest.importorskip("moto")
 pytest.importorskip("obstore")
 
 from conftest import BACKENDS, one_epoch  # noqa: E402
-from s3server import Fault, S3Server, environment, upload  # noqa: E402
+from s3server import Fault, S3Server, upload  # noqa: E402
 from trees import ade20k_tree, cityscapes_tree, voc_tree  # noqa: E402
 
 import daliloader as dl  # noqa: E402
@@ -28,11 +28,8 @@ EVAL = {"batch_size": 4, "image_size": (64, 64), "training": False}
 
 
 @pytest.fixture(scope="module")
-def server():
-    srv = S3Server()
-    with environment(srv.endpoint):
-        yield srv
-    srv.stop()
+def server(s3_server):
+    return s3_server
 
 
 @pytest.fixture(scope="module")

@@ -53,31 +53,31 @@ def records(synth_data, tmp_path_factory) -> dl.SegmentationData:
 
 
 @pytest.fixture(scope="module")
-def bucket(synth_data):
-    """synth_data's pairs in a bucket of an S3 server on the loopback (tests/s3server.py), each pair fetched
-    and checked by the guard and fed to the graph as records are."""
-    pytest.importorskip("moto")
-    from s3server import S3Server, environment, upload
+def bucket(synth_data, packed, s3_server):
+    """synth_data's pairs in a bucket of an S3 server on the loopback (tests/conftest.py): their objects,
+    each pair fetched and checked by the guard and fed to the graph as records are; and the prepared
+    copy's packs, which DALI's own reader reads from the bucket."""
+    from s3server import upload
 
-    server = S3Server()
-    with environment(server.endpoint):
-        url = upload(server.client(), Path(synth_data.images[0]).parents[1], "gpu-path", "synth")
-        yield dl.SegmentationData.from_folder(url)
-    server.stop()
+    client = s3_server.client()
+    url = upload(client, Path(synth_data.images[0]).parents[1], "gpu-path", "synth")
+    copy = upload(client, Path(packed.packs.tars[0]).parents[1], "gpu-path", "prepared")
+    return {"bucket": dl.SegmentationData.from_folder(url),
+            "bucket packs": dl.SegmentationData.from_prepared(copy, packs=True)}
 
 
 @pytest.fixture
 def datasets(synth_data, id_data, packed, records, bucket):
     prepared = dl.SegmentationData.from_prepared(packed.packs.tars[0].rsplit("/packs/", 1)[0])
     return {"colour masks": synth_data, "id masks": id_data, "shards": packed, "prepared": prepared,
-            "tfrecord": records, "bucket": bucket}
+            "tfrecord": records, **bucket}
 
 
 def assert_none(problems: list[str]) -> None:
     assert not problems, "\n".join(problems)
 
 
-DATA = ["colour masks", "id masks", "shards", "prepared", "tfrecord", "bucket"]
+DATA = ["colour masks", "id masks", "shards", "prepared", "tfrecord", "bucket", "bucket packs"]
 CASES = {
     "train onehot random zoom": dict(label_mode="onehot", crop="random", scale=(0.5, 2.0)),
     "train int center": dict(label_mode="int", crop="center"),
