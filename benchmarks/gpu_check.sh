@@ -18,6 +18,9 @@
 # full adds the bench of every backend (one-hot and int, prepared copy and packs, training), the decoder,
 # mask-form, CPU-scaling and augmentation figures (about 40 minutes).
 #
+# The bucket tests need obstore and moto, which the staged stack leaves out: benchmarks/gpu_extras.sh stages
+# them in .gpu/extras, and this script installs them where that folder was carried.
+#
 # Python: .venv/bin/python when it exists (`make install`: TensorFlow, Keras and DALI's TF plugin too),
 # else python3 as it is (the staged stack: `source /tmp/gpu/env.sh` first). On a GPU machine with DALI
 # alone (no TensorFlow installed, daliloader on PYTHONPATH), the tests that need TensorFlow skip and say
@@ -29,6 +32,14 @@ py=python3
 plan=${GPU_CHECK_PLAN:-quick}
 out="${OUT:-benchmarks/results}/$(hostname)-$(nproc)cores-gpu"; mkdir -p "$(dirname "$out")"
 failed=()
+
+# the bucket tests' S3 client and server, where benchmarks/gpu_extras.sh staged them (.gpu/extras carried):
+# installed into a folder of their own, after the staged stack on PYTHONPATH
+if compgen -G ".gpu/extras/*.whl" > /dev/null && ! "$py" -c "import moto, obstore" 2>/dev/null; then
+  "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpu-extras .gpu/extras/*.whl 2>&1 \
+    | grep -v -i warning
+  export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/gpu-extras"
+fi
 
 if ! "$py" -c "from nvidia.dali import backend; import sys; sys.exit(backend.GetCUDADeviceCount() == 0)"; then
   echo "DALI sees no CUDA GPU here (or is not installed for $py): nothing to check." >&2
