@@ -245,7 +245,29 @@ def test_a_second_chained_pass_over_packs_is_refused(index_data, tmp_path):
     assert sum(1 for _ in mapped) == len(ds)
     with pytest.raises(tf.errors.InvalidArgumentError, match="daliloader: this dataset is read by a DALI reader"):
         list(mapped)
-    assert sum(1 for _ in ds) == len(ds)  # the dataset itself keeps its one pipeline
+    with pytest.raises(dl.SpecError, match="daliloader: this dataset is read by a DALI reader"):
+        iter(ds)  # a pipeline of its own after the chain's would replay that one's first pass too
+    ds = dl.tf_dataset(data, batch_size=2, image_size=(24, 32), crop="center", backend="dali-cpu", seed=1)
+    assert [sum(1 for _ in ds) for _ in range(3)] == [len(ds)] * 3  # the dataset itself keeps its one pipeline
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
+def test_the_dataset_itself_and_chains_onto_it_never_read_one_epoch_twice(index_data, backend, seed):
+    """Iterated itself and through a chain, in either order, a training dataset reads a fresh epoch each
+    time. DALI's chained passes used to start at their own count, replaying the epochs the dataset had
+    read itself (and the reverse); tfdata's, with a seed, drew their order from a generator of their own
+    that began as the dataset's."""
+    ds = dl.tf_dataset(index_data, batch_size=3, image_size=(24, 32), crop="center", label_mode="int", seed=seed,
+                       backend=backend)
+    mapped = ds.map(lambda x, y: (x, y))
+
+    def order(dataset) -> tuple[int, ...]:
+        return tuple(i for x, _ in dataset for i in batch_indices(x.numpy()))
+
+    epochs = [order(mapped), order(ds), order(ds), order(mapped), order(mapped), order(ds)]
+    assert all(len(set(epoch)) == 9 for epoch in epochs), epochs  # 3 whole batches of 10, no sample twice
+    assert len(set(epochs)) == len(epochs), epochs
 
 
 @pytest.mark.parametrize("options", [dict(label_mode="onehot", crop="random", scale=(0.5, 2.0), flip=0.5),

@@ -77,6 +77,37 @@ def _let_go() -> None:
     gc.collect()
 
 
+#: The epochs a pipeline started by iterating the dataset itself may read: it reads on, epoch after epoch,
+#: for as long as it lives, so a pipeline started after it takes its epochs after these.
+STREAM_EPOCHS = 2**24
+
+
+class Epochs:
+    """Which epoch each DALI pipeline of one dataset starts at, so that no two read the same epoch (the
+    same order and the same draws).
+
+    ``free`` is the first epoch no pipeline has claimed; each pipeline, as it starts, claims epochs from
+    it and writes the first into ``start``, which its input streams read as they begin
+    (:meth:`_Streams.chunks`). A pass of a chained tf.data transformation reads one epoch and claims one
+    (:meth:`claim_pass`, in the graph); a pipeline started by iterating the dataset itself claims
+    :data:`STREAM_EPOCHS` (:meth:`claim_stream`). The first pipeline of a dataset reads from epoch 0.
+    """
+
+    def __init__(self):
+        with tf.device("/cpu:0"):
+            self.free = tf.Variable(0, dtype=tf.int64, trainable=False, name="daliloader_free_epoch")
+            self.start = tf.Variable(0, dtype=tf.int64, trainable=False, name="daliloader_start_epoch")
+
+    def claim_pass(self) -> tf.Tensor:
+        """One epoch for a chained pass (inside its tf.data graph): its number."""
+        return self.start.assign(self.free.assign_add(1) - 1)
+
+    def claim_stream(self) -> int:
+        """:data:`STREAM_EPOCHS` epochs for a pipeline about to start (eagerly, before its iterator): the
+        first one's number."""
+        return int(self.start.assign(self.free.assign_add(STREAM_EPOCHS) - STREAM_EPOCHS))
+
+
 class EpochDataset(tfloader.EpochDataset):
     """An endless DALI stream presented as epochs of ``steps`` batches, one pipeline for all epochs.
 
@@ -87,42 +118,51 @@ class EpochDataset(tfloader.EpochDataset):
 
     A tf.data transformation chained onto it (``ds.map(f)``, ``ds.repeat()``, ``ds.cache()``...) reads
     the dataset's graph instead, which is one epoch: each time the chained dataset is read, the
-    pipeline is built anew and reads the next epoch (``passes`` counts them; the sampler's order and
-    the draws follow the stream position, so every pass is a fresh epoch), and
-    ``assert_cardinality(steps)`` tells the chain the epoch length. Two limits remain, and say so: a
-    stream handed over on the GPU takes no CPU-only transformation (see :class:`GPUEpochDataset`),
-    and a pack reader would replay its first pass, so a second chained pass is refused (except in
-    evaluation, where every pass is meant to be the first).
+    pipeline is built anew and reads an epoch no pipeline of this dataset has read (:class:`Epochs`; the
+    sampler's order and the draws follow the stream position, so every pass is a fresh epoch, whether
+    the dataset was also iterated itself or not), and ``assert_cardinality(steps)`` tells the chain the
+    epoch length. Two limits remain, and say so: a stream handed over on the GPU takes no CPU-only
+    transformation (see :class:`GPUEpochDataset`), and a pack reader would replay its first pass, so a
+    pipeline after the first is refused (except in evaluation, where every pass is meant to be the
+    first).
     """
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
-                 passes: tf.Variable | None = None, by_reader: bool = False, restart: bool = False):
+                 epochs: Epochs | None = None, by_reader: bool = False, restart: bool = False):
         _OPEN.add(self)
-        super().__init__(stream, steps, guard,
-                         variant(self._one_epoch(stream, steps, passes, by_reader and not restart)), restart)
+        self._epochs, self._first_only = epochs, by_reader and not restart
+        super().__init__(stream, steps, guard, variant(self._one_epoch(stream, steps, epochs, self._first_only)),
+                         restart)
+
+    def _starting(self) -> None:
+        """A pipeline started by iterating the dataset itself claims its epochs first (a pack reader's
+        only if no pipeline of the dataset came before: it would replay that one's first pass)."""
+        if self._epochs is not None and self._epochs.claim_stream() > 0 and self._first_only:
+            raise SpecError(PACKS_REPLAY)
 
     @staticmethod
-    def _one_epoch(stream: tf.data.Dataset, steps: int, passes: tf.Variable | None, by_reader: bool
+    def _one_epoch(stream: tf.data.Dataset, steps: int, epochs: Epochs | None, by_reader: bool
                    ) -> tf.data.Dataset:
         def start(_):
-            done = passes.assign_add(1)
-            if by_reader:
-                with tf.control_dependencies([tf.debugging.assert_less(done, tf.constant(1, tf.int64),
+            first = epochs.claim_pass()
+            if by_reader:  # the reader starts at its first pass whatever the epoch: only the first pipeline may
+                with tf.control_dependencies([tf.debugging.assert_less(first, tf.constant(1, tf.int64),
                                                                        message=PACKS_REPLAY)]):
-                    done = tf.identity(done)
-            return done
+                    first = tf.identity(first)
+            return first
 
         with tf.device("/cpu:0"):
             epoch = tf.data.Dataset.range(1).map(start).flat_map(lambda _: stream.take(steps))
             return epoch.apply(tf.data.experimental.assert_cardinality(steps))
 
 
-#: What a second chained pass over a pack reader says.
+#: What a second pipeline over a pack reader (a chained pass, or the dataset itself after one) says.
 PACKS_REPLAY = ("daliloader: this dataset is read by a DALI reader (of packs, the webdataset tars of a prepared copy), "
-                "and a chained tf.data transformation builds that reader anew for every pass, which would replay the "
-                "order and crops of the first pass. Iterate the dataset itself (model.fit(ds) keeps one pipeline for "
-                "all epochs); or, to chain transformations, load a prepared copy with packs=False, or use "
-                "backend=tfdata")
+                "which starts at its first pass in every pipeline built over it: a chained tf.data transformation "
+                "builds one for every pass, and iterating the dataset itself after one builds another, which would "
+                "replay the order and crops of the first pipeline. Iterate either the dataset itself "
+                "(model.fit(ds) keeps one pipeline for all epochs) or one chain for one pass; or, to chain "
+                "transformations, load a prepared copy with packs=False, or use backend=tfdata")
 
 #: tf.data transformations without GPU kernels, refused on a GPU stream (prefetch and with_options have them).
 CPU_ONLY = ("map", "filter", "batch", "unbatch", "padded_batch", "rebatch", "cache", "take", "skip", "repeat",
@@ -135,8 +175,10 @@ class GPUEpochDataset(EpochDataset):
     kernels only, so chaining one (:data:`CPU_ONLY`) would fail later with a placement error that names
     neither daliloader nor a way out; here it fails at once, and says what to do."""
 
-    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None, restart: bool = False):
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
+                 epochs: Epochs | None = None, restart: bool = False):
         _OPEN.add(self)
+        self._epochs, self._first_only = epochs, False
         tfloader.EpochDataset.__init__(self, stream, steps, guard, variant(stream), restart)
 
 
@@ -165,14 +207,14 @@ def _refuse_on_gpu(name: str, *args, **kwargs):
 
 def dataset(plan: Plan, device: str) -> EpochDataset:
     """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
-    endless, guard, passes = _stream(plan, device)
+    endless, guard, epochs = _stream(plan, device)
     on_gpu = tf.DeviceSpec.from_string(variant(endless).device).device_type == "GPU"
     # Evaluation: every epoch alike (every sample once, in a fixed order, nothing drawn), so every iter()
     # may start from the first batch.
     restart = not (plan.sampler.drop_remainder or plan.sampler.shuffle or needs_draws(plan.spec))
     if on_gpu:
-        return GPUEpochDataset(endless, plan.steps, guard, restart=restart)
-    return EpochDataset(endless, plan.steps, guard, passes, by_reader=plan.data.container.read_by_reader,
+        return GPUEpochDataset(endless, plan.steps, guard, epochs, restart=restart)
+    return EpochDataset(endless, plan.steps, guard, epochs, by_reader=plan.data.container.read_by_reader,
                         restart=restart)
 
 
@@ -208,13 +250,12 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
     if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
         leave_gpu_memory_for_dali()
     where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
-    with tf.device("/cpu:0"):  # the epoch a pipeline starts at, counted by chained passes (EpochDataset)
-        passes = tf.Variable(-1, dtype=tf.int64, trainable=False, name="daliloader_passes")
+    epochs = Epochs()  # the epoch each pipeline of the dataset starts at
     with tf.device(where):
         endless = DALIDatasetWithInputs(
             pipeline=pipe, batch_size=batch, device_id=pipe.device_id,
             num_threads=pipe.num_threads, prefetch_queue_depth=plan.prefetch,
-            input_datasets=_inputs(plan, reader, guard, where, passes, mask_files(plan.data, device), batch),
+            input_datasets=_inputs(plan, reader, guard, where, epochs, mask_files(plan.data, device), batch),
             output_dtypes=dtypes, output_shapes=shapes)
         if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
             endless = endless.rebatch(plan.batch_size, drop_remainder=True)
@@ -222,14 +263,14 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Var
             classes = plan.data.classes
             endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, dali_spec, classes),
                                   num_parallel_calls=tf.data.AUTOTUNE)
-    return endless, guard, passes
+    return endless, guard, epochs
 
 
 #: Stream positions per Python call in the TF input streams (see :func:`_inputs`).
 CHUNK = 128
 
 
-def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, passes: tf.Variable,
+def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, epochs: Epochs,
             masks, batch: int) -> dict:
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS`` in
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
@@ -237,12 +278,12 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched (each
     batch padded to its longest: :func:`.dali_graph.graph_input`), and are copied to the dataset's device
     when that is a GPU, as the plugin asks."""
-    data, make = plan.data, _Streams(plan, reader, guard, passes, batch)
+    data, make = plan.data, _Streams(plan, reader, guard, epochs, batch)
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
         streams = STREAMS[data.container](make, data, masks, positional)
         if needs_draws(plan.spec):
-            streams[DRAWS] = make.draws(from_passes=not data.container.read_by_reader)
+            streams[DRAWS] = make.draws(from_epochs=not data.container.read_by_reader)
         # padded: the paths and records of a batch, zeros up to its longest (pack_pair); the other inputs
         # have one shape
         streams = {k: v.padded_batch(batch, drop_remainder=True) for k, v in streams.items()}
@@ -284,23 +325,24 @@ class _Streams:
     the guard vetting pairs it has not seen); the per-sample work is ``tf.gather`` on constant path
     tables (a Python call per sample or per batch, as ``from_generator`` makes, is slower:
     docs/design.md). The draws are TensorFlow's stateless uniforms of (seed, position), in blocks of
-    CHUNK. Reading files, the streams start at the epoch ``passes`` holds when the pipeline starts
+    CHUNK. Reading files, the streams start at the epoch the pipeline claimed when it started
     (see :class:`EpochDataset`); the pack reader always starts at its first pass.
     """
 
-    def __init__(self, plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, passes: tf.Variable, batch: int):
-        self.sampler, self.reader, self.guard, self.passes, self.batch = plan.sampler, reader, guard, passes, batch
+    def __init__(self, plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, epochs: Epochs, batch: int):
+        self.sampler, self.reader, self.guard, self.epochs, self.batch = plan.sampler, reader, guard, epochs, batch
         self.draw_count = draw_count(plan.spec)
         # an epoch's worth at most, so that a chunk of a small dataset does not vet pairs epochs ahead
         self.chunk_size = min(CHUNK, self.sampler.per_epoch)
 
-    def chunks(self, from_passes: bool) -> tf.data.Dataset:
-        """The first position of each chunk of positions."""
-        size, per_epoch, passes = self.chunk_size, self.sampler.per_epoch, self.passes
+    def chunks(self, from_epochs: bool) -> tf.data.Dataset:
+        """The first position of each chunk of positions: from the first epoch the pipeline claimed
+        (``from_epochs``), or from the start of the stream."""
+        size, per_epoch, epochs = self.chunk_size, self.sampler.per_epoch, self.epochs
         endless = np.iinfo(np.int64).max // (2 * size)
         first = tf.data.Dataset.range(1)
-        if from_passes:
-            first = first.map(lambda _: tf.maximum(passes.read_value(), 0) * per_epoch)
+        if from_epochs:
+            first = first.map(lambda _: epochs.start.read_value() * per_epoch)
         return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * size))
 
     def indices(self, vet: bool) -> tf.data.Dataset:
@@ -317,7 +359,7 @@ class _Streams:
 
     def per_chunk(self, of_indices, dtype) -> tf.data.Dataset:
         """Each position's ``of_indices(indices)[k]``, Python called once per chunk of positions with the
-        sample indices of the chunk (-1: padding), from the epoch ``passes`` holds."""
+        sample indices of the chunk (-1: padding), from the epoch the pipeline claimed."""
         sampler, size = self.sampler, self.chunk_size
 
         def call(start):
@@ -326,17 +368,17 @@ class _Streams:
             found.set_shape([size])
             return found
 
-        return self.chunks(from_passes=True).map(call).unbatch()
+        return self.chunks(from_epochs=True).map(call).unbatch()
 
     def paths(self, files, vet: bool) -> tf.data.Dataset:
         """Each position's file name, as the graph's path inputs take it (:func:`.dali_graph.path_row`)."""
         table = tf.constant([path_row(f).tobytes() for f in files])
         return self.indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
-    def draws(self, from_passes: bool) -> tf.data.Dataset:
+    def draws(self, from_epochs: bool) -> tf.data.Dataset:
         """Each position's random draws, native: no Python per sample or per chunk."""
         seed, size = tf.constant(self.sampler.seed % 2**63, tf.int64), self.chunk_size
-        return self.chunks(from_passes).map(lambda start: tf.random.stateless_uniform(
+        return self.chunks(from_epochs).map(lambda start: tf.random.stateless_uniform(
             [size, self.draw_count], seed=tf.stack([seed, start]))).unbatch()
 
     def real(self) -> tf.data.Dataset:

@@ -127,10 +127,14 @@ class EpochDataset(LoaderDataset):
     def cardinality(self):
         return tf.constant(self._steps, dtype=tf.int64)
 
+    def _starting(self) -> None:
+        """Called before the dataset itself starts a new iterator over its stream (a backend's hook)."""
+
     def __iter__(self):
         if not tf.executing_eagerly() or tf.inside_function():
             return super().__iter__()
         if self._iterator is None or self._restart:
+            self._starting()
             try:
                 with placed_with(self._stream):
                     self._iterator = EpochIterator(self._stream, self._steps, self._guard)
