@@ -194,7 +194,7 @@ def to_original_size(labels: np.ndarray, spec: Preprocess, data: SegmentationDat
         if spec.crop == "fit":
             top, left = stages.fit_window(spec, h, w)
             labels = labels[-top:-top + h, -left:-left + w]
-        return cv2.resize(labels, (width, height), interpolation=cv2.INTER_NEAREST)
+        return stages.resize(labels, (height, width), labels=True)
     out = np.full((height, width), data.classes.ignore_index, labels.dtype)  # center: the window back in place
     top, left = max(win.top, 0), max(win.left, 0)
     bottom, right = min(win.top + win.height, height), min(win.left + win.width, width)

@@ -218,14 +218,24 @@ def crop(a: np.ndarray, win: Window, fill, inside=None) -> np.ndarray:
     return out
 
 
+def nearest_source(i, size, extent):
+    """resize, labels: the source row (or column) of output row ``i`` of ``size`` taken from ``extent``:
+    the one that holds the output pixel's centre, ``floor((i + 0.5) * extent / size)``, in integers. A
+    centre on the border between two source pixels takes the second: in floats, rounding would decide
+    that, each framework its own way (OpenCV's, TensorFlow's and DALI's nearest-neighbour resizes each
+    break some of those ties otherwise). ``i``: a numpy or TensorFlow integer array."""
+    return (2 * i + 1) * extent // (2 * size)
+
+
 def resize(a: np.ndarray, size, labels: bool) -> np.ndarray:
     """resize: the image bilinear with antialiasing (OpenCV's area averaging when shrinking), labels
-    nearest-neighbour without."""
+    nearest-neighbour without (:func:`nearest_source`)."""
     h, w = (int(v) for v in size)
     if a.shape[:2] == (h, w):
         return a
     if labels:
-        return cv2.resize(a, (w, h), interpolation=cv2.INTER_NEAREST_EXACT)
+        rows, cols = (nearest_source(np.arange(n), n, extent) for n, extent in ((h, a.shape[0]), (w, a.shape[1])))
+        return a[rows][:, cols]
     shrinking = h * w < a.shape[0] * a.shape[1]
     return cv2.resize(a, (w, h), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
 

@@ -48,7 +48,7 @@ from dataclasses import replace
 import numpy as np
 from nvidia.dali import fn, types
 from nvidia.dali import math as dmath
-from nvidia.dali.pipeline import Pipeline
+from nvidia.dali.pipeline import DataNode, Pipeline
 
 from .. import stages
 from ..classes import PREFIXES_PER_TABLE, ClassMap, MaskKind
@@ -543,7 +543,7 @@ def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
     if spec.crop == "fit":
         h, w = (fn.cast(v, dtype=types.FLOAT) for v in (h, w))
     image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
-    labels = fn.resize(labels, resize_y=h, resize_x=w, interp_type=types.INTERP_NN, antialias=False)
+    labels = resize_labels(labels, shape, h, w)
     if spec.crop == "fit":
         resized = image.shape(dtype=types.INT32)  # (the labels have the same size; the image needs no mask)
         top, left = stages.fit_window(spec, resized[0], resized[1], DALI_MATH)
@@ -552,6 +552,34 @@ def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
                                   out_of_bounds_policy="pad", fill_values=fill)
                          for a, fill in ((image, image_fill), (labels, label_fill)))
     return image, labels
+
+
+def resize_labels(labels, shape, h, w):
+    """resize, labels (:func:`daliloader.stages.nearest_source`): the window's labels, of ``shape`` (a node,
+    ``[height, width]``), nearest-neighbour to ``h`` x ``w`` (numbers, or float nodes), as the integer
+    formula picks them. DALI computes each sampling point in float32, so two steps make its picks exact:
+    - one axis at a time, the labels turned between the two: its CPU kernel finds the source column of
+      each output pixel from the pixel's position, but reaches each row by adding the step row after row,
+      whose rounding grows down the picture;
+    - every sampling point moved a quarter of an output pixel's share of the source along (``roi_start``):
+      a centre that falls on a border between two source pixels then takes the second, as the formula
+      does, where float rounding would take either. Any other centre lies at least half an output
+      pixel's share from a border, so the move takes none across one.
+    docs/design.md ("Labels resized alike") has the sweep of sizes that checked it."""
+    extent = fn.cast(shape, dtype=types.FLOAT)
+    for rows, along, size in ((extent[0], extent[1], w), (w, extent[0], h)):
+        move = 0.25 / size
+        labels = fn.resize(labels, size=_floats(rows, size), roi_start=_floats(0, move),
+                           roi_end=_floats(rows, along + move), roi_relative=False, interp_type=types.INTERP_NN,
+                           antialias=False)
+        labels = fn.transpose(labels, perm=[1, 0, 2], output_layout="HWC")
+    return labels
+
+
+def _floats(*values):
+    """A float32 vector node of DALI nodes and numbers."""
+    return fn.stack(*(fn.cast(v, dtype=types.FLOAT) if isinstance(v, DataNode) else
+                      types.Constant(np.float32(v), device="cpu") for v in values))
 
 
 def rotate(image, labels, angle, classes: ClassMap, framed: bool = False):

@@ -54,10 +54,16 @@ def dataset(plan: Plan) -> LoaderDataset:
     from before the change)."""
     data, sampler = plan.data, plan.sampler
     guard = pair_guard(data, "tfdata")
-    one_epoch = _batches(plan, _vetted(plan, guard))
+    # One epoch's positions and one stream of draw seeds serve both the stream the dataset hands out
+    # itself and the graph a chained transformation reads: tf.data's reshuffling and rerandomizing draw
+    # their seeds from a generator each of these datasets owns, so that every epoch read, by either,
+    # takes the generator's next seeds (two copies, each with its own generator, began alike: with a
+    # seed, a chained pass replayed the dataset's first epoch).
+    epoch, seeds = _vetted(plan, guard), _seeds(plan)
+    one_epoch = _batches(plan, epoch, seeds)
     if not sampler.training or reading(data).epoch_by_epoch:  # every iter() from the first batch
         return LoaderDataset(one_epoch, guard)
-    endless = _batches(plan, _vetted(plan, guard).repeat())
+    endless = _batches(plan, epoch.repeat(), seeds)
     return EpochDataset(endless, plan.steps, guard, variant(one_epoch))
 
 
@@ -74,9 +80,15 @@ def _positions(plan: Plan) -> tf.data.Dataset:
     return epoch.take(sampler.per_epoch) if sampler.drop_remainder else epoch
 
 
-def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
-    """The batches of a ``stream`` of vetted positions (:func:`_vetted`): read, decoded and cropped in a
-    parallel map, batched, then normalized and encoded on the batch (:func:`finish`), and prefetched."""
+def _seeds(plan: Plan) -> tf.data.Dataset:
+    """The seed of each position's draws: random, and new at every iteration, from the sampler's seed."""
+    return tf.data.Dataset.random(seed=plan.sampler.seed, rerandomize_each_iteration=True)
+
+
+def _batches(plan: Plan, stream: tf.data.Dataset, seeds: tf.data.Dataset) -> tf.data.Dataset:
+    """The batches of a ``stream`` of vetted positions (:func:`_vetted`), each with its draws' seed from
+    ``seeds`` (:func:`_seeds`): read, decoded and cropped in a parallel map, batched, then normalized and
+    encoded on the batch (:func:`finish`), and prefetched."""
     data, spec, sampler = plan.data, plan.spec, plan.sampler
     classes = data.classes
     lut = tf.constant(classes.lookup_table)
@@ -90,7 +102,6 @@ def _batches(plan: Plan, stream: tf.data.Dataset) -> tf.data.Dataset:
 
     names = tf.constant([f"{image} + {mask}".encode(errors="surrogateescape")
                          for image, mask in zip(data.images, data.masks)])  # for messages
-    seeds = tf.data.Dataset.random(seed=sampler.seed, rerandomize_each_iteration=True)
     # the dataset's order in evaluation, and the same batches again for the same seed
     ordered = sampler.seeded or not sampler.training
     ds = tf.data.Dataset.zip(stream, seeds).map(lambda vetted, seed: load(*vetted, seed), num_parallel_calls=AUTOTUNE,
@@ -244,6 +255,15 @@ def _by_offset(parts) -> tf.data.Dataset:
         lambda i: (i, tf.numpy_function(payload, [i], tf.string, stateful=False)), num_parallel_calls=AUTOTUNE)
 
 
+def resize_labels(labels, size):
+    """resize, labels (:func:`daliloader.stages.nearest_source`): the source rows and columns gathered, in
+    integers (``tf.image.resize``'s nearest neighbour decides ties in floats)."""
+    for axis in (0, 1):
+        n, extent = tf.cast(size[axis], tf.int64), tf.cast(tf.shape(labels, out_type=tf.int64)[axis], tf.int64)
+        labels = tf.gather(labels, stages.nearest_source(tf.range(n, dtype=tf.int64), n, extent), axis=axis)
+    return labels
+
+
 def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassMap, lut, seed, depth: int = 8,
                       name=""):
     """decode, colour, labels, crop (pad, resize), rotate, the declared stages, flip of one pair; returns
@@ -270,7 +290,7 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
     if spec.resizes:
         size = tf.stack(stages.resize_to(spec, win.height, win.width, TF_MATH))
         image = to_uint8(tf.image.resize(image, size, method="bilinear", antialias=True))
-        labels = tf.image.resize(labels, size, method="nearest")
+        labels = resize_labels(labels, size)
         if spec.crop == "fit":
             fit = stages.Window(*stages.fit_window(spec, size[0], size[1], TF_MATH), h, w, False)
             image = crop(image, fit, image_fill)
