@@ -226,14 +226,31 @@ class _FilteredLoader(importlib.abc.Loader):
         quiet_tensorflow_import(False)  # once: TensorFlow's module runs now
         with filtered_stderr(self.noise, python_direct=False):
             self.loader.exec_module(module)
+        find_devices_quietly(module)
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
 
 
 #: What TensorFlow writes, as an error, the first time it looks for its devices on a machine without NVIDIA's
-#: driver (a machine without a GPU): see ``daliloader.backends.tfloader``, which asks first there.
+#: driver (a machine without a GPU): :func:`find_devices_quietly` asks first there.
 NO_CUDA_DRIVER = re.compile(r"^E\d{4} [^\]]*\] failed call to cuInit: ")
+#: The file NVIDIA's kernel driver shows on Linux: without it there is no driver, and no GPU to use.
+NVIDIA_DRIVER = "/proc/driver/nvidia/version"
+
+
+def find_devices_quietly(tf) -> None:
+    """Have TensorFlow (the module ``tf``) find its physical devices now, on a machine without NVIDIA's
+    driver (where "failed call to cuInit" is the normal state, and ``auto`` takes a CPU backend), with that
+    error line filtered (:data:`NO_CUDA_DRIVER`); everything else it writes passes. Called as TensorFlow is
+    imported after daliloader, and as daliloader's TF backends load (TensorFlow imported before), so that
+    the line is not written later by whatever asks first (a Keras model built before the loader). Not
+    where the driver is there (a failure then says something), nor at ``TF_CPP_MIN_LOG_LEVEL=0`` (every
+    line). Listing the physical devices leaves them configurable (``tf.config.set_visible_devices``)."""
+    if tf_log_level() == 0 or os.path.exists(NVIDIA_DRIVER):
+        return
+    with filtered_stderr(NO_CUDA_DRIVER, python_direct=False):
+        tf.config.list_physical_devices()
 
 
 def tf_log_level() -> int:

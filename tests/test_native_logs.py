@@ -143,23 +143,32 @@ def test_the_level_is_read_as_tensorflow_reads_it(monkeypatch):
         assert environment.tf_log_level() == level, value
 
 
-NO_DRIVER = """
+NO_DRIVER = {
+    "a TF backend loaded first": """
 import daliloader
 from daliloader.backends import tfloader
 import tensorflow as tf
 print(tf.constant(1).numpy())
-"""
+""",
+    # as the README's scripts go: the model built before any loader asks for TensorFlow's devices
+    "a Keras model built first": """
+import daliloader
+import keras
+inputs = keras.Input((8, 8, 3))
+print(keras.Model(inputs, keras.layers.Conv2D(3, 1)(inputs))(keras.ops.zeros((1, 8, 8, 3))).shape[0])
+""",
+}
 
 
-def test_no_cuda_driver_line_on_a_machine_without_nvidias_driver():
-    """Where NVIDIA's driver is not there, TensorFlow's error line that it found none is not shown when a
-    TF backend is loaded; with TF_CPP_MIN_LOG_LEVEL=0 it is."""
-    from daliloader.backends.tfloader import NVIDIA_DRIVER
-
-    if os.path.exists(NVIDIA_DRIVER):
+@pytest.mark.parametrize("order", NO_DRIVER)
+def test_no_cuda_driver_line_on_a_machine_without_nvidias_driver(order):
+    """Where NVIDIA's driver is not there, TensorFlow's error line that it found none is not shown, whether
+    a TF backend is loaded first or TensorFlow is imported after daliloader and asked for its devices by
+    something else; with TF_CPP_MIN_LOG_LEVEL=0 it is."""
+    if os.path.exists(environment.NVIDIA_DRIVER):
         pytest.skip("NVIDIA's driver is here: TensorFlow finds it")
     skip_unless_tensorflow_writes("failed call to cuInit")
-    assert "failed call to cuInit" in tf_run(NO_DRIVER, "0").stderr
-    quiet = tf_run(NO_DRIVER, None)
+    assert "failed call to cuInit" in tf_run(NO_DRIVER[order], "0").stderr
+    quiet = tf_run(NO_DRIVER[order], None)
     assert quiet.returncode == 0 and quiet.stdout.strip() == "1", quiet.stderr
     assert "cuInit" not in quiet.stderr

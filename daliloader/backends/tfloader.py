@@ -11,36 +11,21 @@
   segmentation batch and fails later with a shape error deep in the loss.
 * On a machine without NVIDIA's driver, TensorFlow's error line that it found none ("failed call to
   cuInit"), written the first time anything asks for its devices, does not reach the user: importing
-  this module asks first, with that line filtered (:func:`_find_devices_quietly`).
+  this module asks first, with that line filtered
+  (:func:`~daliloader.environment.find_devices_quietly`), as does TensorFlow's import where daliloader
+  came first.
 """
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
-from ..environment import NO_CUDA_DRIVER, filtered_stderr, tf_log_level
+from ..environment import find_devices_quietly
 from ..errors import SpecError
 from ..guard import PairGuard
 from ..tfprivate import is_keras_class_weight_map, owned_iterator, placed_with, unary_dataset, variant
 
-#: The file NVIDIA's kernel driver shows on Linux: without it there is no driver, and no GPU to use.
-NVIDIA_DRIVER = "/proc/driver/nvidia/version"
-
-
-def _find_devices_quietly() -> None:
-    """Have TensorFlow find its physical devices now, on a machine without NVIDIA's driver (where
-    "failed call to cuInit" is the normal state, and ``auto`` takes a CPU backend), with that error line
-    filtered (:data:`~daliloader.environment.NO_CUDA_DRIVER`); everything else it writes passes. Not where
-    the driver is there (a failure then says something), nor at ``TF_CPP_MIN_LOG_LEVEL=0`` (every line)."""
-    if tf_log_level() == 0 or os.path.exists(NVIDIA_DRIVER):
-        return
-    with filtered_stderr(NO_CUDA_DRIVER, python_direct=False):
-        tf.config.list_physical_devices()
-
-
-_find_devices_quietly()
+find_devices_quietly(tf)  # TensorFlow imported before daliloader (see the module)
 
 
 class ExplainingIterator(owned_iterator()):
