@@ -88,8 +88,8 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: I
             size, which they must all share.
         crop: ``"random"``, ``"center"``, ``"resize"`` or ``"fit"``; None: ``"random"`` in training,
             ``"fit"`` (``"center"`` without ``image_size``) in evaluation.
-        label_mode: ``"onehot"`` (float32 ``[B, H, W, C]``) or ``"int"`` (int32 ``[B, H, W]`` with
-            ``ignore_index`` for unknown and padded pixels).
+        label_mode: ``"onehot"`` (float32 ``[B, H, W, C]``; Keras' ``"categorical"`` is read as ``"onehot"``)
+            or ``"int"`` (int32 ``[B, H, W]`` with ``ignore_index`` for unknown and padded pixels).
         shuffle: reshuffle every epoch; None: in training only.
         seed: fixes the order and the draws (None: a new one per run).
         backend: ``"auto"`` (dali-gpu where DALI and TensorFlow see a GPU, else dali-cpu),

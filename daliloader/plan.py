@@ -182,10 +182,7 @@ def refuse_keywords(caller: str, options: dict) -> None:
                         "these, but a loader reads the pairs it is given. Split them first: train, val = "
                         "data.split(0.2, seed=0) (SegmentationData.split: disjoint, the same for the same seed), then "
                         "one loader for each (val with training=False)")
-    close = ([FOREIGN_NAMES[unknown[0]]] if unknown[0] in FOREIGN_NAMES else
-             difflib.get_close_matches(unknown[0], list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
-    raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}"
-                    + (f" (did you mean {close[0]!r}?)" if close else "")
+    raise SpecError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}{_did_you_mean(unknown[0])}"
                     + f". Arguments: {', '.join(ARGUMENTS)}; preprocessing options: {', '.join(OPTIONS)}; "
                       f"loader options: {', '.join(LOADER_OPTIONS)}")
 
@@ -249,8 +246,24 @@ LOADER_OPTIONS = tuple(n for n, p in _SIGNATURE.parameters.items()
 ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD and n != "data")
 #: What other libraries call some arguments, for "did you mean" (the meaning may differ: the message points
 #: at the argument, whose docs give its units): the preprocessing options' (declared with them,
-#: :data:`daliloader.spec.FOREIGN_NAMES`) and the loaders' own.
-FOREIGN_NAMES = {"size": "image_size", "is_training": "training", "train": "training", **OPTION_FOREIGN_NAMES}
+#: :data:`daliloader.spec.FOREIGN_NAMES`), the loaders' own (mmsegmentation's ``crop_size``) and the data's
+#: (:data:`NOT_LOADER_ARGUMENTS`).
+FOREIGN_NAMES = {"size": "image_size", "crop_size": "image_size", "is_training": "training", "train": "training",
+                 "num_classes": "classes", "n_classes": "classes", **OPTION_FOREIGN_NAMES}
+#: Names "did you mean" may point at that are no loader's arguments: where they are given instead.
+NOT_LOADER_ARGUMENTS = {"classes": "The class map belongs to the data: SegmentationData.from_folder(..., classes=N) "
+                                   "or from_dirs(..., classes=N)"}
+
+
+def _did_you_mean(unknown: str) -> str:
+    """The hint that follows an unknown keyword: the name it stands for in daliloader (:data:`FOREIGN_NAMES`),
+    else the closest argument or option, if any; with where it is given, where no loader takes it."""
+    close = ([FOREIGN_NAMES[unknown]] if unknown in FOREIGN_NAMES else
+             difflib.get_close_matches(unknown, list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
+    if not close:
+        return ""
+    where = NOT_LOADER_ARGUMENTS.get(close[0])
+    return f" (did you mean {close[0]!r}?{' ' + where if where else ''})"
 
 
 def plan_of(data, caller: str, **arguments) -> Plan:

@@ -53,6 +53,10 @@ DType = Literal["float32", "float16", "bfloat16"]
 ImageSize = int | tuple[int, int]
 #: The choices of each, as the checks list them (the types above are their one definition).
 CROPS, LABEL_MODES, DTYPES = get_args(Crop), get_args(LabelMode), get_args(DType)
+#: Other spellings of the label modes, read as daliloader's by :func:`make_spec` (so the spec, and all
+#: that reads it, holds one of :data:`LABEL_MODES`): Keras' ``image_dataset_from_directory`` calls one-hot
+#: labels ``"categorical"``.
+LABEL_MODE_SPELLINGS = {"categorical": "onehot"}
 #: The colour options, which change the image only.
 COLOUR = ("brightness", "contrast", "saturation", "hue")
 
@@ -277,7 +281,8 @@ def make_spec(
             (0, 10]; None: (1, 1), i.e. no zoom. Only ``crop="random"`` zooms: another range with another
             crop is refused.
         flip: the probability of a horizontal flip; None: 0.5 for random crops and 0 otherwise.
-        label_mode: ``"onehot"`` or ``"int"`` (see :data:`LabelMode`).
+        label_mode: ``"onehot"`` or ``"int"`` (see :data:`LabelMode`); Keras' ``"categorical"`` is read as
+            ``"onehot"`` (:data:`LABEL_MODE_SPELLINGS`).
         mean: subtracted from the images, in [0, 1] units, one value or one per RGB channel (None: 0).
         std: what the images are divided by, in [0, 1] units, one value or one per RGB channel (None: 1).
         dtype: the images' floating-point type, ``"float32"``, ``"float16"`` or ``"bfloat16"``.
@@ -306,6 +311,8 @@ def make_spec(
     given = locals()  # the arguments by name: the prologue's options are read from here, as PROLOGUE names them
     size = _image_size(image_size)
     check_choice("crop", crop, CROPS)
+    if isinstance(label_mode, str):
+        label_mode = LABEL_MODE_SPELLINGS.get(label_mode, label_mode)
     check_choice("label_mode", label_mode, LABEL_MODES)
     check_choice("dtype", dtype, DTYPES)
     return Preprocess(

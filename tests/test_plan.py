@@ -31,10 +31,24 @@ def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, cal
                                            r"brightness, contrast, saturation, hue, cat_max_ratio, mean, std, dtype, "
                                            + ", ".join(augment.OPTIONS) + r"; loader options: training"):
         getattr(dl, call)(index_data, image_szie=(8, 8))
-    # torchvision's and albumentations' names for an option point at ours
-    for theirs, ours in (("degrees", "rotate"), ("hue_shift_limit", "hue")):
+    # torchvision's, albumentations' and mmsegmentation's names for an option point at ours
+    for theirs, ours in (("degrees", "rotate"), ("hue_shift_limit", "hue"), ("crop_size", "image_size")):
         with pytest.raises(dl.SpecError, match=rf"'{theirs}' \(did you mean '{ours}'\?\)"):
             getattr(dl, call)(index_data, **{theirs: 10})
+    # a class count is the data's, given where the data is loaded
+    with pytest.raises(dl.SpecError, match=r"'num_classes' \(did you mean 'classes'\? The class map belongs to the "
+                                           r"data: SegmentationData.from_folder\(\.\.\., classes=N\)"):
+        getattr(dl, call)(index_data, num_classes=3)
+
+
+def test_keras_label_mode_categorical_is_onehot(index_data):
+    """Keras' image_dataset_from_directory calls one-hot labels "categorical": the spec reads it as "onehot",
+    so that nothing downstream sees another spelling."""
+    plan = dl.make_plan(index_data, image_size=(8, 8), label_mode="categorical")
+    assert plan.spec.label_mode == "onehot"
+    assert plan.spec == dl.make_plan(index_data, image_size=(8, 8), label_mode="onehot").spec
+    with pytest.raises(dl.SpecError, match="label_mode='sparse' is not supported; use 'onehot' or 'int'"):
+        dl.make_plan(index_data, image_size=(8, 8), label_mode="sparse")
 
 
 def test_hue_in_turns_warns(index_data):
