@@ -14,6 +14,8 @@ from .errors import DataError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 MASK_EXTENSIONS = (".png", ".bmp", ".tif", ".tiff")
+#: Lossy formats, which are no masks: looked for where a mask folder holds none, to say why.
+LOSSY_MASK_EXTENSIONS = (".jpg", ".jpeg", ".webp")
 #: Mask-name suffixes tried, in this order, when ``mask_suffix`` is not given.
 COMMON_MASK_SUFFIXES = ("", "_L", "_mask", "_masks", "_label", "_labels", "_gt", "_seg",
                         "_segmentation", "_labelIds", "_gtFine_labelIds", "-mask", "-label")
@@ -57,7 +59,8 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     for found, kind, folder, extensions in ((image_files, "images", image_dir, IMAGE_EXTENSIONS),
                                             (mask_files, "masks", mask_dir, MASK_EXTENSIONS)):
         if not found:
-            raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}")
+            raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}"
+                            + (_lossy_masks(folder) if kind == "masks" else ""))
     image_keys = _image_keys(image_files, image_dir, image_suffix)
     suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
     best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
@@ -69,6 +72,18 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     pairs, unpaired_images, unpaired_masks = _match(image_keys, mask_files, mask_dir, best)
     return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable,
                    image_suffix=image_suffix)
+
+
+def _lossy_masks(folder: Path) -> str:
+    """Why a mask folder without masks holds none, where it holds JPEG or WebP files (the end of the
+    message), else ""."""
+    lossy, _, _ = _list(folder, LOSSY_MASK_EXTENSIONS)
+    if not lossy:
+        return ""
+    return (f", but {len(lossy)} JPEG/WebP file(s) are there ({lossy[0]}{', ...' if len(lossy) > 1 else ''}). "
+            "Masks cannot be stored in a lossy format: compression changes the class ids near every edge into "
+            "values of other classes or of none. Save the masks as PNG from their source (converting these files "
+            "keeps the damage: each pixel would first have to be set to its nearest class value)")
 
 
 def _listed(image_dir: Path, mask_dir: Path):

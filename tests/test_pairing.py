@@ -83,6 +83,22 @@ def test_missing_folders_and_empty(tmp_path, csv_path):
         dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "lab", csv_path)
 
 
+def test_jpeg_masks_are_named_as_lossy(tmp_path, csv_path):
+    """A mask folder of JPEGs holds no masks: the message says the JPEGs are there, that compression
+    changes the class ids, and what to do."""
+    for stem in ("a", "b"):
+        _touch_png(tmp_path / "img" / f"{stem}.png")
+        _touch_png(tmp_path / "lab" / f"{stem}.jpg")
+    with pytest.raises(DataError, match=r"no masks \(.png, .bmp, .tif, .tiff\) found under .*lab, but 2 JPEG/WebP "
+                                        r"file\(s\) are there \(.*a.jpg, \.\.\.\)\. .*lossy format: compression "
+                                        r"changes the class ids.* Save the masks as PNG"):
+        dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "lab", csv_path)
+    (tmp_path / "lab" / "a.jpg").unlink()
+    (tmp_path / "lab" / "b.jpg").unlink()
+    with pytest.raises(DataError, match=r"no masks \(.png, .bmp, .tif, .tiff\) found under \S*lab$"):
+        dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "lab", csv_path)
+
+
 # ---------------------------------------------------------------- names that differ by more than a suffix
 def test_cityscapes_from_dirs_and_the_cli_with_suffixes(cityscapes, tmp_path, capsys):
     """The explicit recipe: with mask_suffix given, gtFine's other files are not masks."""
