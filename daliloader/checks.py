@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .classes import ClassMap
 from .data import SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
-from .errors import DataError
+from .errors import DataError, empty_dataset
 from .forms import other_form
 from .guard import PairGuard
 from .inspection import MIN_SIDE, Expect, Problem, ProblemKind, check_pair, quick_problems, record_problem_kind
@@ -111,8 +112,10 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
 
     Raises:
         daliloader.errors.DataError: ``data`` that cannot be listed at all, named (a folder that does
-            not exist or is in no known layout, no images or masks under it, a layout that needs
-            ``classes``), or a ``classes`` that cannot read the masks.
+            not exist or is in no known layout, no images or masks under it, a split without pairs (an
+            empty split list), a layout that needs ``classes``), or a ``classes`` that cannot read the
+            masks. Masks that cannot be decoded are reported, not raised, also where ``classes=None``
+            reads the ids in the masks: the inference leaves them out.
         daliloader.errors.SpecError: a ``workers`` that is not a positive count this machine can use.
     """
     if isinstance(data, SegmentationData):
@@ -124,6 +127,8 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
         listed = _listed(data, split, classes, image_key, mask_key, mask_channel)
         depth = data_mask_depth(listed.pairing.pairs[0][1]) if listed.pairing.pairs else 8
     pairs, source = listed.pairing.pairs, listed.source
+    if not pairs and not listed.problems:  # nothing to check is no clean dataset
+        raise empty_dataset(listed.looked_in)
     classes = listed.read_with([m for _, m in pairs], progress)
     workers = check_workers(workers) or os.cpu_count() or 1
     start = time.perf_counter()
@@ -165,15 +170,21 @@ class _Listed:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     mask_channel: int | None = None
+    #: where the pairs were looked for, and the masks of every split (see daliloader.layouts.Found)
+    looked_in: str = ""
+    every_split: Callable[[], list] | None = None
 
     def read_with(self, masks: list, progress: bool):
         """The class map that reads ``masks``: the one given, else the published one (else the ids in the
-        masks), with the channel of colour masks where there is one; None without masks."""
+        masks of every split, those that cannot be decoded left out: each is reported by check_pair), with
+        the channel of colour masks where there is one; None without masks, or where no mask can be read."""
         if not masks:
             return None
         classes = choose_classes(self.classes, masks, self.published, self.layout, progress,
-                                 mask_channel=self.mask_channel)
-        return classes if self.mask_channel is None else replace(classes, mask_channel=self.mask_channel)
+                                 mask_channel=self.mask_channel, dataset=self.every_split, skip_unreadable=True)
+        if classes is None or self.mask_channel is None:
+            return classes
+        return replace(classes, mask_channel=self.mask_channel)
 
 
 def _listed(data: str | Path | dict, split: str | None, classes, image_key: str | None,
@@ -195,7 +206,8 @@ def _listed(data: str | Path | dict, split: str | None, classes, image_key: str 
         listed = _Listed(found.pairing, f"{data} ({found.layout})", classes, found.classes, found.layout,
                          [Problem(record_problem_kind(p.kind), f"{p.file} [record {p.record} at byte {p.offset}]",
                                   p.what) for p in found.record_problems], _empty_files(found.records),
-                         mask_channel=found.mask_channel if mask_channel is None else mask_channel)
+                         mask_channel=found.mask_channel if mask_channel is None else mask_channel,
+                         looked_in=found.looked_in, every_split=found.every_split)
     listed.problems += _pairing_problems(listed.pairing)
     return listed
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -17,7 +18,7 @@ from . import buckets, layouts, tfrecord
 from .cache import PACK_INDEXES
 from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named
 from .environment import cache_dir, dali_s3_safe
-from .errors import DataError
+from .errors import DataError, empty_dataset
 from .forms import refuse_other_form
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
@@ -119,7 +120,7 @@ class SegmentationData:
         if len(self.images) != len(self.masks):
             raise DataError(f"{len(self.images)} images but {len(self.masks)} masks")
         if not self.images:
-            raise DataError("the dataset is empty: no image/mask pairs")
+            raise empty_dataset()
 
     def __len__(self) -> int:
         return len(self.images)
@@ -177,7 +178,7 @@ class SegmentationData:
         channel ``mask_channel`` of colour masks where given."""
         masks = tuple(as_part(m) for _, m in pairs)
         if not masks:
-            raise DataError("the dataset is empty: no image/mask pairs")
+            raise empty_dataset()
         classmap = classes if isinstance(classes, ClassMap) else choose_classes(
             classes, masks, progress=progress, mask_channel=mask_channel)
         if mask_channel is not None:
@@ -306,9 +307,12 @@ class SegmentationData:
         tfrecord.refuse(found.record_problems)
         if classes is None and found.needs_classes:
             raise DataError(found.needs_classes)
+        if not found.pairing.pairs:
+            raise empty_dataset(found.looked_in)
         masks = [m for _, m in found.pairing.pairs]
         data = cls._of(found.pairing.pairs, choose_classes(classes, masks, found.classes, found.layout,
-                                                           mask_channel=found.mask_channel),
+                                                           mask_channel=found.mask_channel,
+                                                           dataset=found.every_split),
                        mask_channel=found.mask_channel)
         return replace(data, records=found.records)
 
@@ -551,9 +555,12 @@ def _packs_folder(packs: Packs, root: Path) -> Path:
     return Path(packs.indexes[0]).parent if packs.indexes else root / PACKS_FOLDER
 
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
-                   layout: str = "", progress: bool = True, mask_channel: int | None = None) -> ClassMap:
+                   layout: str = "", progress: bool = True, mask_channel: int | None = None, *,
+                   dataset: Callable[[], Sequence] | None = None, skip_unreadable: bool = False) -> ClassMap | None:
     """The class map that reads ``masks``: what the user gave, else the layout's ``published`` map,
-    else the ids in the masks (:func:`infer_classes`).
+    else the ids in the masks (:func:`infer_classes`): in those of the whole ``dataset`` where given
+    (every split of a folder, :attr:`daliloader.layouts.Found.every_split`, so that each split gets the
+    same map), read once, unreadable masks skipped or refused as :func:`infer_classes` says.
 
     A class count ``N`` means ids 0..N-1. On palette PNGs those ids are the palette indices (read
     through the masks' palette). On a layout whose published table remaps its ids (Cityscapes
@@ -563,7 +570,7 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     if given is None:
         given, published = published, None
         if given is None:
-            return infer_classes(masks, progress, mask_channel)
+            return infer_classes(masks if dataset is None else dataset(), progress, mask_channel, skip_unreadable)
     refuse_other_member(given, published, layout)
     if is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None:
         return _voc_as_stored(masks[0])
@@ -634,30 +641,70 @@ def mask_values(path: str, mask_channel: int | None = None) -> np.ndarray:
         return np.asarray(im.convert("L") if im.mode == "1" else im)
 
 
-def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int | None = None) -> ClassMap:
-    """``classes=None``: the id masks' values, read from every mask (on all cores), give the classes
-    0..N-1, N one more than the largest id. The ignore value of the masks' depth (255 in 8-bit masks,
-    65535 in 16-bit ones) stays the ignore index, as in every known dataset; masks holding only 0 and
-    255 are refused as ambiguous (binary masks, or background and ignore?). Colour and palette masks
-    name a class map instead, so they are refused, unless ``mask_channel`` names the channel that holds the
-    ids."""
+@dataclass(frozen=True)
+class UnreadableMask:
+    """A mask that :func:`infer_classes` could not decode: its name, and what is wrong with it, in words."""
 
-    def values(path) -> np.ndarray:
+    path: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}"
+
+
+def _mask_ids(path, mask_channel: int | None) -> np.ndarray | UnreadableMask:
+    """The distinct values of one mask for :func:`infer_classes`, or what keeps them from being read (a
+    damaged file, named, never the decoder's bare error). A mask the inference cannot read by its mode
+    (colour, palette) is a DataError: no class id is in it whatever its state."""
+    try:
         with open_image(path) as im:
             mode = im.mode
-        if mask_channel is not None:
-            return np.unique(mask_values(path, mask_channel))
-        if mode not in SINGLE_CHANNEL_MODES:
+        if mask_channel is None and mode not in SINGLE_CHANNEL_MODES:
             what = "a palette PNG (its indices are read with classes=N, N classes)" if mode == "P" else \
                 f"a {mode} image (colour masks: classes='class_dict.csv', a name,r,g,b table)"
             raise DataError(f"classes=None reads class ids from single-channel masks, but {path} is {what}; "
                             "pass classes= (--classes on the command line)")
-        return np.unique(mask_values(path))
+        return np.unique(mask_values(path, mask_channel))
+    except RecordProblem as e:  # a damaged record, named by file, record and offset
+        return UnreadableMask(str(path), str(e))
+    except DataError:  # the mode's refusal; a bucket's faults (StorageError) pass on, named
+        raise
+    except UnidentifiedImageError:
+        return UnreadableMask(str(path), "not an image in a format Pillow knows")
+    except (OSError, ValueError, SyntaxError, EOFError, zlib.error) as e:  # Pillow's decoders raise each
+        return UnreadableMask(str(path), f"cannot be decoded ({e or type(e).__name__})")
 
+
+def _unreadable_masks(found: Sequence[UnreadableMask]) -> DataError:
+    """The loaders' refusal of masks that class inference could not read, each named."""
+    lines = [f"  {m}" for m in found[:10]] + ([f"  ... and {len(found) - 10} more"] if len(found) > 10 else [])
+    return DataError(f"classes=None reads the class ids in every mask, but {len(found)} mask(s) cannot be read:\n"
+                     + "\n".join(lines) + "\nRun `daliloader check` on the dataset to list every damaged file, "
+                     "then repair or remove them")
+
+
+def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int | None = None,
+                  skip_unreadable: bool = False) -> ClassMap | None:
+    """``classes=None``: the id masks' values, read from every mask given (on all cores), give the classes
+    0..N-1, N one more than the largest id. The ignore value of the masks' depth (255 in 8-bit masks,
+    65535 in 16-bit ones) stays the ignore index, as in every known dataset; masks holding only 0 and
+    255 are refused as ambiguous (binary masks, or background and ignore?). Colour and palette masks
+    name a class map instead, so they are refused, unless ``mask_channel`` names the channel that holds the
+    ids.
+
+    Masks that cannot be decoded are refused by a DataError that names each and what is wrong with it,
+    or, with ``skip_unreadable`` (``check``, which reports each), left out: then None where no mask could
+    be read. ``masks`` are those of the whole dataset where it has splits (see :func:`choose_classes`)."""
     if not masks:
         raise DataError("classes=None reads class ids from the masks, but there are no image/mask pairs")
-    found = np.unique(np.concatenate(list(threaded_map(values, masks, description="reading class ids" if progress
-                                                       else None))))
+    read = list(threaded_map(lambda path: _mask_ids(path, mask_channel), masks,
+                             description="reading class ids" if progress else None))
+    bad = [r for r in read if isinstance(r, UnreadableMask)]
+    if bad and not skip_unreadable:
+        raise _unreadable_masks(bad)
+    if len(bad) == len(read):
+        return None
+    found = np.unique(np.concatenate([r for r in read if not isinstance(r, UnreadableMask)]))
     ignore = 65535 if mask_channel is None and mask_depth(masks[0]) == 16 else 255
     ids = found[found != ignore]
     if set(found.tolist()) == {0, 255} and ignore == 255:

@@ -52,6 +52,12 @@ class StorageError(DataError, LoadError):
         return type(self), (self.fault, self.url, self.detail)
 
 
+def empty_dataset(looked_in: str = "") -> DataError:
+    """The error of a dataset without pairs, every loader's and ``check``'s: ``looked_in`` says where the pairs
+    were looked for, where the layout knows it (``"listed in .../val.txt"``, ``"under images/ + masks/"``)."""
+    return DataError("the dataset is empty: no image/mask pairs" + (f" {looked_in}" if looked_in else ""))
+
+
 class MissingDependency(DaliloaderError, ImportError):
     """A backend needs a package that is not installed; the message says what to install."""
 

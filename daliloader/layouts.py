@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from . import buckets, tfds_folder, tfrecord
 from .classes import ClassMap
 from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
-from .pairing import Pairing, pair_files, refuse_incomplete
+from .pairing import Pairing, listing_problems, pair_files, refuse_incomplete
 
 #: ADE20K names its splits "training" and "validation"; these names are accepted too.
 _ADE_SPLITS = {"train": "training", "training": "training", "val": "validation", "validation": "validation"}
@@ -58,6 +59,13 @@ class Found:
     record_problems: list = field(default_factory=list)
     #: masks whose class is one channel of a colour picture (see ``SegmentationData.mask_channel``)
     mask_channel: int | None = None
+    #: where the pairs were looked for, as the end of "no image/mask pairs ..." (the split's list file,
+    #: the folders), for the message of an empty dataset (:func:`daliloader.errors.empty_dataset`)
+    looked_in: str = ""
+    #: the masks of every split the folder holds (the whole dataset), listed when called: what
+    #: ``classes=None`` reads, so that every split of one folder gets the same class map. None: the
+    #: folder holds one split, or its layout publishes its classes
+    every_split: Callable[[], list] | None = field(default=None, compare=False, repr=False)
 
 
 def find(root: str | Path, split: str | None = None, image_key: str | None = None,
@@ -137,7 +145,8 @@ def _cityscapes(root: Path, split: str | None) -> Found | None:
                       "loads as the ignore index", stacklevel=user_stacklevel())
     # gtFine also holds *_color.png, *_instanceIds.png, *_polygons.json: only *_labelIds.png are masks
     pairing = pair_files(images / split, masks / split, "_gtFine_labelIds", "_leftImg8bit", only_suffixed=True)
-    return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), split)
+    return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), split,
+                 looked_in=_under(images / split, masks / split))
 
 
 def _voc(root: Path, split: str | None) -> Found | None:
@@ -161,7 +170,8 @@ def _voc(root: Path, split: str | None) -> Found | None:
             missing += lacking
         else:
             pairs.append((buckets.member(image), buckets.member(mask)))
-    return Found("Pascal VOC 2012", base, Pairing(pairs, [], [], "", missing), ClassMap.voc(), split)
+    return Found("Pascal VOC 2012", base, Pairing(pairs, [], [], "", missing), ClassMap.voc(), split,
+                 looked_in=f"listed in {listed}")
 
 
 def _ade20k(root: Path, split: str | None) -> Found | None:
@@ -179,7 +189,8 @@ def _ade20k(root: Path, split: str | None) -> Found | None:
         raise _missing_split(root, "ADE20K", split, base / "images" / folder,
                              {p.name for p in (base / "images").iterdir() if p.is_dir()})
     pairing = pair_files(base / "images" / folder, base / "annotations" / folder, "")
-    return Found("ADE20K", base, pairing, ClassMap.ade20k(), folder)
+    return Found("ADE20K", base, pairing, ClassMap.ade20k(), folder,
+                 looked_in=_under(base / "images" / folder, base / "annotations" / folder))
 
 
 def _camvid(root: Path, split: str | None) -> Found | None:
@@ -192,9 +203,10 @@ def _camvid(root: Path, split: str | None) -> Found | None:
         raise _missing_split(root, "CamVid", split, root / split, splits)
     csv_path = root / "class_dict.csv"
     pairing = pair_files(root / split, root / f"{split}_labels")
+    looked_in = _under(root / split, root / f"{split}_labels")
     if csv_path.is_file():
-        return Found("CamVid", root, pairing, csv_path, split)
-    return Found("CamVid", root, pairing, None, split, needs_classes=(
+        return Found("CamVid", root, pairing, csv_path, split, looked_in=looked_in)
+    return Found("CamVid", root, pairing, None, split, looked_in=looked_in, needs_classes=(
         f"{root}: found {split}/ and {split}_labels/ (CamVid) but no class_dict.csv (a header 'name,r,g,b' and one "
         "row per class): add it, or pass classes= (--classes)"))
 
@@ -212,20 +224,51 @@ def _images_masks(root: Path, split: str | None) -> Found | None:
         if split is not None:
             raise DataError(f"{root} (images/ + masks/) has no split folders (images/{split}/ + masks/{split}/): it "
                             f"is one split, read whole; drop split={split!r}")
-        return Found("images + masks", root, pair_files(images, masks), classes)
+        return Found("images + masks", root, pair_files(images, masks), classes, looked_in=_under(images, masks))
     split = split or "train"
     if split not in splits:
         raise _missing_split(root, "images/ + masks/ with split folders", split, images / split, splits)
-    return Found("images + masks", root, pair_files(images / split, masks / split), classes, split)
+    every_split = None if classes else lambda: _paired_masks([(images / s, masks / s) for s in sorted(splits)])
+    return Found("images + masks", root, pair_files(images / split, masks / split), classes, split,
+                 looked_in=_under(images / split, masks / split), every_split=every_split)
+
+
+def _under(images: Path, masks: Path) -> str:
+    """Where a folder layout looked for its pairs, for :attr:`Found.looked_in`."""
+    return f"under {images} + {masks}"
+
+
+def _paired_masks(folders: list[tuple[Path, Path]]) -> list:
+    """The masks of the pairs of each ``(images, masks)`` folder pair: the masks a folder's splits hold
+    (:attr:`Found.every_split`). Paired leniently: what is wrong in a split is reported where that split
+    is loaded or checked, and a split without masks (a test split shipped without labels) has none."""
+    masks = []
+    for image_dir, mask_dir in folders:
+        try:
+            with listing_problems():
+                masks += [m for _, m in pair_files(image_dir, mask_dir).pairs]
+        except DataError:  # no images or no masks there: no class ids to read
+            continue
+    return masks
 
 
 def _records(files: list[str], root: Path, split: str | None, keys: tuple, layout: str,
-             classes: str | None = None) -> Found:
-    """The pairs of TFRecord ``files``: every record scanned (kept indexes), keys chosen, problems listed."""
+             every_file: list[str] | None = None) -> Found:
+    """The pairs of TFRecord ``files``: every record scanned (kept indexes), keys chosen, problems listed;
+    ``every_file``: the files of every split of their folder, where ``files`` are one split of it."""
     scans = [tfrecord.indexed(f) for f in files]
     found = tfrecord.keys_of(scans, *keys)
     pairs, problems = tfrecord.record_pairs(scans, found)
-    return Found(layout, root, Pairing(pairs, [], [], ""), classes, split, records=found, record_problems=problems)
+    every_split = None if every_file is None else lambda: _record_masks(every_file, keys)
+    return Found(layout, root, Pairing(pairs, [], [], ""), None, split, records=found, record_problems=problems,
+                 looked_in=f"in the records of {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}",
+                 every_split=every_split)
+
+
+def _record_masks(files: list[str], keys: tuple) -> list:
+    """The masks of the records of ``files`` that hold a pair (those that do not are reported where
+    their split is loaded or checked)."""
+    return [m for _, m in _records(files, Path(), None, keys, "").pairing.pairs]
 
 
 def _tfds(root: Path, split: str | None, keys: tuple, mask_channel: int | None = None) -> Found | None:
@@ -252,9 +295,13 @@ def tfds(path_or_name: str | Path, split: str = "train", data_dir: str | Path | 
     found.check_lengths(scans)
     keys = tfrecord.keys_of(scans, found.keys.image_key, found.keys.mask_key)
     pairs, problems = tfrecord.record_pairs(scans, keys)
+    every_split = None if found.classes or split == "+".join(found.splits) else lambda: [
+        m for _, m in tfds(found.folder, "+".join(found.splits), None, keys.image_key, keys.mask_key,
+                           found.mask_channel).pairing.pairs]
     return Found(f"TFDS {found.name} {found.version}", found.folder, Pairing(found.in_order(pairs), [], [], ""),
                  found.classes, found.split, records=keys, record_problems=found.relevant(problems),
-                 mask_channel=found.mask_channel)
+                 mask_channel=found.mask_channel, looked_in=f"in split {split!r} of {found.folder}",
+                 every_split=every_split)
 
 
 #: Names of TFRecord files: ``*.tfrecord``, ``*.tfrecord-00000-of-00004`` (TFDS), ``*.tfrec``, ``*.record``.
@@ -279,7 +326,7 @@ def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None
     chosen = [f for f in files if split.lower() in words[f]]
     if not chosen:
         raise _missing_split(root, "a folder of TFRecord files", split, root / f"{split}-*.tfrecord", splits)
-    return _records(chosen, root, split, keys, "TFRecord files")
+    return _records(chosen, root, split, keys, "TFRecord files", every_file=files)
 
 
 def _name_words(name: str) -> set[str]:

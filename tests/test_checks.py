@@ -179,6 +179,36 @@ def test_check_cli_exit_status_and_json(tmp_path, capsys):
     assert cli(["check", str(tmp_path / "nowhere")]) == 2
 
 
+def id_dataset(root: Path, n: int = 6) -> list[str]:
+    """images/ + masks/ of class ids 0-2 and no class table (classes=None reads the ids); the masks."""
+    rng = np.random.default_rng(0)
+    (root / "images").mkdir(parents=True)
+    (root / "masks").mkdir()
+    for i in range(n):
+        cv2.imwrite(str(root / "images" / f"{i}.png"), rng.integers(0, 256, (H, W, 3), dtype=np.uint8))
+        cv2.imwrite(str(root / "masks" / f"{i}.png"), (block_labels(rng, H, W) % 3).astype(np.uint8))
+    return [str(root / "masks" / f"{i}.png") for i in range(n)]
+
+
+@pytest.mark.parametrize("damage, kind", [(truncate, "truncated"), (damaged_inside, "corrupt")])
+def test_masks_that_class_inference_cannot_read_are_named(tmp_path, capsys, damage, kind):
+    """classes=None met a damaged mask with Pillow's bare error, and check stopped at it (exit 2): now the
+    loaders refuse, naming every such mask and pointing at check, and check leaves them out of the inference
+    and reports each, as with the class count given."""
+    masks = id_dataset(tmp_path)
+    for bad in (masks[1], masks[4]):
+        damage(bad)
+    with pytest.raises(dl.DataError, match=r"classes=None reads the class ids in every mask, but 2 mask\(s\) cannot "
+                                           r"be read:\n.*\n.*\nRun `daliloader check`") as refused:
+        dl.SegmentationData.from_folder(tmp_path)
+    assert masks[1] in str(refused.value) and masks[4] in str(refused.value)
+    report = dl.check(tmp_path)
+    assert [(p.kind, p.path) for p in report.problems] == [(kind, masks[1]), (kind, masks[4])]
+    assert report.problems == dl.check(tmp_path, classes=3).problems
+    assert cli(["check", str(tmp_path), "--quiet"]) == 1
+    assert masks[4] in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------- corrupt data
 def test_check_catches_corrupt_jpeg_data_whatever_the_damage(tmp_path, capsys):
     """2000 random bytes in the middle of a JPEG, header and end marker intact, 20 draws of them: the

@@ -23,6 +23,7 @@ from PIL import Image
 from trees import H, W, ade20k_tree, blocks, photo, voc_palette, voc_tree
 
 import daliloader as dl
+from daliloader import tfrecord
 from daliloader.cli import main as cli
 
 
@@ -206,6 +207,49 @@ def test_classes_none_reads_the_ids_in_the_masks(tmp_path):
     assert data.classes.num_classes == 6 and data.classes.ignore_index == 255 and data.classes.kind == "id"
     with pytest.raises(dl.DataError, match="classes=None reads class ids from single-channel masks.*colour masks"):
         dl.SegmentationData.from_dirs(*_colour_tree(tmp_path / "colour"), classes=None)
+
+
+def _as_split_records(files: Path, out: Path) -> Path:
+    """The split folders of images/ + masks/ tree ``files`` as a folder of TFRecord files named by split."""
+    out.mkdir()
+    for split in ("train", "val"):
+        with tfrecord.Writer(out / f"{split}-00000-of-00001.tfrecord") as writer:
+            for image in sorted((files / "images" / split).iterdir()):
+                writer.write({"image/encoded": image.read_bytes(), "image/segmentation/class/encoded":
+                              (files / "masks" / split / image.with_suffix(".png").name).read_bytes()})
+    return out
+
+
+def test_every_split_of_a_folder_gets_the_class_map_inferred_from_all_of_them(tmp_path, backend):
+    """classes=None reads the ids in the masks of every split of the folder, so the splits agree: val, whose
+    masks hold ids 0 and 1 only, gets train's 4 classes (one-hot labels of one depth, metrics over one class
+    set), as files in split folders and as TFRecord files named by split; check reads them alike."""
+    files = tmp_path / "files"
+    id_tree(files, [0, 1, 3], split="train")
+    id_tree(files, [0, 1], split="val")
+    for root in (files, _as_split_records(files, tmp_path / "records")):
+        train, val = (dl.SegmentationData.from_folder(root, split=split) for split in ("train", "val"))
+        assert train.classes.num_classes == val.classes.num_classes == 4, root
+        assert val.classes.id_to_class == train.classes.id_to_class
+        assert dl.check(root, split="val").ok
+        (_, labels), *_ = one_epoch(backend, val, batch_size=len(val), image_size=(H, W), crop="center",
+                                    shuffle=False)
+        assert labels.shape[-1] == 4, (root, backend)
+
+
+def test_an_empty_split_is_refused_naming_its_list(tmp_path, capsys):
+    """A VOC split list without samples: every loader and check refuse the empty dataset, naming the list
+    (check said "checked 0 pairs ... no problems", exit 0)."""
+    root, _ = voc_tree(tmp_path)
+    listed = root / "VOC2012" / "ImageSets" / "Segmentation" / "empty.txt"
+    listed.write_text("\n")
+    empty = f"the dataset is empty: no image/mask pairs listed in {re.escape(str(listed))}"
+    with pytest.raises(dl.DataError, match=empty):
+        dl.SegmentationData.from_folder(root, split="empty")
+    with pytest.raises(dl.DataError, match=empty):
+        dl.check(root, split="empty")
+    assert cli(["check", str(root), "--split", "empty", "--quiet"]) == 2
+    assert str(listed) in capsys.readouterr().err
 
 
 def test_a_class_count_on_a_layout_keeps_its_published_table(cityscapes, ade20k, voc):
