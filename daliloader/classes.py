@@ -508,6 +508,13 @@ def default_ignore(num_classes: int) -> int:
     return 255 if num_classes <= 255 else _LUT_KEYS - 1
 
 
+def remap_advice(table: Mapping[int, int]) -> str:
+    """The remap ``table`` as a message advises it, in the Python API's words and the command line's:
+    ``classes={0: 0, 255: 1} (--classes 0:0,255:1)`` (``--classes`` reads ``VALUE:CLASS`` pairs,
+    comma-separated)."""
+    return f"classes={dict(table)!r} (--classes {','.join(f'{k}:{v}' for k, v in table.items())})"
+
+
 def _refuse_ignore_as_class(table: Mapping[int, int], ignore_index: int) -> None:
     """A remap table whose classes would run through ``ignore_index`` (``{7: 0, 26: 1}`` with
     ``ignore_index=1``): the ids mapped there are meant as a class, and would load as ignored."""

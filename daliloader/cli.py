@@ -292,11 +292,13 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
                                                       "expression as tfds.load takes it, 'train[:10%%]+test')")
     parser.add_argument("--images", type=location, help="image folder (instead of DATA)")
     parser.add_argument("--masks", type=location, help="mask folder (instead of DATA)")
-    parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N|NAME",
+    parser.add_argument("--classes", type=_classes, default=None, metavar="CSV|N|NAME|VALUE:CLASS,...",
                         help="the classes: a class_dict.csv (name,r,g,b) for colour masks, N for id masks whose "
-                             "ids 0..N-1 are the classes (others ignored), or a published table by name ("
-                             f"{', '.join(CATALOGUE)}). With DATA it replaces the layout's own; "
-                             "with --images/--masks and no --classes, the ids in the masks are read")
+                             "ids 0..N-1 are the classes (others ignored), a published table by name ("
+                             f"{', '.join(CATALOGUE)}), or the id masks' values mapped to classes, VALUE:CLASS "
+                             "pairs comma-separated (0:0,255:1 for binary masks; values not listed are ignored). "
+                             "With DATA it replaces the layout's own; with --images/--masks and no --classes, the "
+                             "ids in the masks are read")
     parser.add_argument("--mask-channel", type=int, choices=(0, 1, 2), default=None, metavar="0|1|2",
                         help="the masks are colour pictures whose channel 0 (red), 1 or 2 holds the class id "
                              "(TFDS's scene_parse150 sets it by itself)")
@@ -312,9 +314,29 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: bool) -> None:
 
 
 def _classes(text: str):
-    """--classes: a number of classes, a class_dict.csv, or a published table's name (see
+    """--classes: a number of classes; a remap table, ``VALUE:CLASS`` pairs comma-separated (``0:0,255:1``,
+    the Python API's ``{0: 0, 255: 1}``: any text that starts with a number and a colon, read by
+    :func:`_class_table`); else a class_dict.csv, or a published table's name (see
     :data:`daliloader.classes.CATALOGUE`; a file of that name wins)."""
-    return int(text) if text.strip().isdigit() else text
+    if text.strip().isdigit():
+        return int(text)
+    return _class_table(text) if re.match(r"\s*\d+\s*:", text) else text
+
+
+def _class_table(text: str) -> dict[int, int]:
+    """``VALUE:CLASS,...`` as a dict, each a whole number and each value once; else argparse's refusal
+    (the table's classes are checked where it is read, by :meth:`daliloader.classes.ClassMap.from_ids`)."""
+    table: dict[int, int] = {}
+    for pair in text.split(","):
+        value, _, cls = (part.strip() for part in pair.partition(":"))
+        if not (value.isdigit() and cls.isdigit()):
+            raise argparse.ArgumentTypeError(f"expected mask VALUE:CLASS pairs of whole numbers, comma-separated "
+                                             f"(binary masks: 0:0,255:1), got {pair.strip()!r} in {text!r}")
+        if int(value) in table:
+            raise argparse.ArgumentTypeError(f"the mask value {value} is given twice in {text!r}: give each value "
+                                             "one class")
+        table[int(value)] = int(cls)
+    return table
 
 
 def _choices(allowed):

@@ -16,7 +16,7 @@ from PIL import UnidentifiedImageError
 
 from . import buckets, layouts, tfrecord
 from .cache import PACK_INDEXES
-from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named
+from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named, remap_advice
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
 from .forms import refuse_other_form
@@ -708,9 +708,11 @@ def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int
     ignore = 65535 if mask_channel is None and mask_depth(masks[0]) == 16 else 255
     ids = found[found != ignore]
     if set(found.tolist()) == {0, 255} and ignore == 255:
-        raise DataError("classes=None: the masks hold only the values 0 and 255. Binary masks (foreground 255)? "
-                        "Pass classes={0: 0, 255: 1}. Background and the ignore value? Pass classes=1")
+        raise DataError("classes=None (no --classes): the masks hold only the values 0 and 255. Binary masks "
+                        f"(foreground 255)? Pass {remap_advice({0: 0, 255: 1})}. Background and the ignore value? "
+                        "Pass classes=1 (--classes 1)")
     if not len(ids):
-        raise DataError(f"classes=None: the masks hold no class id (only {ignore}, the ignore value); pass classes=N")
+        raise DataError(f"classes=None (no --classes): the masks hold no class id (only {ignore}, the ignore value); "
+                        "pass classes=N (--classes N)")
     count = int(ids.max()) + 1
     return ClassMap.from_ids(count, ignore_index=ignore, source=f"ids 0-{count - 1}, read from {len(masks)} masks")

@@ -21,7 +21,7 @@ from enum import Enum
 import cv2
 import numpy as np
 
-from .classes import ClassMap, MaskKind
+from .classes import ClassMap, MaskKind, remap_advice
 from .codecs import decode, mask_pixels
 from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData
 from .data import mask_depth as data_mask_depth
@@ -368,7 +368,7 @@ def _mask_problems(mask, image, header: Header, classes: ClassMap) -> list[Probl
             ignore = classes.ignore_index
             problems.append(Problem(ProblemKind.BINARY_MASK, mask, f"holds only the ids 0 and {ignore}, and {ignore} "
                                     f"is the ignore index: a binary mask with foreground {ignore}? Its foreground "
-                                    f"would load as ignored; pass classes={{0: 0, {ignore}: 1}}", image))
+                                    f"would load as ignored; pass {remap_advice({0: 0, ignore: 1})}", image))
     if header.format in LOSSY_MASK_FORMATS:
         problems.append(Problem(ProblemKind.LOSSY_MASK, mask, f"mask stored as {header.format}, a lossy format: its "
                                                               "edges carry values of no class; store masks as PNG",

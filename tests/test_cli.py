@@ -15,6 +15,7 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -111,6 +112,56 @@ def test_image_size_is_size_or_height_width_everywhere():
         assert args.image_size == (24, 32)
         assert Path(rest[0]) in (getattr(args, "data", None), getattr(args, "out", None))
         assert commands[command].parse_intermixed_args(["--image-size", "24"] + rest).image_size == (24, 24)
+
+
+@pytest.mark.parametrize("text, classes", [
+    ("0:0,255:1", {0: 0, 255: 1}),
+    (" 0 : 255, 1:0 ,2:1", {0: 255, 1: 0, 2: 1}),
+    ("7", 7),
+    ("voc", "voc"),
+    ("my_classes.csv", "my_classes.csv"),
+    ("s3://bucket/class_dict.csv", "s3://bucket/class_dict.csv"),
+])
+def test_classes_takes_a_file_a_count_a_name_or_a_table_of_values(text, classes):
+    assert build_parser().parse_args(["check", "--classes", text]).classes == classes
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0:0,255", "expected mask VALUE:CLASS pairs of whole numbers, comma-separated (binary masks: 0:0,255:1), got "
+                "'255' in '0:0,255'"),
+    ("0:0,255:one", "got '255:one'"),
+    ("0:0,", "got ''"),
+    ("0:0,0:1", "the mask value 0 is given twice in '0:0,0:1'"),
+])
+def test_a_malformed_table_of_classes_is_refused_as_an_argument(text, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(["check", "DATA", "--classes", text])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "daliloader check: error: argument --classes: " in err and message in err, err
+
+
+def binary_masks(root: Path) -> Path:
+    """images/ + masks/ of two pairs whose masks hold only 0 and 255 (binary masks)."""
+    for i in range(2):
+        for folder, picture in (("images", np.full((16, 16, 3), 90, np.uint8)),
+                                ("masks", np.repeat([0, 255], 128).reshape(16, 16).astype(np.uint8))):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            Image.fromarray(picture).save(root / folder / f"{i}.png")
+    return root
+
+
+def test_binary_masks_take_the_advice_given_on_the_command_line(tmp_path, capsys):
+    """The advice on binary masks names --classes as the command line takes it, and works as given."""
+    root = str(binary_masks(tmp_path))
+    assert cli(["check", root, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no --classes" in err and "(--classes 0:0,255:1)" in err and "(--classes 1)" in err, err
+    assert cli(["check", root, "--quiet", "--classes", "2"]) == 1  # 255 would be ignored
+    assert "pass classes={0: 0, 255: 1} (--classes 0:0,255:1)" in capsys.readouterr().out
+    assert cli(["check", root, "--quiet", "--classes", "0:0,255:1"]) == 0
+    assert cli(["check", "--images", f"{root}/images", "--masks", f"{root}/masks", "--quiet", "--classes",
+                "0:0,255:1"]) == 0
+    assert "no problems" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, hint", [
