@@ -101,20 +101,32 @@ def cmd_preview(args) -> int:
 
 
 def preview_recipe(args) -> dict:
-    """The loaders' options that preview's options ask for: --augment's, then those named (a flag of several
-    values as a tuple), then the evaluation recipe (--eval) or, for random crops, :data:`PREVIEW_DEFAULTS`."""
-    options = {k: v for k, v in AUGMENT.items() if k not in PREVIEW_DEFAULTS} if args.augment else {}
-    options.update({name: tuple(value) if isinstance(value, list) else value for name in RECIPE_OPTIONS
-                    if (value := getattr(args, name)) is not None})
+    """The loaders' options that preview's options ask for: the evaluation recipe (--eval) with those named,
+    or --augment's, then those named (a flag of several values as a tuple), then for random crops
+    :data:`PREVIEW_DEFAULTS`."""
+    named = {name: tuple(value) if isinstance(value, list) else value for name in RECIPE_OPTIONS
+             if (value := getattr(args, name)) is not None}
     if args.eval:
-        named = ["--" + name.replace("_", "-") for name in spec.random_crop_options(options)]
-        if args.augment or named:
-            raise SpecError("--eval previews the evaluation recipe, which draws nothing at random: leave out "
-                            + " and ".join((["--augment"] if args.augment else []) + named))
-        options["training"] = False
-    elif options.get("crop", "random") == "random":
-        options = PREVIEW_DEFAULTS | options
-    return options
+        refuse_draws_in_evaluation(args.augment, named)
+        return named | {"training": False}
+    options = ({k: v for k, v in AUGMENT.items() if k not in PREVIEW_DEFAULTS} if args.augment else {}) | named
+    return (PREVIEW_DEFAULTS | options) if options.get("crop", "random") == "random" else options
+
+
+def refuse_draws_in_evaluation(augment: bool, named: dict) -> None:
+    """--eval previews the evaluation recipe, which draws nothing at random: --augment, --crop random and the
+    options ``named`` (name -> value) that would draw (:func:`daliloader.spec.drawn_options`) are refused
+    by their flags, before the loader would refuse them by its keywords."""
+    drawn = ((["--augment"] if augment else []) + (["--crop random"] if named.get("crop") == "random" else [])
+             + [flag(name) for name in spec.drawn_options(named)])
+    if drawn:
+        raise SpecError("--eval previews the evaluation recipe, which draws nothing at random: leave out "
+                        + " and ".join(drawn))
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a loader's option: ``--erase-scale`` for ``erase_scale``."""
+    return "--" + name.replace("_", "-")
 
 
 def data_source(args):
@@ -510,10 +522,10 @@ def add_option_flags(parser: argparse.ArgumentParser) -> None:
 
     for name, option in spec.PROLOGUE.items():
         values = len(option.metavar) if isinstance(option.metavar, tuple) else None
-        parser.add_argument("--" + name.replace("_", "-"), type=option.parse, nargs=values, default=None,
+        parser.add_argument(flag(name), type=option.parse, nargs=values, default=None,
                             metavar=option.metavar, help=described(name, option.doc, option.form or "="))
     for name, stage_option in augment.OPTIONS.items():
-        parser.add_argument("--" + name.replace("_", "-"), type=augment.from_text, default=None,
+        parser.add_argument(flag(name), type=augment.from_text, default=None,
                             metavar=stage_option.metavar, help=described(name, stage_option.doc))
 
 

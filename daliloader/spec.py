@@ -237,6 +237,16 @@ def random_crop_options(given: Mapping[str, Any]) -> list[str]:
             o.check(name, given[name], "random") != o.off]
 
 
+def drawn_options(given: Mapping[str, Any]) -> list[str]:
+    """The options among ``given`` (name -> value as given; None: left out) that draw at random where the
+    crop is random: the prologue's that are on, then the switch of each declared stage that ``given`` turns
+    on (checked: :func:`daliloader.augment.make_stages`). What evaluation, which draws nothing, refuses."""
+    prologue = [name for name, o in PROLOGUE.items() if given.get(name) is not None and
+                o.check(name, given[name], "random") != o.off]
+    stages = make_stages({name: given[name] for name in STAGE_OPTIONS if given.get(name) is not None})
+    return prologue + [stage.switch().name for stage in stages]
+
+
 def prologue_parameters() -> list[inspect.Parameter]:
     """The prologue's options as keyword-only parameters (None: what each does when left out), for the
     loaders' signatures (:func:`daliloader.plan.make_plan` shows them)."""

@@ -212,6 +212,12 @@ def test_version_names_the_libraries(capsys):
     assert e.value.code == 0 and out.startswith("daliloader 0.") and "tensorflow" in out
 
 
+def test_eval_takes_the_options_that_draw_nothing():
+    args = build_parser().parse_args(["preview", "-o", "x.png", "--eval", "--rotate", "0", "--flip", "0", "--crop",
+                                      "center", "--erase", "0"])
+    assert cli_module.preview_recipe(args) == dict(rotate=0.0, flip=0.0, crop="center", erase=0, training=False)
+
+
 def test_options_may_sit_between_data_and_out():
     args = cli_module.parse_args(build_parser(), ["prepare", "DATA", "--split", "val", "OUT"])
     assert (args.command, args.data, args.split, args.out) == ("prepare", Path("DATA"), "val", Path("OUT"))
@@ -231,6 +237,12 @@ def test_missing_data_folder_is_a_clear_error(tmp_path, capsys):
     (["preview", "nowhere", "-o", "x.png", "--eval", "--cat-max-ratio", "0.75"],
      "daliloader preview: error: --eval previews the evaluation recipe, which draws nothing at random: leave out "
      "--cat-max-ratio\n"),
+    (["preview", "nowhere", "-o", "x.png", "--eval", "--rotate", "10"],
+     "daliloader preview: error: --eval previews the evaluation recipe, which draws nothing at random: leave out "
+     "--rotate\n"),
+    (["preview", "nowhere", "-o", "x.png", "--eval", "--crop", "random", "--flip", "0", "--blur", "1", "--hue", "5"],
+     "daliloader preview: error: --eval previews the evaluation recipe, which draws nothing at random: leave out "
+     "--crop random and --hue and --blur\n"),
     (["check"], "daliloader check: error: name the dataset to check: DATA (a dataset folder) or --images/--masks"),
 ])
 def test_wrong_combinations_are_one_line(argv, message, root, capsys):

@@ -107,6 +107,19 @@ def test_preview_takes_every_prologue_option_as_a_flag():
     assert {name: recipe[name] for name in PROLOGUE} == want
 
 
+def test_drawn_options_are_those_that_evaluation_refuses():
+    """spec.drawn_options names the options given that draw (preview --eval refuses them by their flags), as
+    the loaders with training=False refuse them by their keywords."""
+    from daliloader.spec import drawn_options
+
+    given = dict(scale=(0.5, 2), flip=0, rotate=10, hue=None, blur=(0.5, 1), erase=0, erase_value=3, crop="center")
+    assert drawn_options(given) == ["scale", "rotate", "blur"]
+    assert drawn_options(dict(flip=0.0, rotate=0, erase=0)) == []
+    for name in ("scale", "rotate", "blur"):
+        with pytest.raises(dl.SpecError, match="training=False"):
+            dl.make_plan(dl.synthetic.default_dataset(4), image_size=16, training=False, **{name: given[name]})
+
+
 def test_previews_default_zoom_is_for_random_crops_only():
     """preview zooms random crops by default; another crop gets no zoom it would refuse."""
     from daliloader.cli import PREVIEW_DEFAULTS, build_parser, preview_recipe
