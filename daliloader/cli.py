@@ -270,6 +270,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
+#: The pictures that preview -o and the --plot options write, by the file's extension (any case): those
+#: matplotlib writes that a viewer or a document shows as they are, raster or vector.
+PICTURES = ("png", "jpg", "jpeg", "pdf", "svg")
+PICTURES_HELP = ("the file's extension names its format: "
+                 + ", ".join("." + p for p in PICTURES[:-1]) + " or ." + PICTURES[-1])
+
+
+def _picture(text: str) -> Path:
+    """A picture file to write (argparse's ``type``): a path whose extension is one of :data:`PICTURES`, else
+    refused before anything runs."""
+    path = Path(text)
+    if path.suffix[1:].lower() not in PICTURES:
+        raise argparse.ArgumentTypeError(f"{text!r} is no picture daliloader writes; {PICTURES_HELP}")
+    return path
+
+
 def add_image_size(parser: argparse.ArgumentParser, default: tuple[int, int], what: str) -> None:
     """--image-size SIZE or HEIGHT,WIDTH: the loaders' image_size (one value: square). One token, so
     that DATA may follow it."""
@@ -464,7 +480,7 @@ def _add_bench_extras(bench: argparse.ArgumentParser) -> None:
                             "says what the container costs or saves")
     bench.add_argument("--train-steps", type=_positive_int, default=8, help="timed training steps (default 8)")
     bench.add_argument("--json", type=Path, help="write the full report (machine, versions, settings, figures) here")
-    bench.add_argument("--plot", type=Path, help="write a bar chart PNG here")
+    bench.add_argument("--plot", type=_picture, metavar="OUT.png", help=f"write a bar chart here ({PICTURES_HELP})")
 
 
 def _add_report(sub, parents: list) -> None:
@@ -475,7 +491,7 @@ def _add_report(sub, parents: list) -> None:
     rep.add_argument("report", type=Path, metavar="REPORT", help="a JSON report written by bench --json")
     rep.add_argument("--data", type=_choices(DATA), default=None,
                      help="keep only the figures on these data, comma-separated (default: all)")
-    rep.add_argument("--plot", type=Path, metavar="OUT.png", help="write the bar chart PNG here")
+    rep.add_argument("--plot", type=_picture, metavar="OUT.png", help=f"write the bar chart here ({PICTURES_HELP})")
     rep.set_defaults(func=cmd_report)
 
 
@@ -488,7 +504,8 @@ def _add_preview(sub, parents: list) -> None:
                                          "sample's image beside its mask coloured with the class palette, the mask "
                                          "blended over the image, or both, with a legend.")
     add_data_arguments(preview, default=True)
-    preview.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
+    preview.add_argument("-o", "--output", type=_picture, required=True, metavar="OUT.png",
+                         help=f"the picture to write ({PICTURES_HELP})")
     preview.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
     preview.add_argument("--batches", type=_positive_int, default=2,
                          help="batches to draw, a row per sample (default: 2)")

@@ -175,6 +175,26 @@ def test_former_forms_get_a_hint(argv, hint, capsys):
 
 
 @pytest.mark.parametrize("argv", [
+    ["preview", "-o", "x.txt"], ["preview", "-o", "grid"], ["bench", "--plot", "chart.gif"],
+    ["report", "r.json", "--plot", "chart"],
+])
+def test_a_picture_of_a_format_not_written_is_refused_before_anything_runs(argv, capsys):
+    """preview -o and the --plot options write what their extension names, of :data:`cli.PICTURES`; another
+    is refused as an argument (matplotlib would refuse it with a traceback, after the work)."""
+    with pytest.raises(SystemExit) as e:
+        cli(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"'{argv[-1]}' is no picture daliloader writes; the file's extension names its " \
+                                 "format: .png, .jpg, .jpeg, .pdf or .svg" in err, err
+
+
+def test_a_picture_may_be_any_format_written(tmp_path):
+    for name in ("grid.png", "grid.JPG", "grid.jpeg", "grid.pdf", "grid.svg"):
+        assert build_parser().parse_args(["preview", "-o", name]).output == Path(name)
+        assert build_parser().parse_args(["report", "r.json", "--plot", name]).plot == Path(name)
+
+
+@pytest.mark.parametrize("argv", [
     ["bench", "--backends", "dali-cpu,nope"],
     ["bench", "--label-mode", "probabilities"],
     ["bench", "--batch-size", "0"],
