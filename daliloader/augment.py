@@ -50,7 +50,7 @@ class Option:
     default: Any
     check: Callable[[str, Any], Any]  # (name, the value as given) -> the value the stage keeps, or a SpecError
     doc: str  # what it does, one line (docs/options.md's table, the CLI's help)
-    metavar: str  # the CLI flag's value
+    metavar: str  # the CLI flag's value (ending in MIN,MAX: a range, read by daliloader.spec.range_value)
     annotation: str  # the types the keyword takes
     foreign: tuple[str, ...] = ()  # what torchvision or albumentations call it ("did you mean" points here)
 

@@ -102,10 +102,8 @@ def cmd_preview(args) -> int:
 
 def preview_recipe(args) -> dict:
     """The loaders' options that preview's options ask for: the evaluation recipe (--eval) with those named,
-    or --augment's, then those named (a flag of several values as a tuple), then for random crops
-    :data:`PREVIEW_DEFAULTS`."""
-    named = {name: tuple(value) if isinstance(value, list) else value for name in RECIPE_OPTIONS
-             if (value := getattr(args, name)) is not None}
+    or --augment's, then those named, then for random crops :data:`PREVIEW_DEFAULTS`."""
+    named = {name: value for name in RECIPE_OPTIONS if (value := getattr(args, name)) is not None}
     if args.eval:
         refuse_draws_in_evaluation(args.augment, named)
         return named | {"training": False}
@@ -393,24 +391,36 @@ def version() -> str:
     return f"daliloader {daliloader.__version__} ({', '.join(found) or 'no backend library installed'})"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a hint where a stray argument most likely comes from an option's older form."""
+#: Flags that took a value in an older form, and what to do now: the hint where one is given and a word
+#: is left over.
+FORMER_FORMS = {"--prepared": "bench reads one DATA folder, and --prepared takes no value: name the prepared "
+                              "copy's folder with --prepared-dir DIR"}
 
-    def error(self, message):
-        if "unrecognized arguments" in message:
-            hints = []
-            if any(a.dest == "image_size" for a in self._actions):
-                hints.append("--image-size takes SIZE or HEIGHT,WIDTH as one argument")
-            if self.prog.endswith(" bench"):
-                hints.append("bench reads one DATA folder, and --prepared takes no value: name the prepared copy's "
-                             "folder with --prepared-dir DIR")
-            message += "".join(f"; {h}" for h in hints)
-        super().error(message)
+
+def stray_hint(parser: argparse.ArgumentParser, words: list[str], stray: list[str]) -> str:
+    """``"; HINT"`` on the option that the words ``stray`` (left over by ``parser`` from ``words``) most
+    likely belong to, or "" where none stands out: the flag of one value whose value comes right before the
+    first of them (``--image-size 720 960``: what it takes), or a flag of :data:`FORMER_FORMS`."""
+    for i in range(1, len(words)):
+        before = words[i - 1]
+        flag = before.partition("=")[0] if before.startswith("--") and "=" in before else words[i - 2] if i > 1 else ""
+        action = parser._option_string_actions.get(flag)
+        if words[i] == stray[0] and action is not None and action.nargs is None:
+            return f"; {flag} takes {_value_form(action)}"
+    return "".join(f"; {hint}" for name, hint in FORMER_FORMS.items()
+                   if name in words and name in parser._option_string_actions)
+
+
+def _value_form(action: argparse.Action) -> str:
+    """What a flag of one value takes, in words: its metavar's forms as one argument (a range, two words too)."""
+    metavar = action.metavar or ("|".join(action.choices) if action.choices else action.dest.upper())
+    forms = metavar.replace("|", " or ")
+    return f"{forms}, or MIN MAX as two words" if takes_range(metavar) else f"{forms} as one argument"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command (each added by its ``_add_*`` function, in the order of the help)."""
-    parser = _Parser(prog="daliloader", description="GPU data loading for Keras segmentation.")
+    parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.")
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
     parents = [_verbose()]
@@ -502,7 +512,9 @@ def _add_preview(sub, parents: list) -> None:
                              description="Run a loader with a recipe (the loaders' options; by default random crops "
                                          "with zoom 0.5-2, or --eval for the evaluation recipe) and write a grid: each "
                                          "sample's image beside its mask coloured with the class palette, the mask "
-                                         "blended over the image, or both, with a legend.")
+                                         "blended over the image, or both, with a legend. A flag whose value "
+                                         "ends in MIN,MAX takes a range: one number (as the loaders' option "
+                                         "reads one), MIN,MAX, or MIN MAX as two words.")
     add_data_arguments(preview, default=True)
     preview.add_argument("-o", "--output", type=_picture, required=True, metavar="OUT.png",
                          help=f"the picture to write ({PICTURES_HELP})")
@@ -530,20 +542,52 @@ def _add_preview(sub, parents: list) -> None:
 
 def add_option_flags(parser: argparse.ArgumentParser) -> None:
     """A flag for each of the loaders' declared options, of its name: the prologue's
-    (:data:`daliloader.spec.PROLOGUE`, each value read as its declaration says, as many as its metavar names)
-    and the declared stages' (:data:`daliloader.augment.OPTIONS`, read by :func:`daliloader.augment.from_text`);
-    left out, the option's default (or :data:`PREVIEW_DEFAULTS`'s)."""
-    def described(name: str, doc: str, form: str = "=") -> str:
-        default = f" (default here: {' '.join(map(str, PREVIEW_DEFAULTS[name]))})" if name in PREVIEW_DEFAULTS else ""
-        return f"as the loaders' {name}{form}: {doc}{default}".replace("%", "%%")
+    (:data:`daliloader.spec.PROLOGUE`, read by the declaration's ``parse``) and the declared stages'
+    (:data:`daliloader.augment.OPTIONS`, read by :func:`daliloader.augment.from_text`), but that a flag whose
+    metavar ends in MIN,MAX takes a range, read by :func:`daliloader.spec.range_value` (as one word or two:
+    :func:`joined_ranges`); left out, the option's default (or :data:`PREVIEW_DEFAULTS`'s)."""
+    def add(name: str, metavar: str, parse, doc: str, form: str = "=") -> None:
+        default = f" (default here: {','.join(f'{v:g}' for v in PREVIEW_DEFAULTS[name])})" \
+            if name in PREVIEW_DEFAULTS else ""
+        parser.add_argument(flag(name), type=spec.range_value if takes_range(metavar) else parse, default=None,
+                            metavar=metavar, help=f"as the loaders' {name}{form}: {doc}{default}".replace("%", "%%"))
 
     for name, option in spec.PROLOGUE.items():
-        values = len(option.metavar) if isinstance(option.metavar, tuple) else None
-        parser.add_argument(flag(name), type=option.parse, nargs=values, default=None,
-                            metavar=option.metavar, help=described(name, option.doc, option.form or "="))
+        add(name, option.metavar, option.parse, option.doc, option.form or "=")
     for name, stage_option in augment.OPTIONS.items():
-        parser.add_argument(flag(name), type=augment.from_text, default=None,
-                            metavar=stage_option.metavar, help=described(name, stage_option.doc))
+        add(name, stage_option.metavar, augment.from_text, stage_option.doc)
+
+
+def takes_range(metavar) -> bool:
+    """Whether a flag of this metavar takes a range: one number, or MIN,MAX (:data:`daliloader.spec.RANGE_METAVAR`)."""
+    return isinstance(metavar, str) and metavar.endswith(spec.RANGE_METAVAR)
+
+
+def joined_ranges(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    """``words`` with the value of each of ``parser``'s range flags (:func:`takes_range`) joined to the flag
+    as one word: ``--scale 0.5 2`` and ``--scale 0.5,2`` both as ``--scale=0.5,2``, ``--rotate -10 10`` as
+    ``--rotate=-10,10`` (argparse would read -10,10 as a flag). A value is what
+    :func:`daliloader.spec.range_value` reads; the word after a flag that is none is left for argparse to
+    refuse, and a second number joins a first only where the first is one number."""
+    flags = {s for a in parser._actions if takes_range(a.metavar) for s in a.option_strings}
+    joined, rest = [], list(words)
+    while rest:
+        word = rest.pop(0)
+        if word in flags and rest and _reads_as_range(rest[0]):
+            value = rest.pop(0)
+            if "," not in value and rest and _reads_as_range(rest[0]) and "," not in rest[0]:
+                value += "," + rest.pop(0)
+            word = f"{word}={value}"
+        joined.append(word)
+    return joined
+
+
+def _reads_as_range(word: str) -> bool:
+    try:
+        spec.range_value(word)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
 
 
 def _add_check(sub, parents: list) -> None:
@@ -650,10 +694,16 @@ def native_noise_filtered():
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """The command's arguments; options may sit between DATA and OUT (prepare DATA --split val OUT)."""
+    """The command's arguments: options may sit between DATA and OUT (prepare DATA --split val OUT), a range
+    flag's value may be one word or two (:func:`joined_ranges`), and words left over are refused with a
+    hint on the option they most likely belong to (:func:`stray_hint`)."""
     commands = parser._subparsers._group_actions[0].choices
     if argv and argv[0] in commands:
-        args = commands[argv[0]].parse_intermixed_args(argv[1:])
+        command = commands[argv[0]]
+        words = joined_ranges(command, argv[1:])
+        args, stray = command.parse_known_intermixed_args(words)
+        if stray:
+            command.error(f"unrecognized arguments: {' '.join(stray)}{stray_hint(command, words, stray)}")
         args.command = argv[0]
         return args
     return parser.parse_args(argv)

@@ -120,12 +120,12 @@ class PrologueOption:
     name: str
     check: Callable[[str, Any, str], Any]  # (name, value as given or None, crop) -> the field's value, or SpecError
     doc: str  # what it does, one line (docs/options.md's table, preview's help)
-    metavar: str | tuple[str, ...]  # preview's flag's value (several: that many values)
+    metavar: str  # preview's flag's value (ending in RANGE_METAVAR: a range, read by range_value)
     default_doc: str  # what None gives, as docs/options.md's table says it
     form: str = ""  # the value as the table writes it after the name (`rotate=d`: the `d` of `doc`)
     annotation: str = "Range"  # the types the keyword takes, besides None
     foreign: tuple[str, ...] = ()  # what torchvision, albumentations or Keras call it ("did you mean" points here)
-    parse: Callable[[str], Any] = float  # preview's flag: one value, from its text
+    parse: Callable[[str], Any] = float  # preview's flag's value from its text, where it is no range
     random_crops_only: bool = False  # it acts on random crops alone (evaluation, which has none, refuses it by name)
 
     @property
@@ -199,24 +199,45 @@ def positive_number(text: str) -> float:
     return value
 
 
+#: How a command-line flag's metavar ends where the flag takes a range (:func:`range_value`): one number, or
+#: ``MIN,MAX``, which ``daliloader preview`` also takes as two words (``--scale 0.5 2``).
+RANGE_METAVAR = "MIN,MAX"
+
+
+def range_value(text: str) -> float | tuple[float, float]:
+    """A range flag's value (argparse's ``type``: the refusal is its message): one number, as the option
+    reads one (its check says how), or ``MIN,MAX``, a ``(min, max)`` pair."""
+    import argparse
+
+    try:
+        numbers = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        numbers = ()
+    if len(numbers) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"expected a number or MIN,MAX (two numbers, as one word or two), got "
+                                         f"{text!r}")
+    return numbers if len(numbers) == 2 else numbers[0]
+
+
 #: The prologue's options, in the order of the draws (:mod:`daliloader.stages`), by name.
 PROLOGUE: dict[str, PrologueOption] = {o.name: o for o in (
     PrologueOption("scale", _zoom, "zoom `s ~ U(lo, hi)` (random crops): `s < 1` shows more of the image, `s > 1` "
-                   "less", ("MIN", "MAX"), default_doc="`(1, 1)`", form="=(lo, hi)", foreign=("zoom_range",),
-                   parse=positive_number, random_crops_only=True),
+                   "less", "S|MIN,MAX", default_doc="`(1, 1)`", form="=(lo, hi)", foreign=("zoom_range",),
+                   random_crops_only=True),
     PrologueOption("flip", _flip, "mirror left-right with probability `flip`", "P",
                    default_doc='0.5 for `"random"`, else 0', annotation="float", foreign=("hflip", "horizontal_flip")),
     PrologueOption("rotate", _angle, "angle `a ~ U(-d, d)` degrees, counter-clockwise about the centre of the output "
-                   "(OpenCV's `getRotationMatrix2D`), same size; image bilinear, mask nearest neighbour", "DEGREES",
-                   default_doc="0", form="=d", foreign=("degrees", "limit", "angle")),
-    PrologueOption("brightness", _factor, "factor `b ~ U(max(0, 1-v), 1+v)` (torchvision's `ColorJitter`)", "V",
+                   "(OpenCV's `getRotationMatrix2D`), same size; image bilinear, mask nearest neighbour",
+                   "DEGREES|MIN,MAX", default_doc="0", form="=d", foreign=("degrees", "limit", "angle")),
+    PrologueOption("brightness", _factor, "factor `b ~ U(max(0, 1-v), 1+v)` (torchvision's `ColorJitter`)",
+                   "V|MIN,MAX",
                    default_doc="0", form="=v"),
-    PrologueOption("contrast", _factor, "factor `c`, drawn as `b`; scales about mid-grey 128", "V", default_doc="0",
-                   form="=v"),
+    PrologueOption("contrast", _factor, "factor `c`, drawn as `b`; scales about mid-grey 128", "V|MIN,MAX",
+                   default_doc="0", form="=v"),
     PrologueOption("saturation", _factor, "factor `t`, drawn as `b`; 0 is grey (luma 0.299 R + 0.587 G + 0.114 B)",
-                   "V", default_doc="0", form="=v", foreign=("sat_shift_limit",)),
+                   "V|MIN,MAX", default_doc="0", form="=v", foreign=("sat_shift_limit",)),
     PrologueOption("hue", _hue, "angle `g ~ U(-d, d)` degrees, turning YIQ chroma (torchvision's `hue=0.1`, a fraction "
-                   "of a turn, is `hue=36`; values up to 0.5 warn)", "DEGREES", default_doc="0", form="=d",
+                   "of a turn, is `hue=36`; values up to 0.5 warn)", "DEGREES|MIN,MAX", default_doc="0", form="=d",
                    foreign=("hue_shift_limit",)),
     PrologueOption("cat_max_ratio", _class_ratio, "redraw the random crop window, up to 10 times, while one class "
                    "covers `r` or more of its labelled pixels or it holds one class (mmsegmentation's "

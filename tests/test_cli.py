@@ -164,14 +164,52 @@ def test_binary_masks_take_the_advice_given_on_the_command_line(tmp_path, capsys
     assert "no problems" in capsys.readouterr().out
 
 
+def test_every_range_flag_takes_one_number_or_min_max_as_one_word_or_two():
+    """A flag whose metavar ends in MIN,MAX (the prologue's ranges and the declared stages') takes one number,
+    MIN,MAX or MIN MAX, DATA before or after it; a negative minimum too."""
+    preview = build_parser()._subparsers._group_actions[0].choices["preview"]
+    ranges = [a.option_strings[0] for a in preview._actions if cli_module.takes_range(a.metavar)]
+    assert {"--scale", "--rotate", "--hue", "--blur", "--gamma", "--erase-scale", "--erase-ratio"} <= set(ranges)
+    for flag in ranges:
+        dest = flag[2:].replace("-", "_")
+        for words, value in ((["0.5"], 0.5), (["0.5,2"], (0.5, 2.0)), (["0.5", "2"], (0.5, 2.0)),
+                             (["-1", "2"], (-1.0, 2.0)), (["-1,2"], (-1.0, 2.0))):
+            for argv in (["preview", "DATA", flag, *words, "-o", "x.png"],
+                         ["preview", flag, *words, "DATA", "-o", "x.png"],
+                         ["preview", "-o", "x.png", f"{flag}={','.join(words)}", "DATA"]):
+                args = cli_module.parse_args(build_parser(), argv)
+                assert (getattr(args, dest), args.data) == (value, Path("DATA")), argv
+    args = cli_module.parse_args(build_parser(), ["preview", "--rotate", "10", "20x", "-o", "x.png"])
+    assert (args.rotate, args.data) == (10.0, Path("20x"))  # a word that is no number is not joined
+
+
+@pytest.mark.parametrize("value", ["x", "1,2,3", "1,", "1,x"])
+def test_a_range_that_is_none_is_refused_as_an_argument(value, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(["preview", "-o", "x.png", "--blur", value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument --blur: expected a number or MIN,MAX (two numbers, as one word or two), " \
+                                 f"got {value!r}" in err, err
+
+
 @pytest.mark.parametrize("argv, hint", [
-    (["bench", "--prepared", "copy", "camvid"], "name the prepared copy's folder with --prepared-dir DIR"),
-    (["synth", "out", "--image-size", "720", "960"], "--image-size takes SIZE or HEIGHT,WIDTH as one argument"),
+    (["bench", "--prepared", "copy", "camvid"], "; bench reads one DATA folder, and --prepared takes no value: name "
+                                                "the prepared copy's folder with --prepared-dir DIR"),
+    (["synth", "out", "--image-size", "720", "960"], "; --image-size takes SIZE or HEIGHT,WIDTH as one argument"),
+    (["synth", "out", "--image-size=720", "960"], "; --image-size takes SIZE or HEIGHT,WIDTH as one argument"),
+    (["preview", "DATA", "-o", "x.png", "--seed", "1", "2"], "; --seed takes SEED as one argument"),
+    (["preview", "DATA", "-o", "x.png", "--view", "side", "overlay"], "; --view takes side or overlay or both as "
+                                                                     "one argument"),
+    (["preview", "DATA", "-o", "x.png", "--blur", "1", "2", "3"], "; --blur takes SIGMA or MIN,MAX, or MIN MAX as "
+                                                                  "two words"),
+    (["preview", "DATA", "-o", "x.png", "--image-size", "64", "--augment", "stray"], ""),  # none stands out
+    (["check", "a", "b"], ""),
 ])
-def test_former_forms_get_a_hint(argv, hint, capsys):
+def test_a_word_left_over_gets_a_hint_on_the_option_it_belongs_to(argv, hint, capsys):
     with pytest.raises(SystemExit) as e:
         cli(argv)
-    assert e.value.code == 2 and hint in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.splitlines()[-1].endswith(f": unrecognized arguments: {argv[-1]}{hint}"), err
 
 
 @pytest.mark.parametrize("argv", [

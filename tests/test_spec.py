@@ -92,19 +92,21 @@ def test_every_prologue_option_is_a_field_a_keyword_and_off_when_left_out():
 
 
 def test_preview_takes_every_prologue_option_as_a_flag():
-    """Each prologue option is a flag of preview of its name, as many values as its metavar names, read into
-    the value the loaders take (several as a tuple)."""
-    from daliloader.cli import build_parser, preview_recipe
-    from daliloader.spec import PROLOGUE
+    """Each prologue option is a flag of preview of its name, read into the value the loaders take: one
+    number, and for a range (a metavar ending in MIN,MAX) a pair too, as one word or two."""
+    from daliloader.cli import build_parser, parse_args, preview_recipe
+    from daliloader.spec import PROLOGUE, RANGE_METAVAR
 
-    flags, want = ["preview", "-o", "x.png"], {}
-    for name, option in PROLOGUE.items():
-        several = isinstance(option.metavar, tuple)
-        values = ["0.25", "0.75"][:len(option.metavar)] if several else ["0.25"]
-        flags += ["--" + name.replace("_", "-"), *values]
-        want[name] = tuple(map(float, values)) if several else 0.25
-    recipe = preview_recipe(build_parser().parse_args(flags))
-    assert {name: recipe[name] for name in PROLOGUE} == want
+    def recipe(flags: list[str]) -> dict:
+        return preview_recipe(parse_args(build_parser(), ["preview", "-o", "x.png", *flags]))
+
+    flags = [word for name in PROLOGUE for word in ("--" + name.replace("_", "-"), "0.25")]
+    assert {name: recipe(flags)[name] for name in PROLOGUE} == dict.fromkeys(PROLOGUE, 0.25)
+    ranges = [name for name, option in PROLOGUE.items() if option.metavar.endswith(RANGE_METAVAR)]
+    assert ranges == ["scale", "rotate", "brightness", "contrast", "saturation", "hue"]
+    for values in (["0.25,0.75"], ["0.25", "0.75"]):
+        flags = [word for name in ranges for word in ("--" + name.replace("_", "-"), *values)]
+        assert {name: recipe(flags)[name] for name in ranges} == dict.fromkeys(ranges, (0.25, 0.75))
 
 
 def test_drawn_options_are_those_that_evaluation_refuses():
