@@ -7,6 +7,7 @@ error ends as a message and exit status 2.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import sys
@@ -420,7 +421,8 @@ def _value_form(action: argparse.Action) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command (each added by its ``_add_*`` function, in the order of the help)."""
-    parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.")
+    parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.",
+                                     parents=[_verbose()], epilog="--verbose may come before the command or after it.")
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
     parents = [_verbose()]
@@ -431,7 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _verbose() -> argparse.ArgumentParser:
-    """The option every command takes: --verbose."""
+    """The option every command takes: --verbose (also the top level's, which hands it to the command:
+    :func:`parse_args`)."""
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("--verbose", action="store_true",
                          help="show what TensorFlow, XLA and CUDA print as they start and DALI's decoder warnings "
@@ -694,17 +697,20 @@ def native_noise_filtered():
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """The command's arguments: options may sit between DATA and OUT (prepare DATA --split val OUT), a range
-    flag's value may be one word or two (:func:`joined_ranges`), and words left over are refused with a
-    hint on the option they most likely belong to (:func:`stray_hint`)."""
+    """The command's arguments: --verbose may come before the command too (daliloader --verbose check DATA),
+    options may sit between DATA and OUT (prepare DATA --split val OUT), a range flag's value may be one word
+    or two (:func:`joined_ranges`), and words left over are refused with a hint on the option they most
+    likely belong to (:func:`stray_hint`)."""
     commands = parser._subparsers._group_actions[0].choices
-    if argv and argv[0] in commands:
-        command = commands[argv[0]]
-        words = joined_ranges(command, argv[1:])
+    verbose = list(itertools.takewhile(lambda word: word == "--verbose", argv))  # handed to the command
+    name, *rest = argv[len(verbose):] or [None]
+    if name in commands:
+        command = commands[name]
+        words = joined_ranges(command, verbose + rest)
         args, stray = command.parse_known_intermixed_args(words)
         if stray:
             command.error(f"unrecognized arguments: {' '.join(stray)}{stray_hint(command, words, stray)}")
-        args.command = argv[0]
+        args.command = name
         return args
     return parser.parse_args(argv)
 

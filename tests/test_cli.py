@@ -276,6 +276,24 @@ def test_eval_takes_the_options_that_draw_nothing():
     assert cli_module.preview_recipe(args) == dict(rotate=0.0, flip=0.0, crop="center", erase=0, training=False)
 
 
+@pytest.mark.parametrize("argv", [["--verbose", "synth", "out"], ["synth", "out", "--verbose"],
+                                  ["synth", "--verbose", "out"], ["--verbose", "--verbose", "synth", "out"]])
+def test_verbose_comes_before_the_command_or_after_it(argv, monkeypatch):
+    ran, shown = [], []
+    monkeypatch.setattr(cli_module, "cmd_synth", lambda args: ran.append((args.verbose, args.out)) or 0)
+    monkeypatch.setattr(cli_module, "show_native_warnings", lambda: shown.append(True))
+    assert cli(argv) == 0 and ran == [(True, Path("out"))] and shown == [True]
+
+
+def test_the_top_level_help_lists_verbose(capsys):
+    with pytest.raises(SystemExit):
+        cli(["--help"])
+    assert "--verbose" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        cli(["--verbose"])
+    assert e.value.code == 2 and "the following arguments are required: command" in capsys.readouterr().err
+
+
 def test_options_may_sit_between_data_and_out():
     args = cli_module.parse_args(build_parser(), ["prepare", "DATA", "--split", "val", "OUT"])
     assert (args.command, args.data, args.split, args.out) == ("prepare", Path("DATA"), "val", Path("OUT"))
