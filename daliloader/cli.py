@@ -403,11 +403,11 @@ def stray_hint(parser: argparse.ArgumentParser, words: list[str], stray: list[st
     likely belong to, or "" where none stands out: the flag of one value whose value comes right before the
     first of them (``--image-size 720 960``: what it takes), or a flag of :data:`FORMER_FORMS`."""
     for i in range(1, len(words)):
-        before = words[i - 1]
-        flag = before.partition("=")[0] if before.startswith("--") and "=" in before else words[i - 2] if i > 1 else ""
-        action = parser._option_string_actions.get(flag)
+        joined = words[i - 1].startswith("--") and "=" in words[i - 1]  # --flag=value
+        given = words[i - 1].partition("=")[0] if joined else words[i - 2] if i > 1 else ""
+        action = parser._option_string_actions.get(given)
         if words[i] == stray[0] and action is not None and action.nargs is None:
-            return f"; {flag} takes {_value_form(action)}"
+            return f"; {given} takes {_value_form(action)}"
     return "".join(f"; {hint}" for name, hint in FORMER_FORMS.items()
                    if name in words and name in parser._option_string_actions)
 
@@ -586,6 +586,7 @@ def joined_ranges(parser: argparse.ArgumentParser, words: list[str]) -> list[str
 
 
 def _reads_as_range(word: str) -> bool:
+    """Whether ``word`` is a range flag's value (:func:`daliloader.spec.range_value` reads it)."""
     try:
         spec.range_value(word)
     except argparse.ArgumentTypeError:
