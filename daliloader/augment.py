@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .draws import NUMPY, check_choice, check_probability, check_range, draw, uniform_offset
-from .errors import SpecError
+from .errors import SpecError, flag
 
 #: The draws of the prologue (zoom, top, left, flip, angle, brightness, contrast, saturation, hue:
 #: :mod:`daliloader.stages`), which come first in a sample's draws.
@@ -282,9 +282,10 @@ def make_stages(options: Mapping[str, Any]) -> tuple[Stage, ...]:
         if stage.on:
             on.append(stage)
         elif cls.switch().name not in given and given:
-            raise SpecError(f"{', '.join(sorted(given))} set the stage that {cls.switch().name}= turns on, and "
-                            f"{cls.switch().name} is not given: pass it too (e.g. {cls.switch().name}=0.5), or leave "
-                            f"{', '.join(sorted(given))} out")
+            names, switch = sorted(given), cls.switch().name
+            raise SpecError(f"{', '.join(names)} set the stage that {switch}= turns on, and {switch} is not given: "
+                            f"pass it too (e.g. {switch}=0.5), or leave {', '.join(names)} out (on the command line: "
+                            f"{' and '.join(map(flag, names))} need {flag(switch)})")
     return tuple(on)
 
 

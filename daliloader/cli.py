@@ -18,7 +18,7 @@ from daliloader import augment, spec
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.classes import CATALOGUE
 from daliloader.environment import BEFORE_LOGGING, filtered_stderr, show_native_warnings
-from daliloader.errors import DaliloaderError, SpecError
+from daliloader.errors import DaliloaderError, SpecError, flag
 
 
 def cmd_bench(args) -> int:
@@ -121,11 +121,6 @@ def refuse_draws_in_evaluation(augment: bool, named: dict) -> None:
     if drawn:
         raise SpecError("--eval previews the evaluation recipe, which draws nothing at random: leave out "
                         + " and ".join(drawn))
-
-
-def flag(name: str) -> str:
-    """The command-line flag of a loader's option: ``--erase-scale`` for ``erase_scale``."""
-    return "--" + name.replace("_", "-")
 
 
 def data_source(args):

@@ -52,6 +52,12 @@ class StorageError(DataError, LoadError):
         return type(self), (self.fault, self.url, self.detail)
 
 
+def flag(name: str) -> str:
+    """The command-line flag of a loader's option, for messages that give both spellings: ``--erase-scale``
+    for ``erase_scale``."""
+    return "--" + name.replace("_", "-")
+
+
 def empty_dataset(looked_in: str = "") -> DataError:
     """The error of a dataset without pairs, every loader's and ``check``'s: ``looked_in`` says where the pairs
     were looked for, where the layout knows it (``"listed in .../val.txt"``, ``"under images/ + masks/"``)."""
