@@ -25,6 +25,7 @@ from .inspection import (
     check_pair,
     gpu_mask_problems,
     object_problem,
+    png_chunk_damage,
     quick_check,
     record_problem_kind,
 )
@@ -33,6 +34,17 @@ from .tfrecord import CHANGED_RECORD, RecordProblem, file_stamp, masked_crc
 
 
 # ---------------------------------------------------------------- at load time
+def _png_mask_problems(mask, image, blob: bytes | None) -> list[Problem]:
+    """A PNG mask's chunks checked whole (:func:`~daliloader.inspection.png_chunk_damage`): a damaged mask
+    is then refused by name before a decoder meets it, where the decoder's failure would name no file
+    inside ``model.fit`` (TensorFlow raises it there, before daliloader regains control). Masks only:
+    they are small beside the photos, and checking is a read and a checksum of every byte, once per pair
+    and process. Not where the mask cache holds the masks: it decodes each mask itself, once per version,
+    and names the damage then."""
+    damage = png_chunk_damage(read_part(mask) if blob is None else blob)
+    return [] if damage is None else [Problem(damage[0], str(mask), damage[1], str(image))]
+
+
 class PairGuard:
     """Vets each pair the first time a loader reads it; explains decoder failures afterwards.
 
@@ -80,14 +92,23 @@ class PairGuard:
         if stamp is not None and self._vetted.get(index) == stamp:
             return
         read = {part: blob for part, blob in zip((image, mask), blobs or ()) if blob is not None}
-        problems, headers = quick_check(image, mask, self.expect, read)
-        if not problems and self.expect.backend == "dali-gpu" and self._named.gpu_masks is not None:
-            problems = gpu_mask_problems(self._named.gpu_masks[index], headers[image], image)
+        problems = self._vetting_problems(index, image, mask, read)
         if problems:
             self._refuse(index, problems)
         if self._cache is not None:  # the mask's cached class indices, decoded again where it changed
             self._refresh(index)
         self._vetted[index] = stamp
+
+    def _vetting_problems(self, index: int, image, mask, read: dict) -> list[Problem]:
+        """What vetting pair ``index`` finds wrong: the quick checks; a PNG mask's chunks, except where the
+        mask cache holds the masks (it decodes each itself); for ``dali-gpu`` on a prepared copy, the header
+        of the mask's GPU form. ``read``: the bytes of either file already read (part -> bytes)."""
+        problems, headers = quick_check(image, mask, self.expect, read)
+        if not problems and self._cache is None and headers[mask].format == "PNG":
+            problems = _png_mask_problems(mask, image, read.get(mask))
+        if not problems and self.expect.backend == "dali-gpu" and self._named.gpu_masks is not None:
+            problems = gpu_mask_problems(self._named.gpu_masks[index], headers[image], image)
+        return problems
 
     def read(self, index: int) -> tuple[bytes, bytes]:
         """Pair ``index``'s encoded image and mask, vetted (:meth:`verify`). A pair in a TFRecord record is

@@ -487,7 +487,14 @@ def png_damage(data: bytes) -> tuple[ProblemKind, str]:
     """Why libpng refuses a PNG, read from its chunks: a chunk cut off by the end of the file, a critical
     chunk whose checksum (CRC) is wrong, compressed image data that is damaged, or that stops before the
     last row (while the file may still end with its end marker, IEND); else a corrupt file."""
-    idat, ihdr = [], b""
+    return png_chunk_damage(data) or _png_data_damage(b"".join(
+        body for _, kind, body, _ in _png_chunks(data) if kind == b"IDAT"), _png_ihdr(data))
+
+
+def png_chunk_damage(data: bytes) -> tuple[ProblemKind, str] | None:
+    """Why libpng refuses a PNG, from its chunks' framing and checksums alone (nothing inflated: a pass at
+    the speed of reading): a chunk cut off by the end of the file, or a critical chunk whose checksum (CRC)
+    is wrong; None where every chunk is whole and sound."""
     for pos, kind, body, crc in _png_chunks(data):
         name = kind.decode("latin-1")
         if crc is None:
@@ -496,9 +503,12 @@ def png_damage(data: bytes) -> tuple[ProblemKind, str]:
         if kind in _CRITICAL_CHUNKS and zlib.crc32(kind + body) != crc:
             return ProblemKind.CORRUPT, (f"corrupt PNG: the checksum (CRC) of its {name} chunk at byte {pos} is "
                                          f"wrong: damaged bytes. {_PNG_FIX}")
-        ihdr = body if kind == b"IHDR" else ihdr
-        idat += [body] if kind == b"IDAT" else []
-    return _png_data_damage(b"".join(idat), ihdr)
+    return None
+
+
+def _png_ihdr(data: bytes) -> bytes:
+    """A PNG's header chunk (IHDR) body; empty where it has none."""
+    return next((body for _, kind, body, _ in _png_chunks(data) if kind == b"IHDR"), b"")
 
 
 def _png_chunks(data: bytes):

@@ -71,6 +71,15 @@ def damaged_inside(path: str) -> None:
     Path(path).write_bytes(bytes(data))
 
 
+def idat_damaged(path: str) -> None:
+    """A byte of a PNG's compressed image data changed, its chunk framing intact (its checksum then wrong):
+    the header and the end marker look sound."""
+    data = bytearray(Path(path).read_bytes())
+    start = data.index(b"IDAT") + 4
+    data[start + int.from_bytes(data[start - 8:start - 4], "big") // 2] ^= 0x5A
+    Path(path).write_bytes(bytes(data))
+
+
 # (name, which file of pair 3 to break, how, the kind check reports)
 CASES = [
     ("truncated jpeg", "image", truncate, "truncated"),
@@ -324,15 +333,23 @@ def test_loading_names_the_bad_file(broken, backend, via_tf):
         assert isinstance(err.value, dl.LoadError), repr(err.value)
 
 
-def test_model_fit_names_the_bad_file(tmp_path):
+@pytest.mark.parametrize("tf_backend", ["dali-cpu", "tfdata"])
+@pytest.mark.parametrize("which, damage", [("image", truncate), ("mask", idat_damaged)],
+                         ids=["truncated jpeg", "a damaged byte inside a png mask"])
+def test_model_fit_names_the_bad_file(tmp_path, monkeypatch, tf_backend, which, damage):
+    """Inside model.fit, where TensorFlow raises a decoder's failure before daliloader regains control, the
+    error still names the file: the guard refuses it first (a PNG mask's chunks are checked whole). The
+    mask cache is off: it would meet the damage first, decoding the mask itself (as with id masks)."""
     keras = pytest.importorskip("keras")
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", "0")
     data = good_dataset(tmp_path)
-    truncate(data.images[BAD])
+    bad = (data.images if which == "image" else data.masks)[BAD]
+    damage(bad)
     model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(len(PALETTE), 1)])
     model.compile("adam", keras.losses.CategoricalCrossentropy(from_logits=True))
     with pytest.raises(Exception, match="daliloader check") as err:  # DALI may already fail at construction
-        model.fit(dl.tf_dataset(data, batch_size=2, image_size=(32, 32), backend="dali-cpu"), epochs=1, verbose=0)
-    assert data.images[BAD] in str(err.value)
+        model.fit(dl.tf_dataset(data, batch_size=2, image_size=(32, 32), backend=tf_backend), epochs=1, verbose=0)
+    assert bad in str(err.value)
 
 
 def test_unknown_colours_load_as_ignore(tmp_path, backend):
