@@ -4,7 +4,27 @@ and class inference do (OpenCV, Pillow and file reads release the GIL, so thread
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
+
+#: The pools of :func:`mapped`, by thread count, kept for the process.
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def mapped(fn, items, workers: int = 1) -> list:
+    """``fn`` over ``items``, in order, for the streams TensorFlow calls back into (a chunk of a tf.data
+    pipeline at a time): in the calling thread where ``workers`` is 1 (local reads, which wait on
+    nothing), else on a pool of ``workers`` threads kept for the process (fetches, which wait on the
+    network). No pool is made and shut down per call: that is what two of TensorFlow's threads were doing
+    when a test run hung, one waiting inside ``ThreadPoolExecutor.submit`` on a lock the other held
+    (docs/design.md, "A hang in the streams")."""
+    if workers <= 1:
+        return [fn(item) for item in items]
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers) or _POOLS.setdefault(workers, ThreadPoolExecutor(
+            workers, thread_name_prefix=f"daliloader-{workers}"))
+    return list(pool.map(fn, items))
 
 
 def threaded_map(fn, items, workers: int | None = None, description: str | None = None):

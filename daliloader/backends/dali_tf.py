@@ -36,7 +36,7 @@ from ..data import Container
 from ..environment import GROWTH_DEFAULT_TOO_LATE
 from ..errors import SpecError, user_stacklevel
 from ..guard import PairGuard
-from ..parallel import threaded_map
+from ..parallel import mapped
 from ..plan import Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
@@ -394,8 +394,7 @@ class _Streams:
         guard = self.guard
 
         def chunk(found):
-            return np.array(list(threaded_map(lambda i: pack_pair(*guard.read(max(int(i), 0))), found, workers)),
-                            dtype=object)
+            return np.array(mapped(lambda i: pack_pair(*guard.read(max(int(i), 0))), found, workers), dtype=object)
 
         return self.per_chunk(chunk, tf.string).map(lambda r: tf.io.decode_raw(r, tf.uint8))
 

@@ -21,7 +21,7 @@ from ..buckets import FETCHES
 from ..classes import ClassMap, MaskKind
 from ..data import Container, SegmentationData
 from ..guard import PairGuard
-from ..parallel import threaded_map
+from ..parallel import mapped
 from ..parts import in_bucket
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
@@ -450,7 +450,7 @@ def _vetted_objects(indices: tf.data.Dataset, guard) -> tf.data.Dataset:
     a chunk of :data:`VET_CHUNK` at a time on :data:`~daliloader.buckets.FETCHES` threads. Padding (index -1)
     reads sample 0."""
     def fetch(chunk):
-        pairs = list(threaded_map(lambda i: guard.read(max(int(i), 0)), chunk, FETCHES))
+        pairs = mapped(lambda i: guard.read(max(int(i), 0)), chunk, FETCHES)
         return np.array([p[0] for p in pairs], dtype=object), np.array([p[1] for p in pairs], dtype=object)
 
     def call(chunk):
