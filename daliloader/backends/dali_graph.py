@@ -540,10 +540,10 @@ def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
     if not spec.resizes:
         return image, labels
     h, w = stages.resize_to(spec, shape[0], shape[1], DALI_MATH)
+    labels = resize_labels(labels, shape, h, w, max(spec.image_size))
     if spec.crop == "fit":
         h, w = (fn.cast(v, dtype=types.FLOAT) for v in (h, w))
     image = fn.resize(image, resize_y=h, resize_x=w, interp_type=types.INTERP_LINEAR, antialias=True)
-    labels = resize_labels(labels, shape, h, w)
     if spec.crop == "fit":
         resized = image.shape(dtype=types.INT32)  # (the labels have the same size; the image needs no mask)
         top, left = stages.fit_window(spec, resized[0], resized[1], DALI_MATH)
@@ -554,32 +554,34 @@ def crop(image, labels, offset, shape, spec: Preprocess, ignore_index: int):
     return image, labels
 
 
-def resize_labels(labels, shape, h, w):
+def resize_labels(labels, shape, h, w, limit: int):
     """resize, labels (:func:`daliloader.stages.nearest_source`): the window's labels, of ``shape`` (a node,
-    ``[height, width]``), nearest-neighbour to ``h`` x ``w`` (numbers, or float nodes), as the integer
-    formula picks them. DALI computes each sampling point in float32, so two steps make its picks exact:
-    - one axis at a time, the labels turned between the two: its CPU kernel finds the source column of
-      each output pixel from the pixel's position, but reaches each row by adding the step row after row,
-      whose rounding grows down the picture;
-    - every sampling point moved a quarter of an output pixel's share of the source along (``roi_start``):
-      a centre that falls on a border between two source pixels then takes the second, as the formula
-      does, where float rounding would take either. Any other centre lies at least half an output
-      pixel's share from a border, so the move takes none across one.
-    docs/design.md ("Labels resized alike") has the sweep of sizes that checked it."""
-    extent = fn.cast(shape, dtype=types.FLOAT)
-    for rows, along, size in ((extent[0], extent[1], w), (w, extent[0], h)):
-        move = 0.25 / size
-        labels = fn.resize(labels, size=_floats(rows, size), roi_start=_floats(0, move),
-                           roi_end=_floats(rows, along + move), roi_relative=False, interp_type=types.INTERP_NN,
-                           antialias=False)
+    ``[height, width]``), nearest-neighbour to ``h`` x ``w`` (numbers, or nodes of at most ``limit``), the
+    formula's rows and columns gathered in integers. DALI has no gather, and its nearest-neighbour resize
+    computes the sampling points in float32, which decides ties (centres on a border between two source
+    pixels) and, on large pictures, near-ties its own way (docs/design.md, "Labels resized alike"); but
+    ``fn.sequence_rearrange`` picks the frames of a sequence by integer index. So each axis in turn is
+    read as a sequence of rows, rearranged, and turned."""
+    extent = fn.cast(shape, dtype=types.INT32)
+    for along, size in ((extent[0], h), (extent[1], w)):
+        picks = stages.nearest_source(_positions(size, limit), _int(size), along)
+        labels = fn.sequence_rearrange(fn.reshape(labels, layout="FWC"), new_order=picks)
         labels = fn.transpose(labels, perm=[1, 0, 2], output_layout="HWC")
     return labels
 
 
-def _floats(*values):
-    """A float32 vector node of DALI nodes and numbers."""
-    return fn.stack(*(fn.cast(v, dtype=types.FLOAT) if isinstance(v, DataNode) else
-                      types.Constant(np.float32(v), device="cpu") for v in values))
+def _positions(size, limit: int):
+    """``0 .. size - 1`` as an int32 node; ``size``: a number, or a node of at most ``limit``."""
+    if not isinstance(size, DataNode):
+        return types.Constant(np.arange(size, dtype=np.int32), device="cpu")
+    every = types.Constant(np.arange(limit, dtype=np.int32), device="cpu")
+    return fn.slice(every, start=np.zeros(1, np.int32), shape=fn.reshape(_int(size), shape=[1]), axes=[0])
+
+
+def _int(value):
+    """An int32 node of a node or a number."""
+    return fn.cast(value, dtype=types.INT32) if isinstance(value, DataNode) else \
+        types.Constant(np.int32(value), device="cpu")
 
 
 def rotate(image, labels, angle, classes: ClassMap, framed: bool = False):
