@@ -10,16 +10,24 @@
 #            them into a folder of their own and puts it on PYTHONPATH after the staged stack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.gpu/' >> .git/info/exclude; }
+exclude="$(git rev-parse --git-common-dir)/info/exclude"  # (a worktree's .git is a file)
+grep -qx '/.gpu/' "$exclude" 2>/dev/null || { mkdir -p "$(dirname "$exclude")"; echo '/.gpu/' >> "$exclude"; }
 extras=.gpu/extras
 rm -rf "$extras"; mkdir -p "$extras"
-python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+# pip's own status decides (grep's would hide a failed download behind "staged 0 wheels")
+if ! python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux_2_34_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux1_x86_64 \
-  -d "$extras" 'obstore>=0.12' 'moto[s3]>=5.1' 'flask>=3' 'flask-cors>=4' 2>&1 | grep -v 'is ignored' || true
+  -d "$extras" 'obstore>=0.12' 'moto[s3]>=5.1' 'flask>=3' 'flask-cors>=4' 2> "$extras.log"; then
+  grep -v 'is ignored' "$extras.log" >&2
+  echo "pip could not download the extras (above); nothing staged" >&2
+  rm -rf "$extras"
+  exit 1
+fi
 name() { basename "$1" | cut -d- -f1 | tr 'A-Z.' 'a-z_'; }  # a wheel's package, normalised
-staged=$(for f in .gpu/download/*.whl; do [ -e "$f" ] && name "$f"; done | sort -u)
+staged=$(for f in .gpu/download/*.whl; do if [ -e "$f" ]; then name "$f"; fi; done | sort -u)  # (none: keep all)
 for f in "$extras"/*.whl; do
-  grep -qx "$(name "$f")" <<<"$staged" && rm "$f"
+  if grep -qx "$(name "$f")" <<<"$staged"; then rm "$f"; fi
 done
+rm -f "$extras.log"
 echo "staged $(ls "$extras" | wc -l) wheels, $(du -sh "$extras" | cut -f1), in $extras; carry it in the gpu_check.sh call"

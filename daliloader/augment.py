@@ -285,7 +285,7 @@ def make_stages(options: Mapping[str, Any]) -> tuple[Stage, ...]:
             names, switch = sorted(given), cls.switch().name
             raise SpecError(f"{', '.join(names)} set the stage that {switch}= turns on, and {switch} is not given: "
                             f"pass it too (e.g. {switch}=0.5), or leave {', '.join(names)} out (on the command line: "
-                            f"{' and '.join(map(flag, names))} need {flag(switch)})")
+                            f"{' and '.join(map(flag, names))} need{'s' if len(names) == 1 else ''} {flag(switch)})")
     return tuple(on)
 
 

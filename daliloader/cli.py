@@ -678,13 +678,14 @@ def _add_synth(sub, parents: list) -> None:
 
 #: Lines that TensorFlow, XLA and CUDA's stubs write to the process's stderr as they start, whatever
 #: TF_CPP_MIN_LOG_LEVEL says (absl logs before it is initialised): informational on every machine. And
-#: what libpng and libjpeg write of a damaged file as a decoder meets it: the commands name each bad file
-#: and what is wrong with it in their own words (check lists them; the loaders' errors name them).
+#: what libpng writes of a damaged PNG as a decoder meets it: every decoder refuses such a file, and the
+#: commands name it in their own words (check lists it; the loaders' errors name it). Not libjpeg's
+#: "Corrupt JPEG data" lines: the decoders go on with such a JPEG, and outside check that line is the
+#: only sign of it (preview, bench).
 NATIVE_NOISE = re.compile(rf"^({BEFORE_LOGGING}|[IW]\d{{4}} |"
                           r"E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|cuda_executor)|"
                           r"E\d{4} .*oneDNN supports|To enable the following instructions|"
-                          r"This TensorFlow binary is optimized|"
-                          r"libpng (error|warning): |Corrupt JPEG data: |Premature end of JPEG file$)")
+                          r"This TensorFlow binary is optimized|libpng (error|warning): )")
 
 @contextmanager
 def native_noise_filtered():

@@ -102,7 +102,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
         image_size: ``(height, width)`` of the outputs, or one int; None: the images' own size, which they
             must all share (else a DataError names the sizes found).
         crop: ``"random"``, ``"center"``, ``"resize"`` or ``"fit"`` (None: see the table).
-        label_mode: ``"onehot"`` or ``"int"``.
+        label_mode: ``"onehot"`` (``"categorical"``, Keras' name, reads the same) or ``"int"``.
         shuffle: reshuffle every epoch (None: see the table).
         seed: fixes the order and the draws.
         training: training (True) or evaluation (False) defaults, as the table says.

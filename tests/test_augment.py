@@ -267,6 +267,7 @@ def test_vertical_flip_rate_and_its_own_draw(tmp_path, backend):
     (dict(erase=0.5, erase_mask="zero"), "erase_mask='zero' is not supported; use 'keep' or 'ignore'"),
     (dict(erase=0.5, erase_scale=(0.0, 0.5)), "erase_scale=(0, 0.5) must satisfy 0 < min"),
     (dict(erase_scale=(0.1, 0.5)), "erase_scale set the stage that erase= turns on, and erase is not given"),
+    (dict(erase_scale=(0.1, 0.5)), "(on the command line: --erase-scale needs --erase)"),
     (dict(erase_scale=(0.1, 0.5), erase_value=3),
      "(on the command line: --erase-scale and --erase-value need --erase)"),
 ])
