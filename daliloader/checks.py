@@ -176,12 +176,19 @@ class _Listed:
 
     def read_with(self, masks: list, progress: bool):
         """The class map that reads ``masks``: the one given, else the published one (else the ids in the
-        masks of every split, those that cannot be decoded left out: each is reported by check_pair), with
+        masks of every split, those that cannot be decoded left out: check_pair reports those of ``masks``,
+        and :attr:`problems` gets those of the other splits, which stop the loaders of this split too), with
         the channel of colour masks where there is one; None without masks, or where no mask can be read."""
         if not masks:
             return None
+        unreadable: list = []
         classes = choose_classes(self.classes, masks, self.published, self.layout, progress,
-                                 mask_channel=self.mask_channel, dataset=self.every_split, skip_unreadable=True)
+                                 mask_channel=self.mask_channel, dataset=self.every_split, unreadable=unreadable)
+        own = {str(m) for m in masks}
+        self.problems += [Problem(ProblemKind.CORRUPT, m.path, f"{m.why}: a mask of another split, whose class ids "
+                                  "classes=None reads too (every split gets one class map), so the loaders of "
+                                  "this split refuse it as well. Repair or remove it, or pass classes=N "
+                                  "(--classes N)") for m in unreadable if m.path not in own]
         if classes is None or self.mask_channel is None:
             return classes
         return replace(classes, mask_channel=self.mask_channel)

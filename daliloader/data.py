@@ -556,7 +556,7 @@ def _packs_folder(packs: Packs, root: Path) -> Path:
 
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
                    layout: str = "", progress: bool = True, mask_channel: int | None = None, *,
-                   dataset: Callable[[], Sequence] | None = None, skip_unreadable: bool = False) -> ClassMap | None:
+                   dataset: Callable[[], Sequence] | None = None, unreadable: list | None = None) -> ClassMap | None:
     """The class map that reads ``masks``: what the user gave, else the layout's ``published`` map,
     else the ids in the masks (:func:`infer_classes`): in those of the whole ``dataset`` where given
     (every split of a folder, :attr:`daliloader.layouts.Found.every_split`, so that each split gets the
@@ -570,7 +570,7 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     if given is None:
         given, published = published, None
         if given is None:
-            return infer_classes(masks if dataset is None else dataset(), progress, mask_channel, skip_unreadable)
+            return infer_classes(masks if dataset is None else dataset(), progress, mask_channel, unreadable)
     refuse_other_member(given, published, layout)
     if is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None:
         return _voc_as_stored(masks[0])
@@ -683,8 +683,22 @@ def _unreadable_masks(found: Sequence[UnreadableMask]) -> DataError:
                      "then repair or remove them")
 
 
+def _readable_ids(masks: Sequence[str], progress: bool, mask_channel: int | None,
+                  unreadable: list | None) -> list[np.ndarray]:
+    """The distinct values of each mask that decodes (on all cores); those that do not are refused (a
+    DataError naming each) or, where ``unreadable`` is a list, added to it (see :func:`infer_classes`)."""
+    read = list(threaded_map(lambda path: _mask_ids(path, mask_channel), masks,
+                             description="reading class ids" if progress else None))
+    bad = [r for r in read if isinstance(r, UnreadableMask)]
+    if bad and unreadable is None:
+        raise _unreadable_masks(bad)
+    if bad:
+        unreadable.extend(bad)
+    return [r for r in read if not isinstance(r, UnreadableMask)]
+
+
 def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int | None = None,
-                  skip_unreadable: bool = False) -> ClassMap | None:
+                  unreadable: list | None = None) -> ClassMap | None:
     """``classes=None``: the id masks' values, read from every mask given (on all cores), give the classes
     0..N-1, N one more than the largest id. The ignore value of the masks' depth (255 in 8-bit masks,
     65535 in 16-bit ones) stays the ignore index, as in every known dataset; masks holding only 0 and
@@ -693,18 +707,15 @@ def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int
     ids.
 
     Masks that cannot be decoded are refused by a DataError that names each and what is wrong with it,
-    or, with ``skip_unreadable`` (``check``, which reports each), left out: then None where no mask could
-    be read. ``masks`` are those of the whole dataset where it has splits (see :func:`choose_classes`)."""
+    or, where ``unreadable`` is a list (``check``, which reports each), added to it and left out: then
+    None where no mask could be read. ``masks`` are those of the whole dataset where it has splits (see
+    :func:`choose_classes`)."""
     if not masks:
         raise DataError("classes=None reads class ids from the masks, but there are no image/mask pairs")
-    read = list(threaded_map(lambda path: _mask_ids(path, mask_channel), masks,
-                             description="reading class ids" if progress else None))
-    bad = [r for r in read if isinstance(r, UnreadableMask)]
-    if bad and not skip_unreadable:
-        raise _unreadable_masks(bad)
-    if len(bad) == len(read):
+    readable = _readable_ids(masks, progress, mask_channel, unreadable)
+    if not readable:
         return None
-    found = np.unique(np.concatenate([r for r in read if not isinstance(r, UnreadableMask)]))
+    found = np.unique(np.concatenate(readable))
     ignore = 65535 if mask_channel is None and mask_depth(masks[0]) == 16 else 255
     ids = found[found != ignore]
     if set(found.tolist()) == {0, 255} and ignore == 255:

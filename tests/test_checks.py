@@ -218,6 +218,24 @@ def test_masks_that_class_inference_cannot_read_are_named(tmp_path, capsys, dama
     assert masks[4] in capsys.readouterr().out
 
 
+def test_a_mask_of_another_split_that_inference_cannot_read_is_reported_by_check(tmp_path, capsys):
+    """classes=None reads every split's masks, so a damaged mask in val stops loading train too: check of
+    train reports it (an outside review found check saying 'no problems' there), naming the file."""
+    for split in ("train", "val"):
+        id_dataset(tmp_path / "tmp" / split, n=3)
+        for kind in ("images", "masks"):
+            (tmp_path / kind).mkdir(exist_ok=True)
+            (tmp_path / "tmp" / split / kind).rename(tmp_path / kind / split)
+    bad = str(tmp_path / "masks" / "val" / "1.png")
+    truncate(bad)
+    with pytest.raises(dl.DataError, match="Run `daliloader check`"):
+        dl.SegmentationData.from_folder(tmp_path, "train")
+    report = dl.check(tmp_path, split="train")
+    assert [p.path for p in report.problems] == [bad] and "a mask of another split" in report.problems[0].message
+    assert cli(["check", str(tmp_path), "--split", "train", "--quiet"]) == 1
+    assert bad in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------- corrupt data
 def test_check_catches_corrupt_jpeg_data_whatever_the_damage(tmp_path, capsys):
     """2000 random bytes in the middle of a JPEG, header and end marker intact, 20 draws of them: the
