@@ -40,9 +40,11 @@ def dataset(plan: Plan) -> LoaderDataset:
     like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples (index -1,
     weight 0), as on the other backends, so that every backend gives the same batches. TFRecords are read
     with ``tf.data.TFRecordDataset`` (see :func:`_records`). Pairs are vetted by the guard a chunk of
-    :data:`VET_CHUNK` at a time, before any of them is read (Python once per chunk, not per sample); in
-    training without a ``seed``, the parallel map may hand samples over out of order (``deterministic``
-    off: each sample's draws are its own), never in evaluation or with a seed.
+    :data:`VET_CHUNK` at a time, before any of them is read (Python once per chunk, not per sample). The
+    parallel map may hand samples over out of order (``deterministic`` off: each sample's draws are its
+    own) only where an epoch is read on its own (TFRecord files in training without a ``seed``); never in
+    evaluation, with a seed, or in the endless stream of training epochs, where a sample handed over
+    early would cross into the epoch before.
 
     Training epochs are read from one endless stream (an :class:`~.tfloader.EpochDataset`): the epochs'
     vetted positions follow each other, each epoch's remainder dropped before batching, so the parallel
@@ -63,7 +65,7 @@ def dataset(plan: Plan) -> LoaderDataset:
     one_epoch = _batches(plan, epoch, seeds)
     if not sampler.training or reading(data).epoch_by_epoch:  # every iter() from the first batch
         return LoaderDataset(one_epoch, guard)
-    endless = _batches(plan, epoch.repeat(), seeds)
+    endless = _batches(plan, epoch.repeat(), seeds, across_epochs=True)
     return EpochDataset(endless, plan.steps, guard, variant(one_epoch))
 
 
@@ -85,7 +87,8 @@ def _seeds(plan: Plan) -> tf.data.Dataset:
     return tf.data.Dataset.random(seed=plan.sampler.seed, rerandomize_each_iteration=True)
 
 
-def _batches(plan: Plan, stream: tf.data.Dataset, seeds: tf.data.Dataset) -> tf.data.Dataset:
+def _batches(plan: Plan, stream: tf.data.Dataset, seeds: tf.data.Dataset, across_epochs: bool = False
+             ) -> tf.data.Dataset:
     """The batches of a ``stream`` of vetted positions (:func:`_vetted`), each with its draws' seed from
     ``seeds`` (:func:`_seeds`): read, decoded and cropped in a parallel map, batched, then normalized and
     encoded on the batch (:func:`finish`), and prefetched."""
@@ -103,7 +106,9 @@ def _batches(plan: Plan, stream: tf.data.Dataset, seeds: tf.data.Dataset) -> tf.
     names = tf.constant([f"{image} + {mask}".encode(errors="surrogateescape")
                          for image, mask in zip(data.images, data.masks)])  # for messages
     # the dataset's order in evaluation, and the same batches again for the same seed
-    ordered = sampler.seeded or not sampler.training
+    # and in order where the stream runs across epochs: a sample handed over early would cross into the
+    # epoch before, which would then hold a sample twice (seen under load in the suite)
+    ordered = sampler.seeded or not sampler.training or across_epochs
     ds = tf.data.Dataset.zip(stream, seeds).map(lambda vetted, seed: load(*vetted, seed), num_parallel_calls=AUTOTUNE,
                                                 deterministic=ordered)
     ds = ds.batch(sampler.batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE)
