@@ -246,11 +246,17 @@ def find_devices_quietly(tf) -> None:
     imported after daliloader, and as daliloader's TF backends load (TensorFlow imported before), so that
     the line is not written later by whatever asks first (a Keras model built before the loader). Not
     where the driver is there (a failure then says something), nor at ``TF_CPP_MIN_LOG_LEVEL=0`` (every
-    line). Listing the physical devices leaves them configurable (``tf.config.set_visible_devices``)."""
-    if tf_log_level() == 0 or os.path.exists(NVIDIA_DRIVER):
+    line). Listing the physical devices leaves them configurable (``tf.config.set_visible_devices``).
+    Once per process: TensorFlow keeps what it found, and each call starts the filter's process."""
+    global _DEVICES_FOUND
+    if _DEVICES_FOUND or tf_log_level() == 0 or os.path.exists(NVIDIA_DRIVER):
         return
     with filtered_stderr(NO_CUDA_DRIVER, python_direct=False):
         tf.config.list_physical_devices()
+    _DEVICES_FOUND = True
+
+
+_DEVICES_FOUND = False  # find_devices_quietly has asked TensorFlow
 
 
 def tf_log_level() -> int:

@@ -22,8 +22,9 @@ def mapped(fn, items, workers: int = 1) -> list:
     if workers <= 1:
         return [fn(item) for item in items]
     with _POOLS_LOCK:
-        pool = _POOLS.get(workers) or _POOLS.setdefault(workers, ThreadPoolExecutor(
-            workers, thread_name_prefix=f"daliloader-{workers}"))
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix=f"daliloader-{workers}")
     return list(pool.map(fn, items))
 
 

@@ -223,7 +223,7 @@ def nearest_source(i, size, extent):
     the one that holds the output pixel's centre, ``floor((i + 0.5) * extent / size)``, in integers. A
     centre on the border between two source pixels takes the second: in floats, rounding would decide
     that, each framework its own way (OpenCV's, TensorFlow's and DALI's nearest-neighbour resizes each
-    break some of those ties otherwise). ``i``: a numpy or TensorFlow integer array."""
+    break some of those ties otherwise). ``i``: a numpy or TensorFlow integer array, or a DALI int32 node."""
     return (2 * i + 1) * extent // (2 * size)
 
 

@@ -223,7 +223,7 @@ def stream(plan: Plan, device: str) -> tf.data.Dataset:
     return _stream(plan, device)[0]
 
 
-def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, tf.Variable]:
+def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs]:
     """Wrap the DALI graph in ``DALIDatasetWithInputs``, placed where DALI hands its batches over: the
     GPU that is CUDA device ``plan.device_id``, or the host (``plan.placement``, a TensorFlow device
     name, overrides it: a replica's device under ``distribute``).

@@ -264,7 +264,7 @@ def resize_labels(labels, size):
     """resize, labels (:func:`daliloader.stages.nearest_source`): the source rows and columns gathered, in
     integers (``tf.image.resize``'s nearest neighbour decides ties in floats)."""
     for axis in (0, 1):
-        n, extent = tf.cast(size[axis], tf.int64), tf.cast(tf.shape(labels, out_type=tf.int64)[axis], tf.int64)
+        n, extent = tf.cast(size[axis], tf.int64), tf.shape(labels, out_type=tf.int64)[axis]
         labels = tf.gather(labels, stages.nearest_source(tf.range(n, dtype=tf.int64), n, extent), axis=axis)
     return labels
 
