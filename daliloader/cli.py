@@ -11,6 +11,7 @@ import itertools
 import os
 import re
 import sys
+from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
@@ -393,18 +394,18 @@ FORMER_FORMS = {"--prepared": "bench reads one DATA folder, and --prepared takes
                               "copy's folder with --prepared-dir DIR"}
 
 
-def stray_hint(parser: argparse.ArgumentParser, words: list[str], stray: list[str]) -> str:
+def stray_hint(parser: Parser, words: list[str], stray: list[str]) -> str:
     """``"; HINT"`` on the option that the words ``stray`` (left over by ``parser`` from ``words``) most
     likely belong to, or "" where none stands out: the flag of one value whose value comes right before the
     first of them (``--image-size 720 960``: what it takes), or a flag of :data:`FORMER_FORMS`."""
     for i in range(1, len(words)):
         joined = words[i - 1].startswith("--") and "=" in words[i - 1]  # --flag=value
         given = words[i - 1].partition("=")[0] if joined else words[i - 2] if i > 1 else ""
-        action = parser._option_string_actions.get(given)
+        action = parser.option(given)
         if words[i] == stray[0] and action is not None and action.nargs is None:
             return f"; {given} takes {_value_form(action)}"
     return "".join(f"; {hint}" for name, hint in FORMER_FORMS.items()
-                   if name in words and name in parser._option_string_actions)
+                   if name in words and name in parser.options)
 
 
 def _value_form(action: argparse.Action) -> str:
@@ -414,9 +415,46 @@ def _value_form(action: argparse.Action) -> str:
     return f"{forms}, or MIN MAX as two words" if takes_range(metavar) else f"{forms} as one argument"
 
 
-def build_parser() -> argparse.ArgumentParser:
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that keeps in public fields what the parsing here reads of it, which argparse
+    keeps only in private ones: its arguments (``arguments``, its parents' too), its flags by option string
+    (``options``) and its commands by name (``commands``). Its commands are Parsers too (argparse makes them
+    of the parser's class)."""
+
+    def __init__(self, *args, parents: Sequence[Parser] = (), **kwargs):
+        self.arguments: list[argparse.Action] = []  # before argparse's __init__, which adds -h
+        self.options: dict[str, argparse.Action] = {}
+        self.commands: dict[str, Parser] = {}
+        super().__init__(*args, parents=parents, **kwargs)
+        for parent in parents:
+            self.arguments += parent.arguments
+            self.options.update(parent.options)
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.arguments.append(action)
+        self.options.update(dict.fromkeys(action.option_strings, action))
+        return action
+
+    def add_subparsers(self, **kwargs):
+        commands = super().add_subparsers(**kwargs)
+        self.commands = commands.choices  # the action's map of names to parsers, which add_parser fills
+        return commands
+
+    def option(self, word: str) -> argparse.Action | None:
+        """The flag ``word`` names as argparse reads it: a flag, or the start of one flag alone (argparse's
+        abbreviations: ``--rot`` for ``--rotate``); None for any other word."""
+        if word in self.options:
+            return self.options[word]
+        if not (self.allow_abbrev and word.startswith("--")):
+            return None
+        started = [name for name in self.options if name.startswith(word)]
+        return self.options[started[0]] if len(started) == 1 else None
+
+
+def build_parser() -> Parser:
     """The parser of every command (each added by its ``_add_*`` function, in the order of the help)."""
-    parser = argparse.ArgumentParser(prog="daliloader", description="GPU data loading for Keras segmentation.",
+    parser = Parser(prog="daliloader", description="GPU data loading for Keras segmentation.",
                                      parents=[_verbose()], epilog="--verbose may come before the command or after it.")
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
@@ -427,10 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _verbose() -> argparse.ArgumentParser:
+def _verbose() -> Parser:
     """The option every command takes: --verbose (also the top level's, which hands it to the command:
     :func:`parse_args`)."""
-    verbose = argparse.ArgumentParser(add_help=False)
+    verbose = Parser(add_help=False)
     verbose.add_argument("--verbose", action="store_true",
                          help="show what TensorFlow, XLA and CUDA print as they start and DALI's decoder warnings "
                               "(hidden by default)")
@@ -561,17 +599,17 @@ def takes_range(metavar) -> bool:
     return isinstance(metavar, str) and metavar.endswith(spec.RANGE_METAVAR)
 
 
-def joined_ranges(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+def joined_ranges(parser: Parser, words: list[str]) -> list[str]:
     """``words`` with the value of each of ``parser``'s range flags (:func:`takes_range`) joined to the flag
     as one word: ``--scale 0.5 2`` and ``--scale 0.5,2`` both as ``--scale=0.5,2``, ``--rotate -10 10`` as
-    ``--rotate=-10,10`` (argparse would read -10,10 as a flag). A value is what
-    :func:`daliloader.spec.range_value` reads; the word after a flag that is none is left for argparse to
-    refuse, and a second number joins a first only where the first is one number."""
-    flags = {s for a in parser._actions if takes_range(a.metavar) for s in a.option_strings}
+    ``--rotate=-10,10`` (argparse would read -10,10 as a flag), abbreviated flags alike (``--rot 10 20``).
+    A value is what :func:`daliloader.spec.range_value` reads; the word after a flag that is none is left
+    for argparse to refuse, and a second number joins a first only where the first is one number."""
     joined, rest = [], list(words)
     while rest:
         word = rest.pop(0)
-        if word in flags and rest and _reads_as_range(rest[0]):
+        action = parser.option(word)
+        if action is not None and takes_range(action.metavar) and rest and _reads_as_range(rest[0]):
             value = rest.pop(0)
             if "," not in value and rest and _reads_as_range(rest[0]) and "," not in rest[0]:
                 value += "," + rest.pop(0)
@@ -696,12 +734,12 @@ def native_noise_filtered():
         yield
 
 
-def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+def parse_args(parser: Parser, argv: list[str]) -> argparse.Namespace:
     """The command's arguments: --verbose may come before the command too (daliloader --verbose check DATA),
     options may sit between DATA and OUT (prepare DATA --split val OUT), a range flag's value may be one word
     or two (:func:`joined_ranges`), and words left over are refused with a hint on the option they most
     likely belong to (:func:`stray_hint`)."""
-    commands = parser._subparsers._group_actions[0].choices
+    commands = parser.commands
     verbose = list(itertools.takewhile(lambda word: word == "--verbose", argv))  # handed to the command
     name, *rest = argv[len(verbose):] or [None]
     if name in commands:

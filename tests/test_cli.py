@@ -4,7 +4,6 @@ the native libraries' stderr.
 These runs use tiny settings to check what the commands produce, not how fast anything is.
 """
 
-import argparse
 import json
 import os
 import re
@@ -106,7 +105,7 @@ def test_synth_writes_a_dataset(tmp_path):
 
 # ---------------------------------------------------------------- the parser
 def test_image_size_is_size_or_height_width_everywhere():
-    commands = build_parser()._subparsers._group_actions[0].choices
+    commands = build_parser().commands
     for command, rest in (("bench", ["DATA"]), ("preview", ["DATA", "-o", "x.png"]), ("synth", ["OUT"])):
         args = commands[command].parse_intermixed_args(["--image-size", "24,32"] + rest)  # DATA may follow
         assert args.image_size == (24, 32)
@@ -167,8 +166,8 @@ def test_binary_masks_take_the_advice_given_on_the_command_line(tmp_path, capsys
 def test_every_range_flag_takes_one_number_or_min_max_as_one_word_or_two():
     """A flag whose metavar ends in MIN,MAX (the prologue's ranges and the declared stages') takes one number,
     MIN,MAX or MIN MAX, DATA before or after it; a negative minimum too."""
-    preview = build_parser()._subparsers._group_actions[0].choices["preview"]
-    ranges = [a.option_strings[0] for a in preview._actions if cli_module.takes_range(a.metavar)]
+    preview = build_parser().commands["preview"]
+    ranges = sorted({a.option_strings[0] for a in preview.options.values() if cli_module.takes_range(a.metavar)})
     assert {"--scale", "--rotate", "--hue", "--blur", "--gamma", "--erase-scale", "--erase-ratio"} <= set(ranges)
     for flag in ranges:
         dest = flag[2:].replace("-", "_")
@@ -181,6 +180,23 @@ def test_every_range_flag_takes_one_number_or_min_max_as_one_word_or_two():
                 assert (getattr(args, dest), args.data) == (value, Path("DATA")), argv
     args = cli_module.parse_args(build_parser(), ["preview", "--rotate", "10", "20x", "-o", "x.png"])
     assert (args.rotate, args.data) == (10.0, Path("20x"))  # a word that is no number is not joined
+
+
+@pytest.mark.parametrize("argv, dest, value", [
+    (["--rot", "-10", "20"], "rotate", (-10.0, 20.0)),  # argparse's abbreviation of a range flag
+    (["--sca", "0.5", "2"], "scale", (0.5, 2.0)),
+    (["--rot=-10,20"], "rotate", (-10.0, 20.0)),
+    (["--erase-r", "0.3", "3"], "erase_ratio", (0.3, 3.0)),
+])
+def test_an_abbreviated_range_flag_takes_its_range_as_one_word_or_two(argv, dest, value):
+    args = cli_module.parse_args(build_parser(), ["preview", *argv, "DATA", "-o", "x.png"])
+    assert (getattr(args, dest), args.data) == (value, Path("DATA"))
+
+
+def test_an_ambiguous_abbreviation_is_left_to_argparse(capsys):
+    with pytest.raises(SystemExit):
+        cli(["preview", "DATA", "-o", "x.png", "--s", "0.5", "2"])  # --saturation, --scale, --seed, --split
+    assert "ambiguous option: --s could match" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("value", ["x", "1,2,3", "1,", "1,x"])
@@ -248,7 +264,7 @@ def test_bad_arguments_exit_2(argv, capsys):
 
 
 def test_help_on_every_command(capsys):
-    assert tuple(build_parser()._subparsers._group_actions[0].choices) == COMMANDS  # the order of the help
+    assert tuple(build_parser().commands) == COMMANDS  # the order of the help
     for command in COMMANDS:
         with pytest.raises(SystemExit) as e:
             cli([command, "--help"])
@@ -257,9 +273,9 @@ def test_help_on_every_command(capsys):
 
 
 def test_every_command_line_option_has_help():
-    commands = build_parser()._subparsers._group_actions[0].choices
-    lacking = [f"{name} {a.option_strings or a.dest}" for name, sub in commands.items() for a in sub._actions
-               if not a.help and not isinstance(a, argparse._HelpAction)]
+    commands = build_parser().commands
+    lacking = [f"{name} {a.option_strings or a.dest}" for name, sub in commands.items() for a in sub.arguments
+               if not a.help]
     assert not lacking
 
 
