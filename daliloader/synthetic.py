@@ -114,7 +114,9 @@ def _render_photo(rng: np.random.Generator, labels: np.ndarray, palette: np.ndar
     base = palette[labels].astype(np.float32) * 0.6 + 50
     # Lighting: a smooth gradient and soft shading blobs.
     yy = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
-    shade = 0.75 + 0.35 * yy + 0.25 * _smooth(rng, height, width, 60)[..., None]
+    # (blobs of at most an eighth of the shorter side: wider, the field is nearly constant on a small
+    # picture, its normalised value large, and the photo clips to black or white)
+    shade = 0.75 + 0.35 * yy + 0.25 * _smooth(rng, height, width, min(60, min(height, width) / 8))[..., None]
     # Texture at several scales, stronger on some classes (foliage, road grain).
     texture = sum(_smooth(rng, height, width, s) * a for s, a in ((1.2, 14), (3, 12), (10, 10)))
     strength = (0.5 + rng.random(len(palette)).astype(np.float32))[labels]

@@ -24,6 +24,15 @@ def test_synthetic_images_compress_like_photos(tmp_path):
         assert (d.classes.map_mask(m) < 32).all()
 
 
+@pytest.mark.parametrize("size", [(48, 64), (64, 64), (96, 128)])
+def test_small_synthetic_photos_are_not_blank(tmp_path, size):
+    """The examples' small datasets: the lighting's blobs used a fixed width of 60 pixels, nearly constant
+    on a small picture, whose normalised value then clipped most photos to black or white (7 of 8 at
+    64x64)."""
+    data = dl.synthetic.make_dataset(tmp_path / "d", n=8, image_size=size)
+    assert all(cv2.imread(str(p)).std() > 20 for p in data.images)
+
+
 def test_the_embedded_dataset_is_made_and_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
     first = dl.synthetic.default_dataset(n=2, image_size=(16, 16))
