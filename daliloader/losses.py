@@ -6,17 +6,18 @@ Class weights belong to the loss. Keras hands a batch's ``sample_weight`` to the
 by the weight of its true class, as segmentation_models' and mmseg's losses do; the batches keep only
 the 0/1 weights of evaluation (padding samples, ignored pixels), which leave the metrics exact.
 
-What a batch's loss is: the sum over labelled pixels of ``class weight x sample weight x
-cross-entropy``, divided by the sum of the sample weights over labelled pixels. A pixel is labelled
-when its label is a class (:func:`daliloader.metrics.class_labels`, the metrics' definition): not
-``ignore_class``, not outside ``0..C-1``, not an all-zero one-hot row. So in training (no sample weights)
-the divisor is the number of labelled pixels, and without class weights the loss is Keras'
-``SparseCategoricalCrossentropy(ignore_class=255)``; in evaluation the weight-0 padding samples that fill
-the last batch count in neither the sum nor the divisor, so a batch's loss does not depend on how much
-padding it holds. The mechanism: each pixel's sample weight (per pixel ``[B, H, W]`` or ``[B, H, W, 1]``,
-or per sample ``[B]``) is set to 0 where the pixel is not labelled (:func:`daliloader.metrics.pixel_weights`,
-the metrics' rule) before Keras' reduction ``"mean_with_sample_weight"`` divides by their sum, as Keras'
-own ``ignore_class`` does with a mask.
+What a batch's loss is: the sum over labelled pixels of ``class weight x sample weight x cross-entropy``,
+divided by the sum of the sample weights over labelled pixels. A pixel is labelled when its label is a class
+(:func:`daliloader.metrics.class_labels`, the metrics' definition): not ``ignore_class`` where given, not
+outside ``0..C-1``, not an all-zero one-hot row. So in training (no sample weights) the divisor is the
+number of labelled pixels, and without class weights the loss is Keras'
+``SparseCategoricalCrossentropy(ignore_class=255)`` (with up to 255 classes); in evaluation the weight-0
+padding samples that fill the last batch count in neither the sum nor the divisor, so a batch's loss does
+not depend on how much padding it holds (Keras' ``val_loss``, an average of the batches' losses, still does:
+:class:`daliloader.metrics.Crossentropy` is the exact figure). The mechanism: each pixel's sample weight
+(per pixel ``[B, H, W]`` or ``[B, H, W, 1]``, or per sample ``[B]``) is set to 0 where the pixel is not
+labelled (:func:`daliloader.metrics.pixel_weights`, the metrics' rule) before Keras' reduction
+``"mean_with_sample_weight"`` divides by their sum, as Keras' own ``ignore_class`` does with a mask.
 
 ``class_weights``: a sequence (one per class) or a dict ``{class: weight}`` as Keras' ``class_weight``
 (classes it leaves out weigh 1; it then needs ``num_classes``); None: every class 1. Both losses are
@@ -71,7 +72,7 @@ class SparseCategoricalCrossentropy(_Weighted):
     each pixel weighted by its class, averaged over labelled pixels (see the module's docstring): pixels
     of ``ignore_class`` and labels outside 0..C-1 count for nothing."""
 
-    def __init__(self, class_weights=None, *, num_classes: int | None = None, ignore_class: int | None = 255,
+    def __init__(self, class_weights=None, *, num_classes: int | None = None, ignore_class: int | None = None,
                  from_logits: bool = True, name: str = "sparse_categorical_crossentropy",
                  reduction: str = REDUCTION, dtype=None):
         super().__init__(class_weights, num_classes, ignore_class, from_logits, name, reduction, dtype)

@@ -1,5 +1,5 @@
-"""Segmentation metrics for Keras that count labelled pixels only, exactly: :class:`Accuracy` and
-:class:`MeanIoU`.
+"""Segmentation metrics for Keras that count labelled pixels only, exactly: :class:`Accuracy`,
+:class:`MeanIoU` and :class:`Crossentropy`.
 
 Training batches carry no weights, so a metric that should leave out ignored pixels (the ignore class,
 the padding of a random crop) must do so itself; Keras' ``"accuracy"`` counts them as wrong. Evaluation
@@ -10,8 +10,10 @@ validation figures both count every labelled pixel once.
 Both read labels through :func:`class_labels` (also the losses' definition of a labelled pixel):
 
 * int labels ``[B, H, W]`` (or ``[B, H, W, 1]``) or one-hot ``[B, H, W, C]``; an all-zero one-hot row
-  (daliloader's ignored pixel) and an int label that is ``ignore_class`` or outside ``0..C-1`` have no
-  class, as with Keras' ``ignore_class``;
+  (daliloader's ignored pixel) and an int label outside ``0..C-1`` (every class map's ignore index: 255,
+  or 65535 with over 255 classes) have no class, nor, where given, a label of class ``ignore_class``
+  (Keras' name), int or one-hot alike. ``ignore_class`` is None by default: a fixed 255 would drop a real
+  class of a class map with over 255 classes;
 * logits or probabilities (the predicted class is their argmax).
 
 Keras' own ``keras.metrics.MeanIoU`` wants class ids on both sides (``IoU``/``MeanIoU`` with
@@ -21,11 +23,11 @@ their fractions) and reports the mean only. :class:`MeanIoU` here also reports t
 ``k`` = ``TP / (TP + FP + FN)`` from the confusion matrix; the mean is over the classes that occur in the
 labels or the predictions (a class absent from both has no IoU), as in Keras.
 
-Both compile under XLA (``model.compile(..., jit_compile=True)``, which Keras' ``"auto"`` picks on a
+They compile under XLA (``model.compile(..., jit_compile=True)``, which Keras' ``"auto"`` picks on a
 GPU): the confusion matrix is a ``segment_sum`` over its ``C * C`` cells, whose count is static, where
-``bincount`` would need its length at compile time. Both are registered for ``model.save`` /
-``keras.models.load_model`` as ``daliloader>MeanIoU`` and ``daliloader>Accuracy`` (importing
-``daliloader.metrics`` registers them).
+``bincount`` would need its length at compile time. All three are registered for ``model.save`` /
+``keras.models.load_model`` as ``daliloader>MeanIoU``, ``daliloader>Accuracy`` and
+``daliloader>Crossentropy`` (importing ``daliloader.metrics`` registers them).
 """
 
 from __future__ import annotations
@@ -58,11 +60,11 @@ def class_labels(y_true, y_pred, ignore_class: int | None, who: str):
     elif len(y_true.shape) == rank - 1:
         labels = ops.cast(y_true, "int32")
         known = ops.logical_and(labels >= 0, labels < classes)
-        if ignore_class is not None:
-            known = ops.logical_and(known, labels != ignore_class)
     else:
         raise ValueError(f"{who}: labels shaped {tuple(y_true.shape)} for predictions shaped {tuple(y_pred.shape)}: "
                          "pass int labels [B, H, W] or one-hot labels [B, H, W, C]")
+    if ignore_class is not None:
+        known = ops.logical_and(known, labels != ignore_class)
     return ops.where(known, labels, 0), known
 
 
@@ -81,34 +83,71 @@ def pixel_weights(known, sample_weight=None, dtype: str = "float64"):
     return ops.where(known, weight, 0.0)  # not a product: 0 * NaN is NaN
 
 
-@keras.saving.register_keras_serializable(package="daliloader")
-class Accuracy(keras.metrics.Metric):
-    """The share of labelled pixels whose predicted class is their label, each pixel counted with its
-    float weight (see the module's docstring). ``ignore_class``: the int label that has no class (one-hot
-    labels mark it with an all-zero row)."""
+class _PixelMean(keras.metrics.Metric):
+    """The mean over labelled pixels of a per-pixel value (:meth:`values`), each pixel counted with its float
+    weight in float64 sums (see the module's docstring). ``ignore_class``: a class whose pixels count for
+    nothing, int or one-hot labels alike (None: none; labels that are no class never count)."""
 
-    def __init__(self, ignore_class: int | None = 255, name: str = "accuracy", dtype=None):
+    def __init__(self, ignore_class: int | None, name: str, dtype):
         super().__init__(name=name, dtype=dtype)
         self.ignore_class = ignore_class
-        self.correct = self.add_variable(shape=(), initializer="zeros", dtype="float64", name="correct")
         self.total = self.add_variable(shape=(), initializer="zeros", dtype="float64", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", dtype="float64", name="count")
+
+    def values(self, labels, y_pred):
+        """Each pixel's value ``[B, H, W]``, for its class ``labels`` (0 where it has none) and ``y_pred``."""
+        raise NotImplementedError
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
         weight = pixel_weights(known, sample_weight)
-        hit = ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels)
-        self.correct.assign_add(ops.sum(ops.where(hit, weight, 0.0)))
-        self.total.assign_add(ops.sum(weight))
+        values = ops.cast(self.values(labels, ops.convert_to_tensor(y_pred)), "float64")
+        self.total.assign_add(ops.sum(ops.where(known, values * weight, 0.0)))
+        self.count.assign_add(ops.sum(weight))
 
     def result(self):
-        return ops.divide_no_nan(self.correct, self.total)
+        return ops.divide_no_nan(self.total, self.count)
 
     def reset_state(self):
-        self.correct.assign(0.0)
         self.total.assign(0.0)
+        self.count.assign(0.0)
 
     def get_config(self):
         return {**super().get_config(), "ignore_class": self.ignore_class}
+
+
+@keras.saving.register_keras_serializable(package="daliloader")
+class Accuracy(_PixelMean):
+    """The share of labelled pixels whose predicted class is their label, each pixel counted with its float
+    weight (see the module's docstring). ``ignore_class``: a class whose pixels count for nothing, int or
+    one-hot labels alike (None: none; labels that are no class never count)."""
+
+    def __init__(self, ignore_class: int | None = None, name: str = "accuracy", dtype=None):
+        super().__init__(ignore_class, name, dtype)
+
+    def values(self, labels, y_pred):
+        return ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels)
+
+
+@keras.saving.register_keras_serializable(package="daliloader")
+class Crossentropy(_PixelMean):
+    """The mean cross-entropy over labelled pixels, each pixel counted with its float weight (see the
+    module's docstring; ``ignore_class`` as :class:`Accuracy`'s), of int or one-hot labels, from
+    logits (``from_logits=True``, the default, as daliloader's losses) or probabilities: the loss of
+    :mod:`daliloader.losses` without class weights, summed over every batch before dividing. Keras'
+    ``val_loss`` instead averages the batches' losses weighted by their size, so padding moves it: passed
+    as a weighted metric, this is the exact figure over an evaluation epoch, on one device or several."""
+
+    def __init__(self, from_logits: bool = True, ignore_class: int | None = None, name: str = "crossentropy",
+                 dtype=None):
+        super().__init__(ignore_class, name, dtype)
+        self.from_logits = from_logits
+
+    def values(self, labels, y_pred):
+        return keras.losses.sparse_categorical_crossentropy(labels, y_pred, from_logits=self.from_logits)
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits}
 
 
 @keras.saving.register_keras_serializable(package="daliloader")
@@ -119,7 +158,7 @@ class MeanIoU(keras.metrics.Metric):
     (default: ``iou_<k>``).
     """
 
-    def __init__(self, num_classes: int, ignore_class: int | None = 255, per_class: bool = False,
+    def __init__(self, num_classes: int, ignore_class: int | None = None, per_class: bool = False,
                  class_names=None, name: str = "mean_iou", dtype=None):
         super().__init__(name=name, dtype=dtype)
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
@@ -173,4 +212,4 @@ class MeanIoU(keras.metrics.Metric):
                 "per_class": self.per_class, "class_names": self.class_names}
 
 
-__all__ = ["Accuracy", "MeanIoU", "class_labels", "pixel_weights"]
+__all__ = ["Accuracy", "Crossentropy", "MeanIoU", "class_labels", "pixel_weights"]

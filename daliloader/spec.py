@@ -365,12 +365,13 @@ def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float,
     return values
 
 
-def class_weight_list(weights, num_classes: int | None, ignore_index: int = 255,
+def class_weight_list(weights, num_classes: int | None, ignore_index: int | None = 255,
                       source: str = "the class map") -> tuple[float, ...]:
     """One finite, non-negative weight per class: from a sequence (one per class), or from a dict
     ``{class: weight}`` as Keras' ``class_weight`` (classes it leaves out weigh 1; the ignore index may be
-    named, with weight 0, as it always weighs 0). ``num_classes`` (None: the sequence's length) is
-    checked; ``source`` names the classes in messages."""
+    named, with weight 0, as it always weighs 0; ``ignore_index`` None: every label that is no class is
+    ignored, and may be named so). ``num_classes`` (None: the sequence's length) is checked; ``source``
+    names the classes in messages."""
     if isinstance(weights, dict):
         weights = _dict_weights(weights, num_classes, ignore_index, source)
     try:
@@ -385,12 +386,14 @@ def class_weight_list(weights, num_classes: int | None, ignore_index: int = 255,
     return out
 
 
-def _dict_weights(weights: dict, num_classes: int | None, ignore_index: int, source: str) -> list:
+def _dict_weights(weights: dict, num_classes: int | None, ignore_index: int | None, source: str) -> list:
     """Keras' ``class_weight`` dict as one weight per class, those it leaves out at 1."""
     if num_classes is None:
         raise SpecError("class_weights={...} needs num_classes=, to know the classes it leaves out")
     keys = dict(zip(class_keys(weights), weights.values()))
-    if ignore_index in keys and keys.pop(ignore_index) != 0:
+    if ignore_index is None:  # labels that are no class are ignored: named with 0, they say so
+        keys = {k: w for k, w in keys.items() if 0 <= k < num_classes or w != 0}
+    elif ignore_index in keys and keys.pop(ignore_index) != 0:
         raise SpecError(f"class_weights names the ignore index {ignore_index} with a weight: ignored pixels "
                         "always weigh 0; leave it out")
     strays = sorted(k for k in keys if not 0 <= k < num_classes)

@@ -39,6 +39,9 @@ Stages (names as in :mod:`daliloader.spec`), in order:
              random erasing), each with its own reference there.
 * flip       ``flip``: horizontal, the same draw for image and labels.
 * normalize  ``normalize``: ``(x - 255 mean) / (255 std)`` in ``dtype`` (``mean``/``std`` in [0, 1] units).
+* padding    ``unpadded``: a padding sample's labels are all the ignore index (evaluation batches filled up
+             to a full batch with copies of sample 0), so that a metric given no weights (Keras'
+             ``metrics=``) counts none of its pixels, as ``weighted_metrics`` count none.
 * encode     ``encode``: labels -> int32, or float32 one-hot rows of ``one_hot_table`` (the ignore
              index, and every value >= the number of classes, gives an all-zero row).
 * weights    ``weights``: per pixel, ``weight_table[label]`` times 0 for a padding sample (evaluation
@@ -344,6 +347,11 @@ def encode(labels: np.ndarray, spec: Preprocess, num_classes: int) -> np.ndarray
     if spec.label_mode == "int":
         return labels.astype(np.int32)
     return one_hot_table(num_classes)[np.minimum(labels, num_classes)]
+
+
+def unpadded(labels: np.ndarray, real: bool, ignore_index: int) -> np.ndarray:
+    """padding: a sample's labels, or, for a padding sample (not ``real``), the ignore index everywhere."""
+    return labels if real else np.full_like(labels, ignore_index)
 
 
 def weight_table(num_classes: int, class_weights=None) -> np.ndarray:

@@ -97,7 +97,8 @@ def test_losses_and_metrics_survive_save_and_load(tmp_path, label_mode):
          else np.eye(n, dtype=np.float32)[np.minimum(labels, n - 1)] * (labels < n)[..., None])
     loss = (dl.losses.SparseCategoricalCrossentropy({1: 2.0, 3: 0.5}, num_classes=n) if label_mode == "int" else
             dl.losses.CategoricalCrossentropy([1.0, 2.0, 1.0, 0.5]))
-    metrics = [dl.metrics.Accuracy(), dl.metrics.MeanIoU(n, per_class=True, class_names=["a", "b", "c", "d"])]
+    metrics = [dl.metrics.Accuracy(), dl.metrics.MeanIoU(n, per_class=True, class_names=["a", "b", "c", "d"]),
+               dl.metrics.Crossentropy(ignore_class=2)]
     for obj in (loss, *metrics):
         assert type(obj).from_config(obj.get_config()).get_config() == obj.get_config()
     inputs = keras.Input((6, 8, 3))
@@ -109,7 +110,7 @@ def test_losses_and_metrics_survive_save_and_load(tmp_path, label_mode):
     loaded = keras.models.load_model(tmp_path / "m.keras")
     assert type(loaded.loss) is type(loss) and loaded.loss.get_config() == loss.get_config()
     assert loaded.evaluate(x, y, sample_weight=w, verbose=0, return_dict=True) == pytest.approx(before, rel=1e-6)
-    assert "iou_d" in before
+    assert "iou_d" in before and "crossentropy" in before
 
 
 # ---------------------------------------------------------------- class weights in the loss only

@@ -1,4 +1,4 @@
-"""daliloader/metrics.py: dl.metrics.MeanIoU and Accuracy against a numpy reference on the evaluation
+"""daliloader/metrics.py: dl.metrics.MeanIoU, Accuracy and Crossentropy against a numpy reference on the evaluation
 batches of every backend (ignored pixels, padding weighted 0, float weights), against Keras' own MeanIoU
 where Keras is exact, inside Keras under XLA, and on Keras' [B, H, W, 1] labels.
 
@@ -39,24 +39,31 @@ def iou(conf):
 
 
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])
-def test_mean_iou_and_accuracy_are_the_numpy_reference_on_every_backends_batches(synth_data, backend, label_mode):
+def test_mean_iou_accuracy_and_crossentropy_are_the_numpy_reference_on_every_backends_batches(synth_data, backend,
+                                                                                              label_mode):
     """Evaluation batches of every backend (ignored pixels, padding weighted 0), random logits: the mean
-    and per-class IoU, and the accuracy, equal the reference, with int or one-hot labels; float weights
-    count exactly."""
+    and per-class IoU, the accuracy and the cross-entropy (summed over the epoch before dividing) equal the
+    reference, with int or one-hot labels; float weights count exactly."""
     n = synth_data.classes.num_classes
     batches = eval_batches(backend, synth_data, batch_size=3, image_size=(64, 80), label_mode=label_mode)
     rng = np.random.default_rng(0)
     metric = dl.metrics.MeanIoU(n, per_class=True, class_names=synth_data.classes.names)
-    accuracy = dl.metrics.Accuracy()
-    conf = np.zeros((n, n))
+    accuracy, crossentropy = dl.metrics.Accuracy(), dl.metrics.Crossentropy()
+    conf, ce_sum, weight_sum = np.zeros((n, n)), 0.0, 0.0
     for x, y, w in batches:
         logits = rng.normal(size=x.shape[:3] + (n,)).astype(np.float32)
         labels = np.where(y.any(-1), y.argmax(-1), 255) if label_mode == "onehot" else y
         w = w * rng.choice([0.25, 1.0, 3.5], size=w.shape).astype(np.float32)  # float weights stay exact
         metric.update_state(y, logits, w)
         accuracy.update_state(y, logits, w)
+        crossentropy.update_state(y, logits, w)
         conf += confusion(labels, logits.argmax(-1), w, n)
+        known = labels < n
+        log_p = logits - np.log(np.exp(logits.astype(np.float64)).sum(-1, keepdims=True))
+        ce_sum -= (w[known] * log_p[known, labels[known]]).sum()
+        weight_sum += w[known].sum()
     assert abs(float(accuracy.result()) - np.trace(conf) / conf.sum()) < 1e-12
+    assert float(crossentropy.result()) == pytest.approx(ce_sum / weight_sum, rel=1e-6)
     want = iou(conf)
     np.testing.assert_allclose(metric.per_class_iou(), want, rtol=1e-12, equal_nan=True)
     result = metric.result()
@@ -120,3 +127,38 @@ def test_metrics_read_int_labels_shaped_bhw1_and_refuse_another_one_hot_depth():
         dl.losses.CategoricalCrossentropy()(np.eye(4, dtype=np.float32)[np.minimum(labels, 3)], logits)
     with pytest.raises(ValueError, match="not one-hot .* use SparseCategoricalCrossentropy"):
         dl.losses.CategoricalCrossentropy()(labels.astype(np.float32), logits)
+
+
+def test_class_255_counts_where_a_class_map_has_over_255_classes():
+    """With over 255 classes the ignore index is 65535 and 255 is a class: the metrics and the loss count
+    its pixels by default (a fixed ignore_class=255 dropped them), and drop the ignore index."""
+    labels = np.array([[[10, 255, 299, 65535]]])
+    logits = np.full((1, 1, 4, 300), -10.0, np.float32)
+    logits[..., 255] = 10.0  # class 255 predicted everywhere
+    accuracy, iou = dl.metrics.Accuracy(), dl.metrics.MeanIoU(300)
+    accuracy.update_state(labels, logits)
+    iou.update_state(labels, logits)
+    assert float(accuracy.result()) == pytest.approx(1 / 3)  # 255 right, 10 and 299 wrong, 65535 not counted
+    assert float(iou.result()) == pytest.approx(1 / 3 / 3)  # classes 10, 255, 299 occur: IoU 0, 1/3, 0
+    loss = dl.losses.SparseCategoricalCrossentropy()
+    ce = -np.log(np.exp(10) / (np.exp(10) + 299 * np.exp(-10)))
+    assert float(loss(labels, logits)) == pytest.approx((ce + 2 * (ce + 20)) / 3, rel=1e-5)
+
+
+def test_ignore_class_leaves_out_a_class_of_int_and_one_hot_labels_alike():
+    """ignore_class names a class whose pixels count for nothing (background 0, say), whatever the labels'
+    form: it used to be applied to int labels only."""
+    rng = np.random.default_rng(8)
+    labels = rng.choice([0, 1, 2, 255], size=(2, 6, 7))
+    one_hot = np.eye(4, dtype=np.float32)[np.minimum(labels, 3)][..., :3]  # 255 -> all-zero row
+    logits = rng.normal(size=(2, 6, 7, 3)).astype(np.float32)
+    for make in (lambda: dl.metrics.Accuracy(ignore_class=0), lambda: dl.metrics.MeanIoU(3, ignore_class=0)):
+        from_int, from_one_hot = make(), make()
+        from_int.update_state(labels, logits)
+        from_one_hot.update_state(one_hot, logits)
+        assert float(from_one_hot.result()) == float(from_int.result())
+    counted = (labels == 1) | (labels == 2)
+    hits = logits.argmax(-1) == labels
+    accuracy = dl.metrics.Accuracy(ignore_class=0)
+    accuracy.update_state(one_hot, logits)
+    assert float(accuracy.result()) == pytest.approx(hits[counted].mean())

@@ -37,7 +37,9 @@ def test_class_weights_belong_to_the_loss(blocks):
     # the ignore index may be named with 0, not with another weight; other keys are not classes
     assert Loss({np.int64(2): 3.0, 255: 0}, num_classes=32).class_weights == (1.0, 1.0, 3.0) + (1.0,) * 29
     with pytest.raises(dl.SpecError, match="ignore index 255 with a weight: ignored pixels always weigh 0"):
-        Loss({255: 1.0}, num_classes=32)
+        Loss({255: 1.0}, num_classes=32, ignore_class=255)
+    with pytest.raises(dl.SpecError, match=r"class_weights names \[255\], not classes of .*\(0..31\)"):
+        Loss({255: 1.0}, num_classes=32)  # without ignore_class, every label that is no class is ignored
     with pytest.raises(dl.SpecError, match=r"class_weights names \[32, 40\], not classes of .*\(0..31\)"):
         Loss({40: 1.0, 32: 1.0}, num_classes=32)
     with pytest.raises(dl.SpecError, match="maps class indices"):
@@ -61,6 +63,28 @@ def test_evaluation_weights_leave_out_ignored_pixels(blocks, backend):
                 assert (yy >= n).any()  # fit pads 32x40 to 40x40 with the ignore index
                 real += 1
     assert real == len(data)
+
+
+@pytest.mark.parametrize("tf", [False, True])
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_padding_samples_have_no_labelled_pixel(blocks, backend, label_mode, tf):
+    """The padding samples that fill an evaluation epoch's last batch have every label ignored (int: the
+    ignore index; one-hot: all-zero rows), so that a metric given without the weights (Keras'
+    ``metrics=``) counts none of their pixels either: before, they held sample 0's labels."""
+    data, _ = blocks
+    batches = one_epoch(backend, data, tf=tf, batch_size=4, image_size=(32, 40), label_mode=label_mode,
+                        training=False)
+    padding = [y for _x, ys, ws in batches for y, w in zip(ys, ws) if not w.any()]
+    assert len(batches) == 2 and len(padding) == 2  # 6 pairs in batches of 4
+    for y in padding:
+        assert (y == data.classes.ignore_index).all() if label_mode == "int" else not y.any()
+    weighted, unweighted = dl.metrics.Accuracy(), dl.metrics.Accuracy()
+    for _x, y, w in batches:
+        scores = np.eye(data.classes.num_classes, dtype=np.float32)[np.where(y < 32, 0, y % 32)] \
+            if label_mode == "int" else y.astype(np.float32)
+        weighted.update_state(y, scores, w)
+        unweighted.update_state(y, scores)
+    assert float(unweighted.result()) == float(weighted.result())
 
 
 def test_class_frequencies_and_balancing_weights(blocks):

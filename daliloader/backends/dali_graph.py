@@ -264,6 +264,8 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     image, labels = dali_augment.apply(spec.augment, image, labels, u, spec.image_size, data.classes.ignore_index)
     image, labels = flip_and_normalize(image, labels, flip, spec)
     cuts["normalize"] = (image, labels)
+    if not sampler.drop_remainder:  # evaluation: padding fills the last batch
+        labels = unpadded(labels, index, data.classes)
     return {"image": image, "labels": encode(labels, spec, data.classes),
             "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
 
@@ -623,6 +625,14 @@ def flip_and_normalize(image, labels, flip, spec: Preprocess):
     image = fn.crop_mirror_normalize(image, mirror=mirror, dtype=out, output_layout="HWC", mean=list(mean),
                                      std=list(std))
     return image, labels
+
+
+def unpadded(labels, index, classes: ClassMap):
+    """padding (:func:`daliloader.stages.unpadded`): the labels, or the ignore index everywhere for a padding
+    sample (``index`` -1), in the labels' type."""
+    real = fn.cast(index >= 0, dtype=types.INT32)
+    kept = labels * real + classes.ignore_index * (1 - real)
+    return fn.cast(kept, dtype=types.UINT16 if classes.label_dtype == np.uint16 else types.UINT8)
 
 
 def encode(labels, spec: Preprocess, classes: ClassMap):

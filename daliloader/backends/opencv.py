@@ -78,7 +78,8 @@ class OpenCVLoader:
         indices = self.plan.sampler.batch(step)
         rng = np.random.default_rng([self.plan.sampler.seed, step, 1])
         images, labels = zip(*(self.sample(max(i, 0), rng) for i in indices))
-        labels = np.stack(labels)
+        ignore_index = self.plan.data.classes.ignore_index
+        labels = np.stack([stages.unpadded(lab, i >= 0, ignore_index) for lab, i in zip(labels, indices)])
         out = {"image": np.stack(images), "labels": self.encode(labels), "index": indices}
         if "weight" in self.plan.outputs:
             num_classes = self.plan.data.classes.num_classes

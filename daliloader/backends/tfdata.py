@@ -319,10 +319,18 @@ def flip_pair(image, labels, flip):
 def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs):
     """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch;
     ``outputs`` as in :data:`daliloader.plan.OUTPUTS` (``indices``: -1 for padding)."""
+    labels = unpadded(labels, indices, classes.ignore_index)
     out = {"image": normalize(images, spec), "labels": encode(labels, spec, classes.num_classes), "index": indices}
     if "weight" in outputs:  # 0 for padding samples
         out["weight"] = weights(labels, classes.num_classes) * tf.cast(indices >= 0, tf.float32)[:, None, None]
     return tuple(out[name] for name in outputs)
+
+
+def unpadded(labels, indices, ignore_index: int):
+    """padding (:func:`daliloader.stages.unpadded`): the labels of the padding samples (index -1) of a batch
+    ``[B, H, W]`` set to ``ignore_index``."""
+    real = tf.reshape(indices >= 0, [-1] + [1] * (len(labels.shape) - 1))
+    return tf.where(real, labels, tf.constant(ignore_index, labels.dtype))
 
 
 def decode_image_window(image_bytes, spec: Preprocess, u, inside=None, place=None):
