@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ from pathlib import Path
 from daliloader import augment, spec
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.classes import CATALOGUE
-from daliloader.environment import BEFORE_LOGGING, filtered_stderr, show_native_warnings
+from daliloader.environment import BEFORE_LOGGING, filtered_stderr, quiet_tensorflow_warnings, show_native_warnings
 from daliloader.errors import DaliloaderError, SpecError, flag
 
 
@@ -759,9 +758,10 @@ def main(argv=None) -> int:
     where check or verify found a problem, 2 on an error (one line), 130 when interrupted."""
     from_shell = argv is None
     args = parse_args(build_parser(), list(sys.argv[1:] if from_shell else argv))
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.verbose:
         show_native_warnings()
+    else:
+        quiet_tensorflow_warnings()
     quiet = native_noise_filtered() if from_shell and not args.verbose else nullcontext()
     try:
         with quiet, one_line_warnings(f"daliloader {args.command}"):

@@ -22,7 +22,7 @@ where it keeps what it generates (:func:`cache_dir`):
 * ``TF_CPP_MIN_LOG_LEVEL=1``: TensorFlow's switch for its own log lines; 1 drops the informational ones
   (devices created, XLA and cuDNN loaded, CPU instructions available: docs/gpu.md, "On an H200") and
   keeps warnings and errors. Read when TensorFlow is imported, so again only for a TensorFlow not yet
-  imported.
+  imported. The commands raise this default to 2, warnings dropped too (:func:`quiet_tensorflow_warnings`).
 * TensorFlow's start-up lines: what it writes while it is imported, before its logging is set up ("All
   log messages before absl::InitializeLog() ...", then "oneDNN custom operations are on", "Could not
   find cuda drivers", ...), ignores ``TF_CPP_MIN_LOG_LEVEL``. Where TensorFlow is imported after
@@ -57,9 +57,20 @@ os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 CPU_ALLOCATOR = "TF_CPU_ALLOCATOR_USE_BFC"
 #: TensorFlow's log level (see the module's docstring).
 TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+#: Whether TensorFlow's log level is daliloader's default, set for a TensorFlow not yet imported.
+TF_LEVEL_DEFAULTED = "tensorflow" not in sys.modules and TF_LOG_LEVEL not in os.environ
 if "tensorflow" not in sys.modules:
     os.environ.setdefault(CPU_ALLOCATOR, "true")
     os.environ.setdefault(TF_LOG_LEVEL, "1")
+
+
+def quiet_tensorflow_warnings() -> None:
+    """A command's TensorFlow level: 2, warnings dropped too, where the level is daliloader's default and
+    TensorFlow not yet imported. A command says what went wrong itself, in one line; TensorFlow's warning
+    of a failed step (a bad file that a loader refuses inside a ``tf.data`` graph) repeats it with a
+    Python traceback of 30 lines or more, which a filter of lines cannot drop whole."""
+    if TF_LEVEL_DEFAULTED and "tensorflow" not in sys.modules:
+        os.environ[TF_LOG_LEVEL] = "2"
 
 #: DALI's variable for nvImageCodec's log level (1: errors, 2: warnings too, DALI's default; up to 5).
 NVIMGCODEC_LOG_LEVEL = "DALI_NVIMGCODEC_LOG_LEVEL"

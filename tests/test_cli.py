@@ -7,6 +7,7 @@ These runs use tiny settings to check what the commands produce, not how fast an
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -470,3 +471,21 @@ def test_a_native_crash_still_shows_its_last_lines():
     crashed = subprocess.run([sys.executable, "-c", CRASH], capture_output=True, text=True, timeout=60)
     assert crashed.returncode != 0
     assert crashed.stderr == "F0000 00:00:1.2 1 check.cc:1] Check failed: the last words\n", crashed.stderr
+
+
+def test_a_bad_file_stops_a_command_in_its_own_words_alone(root, tmp_path):
+    """A pair refused inside a tf.data graph: TensorFlow's warning of the failed step repeated the error with
+    a Python traceback (80 lines on stderr, which a filter of lines cannot drop whole); a command runs
+    TensorFlow at level 2 where the level is daliloader's default, so its one error is all that shows."""
+    pytest.importorskip("tensorflow")
+    bad = tmp_path / "bad"
+    shutil.copytree(root, bad)
+    image = sorted((bad / "train").glob("*.jpg"))[1]
+    image.write_bytes(image.read_bytes()[:2000])
+    args = [sys.executable, "-m", "daliloader.cli", "bench", str(bad), "--backends", "dali-cpu,tfdata", "--seconds",
+            "0.1", "--repeats", "1", "--no-stages", "--label-mode", "int", "--image-size", "16", "--batch-size", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2 and run.stderr.startswith("daliloader bench: error: cannot load sample"), run.stderr
+    assert f"{image}: truncated JPEG" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert len(run.stderr.splitlines()) == 3, run.stderr
