@@ -1,13 +1,19 @@
 """daliloader: GPU data loading for TensorFlow/Keras semantic segmentation with NVIDIA DALI.
 
 Importing this package is cheap: TensorFlow and DALI are imported only by the backends that use them.
-It sets two process-wide defaults, unless you set them first: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` and
-``DALI_NVIMGCODEC_LOG_LEVEL=1`` (see :mod:`daliloader.environment`).
+It sets process-wide defaults for TensorFlow and DALI (environment variables, each only where you have not
+set it) and hooks their imports: :mod:`daliloader.environment` lists each and why.
+
+Reading the code, in this order: :mod:`daliloader.spec` (what a user asks for), :mod:`daliloader.stages`
+(each stage once, in numpy: the reference), :mod:`daliloader.plan` (a spec, a dataset and a sampler made
+one plan), :mod:`daliloader.backends` (the registry), :mod:`daliloader.backends.opencv` (the shortest
+backend: the stages in order), then :mod:`daliloader.backends.dali_graph` (the same stages as a DALI
+graph) and :mod:`daliloader.loaders` (the public entry points). docs/design.md draws the layers.
 """
 
 from typing import TYPE_CHECKING
 
-from . import environment  # noqa: F401  (first: the TF_FORCE_GPU_ALLOW_GROWTH default)
+from . import environment  # noqa: F401  (first: its defaults apply only to a TensorFlow not yet imported)
 from .classes import ClassMap
 from .data import SegmentationData
 from .errors import DaliloaderError, DataError, LoadError, SpecError

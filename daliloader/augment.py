@@ -259,9 +259,9 @@ class RandomErasing(Stage):
 
 #: Every declared stage, in the order they run and draw.
 STAGES: tuple[type[Stage], ...] = (VerticalFlip, GaussianBlur, Gamma, RandomErasing)
-#: The prologue's and the declared stages' uniform draws per sample (the window's redraws come after them:
-#: :data:`daliloader.stages.DRAWS`).
-DRAWS = FIRST_DRAW + sum(s.draws for s in STAGES)
+#: The prologue's and the declared stages' uniform draws per sample, so where the window's redraws start
+#: (:data:`daliloader.stages.FIRST_REDRAW`; all draws with them: :data:`daliloader.stages.DRAWS`).
+STAGE_DRAWS = FIRST_DRAW + sum(s.draws for s in STAGES)
 #: Every declared option, by name.
 OPTIONS: dict[str, Option] = {o.name: o for s in STAGES for o in s.options()}
 #: What torchvision and albumentations call the declared options (for "did you mean").

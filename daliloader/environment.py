@@ -11,7 +11,7 @@ where it keeps what it generates (:func:`cache_dir`):
 * ``DALI_NVIMGCODEC_LOG_LEVEL=1``: DALI's own switch for what nvImageCodec (its image decoders) prints
   to stderr: 1 keeps errors, DALI's default 2 adds warnings, which in normal use are lines a user
   cannot act on, printed once per picture into Keras' progress bar (the CUDA 12 build's "ROI decode
-  with fancy upsampling" warning was 76 lines in two epochs). DALI reads it when it creates a decoder.
+  with fancy upsampling" warning: docs/gpu.md). DALI reads it when it creates a decoder.
   ``daliloader --verbose`` restores DALI's default (:func:`show_native_warnings`).
 * ``TF_CPU_ALLOCATOR_USE_BFC=true``: TensorFlow's own caching allocator for CPU memory instead of the
   system's, which gives each new large tensor fresh pages from the kernel: a batch of one-hot labels

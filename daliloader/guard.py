@@ -60,15 +60,18 @@ class PairGuard:
     """
 
     def __init__(self, data: SegmentationData, remember: int = 64, backend: str = "",
-                 decoders: dict | None = None):
+                 decoders: dict | None = None, gpu_masks: bool = False):
         """``backend`` and ``decoders`` (backend -> the formats it decodes): refuse files of formats that
-        backend cannot decode, naming those that can. Where ``data``'s masks come from the mask cache, the
+        backend cannot decode, naming those that can. ``gpu_masks``: the loader reads a prepared copy's
+        masks in their GPU form (:func:`daliloader.backends.dali_graph.reads_gpu_masks`), whose headers are
+        vetted too. Where ``data``'s masks come from the mask cache, the
         pairs vetted and named are the user's own files (``data.mask_cache.original``), and each pair's
         cached mask is kept fresh once its files passed (:meth:`_refresh`)."""
         self.data = data  # what the loader reads
         self._cache = data.mask_cache
         self._named = data if self._cache is None else self._cache.original  # what is vetted and named
         self.expect = Expect.of(self._named, backend, decoders)
+        self._gpu_masks = gpu_masks and self._named.gpu_masks is not None
         self._vetted: dict[int, tuple] = {}  # pair -> the stat stamp of its files when vetted
         self._recent: deque[int] = deque(maxlen=remember)
         self._refused: deque[LoadError] = deque(maxlen=remember)  # verify()'s latest refusals
@@ -101,12 +104,12 @@ class PairGuard:
 
     def _vetting_problems(self, index: int, image, mask, read: dict) -> list[Problem]:
         """What vetting pair ``index`` finds wrong: the quick checks; a PNG mask's chunks, except where the
-        mask cache holds the masks (it decodes each itself); for ``dali-gpu`` on a prepared copy, the header
-        of the mask's GPU form. ``read``: the bytes of either file already read (part -> bytes)."""
+        mask cache holds the masks (it decodes each itself); where the loader reads the masks' GPU form, its
+        header. ``read``: the bytes of either file already read (part -> bytes)."""
         problems, headers = quick_check(image, mask, self.expect, read)
         if not problems and self._cache is None and headers[mask].format == "PNG":
             problems = _png_mask_problems(mask, image, read.get(mask))
-        if not problems and self.expect.backend == "dali-gpu" and self._named.gpu_masks is not None:
+        if not problems and self._gpu_masks:
             problems = gpu_mask_problems(self._named.gpu_masks[index], headers[image], image)
         return problems
 

@@ -3,9 +3,9 @@
 
 Each one turns its arguments into a :class:`~daliloader.plan.Plan` (or takes one made with
 :func:`~daliloader.plan.make_plan`) and asks the backend registry (:mod:`daliloader.backends`) to
-build its product from it. Keyword options beyond those named here (``drop_remainder``, ``shard_id``,
-``num_shards``, ``num_threads``, ``prefetch``, ``device_id`` and the preprocessing options ``scale``,
-``flip``, ``mean``, ``std``, ``dtype``) are :func:`~daliloader.plan.make_plan`'s.
+build its product from it. Keyword options beyond those named here are :func:`~daliloader.plan.make_plan`'s
+(its signature lists them all: the preprocessing, ``training``, ``drop_remainder``, the shards, the
+threads).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_siz
 
     Raises:
         daliloader.errors.SpecError: an argument that is not valid, or an option of the DALI backends.
-        daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
+        daliloader.errors.MissingDependency: Keras or OpenCV is not installed.
         daliloader.errors.DataError: data that cannot be read as asked, named.
         daliloader.errors.LoadError: while reading a batch, a file that cannot be decoded, named.
     """

@@ -7,7 +7,7 @@ batches carry float weights (0 on the padding samples that fill the last batch a
 which these metrics count exactly (float64 sums): pass them as ``weighted_metrics`` and training and
 validation figures both count every labelled pixel once.
 
-Both read labels through :func:`class_labels` (also the losses' definition of a labelled pixel):
+All three read labels through :func:`class_labels` (also the losses' definition of a labelled pixel):
 
 * int labels ``[B, H, W]`` (or ``[B, H, W, 1]``) or one-hot ``[B, H, W, C]``; an all-zero one-hot row
   (daliloader's ignored pixel) and an int label outside ``0..C-1`` (every class map's ignore index: 255,

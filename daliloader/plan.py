@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # (typing.Unpack is Python 3.11's: annotations only, never ev
     from .keywords import MakePlanOptions
 
 #: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
-#: the last evaluation batch), sample indices (-1: padding; DALI pipelines run alone only).
+#: the last evaluation batch), sample indices (-1: padding; asked for by ``dali_pipeline`` and ``predict``).
 OUTPUTS = ("image", "labels", "weight", "index")
 
 
@@ -207,8 +207,8 @@ def refuse_random_crop_options(caller: str, given: dict) -> None:
 
 def refuse_draws(caller: str, spec: Preprocess) -> None:
     """Evaluation draws nothing at random: refuse a spec that would."""
-    drawn = (["crop='random'"] if spec.crop == "random" else []) + spec.drawn()
-    if drawn:
+    if spec.draws_at_random:
+        drawn = (["crop='random'"] if spec.crop == "random" else []) + spec.drawn()
         raise SpecError(f"{caller}(training=False) draws nothing at random, but got {', '.join(drawn)}: leave "
                         "them out for evaluation, or pass training=True")
 

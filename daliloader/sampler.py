@@ -139,12 +139,11 @@ class ReaderEpochs:
         self.shuffled = sampler.shuffle
         self.start = shard * n // shards  # the worker's first sample
         self.size = (shard + 1) * n // shards - self.start
-        per_shard = -(-n // shards)  # ceil(n / shards)
-        self.reader_steps = -(-per_shard // self.batch_size)
+        self.reader_steps = sampler.steps  # padded, the sampler's own: ceil(ceil(n / shards) / batch_size)
 
     @property
     def period(self) -> int:
-        """Positions per padded pass (evaluation)."""
+        """Positions per padded pass (evaluation; only read there)."""
         return self.reader_steps * self.batch_size
 
     def real(self, position):

@@ -1,10 +1,9 @@
 """The preprocessing spec: what every backend does, declared once and validated in one place.
 
 The spec says *what* (crop mode, zoom range, rotation, flip rate, photometric jitter, normalisation,
-label encoding, class weights, dtype); each per-sample stage's formula is defined once, in numpy, in
-:mod:`daliloader.stages`, the reference that every backend implements and is tested against. Stages,
-in order, with the same names in every backend: read, decode, labels, window (crop, zoom, flip),
-colour, pad, resize, rotate, flip, normalize, encode, weights.
+label encoding, dtype); each per-sample stage's formula is defined once, in numpy, in
+:mod:`daliloader.stages`, the reference that every backend implements and is tested against, and which
+lists the stages in order, by the names every backend uses.
 
 Option names and ranges follow torchvision: ``brightness``/``contrast``/``saturation`` as
 ``ColorJitter`` (a number ``v`` draws a factor from ``U(max(0, 1 - v), 1 + v)``, a pair is the range),
@@ -106,6 +105,12 @@ class Preprocess:
         """The options that are on and draw at random (the crop's place aside)."""
         return ([name for name, option in PROLOGUE.items() if getattr(self, name) != option.off] +
                 [stage.switch().name for stage in self.augment])
+
+    @property
+    def draws_at_random(self) -> bool:
+        """Whether a sample's preprocessing draws anything (:func:`daliloader.stages.draw_count` draws): the
+        place of a random crop, or an option of :meth:`drawn`."""
+        return self.crop == "random" or bool(self.drawn())
 
 
 # ---------------------------------------------------------------- the prologue's options, declared once

@@ -68,7 +68,7 @@ ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(augm
 #: mmsegmentation's category-ratio crop draws the window again up to this many times (its ``RandomCrop``'s 10).
 REDRAWS = 10
 #: Where the redraws' draws start (two each: top, left), after the declared stages'.
-FIRST_REDRAW = augment.DRAWS
+FIRST_REDRAW = augment.STAGE_DRAWS
 #: Uniform draws per sample, the most there are (with the redraws: a spec takes :func:`draw_count`).
 DRAWS = FIRST_REDRAW + 2 * REDRAWS
 

@@ -434,8 +434,6 @@ def _foreign(file: str, head: bytes) -> RecordProblem:
 #: Where :func:`indexed` keeps a file's index: in the cache (nothing written beside the data), or
 #: beside the file, in :data:`INDEX_FOLDER` (the cache where that folder cannot be written).
 INDEX_PLACES = ("cache", "beside")
-#: The cache's folder of indexes, one folder per TFRecord file (named by its absolute path).
-CACHE_FOLDER = INDEXES
 
 
 def indexed(file: str | os.PathLike, index: str | None = None) -> Scan:
@@ -495,9 +493,9 @@ def _index_folders(file: str) -> tuple[Path, Path | None]:
     """In the cache (under a name unique to the file's absolute path, or to an object's URL), and beside
     the file (None for an object: nothing is written into a bucket)."""
     if buckets.is_url(file):
-        return cache_dir() / CACHE_FOLDER / hashlib.sha1(file.encode()).hexdigest()[:16], None
+        return cache_dir() / INDEXES / hashlib.sha1(file.encode()).hexdigest()[:16], None
     digest = hashlib.sha1(os.path.abspath(file).encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
-    return cache_dir() / CACHE_FOLDER / digest, Path(file).parent / INDEX_FOLDER
+    return cache_dir() / INDEXES / digest, Path(file).parent / INDEX_FOLDER
 
 
 def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:

@@ -68,7 +68,7 @@ def cases(name: str):
     """The row's stage, image, labels (H, W), ignore index, and full draws per sample."""
     row = ROWS[name]
     image, labels, ignore = inputs(row.wide)
-    u = np.full((len(row.draws), augment.DRAWS), 0.5, np.float32)
+    u = np.full((len(row.draws), augment.STAGE_DRAWS), 0.5, np.float32)
     first = row.stage.first_draw()
     u[:, first:first + row.stage.draws] = row.draws
     return row.stage, image, labels, ignore, u
@@ -121,7 +121,7 @@ ALL = augment.make_stages(dict(vflip=0.5, blur=(0.5, 2.0), gamma=0.5, erase=0.9,
 
 def all_draws() -> np.ndarray:
     rng = np.random.default_rng(5)
-    u = rng.random((4, augment.DRAWS), dtype=np.float32)
+    u = rng.random((4, augment.STAGE_DRAWS), dtype=np.float32)
     u[:, ALL[-1].first_draw()] = 0.1  # erasing on in every sample
     return u
 
@@ -199,7 +199,7 @@ def test_fixed_parameters_follow_the_reference_on_every_backend(mirror_data, bac
     (through tf_dataset for the DALI backends: the draws fed by TensorFlow)."""
     via_tf = backend.startswith("dali")
     (made,) = augment.make_stages(FIXED[name])
-    u = np.zeros(augment.DRAWS, np.float32)
+    u = np.zeros(augment.STAGE_DRAWS, np.float32)
     for (x0, y0), (x1, y1) in zip(one_epoch(backend, mirror_data, tf=via_tf, **FLAT),
                                   one_epoch(backend, mirror_data, tf=via_tf, **FLAT, **FIXED[name])):
         for plain, done, lab, lab_done in zip(x0, x1, y0, y1):

@@ -20,6 +20,7 @@ from trees import tfds_pets, voc_tfrecords
 
 import daliloader as dl
 from daliloader import codecs, parts, tfrecord
+from daliloader.cache import INDEXES
 
 tf = pytest.importorskip("tensorflow")
 
@@ -117,7 +118,7 @@ def test_a_read_only_folder_gets_its_index_in_the_cache(voc, tmp_path, tmpfs, mo
     subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
     monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
     data = dl.SegmentationData.from_tfrecord(disk / "val.tfrecord", classes="voc", index="beside")
-    assert list((tmp_path / "cache" / tfrecord.CACHE_FOLDER).glob("*/val.tfrecord.json"))  # beside asked, not there
+    assert list((tmp_path / "cache" / INDEXES).glob("*/val.tfrecord.json"))  # beside asked, not there
     pipe, steps = dl.dali_pipeline(data, batch_size=2, training=False, backend="dali-cpu")
     assert steps == 1 and len(pipe.run()) == 3  # DALI reads the records by the cached index
 

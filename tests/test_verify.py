@@ -75,8 +75,9 @@ def test_verify_checks_the_pack_indexes(colour_data, tmp_path):
 
 
 def test_a_damaged_lz4_header_is_named_not_a_crash(colour_data, tmp_path):
-    """A header that asks for a 1048576x1048576 mask: verify names the file; dali-gpu's guard refuses the
-    pair (naming it) before the GPU inflater sees it."""
+    """A header that asks for a 1048576x1048576 mask: verify names the file; the guard of a loader that reads
+    the masks' GPU form (dali-gpu where nvCOMP loads) refuses the pair (naming it) before the GPU inflater
+    sees it; one that reads the PNG masks does not look at it."""
     from daliloader.guard import PairGuard
 
     out = tmp_path / "p"
@@ -90,12 +91,13 @@ def test_a_damaged_lz4_header_is_named_not_a_crash(colour_data, tmp_path):
                                  "MiB of indices): the prepared copy is damaged"]
     data = dl.SegmentationData.from_prepared(out)
     PairGuard(data, backend="dali-cpu").verify(2)  # reads the PNG masks
+    PairGuard(data, backend="dali-gpu").verify(2)  # dali-gpu without nvCOMP reads them too
     with pytest.raises(LoadError, match=f"cannot load sample 2 .*\n  {lz4}: its header gives a 1048576x1048576 mask"):
-        PairGuard(data, backend="dali-gpu").verify(2)
+        PairGuard(data, backend="dali-gpu", gpu_masks=True).verify(2)
     raw[4:12] = np.array([7, 9], "<i4").tobytes()  # a size, but not the image's
     lz4.write_bytes(bytes(raw))
     with pytest.raises(LoadError, match=f"{lz4}: its header gives 9x7 but its image is 56x40"):
-        PairGuard(data, backend="dali-gpu").verify(2)
+        PairGuard(data, backend="dali-gpu", gpu_masks=True).verify(2)
 
 
 def test_verify_reports_from_anywhere_after_sources_moved_and_on_a_truncated_pack(tmp_path, monkeypatch, capsys):

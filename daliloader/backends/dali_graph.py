@@ -1,5 +1,6 @@
 """The DALI graph: read -> decode (the crop window only) -> colour -> labels -> crop (pad, resize) -> rotate
--> the declared stages (:mod:`.dali_augment`) -> flip -> normalize -> encode.
+-> the declared stages (:mod:`.dali_augment`) -> flip -> normalize -> padding -> encode, weights (the
+stages of :mod:`daliloader.stages`).
 
 This module imports DALI and never TensorFlow, so the same graph runs under ``DALIDataset``
 (:mod:`daliloader.backends.dali_tf`) and with DALI alone (``dali_pipeline``: GPU checks, benchmarks,
@@ -67,7 +68,7 @@ log = logging.getLogger("daliloader")
 
 #: Names of the per-sample inputs when reading files: two paths as uint8 rows (:func:`path_row`), and
 #: the sample index (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. Fed
-#: by TensorFlow, the random draws are an input too (DRAWS): stateless functions of the seed and the
+#: by TensorFlow, the random draws are an input too (DRAWS_INPUT): stateless functions of the seed and the
 #: stream position, drawn natively by tf.data, so that a pipeline built again (a chained transformation
 #: read again) draws afresh for the next epoch's positions instead of replaying its generator.
 INPUTS = ("image_path", "mask_path", "index")
@@ -75,7 +76,8 @@ PACK_INPUTS = ("real",)
 #: When reading TFRecords: each position's record (its encoded image and mask, :func:`pack_pair`) and
 #: sample index (-1: padding).
 RECORD_INPUTS = ("record", "index")
-DRAWS = "draws"
+#: The fed graph's input of each sample's uniform draws (:func:`daliloader.stages.draw_count` of them).
+DRAWS_INPUT = "draws"
 #: Name of the webdataset reader (for ``pipeline.reader_meta``).
 READER = "packs"
 #: Whether DALI memory-maps the files and packs it reads (its default). Off: a file truncated or
@@ -86,13 +88,9 @@ USE_MMAP = False
 #: H100, H200), the rest going to nvJPEG's CUDA decoder, whose Huffman stage runs on the CPU threads:
 #: DALI's default, stated so that benchmarks/gpu_where.py can time another share against it.
 HW_DECODER_LOAD = 0.65
-#: Stages after which the graph can be cut (for per-stage timing); "encode" is the full graph.
-STAGES = ("read", "decode", "labels", "crop", "normalize")
-
-
-def needs_draws(spec: Preprocess) -> bool:
-    """Whether the spec draws anything at random (see :func:`daliloader.stages.draw_count`)."""
-    return spec.crop == "random" or spec.flip > 0 or spec.rotates or spec.colours or bool(spec.augment)
+#: The points after which the graph can be cut, for the bench's per-stage timing (:mod:`daliloader.bench.stages`,
+#: which names them); "encode" is the full graph. Each cut ends after a stage of :mod:`daliloader.stages`.
+CUTS = ("read", "decode", "labels", "crop", "normalize")
 
 
 def outputs_on(device: str, plan: Plan) -> str:
@@ -182,7 +180,8 @@ class SegmentationPipeline(Pipeline):
         self.plan, self.device, self.spec = plan, device, spec or plan.spec
         self.stage, self.fed = stage, fed
         self.guard = guard if guard is not None else pair_guard(
-            plan.data, f"dali-{device}", remember=guard_memory(plan, batch_size or plan.batch_size))
+            plan.data, f"dali-{device}", remember=guard_memory(plan, batch_size or plan.batch_size),
+            gpu_masks=reads_gpu_masks(plan.data, device))
         if self.spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
@@ -225,8 +224,8 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
     image_bytes, mask_bytes, index = read(data, sampler, guard, fed, device)
     cuts = {"read": (image_bytes, mask_bytes)}
     u = None
-    if needs_draws(spec):  # fed: TensorFlow's stateless draws; alone: DALI's generator, seeded by the pipeline
-        u = (graph_input(DRAWS, None, types.FLOAT, ndim=1) if fed else
+    if spec.draws_at_random:  # fed: TensorFlow's stateless draws; alone: DALI's generator, seeded by the pipeline
+        u = (graph_input(DRAWS_INPUT, None, types.FLOAT, ndim=1) if fed else
              fn.random.uniform(range=(0.0, 1.0), shape=[stages.draw_count(spec)]))
 
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");

@@ -44,7 +44,7 @@ from ..stages import draw_count
 from ..tfprivate import variant
 from . import pair_guard, tfloader
 from .dali_graph import (
-    DRAWS,
+    DRAWS_INPUT,
     HOST_LABELS,
     HOST_PIXELS,
     PACK_INPUTS,
@@ -54,10 +54,10 @@ from .dali_graph import (
     guard_memory,
     host_batch_size,
     mask_files,
-    needs_draws,
     outputs_on,
     pack_pair,
     path_row,
+    reads_gpu_masks,
 )
 from .tfloader import refuse_class_weight
 from .tfops import encode, normalize
@@ -211,7 +211,7 @@ def dataset(plan: Plan, device: str) -> EpochDataset:
     on_gpu = tf.DeviceSpec.from_string(variant(endless).device).device_type == "GPU"
     # Evaluation: every epoch alike (every sample once, in a fixed order, nothing drawn), so every iter()
     # may start from the first batch.
-    restart = not (plan.sampler.drop_remainder or plan.sampler.shuffle or needs_draws(plan.spec))
+    restart = not (plan.sampler.drop_remainder or plan.sampler.shuffle or plan.spec.draws_at_random)
     if on_gpu:
         return GPUEpochDataset(endless, plan.steps, guard, epochs, restart=restart)
     return EpochDataset(endless, plan.steps, guard, epochs, by_reader=plan.data.container.read_by_reader,
@@ -243,7 +243,8 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs
                         "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
     dali_spec = graph_spec(spec, on)
     batch = host_batch_size(plan, device)
-    guard = pair_guard(plan.data, f"dali-{device}", remember=guard_memory(plan, batch, CHUNK))
+    guard = pair_guard(plan.data, f"dali-{device}", remember=guard_memory(plan, batch, CHUNK),
+                       gpu_masks=reads_gpu_masks(plan.data, device))
     pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard, batch_size=batch)
     reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
     dtypes, shapes = output_signature(dali_spec, plan.data.classes, batch, plan.outputs)
@@ -272,7 +273,7 @@ CHUNK = 128
 
 def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, epochs: Epochs,
             masks, batch: int) -> dict:
-    """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS`` in
+    """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS_INPUT`` in
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
     when reading packs, only when an output uses them: DALI drops unused nodes). ``masks`` are the mask
     files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched (each
@@ -282,8 +283,8 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     positional = bool({"weight", "index"} & set(plan.outputs))
     with tf.device("/cpu:0"):
         streams = STREAMS[data.container](make, data, masks, positional)
-        if needs_draws(plan.spec):
-            streams[DRAWS] = make.draws(from_epochs=not data.container.read_by_reader)
+        if plan.spec.draws_at_random:
+            streams[DRAWS_INPUT] = make.draws(from_epochs=not data.container.read_by_reader)
         # padded: the paths and records of a batch, zeros up to its longest (pack_pair); the other inputs
         # have one shape
         streams = {k: v.padded_batch(batch, drop_remainder=True) for k, v in streams.items()}

@@ -48,8 +48,8 @@ def dataset(plan: Plan) -> LoaderDataset:
 
     Training epochs are read from one endless stream (an :class:`~.tfloader.EpochDataset`): the epochs'
     vetted positions follow each other, each epoch's remainder dropped before batching, so the parallel
-    map and the prefetch buffer never drain and refill between epochs (which cost a tiny dataset half its
-    rate). Each epoch is vetted on its own, so that no vetting chunk reaches past the end of an epoch.
+    map and the prefetch buffer never drain and refill between epochs (a cost that weighs most on a small
+    dataset). Each epoch is vetted on its own, so that no vetting chunk reaches past the end of an epoch.
     Evaluation restarts at every ``iter()``, as a tf.data dataset does, and so does training on TFRecord
     files: each epoch reads the files again, so that a file changed under a run is refused by the next
     epoch at the latest (an endless stream's read-ahead could take a small dataset's whole next epoch

@@ -22,14 +22,14 @@ def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[S
     normalization and encoding of the batch is timed on its own (the last row); and it runs as many
     samples per DALI batch as ``tf_dataset`` does (:func:`~.backends.dali_graph.host_batch_size`).
     """
-    from ..backends.dali_graph import HOST_LABELS, STAGES, graph_spec, host_batch_size, outputs_on
+    from ..backends.dali_graph import CUTS, HOST_LABELS, graph_spec, host_batch_size, outputs_on
 
     dali_spec = graph_spec(plan.spec, outputs_on(device, plan))
     finished_in_tf = dali_spec.label_mode == HOST_LABELS
     renamed = {"normalize": "flip", "encode": "indices"} if finished_in_tf else {}
     batch = host_batch_size(plan, device)
     rows, previous = [], 0.0
-    for stage in STAGES + ("encode",):
+    for stage in CUTS + ("encode",):
         rate = _cut_rate(plan, device, dali_spec, None if stage == "encode" else stage, batch, seconds, repeats)
         ms = 1000.0 / rate
         rows.append(StageCut(stage=renamed.get(stage, stage), cumulative_img_per_s=round(rate, 1),
