@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+from trees import voc_tree
 
 from daliloader import backends
 from daliloader.bench import copies, sources
@@ -77,3 +78,20 @@ def test_the_expert_gives_what_daliloader_gives(index_data, label_mode):
         index = np.rint(x.numpy()[:, 0, 0, 0] * 255 / 10).astype(int)
         labels = y.numpy() if label_mode == "int" else np.argmax(y.numpy(), -1)
         assert (labels == index[:, None, None]).all() and x.dtype == tf.float32
+
+
+@pytest.mark.parametrize("tree", ["cityscapes", "voc"])
+@pytest.mark.parametrize("label_mode", ["int", "onehot"])
+def test_the_baseline_labels_every_kind_of_mask_as_the_loaders_do(tree, label_mode, cityscapes, tmp_path):
+    """tfdata-naive on id masks (Cityscapes' labelIds) and colour masks (VOC's palette PNGs): each picture's
+    labels, whole, equal tfdata's (the baseline shuffles: compared as a set of pictures' labels)."""
+    import daliloader as dl
+
+    root, split = (cityscapes[0], "train") if tree == "cityscapes" else (voc_tree(tmp_path)[0], "train")
+    data = dl.SegmentationData.from_folder(root, split=split)
+    (h, w), n = next(iter(data.image_sizes)), len(data)
+    _, naive = next(iter(sources.naive_tfdata(data, n, (h, w), label_mode)))
+    _, ours, _ = next(iter(dl.tf_dataset(data, batch_size=n, label_mode=label_mode, training=False,
+                                         backend="tfdata")))
+    assert sorted(y.tobytes() for y in naive.numpy()) == sorted(y.tobytes() for y in ours.numpy())
+    assert (ours.numpy() != 255).any() if label_mode == "int" else ours.numpy().any()  # classes, not all ignored

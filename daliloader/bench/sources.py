@@ -11,7 +11,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
+import numpy as np
+
 from .. import backends
+from ..classes import MaskKind
 from ..data import Container, SegmentationData
 from ..plan import Plan, make_plan
 from .timing import endless, ordered_parallel
@@ -110,25 +113,20 @@ def backend_stream(name: str, plan: Plan, workers: int):
 def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode: str):
     """The tf.data pipeline people write first (the 4x baseline of the performance goal).
 
-    Per sample: ``decode_image``, ``resize_with_crop_or_pad``, one-hot by comparing the mask with
-    each class colour; parallel map, batch, prefetch. Centre crops, no augmentation.
+    Per sample: ``decode_image``, ``resize_with_crop_or_pad``, then labels as :func:`naive_labels` makes
+    them (colours compared with each class colour, or ids mapped through the class map's id table): the
+    loaders' labels, on every kind of mask; parallel map, batch, prefetch. Centre crops, no augmentation.
     """
     import tensorflow as tf
 
     h, w = image_size
-    palette = tf.constant(data.classes.palette(), tf.uint8)
 
     def load(image_bytes, mask_bytes):
         image = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
-        mask = tf.io.decode_image(mask_bytes, channels=3, expand_animations=False)
         image = tf.image.resize_with_crop_or_pad(image, h, w)
-        mask = tf.image.resize_with_crop_or_pad(mask, h, w)
-        onehot = tf.stack([tf.reduce_all(mask == palette[c], axis=-1) for c in range(data.classes.num_classes)], -1)
-        labels = tf.cast(onehot, tf.float32)
-        if label_mode == "int":
-            labels = tf.where(tf.reduce_any(onehot, -1), tf.argmax(labels, -1, output_type=tf.int32), 255)
-        return tf.cast(image, tf.float32) / 255.0, labels
+        return tf.cast(image, tf.float32) / 255.0, labels(mask_bytes)
 
+    labels = naive_labels(data, (h, w), label_mode)
     if data.container is Container.OBJECTS:
         from .expert import fetched_pairs
 
@@ -137,6 +135,42 @@ def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode
         ds = _naive_records(data) if data.records is not None else _naive_files(data)
     ds = ds.shuffle(len(data), seed=0).repeat().map(load, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def naive_labels(data: SegmentationData, image_size, label_mode: str):
+    """The baseline's labels of one encoded mask, centre-cropped to ``image_size``, as people first write
+    them: colour masks (:attr:`MaskKind.RGB`) decoded as RGB and compared with each class colour; id masks
+    (Cityscapes' labelIds, ADE20K, id folders) decoded as ids (one channel, or the map's ``mask_channel``
+    of a colour picture; 16 bits where the dataset's masks are) and mapped through the class map's id
+    table. Unknown values are ``ignore_index`` (int labels) or an all-zero row (one-hot), as in the loaders."""
+    import tensorflow as tf
+
+    (h, w), classes = image_size, data.classes
+    if classes.kind is MaskKind.RGB:
+        palette = tf.constant(classes.palette(), tf.uint8)
+        channels, dtype = 3, tf.uint8
+    else:
+        lut = tf.constant(classes.lookup_table.astype(np.int32))  # id -> class, ignore_index elsewhere
+        channels = 1 if classes.mask_channel is None else 3
+        dtype = tf.uint16 if data.mask_depth == 16 else tf.uint8
+
+    def colours(mask):  # one comparison per class colour
+        onehot = tf.stack([tf.reduce_all(mask == palette[c], axis=-1) for c in range(classes.num_classes)], -1)
+        if label_mode == "onehot":
+            return tf.cast(onehot, tf.float32)
+        found = tf.argmax(tf.cast(onehot, tf.int32), -1, output_type=tf.int32)
+        return tf.where(tf.reduce_any(onehot, -1), found, classes.ignore_index)
+
+    def ids(mask):  # one gather per pixel
+        index = tf.gather(lut, tf.cast(mask[..., classes.mask_channel or 0], tf.int32))
+        return index if label_mode == "int" else tf.one_hot(index, classes.num_classes)
+
+    def labels(mask_bytes):
+        mask = tf.io.decode_image(mask_bytes, channels=channels, dtype=dtype, expand_animations=False)
+        mask = tf.image.resize_with_crop_or_pad(mask, h, w)
+        return colours(mask) if classes.kind is MaskKind.RGB else ids(mask)
+
+    return labels
 
 
 def _naive_files(data: SegmentationData):
