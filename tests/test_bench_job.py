@@ -36,7 +36,7 @@ class Fakes:
         monkeypatch.setattr(job, "opencv_stages", lambda plan: [StageTime(stage="decode", ms_per_img=3.0)])
         monkeypatch.setattr(job, "train_bound", self.train_bound)
 
-    def stream(self, name, plan, workers):
+    def stream(self, name, plan, workers, guard=None):
         def batches():
             try:
                 while True:

@@ -3,6 +3,7 @@ measures besides the pairs given (daliloader.bench.copies)."""
 
 import itertools
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,3 +96,32 @@ def test_the_baseline_labels_every_kind_of_mask_as_the_loaders_do(tree, label_mo
                                          backend="tfdata")))
     assert sorted(y.tobytes() for y in naive.numpy()) == sorted(y.tobytes() for y in ours.numpy())
     assert (ours.numpy() != 255).any() if label_mode == "int" else ours.numpy().any()  # classes, not all ignored
+
+
+def test_a_reference_names_the_file_its_decoder_failed_on(synth_data, tmp_path):
+    """The references' pairs are vetted before they are timed (a bad pair: the guard's LoadError); a
+    decoder that fails anyway on a file the vetting passed is explained by the guard, which names it."""
+    import shutil
+
+    import tensorflow as tf
+
+    import daliloader as dl
+    from daliloader.errors import LoadError
+
+    root = shutil.copytree(Path(synth_data.images[0]).parent.parent, tmp_path / "copy")
+    data = dl.SegmentationData.from_folder(root)
+    guard = sources.vetted(data, workers=2)
+    bad = Path(data.images[3])
+    bad.write_bytes(bad.read_bytes()[:-500])  # after the vetting
+
+    def failing():
+        yield "a batch"
+        raise tf.errors.InvalidArgumentError(None, None, "jpeg::Uncompress failed. Invalid JPEG data")
+
+    stream = sources.explained(failing(), guard)
+    assert next(stream) == "a batch"
+    with pytest.raises(LoadError, match=f"{bad}: truncated JPEG") as refused:
+        next(stream)
+    assert "daliloader check" in str(refused.value)
+    with pytest.raises(LoadError, match=f"cannot load sample 3 .*{bad}"):
+        sources.vetted(data, workers=2)

@@ -322,6 +322,37 @@ def test_missing_data_folder_is_a_clear_error(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+def id_folder(root: Path, n: int = 6) -> Path:
+    """images/*.jpg (48x64 photos) and masks/*.png (8-bit ids 0-3), as people keep their own data."""
+    rng = np.random.default_rng(0)
+    for sub in ("images", "masks"):
+        (root / sub).mkdir(parents=True)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(root / "images" / f"{i:03d}.jpg")
+        Image.fromarray(np.kron(rng.integers(0, 4, (6, 8)), np.ones((8, 8))).astype(np.uint8)).save(
+            root / "masks" / f"{i:03d}.png")
+    return root
+
+
+@pytest.mark.parametrize("damage", ["truncated JPEG", "mask of another size"])
+@pytest.mark.parametrize("reference", ["tf-expert", "tfdata-naive"])
+def test_a_bad_file_stops_the_references_with_an_error_naming_it(damage, reference, tmp_path, capsys):
+    """The references read the files with TensorFlow's ops: a bad file is named (the pairs vetted as the
+    loaders vet them), with what to do, instead of TensorFlow's traceback."""
+    pytest.importorskip("tensorflow")
+    root = id_folder(tmp_path / "data")
+    bad = root / "images" / "002.jpg" if damage == "truncated JPEG" else root / "masks" / "002.png"
+    if damage == "truncated JPEG":
+        bad.write_bytes(bad.read_bytes()[:-200])
+    else:
+        Image.fromarray(np.zeros((24, 32), np.uint8)).save(bad)
+    assert cli(["bench", str(root), "--backends", reference, "--batch-size", "2", "--image-size", "16", "--seconds",
+                "0.05", "--repeats", "1", "--no-stages", "--label-mode", "int"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("daliloader bench: error: cannot load sample 2") and f"{bad}: " in err, err
+    assert "`daliloader check`" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["bench", "ROOT", "--prepared-dir", "x"], "daliloader bench: error: --prepared-dir names the folder of "
                                                "--prepared's copy: add --prepared"),

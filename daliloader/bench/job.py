@@ -34,6 +34,8 @@ from .sources import (
     on_gpu,
     product,
     reads_packs,
+    reference_data,
+    vetted,
     via,
 )
 from .stages import dali_stages, opencv_stages
@@ -223,6 +225,7 @@ class Job:
         self.gpu = backends.dali_gpu_count() > 0
         self.workers = settings.workers or os.cpu_count() or 1
         self.datasets = {"original": data}
+        self.guards: dict = {}  # the references' guards, by data (:meth:`guard`)
         place = dataset_place(data)
         self.report = Report(
             machine=Machine(**machine_info()),
@@ -330,12 +333,24 @@ class Job:
     def measure(self, group: list[Cell]) -> list[Rates]:
         """The rates of a group's figures, round by round (:func:`~.timing.measure_in_turn`): each stream
         opened for its window and closed after it (a generator: that stops its workers and drops its
-        pipeline)."""
+        pipeline); the references' pairs vetted first (:meth:`guard`)."""
         s, first = self.settings, group[0].plan
-        sources = [partial(backend_stream, c.name, c.plan, self.workers) for c in group]
+        sources = [partial(backend_stream, c.name, c.plan, self.workers, self.guard(c)) for c in group]
         return self.status(" + ".join(c.what for c in group), partial(
             measure_in_turn, sources, first.batch_size, s.seconds, s.repeats,
             epoch_batches(len(first.data), first.batch_size)))
+
+    def guard(self, cell: Cell):
+        """For a reference, the guard of its data, which vetted every pair once (:func:`~.sources.vetted`):
+        the references read the files with TensorFlow's ops, which would fail on a bad file naming none,
+        where the loaders vet each pair they read. None for a loader."""
+        if cell.name not in REFERENCES:
+            return None
+        if cell.which not in self.guards:
+            data = reference_data(cell.plan)
+            self.guards[cell.which] = self.status(f"vetting the {len(data)} pairs the references read", partial(
+                vetted, data, self.workers))
+        return self.guards[cell.which]
 
     def stages(self) -> None:
         """The DALI graphs' stage breakdowns (the GPU's, with one, then the CPU's) and OpenCV's."""

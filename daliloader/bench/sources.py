@@ -16,6 +16,8 @@ import numpy as np
 from .. import backends
 from ..classes import MaskKind
 from ..data import Container, SegmentationData
+from ..guard import PairGuard
+from ..parallel import threaded_map
 from ..plan import Plan, make_plan
 from .timing import endless, ordered_parallel
 
@@ -88,8 +90,8 @@ def bench_plan(data: SegmentationData, batch_size: int, image_size, label_mode: 
 def backend_source(name: str, plan: Plan, workers: int):
     """One backend's product, built as a user would build it from ``plan`` (the references from the
     dataset's own masks, never daliloader's mask cache)."""
-    if name in REFERENCES and plan.data.mask_cache is not None:
-        plan = replace(plan, data=plan.data.mask_cache.original)
+    if name in REFERENCES:
+        plan = replace(plan, data=reference_data(plan))
     if name == BASELINE:
         return naive_tfdata(plan.data, plan.batch_size, plan.spec.image_size, plan.spec.label_mode)
     if name == EXPERT:
@@ -100,14 +102,44 @@ def backend_source(name: str, plan: Plan, workers: int):
     return backends.resolve(name, product(name)).build(product(name), plan, **options)
 
 
-def backend_stream(name: str, plan: Plan, workers: int):
+def backend_stream(name: str, plan: Plan, workers: int, guard: PairGuard | None = None):
     """An endless iterator of batches from one backend (opencv: ``workers`` threads, as PyDataset);
-    closing it stops its workers and drops its pipeline."""
+    closing it stops its workers and drops its pipeline. ``guard``: a reference's (:func:`vetted`), which
+    explains a failure of TensorFlow's decoders by naming the files (:func:`explained`)."""
     source = backend_source(name, plan, workers)
     if product(name) == "dali":
         pipe, _ = source
         return (pipe.run() for _ in itertools.count())
-    return ordered_parallel(source, workers) if sequence_like(name) else endless(source)
+    stream = ordered_parallel(source, workers) if sequence_like(name) else endless(source)
+    return stream if guard is None else explained(stream, guard)
+
+
+def reference_data(plan: Plan) -> SegmentationData:
+    """The pairs a reference reads: the dataset's own, never daliloader's mask cache."""
+    return plan.data if plan.data.mask_cache is None else plan.data.mask_cache.original
+
+
+def vetted(data: SegmentationData, workers: int) -> PairGuard:
+    """A guard that vetted every pair of ``data`` on ``workers`` threads, as the loaders vet each pair they
+    read (:class:`~daliloader.guard.PairGuard`): for the references, which read the files with TensorFlow's
+    own ops, where a bad file (a truncated JPEG, a mask of another size) fails naming none. Raises the
+    guard's LoadError, which names the pair and says to run ``daliloader check``; the guard remembers
+    every pair, so that :func:`explained` can decode them all when a decoder fails anyway."""
+    guard = PairGuard(data, remember=len(data))
+    for _ in threaded_map(guard.verify, range(len(data)), workers):
+        pass
+    return guard
+
+
+def explained(stream, guard: PairGuard):
+    """``stream``'s batches; a TensorFlow error on the way is raised as the guard's LoadError, which
+    names the bad files among the pairs it vetted (:meth:`~daliloader.guard.PairGuard.explain`)."""
+    import tensorflow as tf
+
+    try:
+        yield from stream
+    except tf.errors.OpError as e:
+        raise guard.explain(e) from None
 
 
 def naive_tfdata(data: SegmentationData, batch_size: int, image_size, label_mode: str):
