@@ -18,8 +18,10 @@ from .bench.timing import noisy
 CEILING_NAMES = {"cpu_decode_pairs": "CPU pairs", "cpu_decode_images": "CPU images", "cpu_decode_masks": "CPU masks",
                  "nvjpeg_images": "nvJPEG images", "cpu_decode_pairs_cached": "CPU pairs, masks from the cache",
                  "cpu_decode_masks_cached": "CPU masks from the cache"}
-#: The chart's ceiling lines, in the order of the report's ceilings.
+#: The chart's ceiling lines, in the order of the report's ceilings: these colours, dashed, then again
+#: in the next dash.
 CEILING_COLOURS = ("#c44e52", "#dd8452", "#55a868", "#8172b3", "#937860")
+CEILING_DASHES = ("--", ":", "-.")
 
 
 def write_json(report, out: Path) -> None:
@@ -167,7 +169,19 @@ def _chart_title(report: Report) -> str:
 
 
 def plot_report(report, out: Path) -> None:
-    """A bar chart PNG of the figures (whiskers: min-max; grey: noisy) with the ceilings as lines."""
+    """A bar chart PNG of the figures (whiskers: min-max; grey: noisy) with the ceilings as lines
+    (:func:`chart`)."""
+    import matplotlib.pyplot as plt
+
+    fig = chart(report)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def chart(report):
+    """The matplotlib figure of :func:`plot_report`: a bar per figure, a line per ceiling (every one: past
+    the colours of :data:`CEILING_COLOURS`, they come again in another dash, :func:`ceiling_style`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,13 +195,18 @@ def plot_report(report, out: Path) -> None:
                    color=["#c9c9c9" if noisy(r) else "#4c72b0" for r in results], capsize=3)
     ax.bar_label(bars, labels=[f"{r.median:.0f}" + (" (noisy)" if noisy(r) else "") for r in results],
                  padding=4, fontsize=7)
-    for (key, c), color in zip(report.ceilings.items(), CEILING_COLOURS):
-        ax.axvline(c.median, color=color, linestyle="--", label=f"ceiling: {key.replace('_', ' ')}")
+    for k, (key, c) in enumerate(report.ceilings.items()):
+        color, linestyle = ceiling_style(k)
+        ax.axvline(c.median, color=color, linestyle=linestyle, label=f"ceiling: {key.replace('_', ' ')}")
     ax.invert_yaxis()
     ax.set_xlabel("images/s (median of repeats; whiskers: min-max; grey: spread over 25%, noisy)")
     ax.set_title(_chart_title(report), fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def ceiling_style(k: int) -> tuple[str, str]:
+    """The colour and dash of the chart's ``k``-th ceiling line: :data:`CEILING_COLOURS` in turn, each
+    round of them in the next of :data:`CEILING_DASHES`."""
+    return CEILING_COLOURS[k % len(CEILING_COLOURS)], CEILING_DASHES[k // len(CEILING_COLOURS) % len(CEILING_DASHES)]

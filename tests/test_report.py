@@ -2,13 +2,14 @@
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from daliloader.bench.record import Report, TrainRow, read
-from daliloader.report import plot_report, print_report, read_report, share, write_json
+from daliloader.report import chart, plot_report, print_report, read_report, share, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -79,6 +80,22 @@ def test_the_chart_is_written_from_a_report_or_its_json(tmp_path):
     assert (tmp_path / "sub" / "c.png").stat().st_size > 10_000
     plot_report(json.loads((RESULTS / "vm-2cores.json").read_text()), tmp_path / "v.png")
     assert (tmp_path / "v.png").stat().st_size > 10_000
+
+
+def test_the_chart_draws_every_ceiling():
+    """A line and a legend entry per ceiling, however many (the colours come again in another dash)."""
+    import matplotlib.pyplot as plt
+
+    report = read(RESULTS / "h100-16cores-cuda120-tf-bench.json")
+    first = next(iter(report.ceilings.values()))
+    report.ceilings = {f"ceiling_{k}": replace(first, median=100.0 + k) for k in range(8)}
+    fig = chart(report)
+    ax = fig.axes[0]
+    lines = [line for line in ax.get_lines() if line.get_label().startswith("ceiling: ")]
+    assert sorted(line.get_xdata()[0] for line in lines) == [100.0 + k for k in range(8)]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"ceiling: ceiling {k}" for k in range(8)]
+    assert len({(line.get_color(), line.get_linestyle()) for line in lines}) == 8  # each its own look
+    plt.close(fig)
 
 
 def test_write_json_writes_a_report_or_a_scripts_dict(tmp_path):
