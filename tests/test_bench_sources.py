@@ -125,3 +125,19 @@ def test_a_reference_names_the_file_its_decoder_failed_on(synth_data, tmp_path):
     assert "daliloader check" in str(refused.value)
     with pytest.raises(LoadError, match=f"cannot load sample 3 .*{bad}"):
         sources.vetted(data, workers=2)
+
+
+def test_the_opencv_stream_repeats_no_batch_across_epochs(synth_data, monkeypatch):
+    """The bench reads opencv's PyDataset on threads, the next epoch's first batches computed before this
+    one's last are read: each is its own epoch's (no sampler step computed twice, and epochs' first
+    batches differ), as Keras reads them."""
+    from daliloader.backends.opencv import OpenCVLoader
+
+    steps, batch = [], OpenCVLoader.batch
+    monkeypatch.setattr(OpenCVLoader, "batch", lambda self, step: steps.append(step) or batch(self, step))
+    plan = sources.bench_plan(synth_data, 2, (16, 24), "int")
+    stream = sources.backend_stream("opencv", plan, workers=2)
+    images = [np.asarray(x).tobytes() for x, _ in itertools.islice(stream, 3 * plan.steps)]
+    stream.close()
+    assert len(set(steps)) == len(steps) and set(range(3 * plan.steps)) <= set(steps)
+    assert len({images[e * plan.steps] for e in range(3)}) == 3 and len(set(images)) == len(images)

@@ -149,29 +149,18 @@ def test_endless_starts_a_new_epoch_when_one_ends():
     assert list(itertools.islice(endless([1, 2, 3]), 7)) == [1, 2, 3, 1, 2, 3, 1]
 
 
-class Sequence:
-    """A PyDataset-like sequence of 3 items that logs its epoch ends and the threads that read it."""
+def test_ordered_parallel_reads_in_order_on_its_threads_each_batch_of_its_own_epoch():
+    """Each batch is computed for the epoch it was submitted in, also the next epoch's first batches,
+    submitted (4 ahead) before this epoch's last are read: no (epoch, i) twice, none left out."""
+    threads = set()
 
-    def __init__(self):
-        self.epochs, self.threads = 0, set()
+    def batch_of(epoch, i):
+        threads.add(threading.get_ident())
+        return epoch, i
 
-    def __len__(self):
-        return 3
-
-    def __getitem__(self, i):
-        self.threads.add(threading.get_ident())
-        return (self.epochs, i)
-
-    def on_epoch_end(self):
-        self.epochs += 1
-
-
-def test_ordered_parallel_reads_in_order_on_its_threads_and_ends_each_epoch():
-    seq = Sequence()
-    items = ordered_parallel(seq, workers=2)
-    got = [next(items)[1] for _ in range(7)]
-    assert got == [0, 1, 2, 0, 1, 2, 0]
-    assert seq.epochs >= 2 and threading.get_ident() not in seq.threads
+    items = ordered_parallel(batch_of, steps=3, workers=2)
+    assert list(itertools.islice(items, 8)) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 1)]
+    assert threads and threading.get_ident() not in threads
     items.close()  # the stream dropped: its workers stop
 
 

@@ -93,7 +93,9 @@ class EpochBatches:
 
     Batch ``i`` of epoch ``e`` is the sampler's step ``e * len(self) + i``: the order comes from the same
     :class:`~daliloader.sampler.Sampler` as the DALI backends, and the random crops of a batch are seeded
-    by its step, so ``self[i]`` is reproducible and safe to compute in any worker.
+    by its step, so ``self[i]`` is reproducible and safe to compute in any worker. ``self[i]`` reads the
+    current epoch when it runs; :meth:`batch_of` names its epoch, for a reader that computes batches of
+    the next epoch before this one's are all read.
     """
 
     def __init__(self, loader: OpenCVLoader):
@@ -104,9 +106,13 @@ class EpochBatches:
         return self.loader.plan.steps
 
     def __getitem__(self, i: int):
+        return self.batch_of(self.epoch, i)
+
+    def batch_of(self, epoch: int, i: int):
+        """Batch ``i`` of epoch ``epoch``, whatever the current epoch."""
         if not 0 <= i < len(self):
             raise IndexError(f"batch {i} out of range: {len(self)} batches per epoch")
-        return self.loader.batch(self.epoch * len(self) + i)
+        return self.loader.batch(epoch * len(self) + i)
 
     def on_epoch_end(self) -> None:
         self.epoch += 1

@@ -110,7 +110,7 @@ def backend_stream(name: str, plan: Plan, workers: int, guard: PairGuard | None 
     if product(name) == "dali":
         pipe, _ = source
         return (pipe.run() for _ in itertools.count())
-    stream = ordered_parallel(source, workers) if sequence_like(name) else endless(source)
+    stream = ordered_parallel(source.batch_of, len(source), workers) if sequence_like(name) else endless(source)
     return stream if guard is None else explained(stream, guard)
 
 

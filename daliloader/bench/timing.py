@@ -10,7 +10,9 @@ is any callable that yields the next batch.
 from __future__ import annotations
 
 import gc
+import itertools
 import time
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -148,25 +150,21 @@ def endless(dataset):
         yield from dataset
 
 
-def ordered_parallel(seq, workers: int):
-    """``seq[i]`` for i = 0, 1, ... computed by ``workers`` threads, in order: what Keras does with
-    ``PyDataset(workers=N)`` (threads), ``on_epoch_end`` included. Closing the generator stops its
-    workers: the items not started are dropped, those under way finished (at most ``workers``), so
-    that none runs on while the next stream is timed."""
+def ordered_parallel(batch_of, steps: int, workers: int):
+    """``batch_of(epoch, i)`` for epoch 0, 1, ... and ``i`` in ``range(steps)``, computed by ``workers``
+    threads, in order: what Keras does with ``PyDataset(workers=N)`` (threads), except that the next
+    epoch's first batches are computed while this one's last are read. Each batch is submitted with its
+    own epoch (no state read when it runs: a sequence's ``self[i]`` read its epoch then, and the next
+    epoch's first batches, submitted before the epoch's end, repeated the last epoch's). Closing the
+    generator stops its workers: the items not started are dropped, those under way finished (at most
+    ``workers``), so that none runs on while the next stream is timed."""
     pool = ThreadPoolExecutor(workers)
-    ahead = 2 * workers
-    pending, i = [], 0
+    order = ((epoch, i) for epoch in itertools.count() for i in range(steps))
     try:
+        pending = deque(pool.submit(batch_of, *next(order)) for _ in range(2 * workers))
         while True:
-            while len(pending) < ahead:
-                pending.append(pool.submit(seq.__getitem__, i % len(seq)))
-                i += 1
-                if i % len(seq) == 0:
-                    pending.append(None)  # epoch boundary
-            item = pending.pop(0)
-            if item is None:
-                seq.on_epoch_end()
-                continue
+            item = pending.popleft()
+            pending.append(pool.submit(batch_of, *next(order)))
             yield item.result()
     finally:  # the stream is dropped: stop its workers
         pool.shutdown(wait=True, cancel_futures=True)
