@@ -54,12 +54,19 @@ def bench_settings(args):
 
 
 def cmd_report(args) -> int:
-    """``daliloader report``: a saved report's tables (the data asked for) and chart; 0."""
+    """``daliloader report``: a saved report's tables (the data asked for) and chart; 0. A --data that keeps
+    no figure is refused, naming the data the report holds."""
     from rich.console import Console
 
     from daliloader import report
 
-    return show_report(Console(), report.read_report(args.report, data=args.data), args.plot)
+    whole = report.read_report(args.report)
+    shown = whole.only(args.data)
+    if not shown.results and whole.results:
+        held = ", ".join(dict.fromkeys(r.data for r in whole.results))
+        raise SpecError(f"--data {','.join(args.data)}: {args.report} holds no figure on that data; its figures are "
+                        f"on {held}")
+    return show_report(Console(), shown, args.plot)
 
 
 def show_report(console, result, plot: Path | None, written: Path | None = None) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .bench.record import Report, on_prepared, read
-from .bench.timing import noisy
+from .bench.timing import noisy, spread
 
 #: Short names of the ceilings in the table.
 CEILING_NAMES = {"cpu_decode_pairs": "CPU pairs", "cpu_decode_images": "CPU images", "cpu_decode_masks": "CPU masks",
@@ -131,19 +131,43 @@ def _train_table(train: dict):
     return table
 
 
+#: How each ratio of a report (:data:`~daliloader.bench.record.RATIOS`) is said, from its key and value; the
+#: closing lines add "(same run)", with a mark where it divides a noisy figure (:func:`noise_mark`).
+RATIO_LINES = {
+    "augment_kept": lambda key, r: f"full augmentation keeps {100 * r:.0f}% of {key}'s throughput",
+    "tfrecord_vs_files": lambda key, r: f"{key} on TFRecords: {100 * r:.0f}% of its throughput on the same pairs as "
+                                        "files",
+    "bucket_vs_local": lambda key, r: f"{key} from the bucket: {100 * r:.0f}% of its throughput on the same pairs "
+                                      "copied to the local disk",
+    "vs_expert": lambda key, r: f"{key}: {r:.2f}x the expert's tf.data on the original pairs",
+}
+#: Said before the ratios to the expert where the loaders read the mask cache.
+MASK_CACHE_LINE = ("ratios to the expert: on the original pairs the loaders read the masks' class indices from "
+                   "daliloader's mask cache (made once, before timing); the expert decodes the original masks every "
+                   "epoch")
+
+
 def _closing_lines(report: Report) -> list[str]:
-    """What augmentation and the other container keep, then the warnings."""
-    lines = [f"full augmentation keeps {100 * kept:.0f}% of {key}'s throughput (same run)"
-             for key, kept in (report.augment_kept or {}).items()]
-    lines += [f"{key} on TFRecords: {100 * ratio:.0f}% of its throughput on the same pairs as files (same run)"
-              for key, ratio in (report.tfrecord_vs_files or {}).items()]
-    lines += [f"{key} from the bucket: {100 * ratio:.0f}% of its throughput on the same pairs copied to the local "
-              "disk (same run)" for key, ratio in (report.bucket_vs_local or {}).items()]
-    lines += [f"{key}: {ratio:.2f}x the expert's tf.data on the original pairs (same run)"
-              for key, ratio in (report.vs_expert or {}).items()]
+    """The ratios (what augmentation, the other container and the bucket keep; each figure over the
+    expert's), each marked where a figure it divides is noisy (:func:`noise_mark`), with a line before the
+    expert's where the loaders read the mask cache; the memory; then the warnings."""
+    lines = []
+    for kind, said in RATIO_LINES.items():
+        ratios = getattr(report, kind) or {}
+        if kind == "vs_expert" and report.settings.mask_cache and any(
+                report.divided(kind, key)[0].data == "original" for key in ratios):
+            lines.append(MASK_CACHE_LINE)
+        lines += [f"{said(key, ratio)} (same run{noise_mark(report, kind, key)})" for key, ratio in ratios.items()]
     lines += [f"{key}: peak memory {mb:.0f} MB (alone in a process, above TensorFlow's)"
               for key, mb in (report.memory_mb or {}).items()]
     return lines + [f"[yellow]warning:[/yellow] {warning}" for warning in report.warnings]
+
+
+def noise_mark(report: Report, kind: str, key: str) -> str:
+    """``"; noisy: spread 45%"`` for a ratio of which either figure is too noisy to divide by
+    (:func:`~daliloader.bench.timing.noisy`), with the wider spread of the two; "" otherwise."""
+    spreads = [spread(f) for f in report.divided(kind, key) if f is not None and noisy(f)]
+    return f"; noisy: spread {max(spreads):.0%}" if spreads else ""
 
 
 # ---------------------------------------------------------------- chart

@@ -133,6 +133,12 @@ def test_a_run_says_how_many_figures_and_each_as_it_is_measured(synth_data, fake
                           "  2/2 opencv / onehot / original: 120.5 images/s"]
 
 
+def test_the_settings_say_whether_the_loaders_read_the_mask_cache(synth_data, fakes, monkeypatch):
+    assert fakes.run(synth_data, backends=("opencv",), stages=False).settings.mask_cache is True  # colour masks
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", "0")
+    assert fakes.run(synth_data, backends=("opencv",), stages=False).settings.mask_cache is False
+
+
 def test_augmentation_is_measured_beside_each_backend_but_the_baseline(synth_data, fakes):
     report = fakes.run(synth_data, backends=("dali-cpu", "tfdata-naive"), augment=True, stages=False)
     assert [(r.name, r.augment) for r in report.results] == [("dali-cpu", "none"), ("tfdata-naive", "none"),

@@ -37,7 +37,8 @@ def current() -> Report:
                         versions={"numpy": "2.0"}, dali_build="nvidia-dali-cuda120 2.4.0", daliloader="0.1.0 abc"),
         dataset=Dataset(images="/data/train", pairs=8, classes=32, prepared="/cache/prepared", tfrecord="/cache/t"),
         settings=RunSettings(batch_size=8, image_size=[512, 512], label_modes=["onehot"], seconds=3.0, repeats=3,
-                             workers=2, backends=["dali-cpu"], augment={"scale": [0.5, 2.0], "rotate": 15}),
+                             workers=2, backends=["dali-cpu"], augment={"scale": [0.5, 2.0], "rotate": 15},
+                             mask_cache=True),
         ceilings={"cpu_decode_pairs": Ceiling.measured("cpu_decode_pairs", [200.0, 210.0, 220.0], "pairs/s")},
         results=[Figure(name="dali-cpu", label_mode="onehot", **rates, data=which, via="tf.data", noisy=False,
                         fraction_of_ceiling=0.476) for which in ("original", "packs")],
@@ -158,3 +159,50 @@ def test_only_keeps_the_figures_on_the_data_asked_for_and_the_ceilings_that_boun
     packs = report.only(["packs"])
     assert {r.data for r in packs.results} == {"packs"} and all(k.endswith("_prepared") for k in packs.ceilings)
     assert report.only(None) is report and len(report.only(DATA).results) == len(report.results)
+
+
+def test_the_migration_says_whether_the_loaders_read_the_mask_cache_where_the_ceilings_show_it():
+    """Schema 2 did not record the mask cache: a report whose ceilings include one of the cache's read it;
+    of another, it is not known."""
+    cached = json.loads((RESULTS / "vm-2cores-vs-expert.json").read_text())
+    assert cached["schema"] == 2 and "mask_cache" not in cached["settings"]
+    assert read(RESULTS / "vm-2cores-vs-expert.json").settings.mask_cache is True
+    before = json.loads((RESULTS / "vm-2cores.json").read_text())
+    assert not any(key.endswith("_cached") for key in before["ceilings"])
+    assert read(RESULTS / "vm-2cores.json").settings.mask_cache is None
+    assert current().to_json()["settings"]["mask_cache"] is True and SCHEMA == 3
+
+
+def test_only_keeps_the_ratios_and_warnings_of_the_data_asked_for():
+    """vm-2cores-vs-expert.json: ratios to the expert of figures on the original pairs, the prepared copy
+    and its packs; warnings about figures on each, and a breakdown's (on the original pairs)."""
+    report = read(RESULTS / "vm-2cores-vs-expert.json")
+    report.warnings = ["dali-cpu / int / packs: 114% of its ceiling", "opencv / onehot / prepared: the warm-up",
+                       "ceiling cpu_decode_pairs_prepared: a timed window", "tf-expert on prepared: not measured: x",
+                       "dali-cpu / int / original / augmented: a timed window", "stages of dali-cpu: crop"]
+    packs = report.only(["packs"])
+    assert set(packs.vs_expert) == {"dali-cpu int packs", "dali-cpu onehot packs"}
+    assert packs.warnings == ["dali-cpu / int / packs: 114% of its ceiling",
+                              "ceiling cpu_decode_pairs_prepared: a timed window"]
+    assert packs.stages == {} and packs.memory_mb is None  # measured on the original pairs
+    original = report.only(["original"])
+    assert set(original.vs_expert) == {"dali-cpu int", "tfdata int", "opencv int", "dali-cpu onehot", "tfdata onehot",
+                                       "opencv onehot"}
+    assert original.warnings == ["dali-cpu / int / original / augmented: a timed window", "stages of dali-cpu: crop"]
+    assert original.stages == report.stages and original.memory_mb == report.memory_mb
+    assert report.only(["prepared"]).warnings == ["opencv / onehot / prepared: the warm-up",
+                                                  "ceiling cpu_decode_pairs_prepared: a timed window",
+                                                  "tf-expert on prepared: not measured: x"]
+
+
+def test_a_ratio_knows_the_two_figures_it_divides():
+    report = read(RESULTS / "vm-2cores-vs-expert.json")
+    over, under = report.divided("vs_expert", "dali-cpu int prepared")
+    assert (over.name, over.label_mode, over.data) == ("dali-cpu", "int", "prepared")
+    assert (under.name, under.label_mode, under.data) == ("tf-expert", "int", "original")
+    records = read(RESULTS / "vm-2cores-tfrecord.json")
+    over, under = records.divided("tfrecord_vs_files", "tfdata int")
+    assert (over.data, under.data) == ("tfrecord", "original")
+    augment = read(RESULTS / "vm-2cores-augment.json")
+    over, under = augment.divided("augment_kept", "opencv int")
+    assert (over.augment, under.augment) == ("full", "none")

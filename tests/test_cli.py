@@ -334,6 +334,13 @@ def id_folder(root: Path, n: int = 6) -> Path:
     return root
 
 
+def test_report_says_when_the_data_asked_for_holds_no_figure(capsys):
+    assert cli(["report", str(ROOT / "benchmarks" / "results" / "vm-2cores-vs-expert.json"), "--data", "local"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"daliloader report: error: --data local: {ROOT}/benchmarks/results/vm-2cores-vs-expert.json holds "
+                   "no figure on that data; its figures are on original, prepared, packs\n")
+
+
 @pytest.mark.parametrize("damage", ["truncated JPEG", "mask of another size"])
 @pytest.mark.parametrize("reference", ["tf-expert", "tfdata-naive"])
 def test_a_bad_file_stops_the_references_with_an_error_naming_it(damage, reference, tmp_path, capsys):

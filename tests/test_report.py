@@ -9,7 +9,15 @@ import pytest
 from rich.console import Console
 
 from daliloader.bench.record import Report, TrainRow, read
-from daliloader.report import chart, plot_report, print_report, read_report, share, write_json
+from daliloader.report import (
+    MASK_CACHE_LINE,
+    chart,
+    plot_report,
+    print_report,
+    read_report,
+    share,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -71,6 +79,21 @@ def test_the_closing_lines_say_what_augmentation_and_the_container_keep_and_warn
     records = printed(read(RESULTS / "vm-2cores-tfrecord.json"), width=200)
     assert "dali-cpu onehot on TFRecords: 98% of its throughput on the same pairs as files (same run)" in records
     assert any(line.startswith("warning: tfdata / onehot / original: the warm-up") for line in records)
+
+
+def test_a_ratio_of_a_noisy_figure_says_so_and_the_mask_cache_is_said_before_the_experts():
+    """vm-2cores-vs-expert.json: opencv int spread 41% (122-189), the expert's int figure held still; the
+    loaders read the mask cache (its ceilings show it) and the expert the original colour masks."""
+    lines = printed(read(RESULTS / "vm-2cores-vs-expert.json"), width=300)
+    assert "opencv int: 1.98x the expert's tf.data on the original pairs (same run; noisy: spread 41%)" in lines
+    assert "tfdata int: 1.63x the expert's tf.data on the original pairs (same run)" in lines
+    cache = lines.index(MASK_CACHE_LINE)
+    assert cache == next(i for i, line in enumerate(lines) if "the expert's tf.data" in line) - 1
+    records = printed(read(RESULTS / "vm-2cores-tfrecord.json"), width=300)
+    assert "tfdata int on TFRecords: 143% of its throughput on the same pairs as files (same run; noisy: spread " \
+           "43%)" in records and MASK_CACHE_LINE not in records
+    prepared = printed(read_report(RESULTS / "vm-2cores-vs-expert.json", data=["prepared"]), width=300)
+    assert MASK_CACHE_LINE not in prepared  # no ratio of the original pairs: nothing read from the cache
 
 
 def test_the_chart_is_written_from_a_report_or_its_json(tmp_path):

@@ -233,7 +233,8 @@ class Job:
             settings=RunSettings(batch_size=settings.batch_size, image_size=list(settings.crop_size),
                                  label_modes=list(settings.label_modes), seconds=settings.seconds,
                                  repeats=settings.repeats, workers=self.workers, backends=self.names,
-                                 augment=plain(AUGMENT) if settings.augment else None))
+                                 augment=plain(AUGMENT) if settings.augment else None,
+                                 mask_cache=maskcache.wanted(data)))
 
     def plan(self) -> Plan:
         """The plan of the stage breakdowns and training: the original pairs, the first labels."""

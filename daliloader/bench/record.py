@@ -10,15 +10,18 @@ through :func:`migrate`, the one place that knows their forms.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from ..errors import DataError
+from .sources import EXPERT
 from .timing import noisy
 
-#: The version of the report's JSON form, written as its "schema". Reports without one are version 1.
-SCHEMA = 2
+#: The version of the report's JSON form, written as its "schema". Reports without one are version 1;
+#: version 2 did not record whether the loaders read the mask cache (:attr:`RunSettings.mask_cache`).
+SCHEMA = 3
 #: The data a figure can be measured on: the original pairs, the prepared copy's files, its packs, and
 #: the original pairs in the other container (``bench --tfrecord``: as TFRecords, or as files), and the
 #: local copy of pairs in a bucket.
@@ -29,6 +32,11 @@ METHOD = "median of repeats after a one-epoch warm-up and until steady; images/s
 WHAT_TO_PASS = "pass a report written by `daliloader bench --json`"
 #: The keys without which a JSON object is no bench report, whatever its version.
 REQUIRED = ("machine", "settings", "results", "ceilings")
+#: The report's ratios between two of its figures (see :meth:`Report.divided`), in the order they are said.
+RATIOS = ("augment_kept", "tfrecord_vs_files", "bucket_vs_local", "vs_expert")
+#: The data of the original pairs, in their container or the other, or copied from a bucket: the same
+#: bytes, bound by the same ceilings.
+ORIGINAL = ("original", "tfrecord", "files", "local")
 
 #: Field metadata: the field is left out of the JSON while it holds its default.
 OPTIONAL = {"optional": True}
@@ -164,7 +172,10 @@ class Dataset:
 
 @dataclass(kw_only=True)
 class RunSettings:
-    """The settings a report was measured with, as resolved (the workers and backends used)."""
+    """The settings a report was measured with, as resolved (the workers and backends used). ``mask_cache``:
+    whether the loaders read the original pairs' masks as class indices from daliloader's mask cache (the
+    references decode the masks themselves, every epoch); None where a report did not record it (one older
+    than schema 3 whose ceilings show no cache)."""
 
     batch_size: int
     image_size: list[int]
@@ -175,6 +186,7 @@ class RunSettings:
     workers: int | None = None
     backends: list[str] = field(default_factory=list)
     augment: dict | None = _optional()
+    mask_cache: bool | None = None
 
 
 @dataclass(kw_only=True)
@@ -236,17 +248,70 @@ class Report:
                    train=None if train is None else {name: _build(TrainRow, row) for name, row in train.items()})
 
     def only(self, data=None) -> Report:
-        """The report keeping only the figures on ``data`` (names of :data:`DATA`; None: all) and the
-        ceilings that bound them (the original pairs in either container are the same bytes: the same
-        ceilings)."""
+        """The report keeping only what was measured on ``data`` (names of :data:`DATA`; None: all): the
+        figures, the ceilings that bound them (the original pairs in either container are the same bytes:
+        the same ceilings), the ratios of those figures (:meth:`divided`), the warnings about them
+        (:func:`warning_data`), and, where the original pairs are asked for, what was measured on them
+        alone (the stage breakdowns, training, memory)."""
         if data is None:
             return self
         wanted = set(data)
-        prepared = bool(wanted & {"prepared", "packs"})
-        original = bool(wanted & {"original", "tfrecord", "files", "local"})
+        kept = {kind: self._ratios_on(kind, wanted) for kind in RATIOS}
+        if "original" not in wanted:
+            kept.update(stages={}, train=None, memory_mb=None)
         return replace(self, results=[r for r in self.results if r.data in wanted],
-                       ceilings={k: c for k, c in self.ceilings.items()
-                                 if (prepared if on_prepared(k) else original)})
+                       ceilings={k: c for k, c in self.ceilings.items() if wanted & ceiling_data(k)},
+                       warnings=[w for w in self.warnings if wanted & warning_data(w)], **kept)
+
+    def _ratios_on(self, kind: str, wanted: set) -> dict[str, float] | None:
+        """The ratios of ``kind`` whose figure (the one divided) is on the data ``wanted``."""
+        ratios = getattr(self, kind)
+        if ratios is None:
+            return None
+        return {key: ratio for key, ratio in ratios.items()
+                if (figure := self.divided(kind, key)[0]) is not None and figure.data in wanted}
+
+    def figure(self, name: str, label_mode: str, data: str = "original", augment: str = "none") -> Figure | None:
+        """The figure of backend ``name`` with those labels, data and augmentation; None where there is none."""
+        return next((r for r in self.results if (r.name, r.label_mode, r.data, r.augment) == (
+            name, label_mode, data, augment)), None)
+
+    def divided(self, kind: str, key: str) -> tuple[Figure | None, Figure | None]:
+        """The figure a ratio speaks of and the one it is divided by (None where the report lacks it), for
+        the ratio ``key`` of ``kind`` (one of :data:`RATIOS`; keys ``"<backend> <labels>"``, for
+        ``vs_expert`` with `` <data>`` where not the original pairs): augmented over not, on TFRecords
+        over files (whichever the original pairs are), from the bucket over its local copy, over the
+        expert's on the original pairs."""
+        name, mode, *data = key.split(" ")
+        if kind == "vs_expert":
+            return self.figure(name, mode, data[0] if data else "original"), self.figure(EXPERT, mode)
+        if kind == "augment_kept":
+            return self.figure(name, mode, augment="full"), self.figure(name, mode)
+        if kind == "bucket_vs_local":
+            return self.figure(name, mode), self.figure(name, mode, "local")
+        records = self.figure(name, mode, "tfrecord")  # tfrecord_vs_files
+        return (records, self.figure(name, mode)) if records is not None else (
+            self.figure(name, mode), self.figure(name, mode, "files"))
+
+
+def ceiling_data(ceiling_key: str) -> set[str]:
+    """The data a ceiling bounds: the prepared copy's files and packs, or the original pairs (:data:`ORIGINAL`)."""
+    return {"prepared", "packs"} if on_prepared(ceiling_key) else set(ORIGINAL)
+
+
+def warning_data(text: str) -> set[str]:
+    """The data a bench warning is about, from the forms the bench writes: a figure's (``"<backend> /
+    <labels> / <data>[ / augmented]: ..."``), a ceiling's (``"ceiling <key> ..."``: :func:`ceiling_data`),
+    the expert left out (``"tf-expert on <data>: not measured: ..."``); a breakdown's (``"stages of
+    ..."``) and any other: the original pairs, where the bench measures them."""
+    figure = re.match(r"[^ /]+ / [^ /]+ / (\w+)( / augmented)?: ", text)
+    if figure:
+        return {figure[1]}
+    ceiling = re.match(r"ceiling (\w+)", text)
+    if ceiling:
+        return ceiling_data(ceiling[1])
+    skipped = re.match(rf"{re.escape(EXPERT)} on (\w+): not measured", text)
+    return {skipped[1]} if skipped else {"original"}
 
 
 def on_prepared(ceiling_key: str) -> bool:
@@ -277,20 +342,35 @@ def read(path) -> Report:
 # ---------------------------------------------------------------- older reports
 def migrate(raw: dict) -> dict:
     """A report's JSON object in the current form (:data:`SCHEMA`), from any older one; ``raw`` is left as
-    it was. Version 1 (no "schema"): the packs' figures said "shards"; the training floor was a
-    tf.data-cached batch under ``cached_batch_floor_ms``; figures may lack ``data``, ``augment``,
-    ``via``, ``noisy`` and ``fraction_of_ceiling``, ceilings their ``unit`` and ``name``, the machine
-    its DALI build and daliloader's version, and the report its dataset, method, stages and warnings."""
+    it was. Each version is brought to the next: version 1 by :func:`_from_v1`, version 2 by
+    :func:`_from_v2`."""
     version = raw.get("schema", 1)
     if not isinstance(version, int) or version < 1:
         raise DataError(f"not a bench report (its schema is {version!r})")
     if version > SCHEMA:
         raise DataError(f"a report of schema {version}, which a newer daliloader wrote (this one reads up to "
                         f"{SCHEMA}): upgrade daliloader")
-    if version == SCHEMA:
-        return raw
+    if version == 1:
+        raw = _from_v1(raw)
+    if version <= 2:
+        raw = _from_v2(raw)
+    return raw
+
+
+def _from_v2(raw: dict) -> dict:
+    """Version 2 to 3: the settings did not say whether the loaders read the mask cache. Where the ceilings
+    include one of the cache's (``..._cached``) they did; otherwise it is not known (None)."""
+    cached = any(key.endswith("_cached") for key in raw["ceilings"]) or None
+    return {**raw, "schema": 3, "settings": {"mask_cache": cached, **raw["settings"]}}
+
+
+def _from_v1(raw: dict) -> dict:
+    """Version 1 (no "schema") to 2: the packs' figures said "shards"; the training floor was a
+    tf.data-cached batch under ``cached_batch_floor_ms``; figures may lack ``data``, ``augment``,
+    ``via``, ``noisy`` and ``fraction_of_ceiling``, ceilings their ``unit`` and ``name``, the machine
+    its DALI build and daliloader's version, and the report its dataset, method, stages and warnings."""
     train = raw.get("train")
-    return {"schema": SCHEMA, "machine": {"dali_build": None, "daliloader": None, "gpu": None, **raw["machine"]},
+    return {"schema": 2, "machine": {"dali_build": None, "daliloader": None, "gpu": None, **raw["machine"]},
             "dataset": raw.get("dataset", {}),
             "settings": {"workers": None, "backends": [], **raw["settings"]},
             "method": raw.get("method", METHOD),

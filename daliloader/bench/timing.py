@@ -120,11 +120,17 @@ def timing_warnings(name: str, rates: Rates) -> list[str]:
 
 
 def noisy(measurement) -> bool:
-    """Whether a figure's repeats spread by more than :data:`NOISY` of its median: too noisy to read
-    as a ratio (its percentages are left out, and the report says so). ``measurement``: a mapping or a
-    record with ``median``, ``min`` and ``max``."""
+    """Whether a figure's repeats spread by more than :data:`NOISY` of its median (:func:`spread`): too
+    noisy to read as a ratio (its percentages are left out, and the report marks the ratios that divide
+    it). ``measurement``: a mapping or a record with ``median``, ``min`` and ``max``."""
     m = measurement if isinstance(measurement, Mapping) else vars(measurement)
     return m["max"] - m["min"] > NOISY * m["median"]
+
+
+def spread(measurement) -> float:
+    """How far a figure's repeats spread: (max - min) / median (as :func:`noisy` takes it)."""
+    m = measurement if isinstance(measurement, Mapping) else vars(measurement)
+    return (m["max"] - m["min"]) / m["median"] if m["median"] else float("inf")
 
 
 def touch(batch) -> None:
