@@ -29,6 +29,8 @@ def cmd_bench(args) -> int:
     from daliloader import bench, report
 
     console = Console()
+    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
+        refuse_unwritable(path, option)  # before anything is measured, not after
     data = load_data(args)
     console.print(f"dataset: {data}, {bench.dataset_place(data)}")
 
@@ -67,6 +69,30 @@ def cmd_report(args) -> int:
         raise SpecError(f"--data {','.join(args.data)}: {args.report} holds no figure on that data; its figures are "
                         f"on {held}")
     return show_report(Console(), shown, args.plot)
+
+
+def refuse_unwritable(path: Path | None, flag: str) -> None:
+    """Refuse an output file that could not be written (``flag`` names it), before a run that would then
+    be lost: a folder, a file that is not writable, or a place where no file can be made (the nearest
+    folder that exists is tried with a temporary file, removed at once; missing folders are made later)."""
+    import tempfile
+
+    if path is None:
+        return
+    path = path.absolute()
+    if path.is_dir():
+        raise SpecError(f"{flag} {path}: a folder; name the file to write")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise SpecError(f"{flag} {path}: this file cannot be written; name another file")
+        return
+    folder = next(p for p in path.parents if p.exists())
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise SpecError(f"{flag} {path}: no file can be written in {folder} ({e.strerror or e}); name a file in a "
+                        "folder you can write") from None
 
 
 def show_report(console, result, plot: Path | None, written: Path | None = None) -> int:

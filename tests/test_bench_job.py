@@ -131,6 +131,18 @@ def test_a_run_says_how_many_figures_and_each_as_it_is_measured(synth_data, fake
     assert fakes.said == ["measuring 2 figures, each at least 3 windows of 0.5 s after a warm-up epoch: 3 s or more",
                           "  1/2 dali-cpu / onehot / original: 40.5 images/s",
                           "  2/2 opencv / onehot / original: 120.5 images/s"]
+    fakes.said.clear()
+    fakes.run(synth_data, backends=("opencv",), seconds=0.2, repeats=1, stages=False)
+    assert fakes.said[0] == "measuring 1 figure, each at least 2 windows of 0.2 s after a warm-up epoch: 0.4 s or more"
+    assert [job.duration(s) for s in (0.04, 2.0, 9.6, 12.4, 120.0)] == ["0.04", "2", "9.6", "12", "120"]
+
+
+def test_a_backend_or_label_mode_given_twice_is_measured_once(synth_data, fakes):
+    report = fakes.run(synth_data, backends=("opencv", "dali-cpu", "opencv"), label_modes=("int", "onehot", "int"),
+                       stages=False)
+    assert [(r.name, r.label_mode) for r in report.results] == [("opencv", "int"), ("dali-cpu", "int"),
+                                                                ("opencv", "onehot"), ("dali-cpu", "onehot")]
+    assert report.settings.backends == ["opencv", "dali-cpu"] and report.settings.label_modes == ["int", "onehot"]
 
 
 def test_the_settings_say_whether_the_loaders_read_the_mask_cache(synth_data, fakes, monkeypatch):

@@ -334,6 +334,18 @@ def id_folder(root: Path, n: int = 6) -> Path:
     return root
 
 
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_measured(option, root, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "folder.png").mkdir()
+    for out, why in ((tmp_path / "a-file" / "r.png", "no file can be written in"), (tmp_path / "folder.png",
+                                                                                   "a folder")):
+        assert cli(["bench", root, "--backends", "opencv", "--no-stages", option, str(out)]) == 2
+        said = capsys.readouterr()
+        assert said.err.startswith(f"daliloader bench: error: {option} {out}: {why}") and said.err.count("\n") == 1
+        assert "measuring" not in said.out  # nothing was
+
+
 def test_report_says_when_the_data_asked_for_holds_no_figure(capsys):
     assert cli(["report", str(ROOT / "benchmarks" / "results" / "vm-2cores-vs-expert.json"), "--data", "local"]) == 2
     err = capsys.readouterr().err

@@ -67,6 +67,13 @@ class Settings:
     tfrecord: bool = False  # also measure the same pairs in the other container (TFRecords, or files)
     memory: bool = False  # also measure each loader's peak memory, alone in a process
 
+    def __post_init__(self):
+        """Each backend and label mode once, in the order first given (``opencv,opencv`` is ``opencv``:
+        one name given twice would be measured twice, as two rows)."""
+        if self.backends is not None:
+            object.__setattr__(self, "backends", tuple(dict.fromkeys(self.backends)))
+        object.__setattr__(self, "label_modes", tuple(dict.fromkeys(self.label_modes)))
+
     @property
     def crop_size(self) -> tuple[int, int]:
         """The crops' (height, width)."""
@@ -189,6 +196,11 @@ def stage_warnings(stages: dict) -> list[str]:
     return found
 
 
+def duration(seconds: float) -> str:
+    """Seconds as said to the user: whole seconds from 10 on, else two significant digits (0.4, 2.5)."""
+    return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.2g}"
+
+
 def batch_within(settings: Settings, pairs: int, say) -> Settings:
     """``settings``, with the batch size lowered to ``pairs`` where the dataset holds fewer pairs than
     a batch, so that a tiny dataset is measured on batches of all its pairs instead of refused; says so
@@ -301,7 +313,7 @@ class Job:
         groups = [g for g in map(self.runnable, cell_groups(self.datasets, self.names, s)) if g]
         count = sum(map(len, groups))
         self.say(f"measuring {count} figure{'s' * (count != 1)}, each at least {s.repeats + 1} windows of "
-                 f"{s.seconds:g} s after a warm-up epoch: {count * (s.repeats + 1) * s.seconds:.0f} s or more")
+                 f"{s.seconds:g} s after a warm-up epoch: {duration(count * (s.repeats + 1) * s.seconds)} s or more")
         for group in groups:
             for cell, rates in zip(group, self.measure(group)):
                 self.report.warnings.extend(timing_warnings(cell.what, rates))
