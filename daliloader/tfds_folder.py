@@ -207,6 +207,8 @@ def resolve(data: str | os.PathLike, data_dir_: str | os.PathLike | None = None)
         return version_folder(data, data_dir_)
     if path.exists():
         return path
+    if not (data_dir(data_dir_) / name).is_dir():  # no folder here, no dataset of that name there
+        raise _not_prepared(str(data), data_dir(data_dir_), where="--data-dir DIR")
     return version_folder(data, data_dir_)
 
 
@@ -259,9 +261,10 @@ def _newest_matching(dataset: Path, pattern: str) -> str | None:
     return matching[-1] if matching else None
 
 
-def _not_prepared(given: str, root: Path) -> DataError:
+def _not_prepared(given: str, root: Path, where: str = "data_dir=") -> DataError:
     """Why ``name[/config][:version]`` names nothing under ``root``: the versions (or configs) prepared of
-    that name, or what ``root`` holds."""
+    that name, or what ``root`` holds; ``where``: how the caller names the data_dir (the command line:
+    ``--data-dir DIR``)."""
     name, _, version = given.partition(":")
     if version and (root / name).is_dir():
         versions = _versions(root / name) or ["none (a dataset of configs? name one: name/config:version)"]
@@ -273,7 +276,7 @@ def _not_prepared(given: str, root: Path) -> DataError:
     held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "downloads") if root.is_dir() else []
     return DataError(f"no TFDS dataset {given!r}: no folder of that name exists, and none is prepared under {root} "
                      f"({', '.join(held) or 'which holds no dataset'}). daliloader reads prepared datasets only: "
-                     "prepare it first (tfds.builder(name, data_dir=...).download_and_prepare()), or pass data_dir=")
+                     f"prepare it first (tfds.builder(name, data_dir=...).download_and_prepare()), or pass {where}")
 
 
 def _no_config(name: str, dataset: Path, root: Path) -> DataError:

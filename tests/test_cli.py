@@ -317,9 +317,14 @@ def test_options_may_sit_between_data_and_out():
 
 
 # ---------------------------------------------------------------- errors, warnings, Ctrl-C
-def test_missing_data_folder_is_a_clear_error(tmp_path, capsys):
+def test_missing_data_folder_is_a_clear_error(tmp_path, capsys, monkeypatch):
     assert cli(["bench", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)  # a bare name: a folder here, or a TFDS dataset; neither is, said in the flags' words
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tensorflow_datasets"))
+    assert cli(["bench", "nowhere"]) == 2
+    err = capsys.readouterr().err
+    assert "no folder of that name exists" in err and err.endswith("or pass --data-dir DIR\n"), err
 
 
 def id_folder(root: Path, n: int = 6) -> Path:
