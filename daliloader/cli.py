@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
 import sys
 from collections.abc import Sequence
