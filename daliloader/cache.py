@@ -30,12 +30,20 @@ INDEXES = "tfrecord-index"
 OPERATORS = "dali-ops-"
 #: The folder of the index files of packs read from a bucket (daliloader.data, from_prepared).
 PACK_INDEXES = "bucket-pack-indexes"
-#: Each kind of entry by the start of its folder's name: (prefix, what it is).
-KINDS = ((INDEXES, "TFRecord index"), ("masks-v", "mask cache"), ("prepared-v", "bench: prepared copy"),
-         ("files-", "bench: TFRecords as files"), ("tfrecord-", "bench: files as TFRecords"),
-         ("synthetic-", "embedded synthetic dataset"), (OPERATORS, "DALI operators (compiled)"),
-         (PACK_INDEXES, "pack indexes of a bucket"), ("local-", "bench: a bucket's pairs, copied"),
-         ("prepare-", "prepare into a bucket, unfinished"), ("verify-", "verify of a bucket, unfinished"))
+#: The starts of the other folders' names, each written by one module (named) and listed by KINDS.
+MASK_CACHE = "masks-v"  # daliloader.maskcache, then its version
+PREPARED = "prepared-v"  # daliloader.bench.copies, then the prepared format's version
+AS_FILES, AS_RECORDS = "files-", "tfrecord-"  # daliloader.bench.copies
+SYNTHETIC = "synthetic-"  # daliloader.synthetic
+LOCAL = "local-"  # daliloader.bench.copies
+PREPARE_SCRATCH, VERIFY_SCRATCH = "prepare-", "verify-"  # daliloader.preparation, daliloader.verification
+#: Each kind of entry by the start of its folder's name: (prefix, what it is), the first that matches
+#: (INDEXES before AS_RECORDS, which it starts with).
+KINDS = ((INDEXES, "TFRecord index"), (MASK_CACHE, "mask cache"), (PREPARED, "bench: prepared copy"),
+         (AS_FILES, "bench: TFRecords as files"), (AS_RECORDS, "bench: files as TFRecords"),
+         (SYNTHETIC, "embedded synthetic dataset"), (OPERATORS, "DALI operators (compiled)"),
+         (PACK_INDEXES, "pack indexes of a bucket"), (LOCAL, "bench: a bucket's pairs, copied"),
+         (PREPARE_SCRATCH, "prepare into a bucket, unfinished"), (VERIFY_SCRATCH, "verify of a bucket, unfinished"))
 #: Days after its last use that a TFRecord index is removed when another one is written.
 INDEX_DAYS = 90
 _DAY = 86400.0

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .buckets import absolute
-from .cache import write_whole
+from .cache import MASK_CACHE, write_whole
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, encode, encode_lz4_mask, mask_labels, write_file
 from .data import SegmentationData
@@ -49,7 +49,7 @@ from .parallel import threaded_map
 from .parts import part_stamp
 
 #: The cache's folders of masks start so (and :mod:`daliloader.cache` lists them by it).
-PREFIX = "masks-v1-"
+PREFIX = f"{MASK_CACHE}1-"
 #: The file written last, which says the cache is whole: each entry's source stamp.
 ENTRIES = "entries.json"
 #: What ``DALILOADER_MASK_CACHE`` says: off, colour masks only (the default), every mask.

@@ -37,6 +37,7 @@ import cv2
 import numpy as np
 
 from . import __version__, buckets
+from .cache import PREPARE_SCRATCH
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, decode_image, encode, encode_lz4_mask, read_part_labels, write_file
 from .data import SegmentationData
@@ -242,7 +243,7 @@ def _prepare_into_bucket(data: SegmentationData, url: str, options: PrepareOptio
     if buckets.holds_objects(url):
         raise DataError(f"{url} already holds objects: prepare into a new prefix (a copy in a bucket is written "
                         "once, never into another's files)")
-    with cache_scratch("prepare-") as tmp:
+    with cache_scratch(PREPARE_SCRATCH) as tmp:
         manifest = prepare(data, Path(tmp) / "copy", **asdict(options))
         if buckets.holds_objects(url):  # written meanwhile (another prepare): never mixed into it
             raise DataError(f"{url} received objects while this copy was prepared: prepare into a new prefix")

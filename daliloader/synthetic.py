@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from . import parallel
+from .cache import SYNTHETIC
 from .catalog import CAMVID_CLASSES
 from .classes import ClassMap
 from .codecs import encode, write_file
@@ -76,7 +77,7 @@ def default_dataset(n: int = 64, image_format: str = "jpg", image_size=(720, 960
     then uses its copy; see :func:`daliloader.folders.made_once`)."""
     from .folders import made_once
 
-    root = cache_dir() / f"synthetic-{image_format}-{image_size[1]}x{image_size[0]}-n{n}"
+    root = cache_dir() / f"{SYNTHETIC}{image_format}-{image_size[1]}x{image_size[0]}-n{n}"
 
     def make(folder: Path) -> None:
         _write_dataset(folder, n, image_format, image_size, seed=0, quality=90, split="train", progress=True)

@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from . import buckets
+from .cache import VERIFY_SCRATCH
 from .classes import ClassMap
 from .codecs import decode_file, decode_mask, read
 from .environment import cache_scratch
@@ -155,7 +156,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
 def _verify_bucket(url: str, workers: int | None, progress: bool) -> VerifyReport:
     """A prepared copy in a bucket, downloaded into a temporary folder of the cache and verified there; the
     mismatches name its objects."""
-    with cache_scratch("verify-") as tmp:
+    with cache_scratch(VERIFY_SCRATCH) as tmp:
         local = Path(tmp) / "copy"
         buckets.download(url, local)
         report = verify(local, workers, progress)

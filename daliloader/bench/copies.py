@@ -8,6 +8,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from ..cache import AS_FILES, AS_RECORDS, LOCAL, PREPARED
 from ..data import SegmentationData
 
 #: Samples per pack in the bench's prepared copy.
@@ -55,8 +56,8 @@ def other_container(data: SegmentationData, status=quiet) -> tuple[str, Segmenta
     from .. import convert
     from ..environment import cache_dir, cache_way_out
 
-    which = "files" if data.records is not None else "tfrecord"
-    out = cache_dir() / f"{which}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
+    which, prefix = ("files", AS_FILES) if data.records is not None else ("tfrecord", AS_RECORDS)
+    out = cache_dir() / f"{prefix}{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
     return which, status(f"writing {len(data)} pairs as {which} into {out} (or waiting for a run "
                          "writing them)", lambda: convert.other_container(data, out, cache_way_out()))
 
@@ -67,7 +68,7 @@ def local_copy(data: SegmentationData, status=quiet) -> SegmentationData:
     from .. import convert
     from ..environment import cache_dir, cache_way_out
 
-    out = cache_dir() / f"local-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
+    out = cache_dir() / f"{LOCAL}{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
     return status(f"copying {len(data)} pairs from the bucket into {out} (or waiting for a run copying them)",
                   lambda: convert.local_copy(data, out, cache_way_out()))
 
@@ -81,7 +82,7 @@ def prepared_copy(data: SegmentationData, where: str, status=quiet) -> Path:
 
     source = {"made_by": "daliloader bench --prepared"}
     if where == "cache":
-        out = cache_dir() / f"prepared-v{VERSION}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
+        out = cache_dir() / f"{PREPARED}{VERSION}-{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
         status(f"preparing {len(data)} pairs into {out} (or waiting for a run making it)",
                lambda: prepare_cached(data, out, cache_way_out(), pack_size=BENCH_PACK_SIZE, source=source))
         return out
