@@ -18,7 +18,8 @@ MASK_EXTENSIONS = (".png", ".bmp", ".tif", ".tiff")
 LOSSY_MASK_EXTENSIONS = (".jpg", ".jpeg", ".webp")
 #: Mask-name suffixes tried, in this order, when ``mask_suffix`` is not given.
 COMMON_MASK_SUFFIXES = ("", "_L", "_mask", "_masks", "_label", "_labels", "_gt", "_seg",
-                        "_segmentation", "_labelIds", "_gtFine_labelIds", "-mask", "-label")
+                        "_segmentation", "_labelIds", "_gtFine_labelIds", "_gtFine_labelTrainIds", "-mask",
+                        "-label")
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,12 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
                             + (_lossy_masks(folder) if kind == "masks" else ""))
     image_keys = _image_keys(image_files, image_dir, image_suffix)
     suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
-    best = max(suffixes, key=lambda s: _count_pairs(mask_files, mask_dir, s, image_keys))
+    counts = {s: _count_pairs(mask_files, mask_dir, s, image_keys) for s in suffixes}
+    best = max(suffixes, key=counts.get)
     guessing = mask_suffix is None and not image_suffix
-    if guessing and _count_pairs(mask_files, mask_dir, best, image_keys) < len(image_keys):
+    if guessing and counts[best]:
+        _refuse_rivals(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]])
+    if guessing and counts[best] < len(image_keys):
         tails = detect_tails(image_files, image_dir, mask_files, mask_dir)  # names that differ by more (Cityscapes)
         if tails is not None:
             return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
@@ -141,16 +145,32 @@ def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path
     images than the common mask suffixes do."""
     stems = [p.stem for p in image_files]
     common = os.path.commonprefix([s[::-1] for s in stems])[::-1][:min(map(len, stems)) - 1]
-    best, best_rank = None, None
+    ranked: dict[tuple, list[tuple[str, str]]] = {}  # rank -> the tails of that rank
     for image_tail in (common[i:] for i, char in enumerate(common) if char in "_-"):
         keys = {_key(p, image_dir, image_tail) for p in image_files}
         for mask_tail, n in _mask_tails(mask_files, mask_dir, keys).items():
-            rank = (n, mask_tail in COMMON_MASK_SUFFIXES, -len(image_tail))
-            if best_rank is None or rank > best_rank:
-                best, best_rank = (image_tail, mask_tail), rank
+            ranked.setdefault((n, mask_tail in COMMON_MASK_SUFFIXES, -len(image_tail)), []).append(
+                (image_tail, mask_tail))
     plain = max(_count_pairs(mask_files, mask_dir, s, {_key(p, image_dir, ""): p for p in image_files})
                 for s in COMMON_MASK_SUFFIXES)
-    return best if best_rank is not None and best_rank[0] > plain else None
+    if not ranked or max(ranked)[0] <= plain:
+        return None
+    best = ranked[max(ranked)]
+    _refuse_rivals(mask_dir, max(ranked)[0], sorted({mask_tail for _, mask_tail in best}), best[0][0])
+    return best[0]
+
+
+def _refuse_rivals(mask_dir: Path, n: int, endings: list[str], image_tail: str = "") -> None:
+    """Refuse to guess between mask name endings that pair as many images (``n``) as each other: gtFine
+    after cityscapesScripts' ``createTrainIdLabelImgs`` holds ``_gtFine_labelIds`` and
+    ``_gtFine_labelTrainIds`` masks beside each image, and the first in any order would be a guess.
+    ``image_tail``: the tail the images' names then lose, which the example gives too."""
+    if len(endings) > 1:
+        named = ", ".join(repr(e) for e in endings)
+        example = f"mask_suffix={endings[-1]!r}" + (f", image_suffix={image_tail!r}" if image_tail else "")
+        raise DataError(f"the masks under {mask_dir} carry several name endings that each pair {n} images ({named}): "
+                        "say which files are the masks with mask_suffix= (the command line's --mask-suffix), "
+                        f"for example {example}")
 
 
 def _mask_tails(mask_files: list[Path], mask_dir: Path, keys: set) -> dict[str, int]:

@@ -137,6 +137,42 @@ def test_two_folders_without_suffixes_pair_by_their_tails_and_take_a_table_by_na
         np.testing.assert_array_equal(got, truth["val"][image])
 
 
+def _gtfine(tmp_path, endings, image_tail="_leftImg8bit"):
+    """Two Cityscapes-named images, and beside each in gtFine one mask file per name ending."""
+    for i in range(2):
+        _touch_png(tmp_path / "images" / f"aachen_{i:06d}_000019{image_tail}.png")
+        for ending in endings:
+            _touch_png(tmp_path / "masks" / f"aachen_{i:06d}_000019{ending}.png", shape=(4, 4))
+    return tmp_path / "images", tmp_path / "masks"
+
+
+def test_train_id_masks_pair_beside_instance_ids(tmp_path):
+    """gtFine after cityscapesScripts' createTrainIdLabelImgs, its labelIds left out: the labelTrainIds are
+    the masks (the instance ids, first by name, were paired as masks without a word)."""
+    images, masks = _gtfine(tmp_path, ["_gtFine_color", "_gtFine_instanceIds", "_gtFine_labelTrainIds"])
+    data = dl.SegmentationData.from_dirs(images, masks, "cityscapes-trainids")
+    assert len(data) == 2 and all(m.endswith("_gtFine_labelTrainIds.png") for m in data.masks)
+
+
+@pytest.mark.parametrize("endings, named", [
+    (["_gtFine_color", "_gtFine_instanceIds", "_gtFine_labelIds", "_gtFine_labelTrainIds"],
+     "'_gtFine_labelIds', '_gtFine_labelTrainIds'"),  # which ids: the table differs
+    (["_gtFine_color", "_gtFine_instanceIds"], "'_gtFine_color', '_gtFine_instanceIds'"),  # no mask ending known
+    (["", "_L"], "'', '_L'"),  # a.png and a_L.png beside a.png's image
+])
+def test_name_endings_that_pair_alike_are_not_guessed(tmp_path, endings, named):
+    """Mask name endings that each pair every image: which files are the masks is asked, with an example
+    that pairs them, not guessed (the first by name was taken)."""
+    image_tail = "_leftImg8bit" if endings[0] else ""
+    images, masks = _gtfine(tmp_path, endings, image_tail)
+    example = f"mask_suffix={endings[-1]!r}" + (f", image_suffix={image_tail!r}" if image_tail else "")
+    with pytest.raises(DataError, match=f"carry several name endings that each pair 2 images \\({named}\\): say "
+                                        f"which files are the masks with mask_suffix=.*, for example {example}$"):
+        dl.SegmentationData.from_dirs(images, masks, 34)
+    data = dl.SegmentationData.from_dirs(images, masks, 34, mask_suffix=endings[-1], image_suffix=image_tail)
+    assert all(m.endswith(f"{endings[-1]}.png") for m in data.masks)
+
+
 # ---------------------------------------------------------------- a folder is what it looks like
 def test_symlinked_subfolders_are_followed_and_broken_links_reported(tmp_path):
     root = tmp_path / "data"
