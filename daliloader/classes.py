@@ -596,7 +596,8 @@ def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], 
 
 def _remap_table(id_to_class: Mapping[int, int], ignore_index: int | None) -> tuple[dict[int, int], int]:
     """A remap table ``{raw_id: class}`` as ints, and its ignore index: 255 where none is given (also
-    where the table maps ids to 255), 65535 above 255 classes."""
+    where the table maps ids to 255), 65535 above 255 classes. Without an ignore index, a table that maps
+    ids to 255 while its other classes reach 254 is refused (:func:`_refuse_ambiguous_255`)."""
     given = dict(id_to_class)
     whole = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool)  # noqa: E731
     if not all(whole(k) and whole(v) for k, v in given.items()):
@@ -605,6 +606,7 @@ def _remap_table(id_to_class: Mapping[int, int], ignore_index: int | None) -> tu
                         f"{given!r:.80}")
     table = {int(k): int(v) for k, v in given.items()}
     if ignore_index is None:
+        _refuse_ambiguous_255(table)
         ignore_index = default_ignore(max((v for v in table.values() if v != 255), default=0) + 1)
     else:
         _refuse_ignore_as_class(table, ignore_index)
@@ -612,6 +614,20 @@ def _remap_table(id_to_class: Mapping[int, int], ignore_index: int | None) -> tu
         if not 0 <= k < _LUT_KEYS:
             raise DataError(f"mask id {k} is outside 0-65535")
     return table, ignore_index
+
+
+def _refuse_ambiguous_255(table: Mapping[int, int]) -> None:
+    """Refuse a table (without an ignore index) that maps ids to 255 while its other classes reach 254:
+    255 is then a class as much as the usual ignore value. ``{i: i for i in range(256)}`` read as 255
+    classes and ignored id 255, and ADE20K's ``{0: 255, k: k - 1}`` over 300 classes merged id 0 into
+    class 255, both silently."""
+    ids = sorted(k for k, v in table.items() if v == 255)
+    top = max((v for v in table.values() if v != 255), default=0)
+    if ids and top >= 254:
+        raise DataError(f"the remap table maps id(s) {', '.join(map(str, ids[:5]))} to 255, and its other classes "
+                        f"reach {top}: is 255 a class, or the ignore value? Leave the ignored ids out of the table "
+                        "(ids it does not list are ignored), or say which with "
+                        "ClassMap.from_ids(table, ignore_index=255 or 65535)")
 
 
 def _class_count(table: Mapping[int, int], ignore_index: int) -> int:

@@ -61,6 +61,21 @@ def test_ids_from_count():
     assert cm.map_mask(np.array([[0, 1, 2, 3, 200]], np.uint8)).tolist() == [[0, 1, 2, 255, 255]]
 
 
+@pytest.mark.parametrize("table", [
+    {i: i for i in range(256)},  # 256 classes, or 255 and the ignore value?
+    {0: 255, **{k: k - 1 for k in range(1, 301)}},  # ADE20K's convention over 300 classes: 0 merged into class 255
+])
+def test_a_remap_whose_classes_reach_255_says_what_255_is(table):
+    """Without an ignore index, 255 in a remap is the ignore value, unless the other classes reach it: then
+    it was read one way or the other silently (an outside review); now it is asked, and either answer
+    loads."""
+    with pytest.raises(DataError, match=r"maps id\(s\) .* to 255, and its other classes reach \d+: is 255 a class"):
+        dl.ClassMap.from_ids(table)
+    wide = dl.ClassMap.from_ids(table, ignore_index=65535)
+    assert wide.ignore_index == 65535 and wide.map_mask(np.array([[255]], np.uint16)).tolist() == [[table[255]]]
+    assert dl.ClassMap.from_ids({0: 255, 1: 0, 2: 1}).ignore_index == 255  # few classes: 255 is the ignore value
+
+
 @pytest.mark.parametrize("bad, match", [
     ({0: 0, 1: 2}, "without gaps"),
     ({70000: 0}, "outside 0-65535"),
