@@ -697,6 +697,18 @@ def _readable_ids(masks: Sequence[str], progress: bool, mask_channel: int | None
     return [r for r in read if not isinstance(r, UnreadableMask)]
 
 
+def _refuse_lone_255(ids: np.ndarray, ignore: int) -> None:
+    """Refuse 16-bit masks whose ids are a few classes and 255 alone above them (train ids saved as 16-bit
+    PNGs): 255 would be class 255 (65535 is their ignore value), with hundreds of classes that never
+    occur, where it most likely marks ignored pixels as in 8-bit masks."""
+    below = ids[ids < 255]
+    if ignore == 65535 and 255 in ids and ids.max() == 255 and (not len(below) or below.max() < 254):
+        top = int(below.max()) if len(below) else -1
+        raise DataError(f"classes=None (no --classes): the 16-bit masks hold ids 0-{top} and 255 alone above them. "
+                        f"The ignore value? Pass classes={top + 1} (--classes {top + 1}): ids 0..{top} are the "
+                        "classes, 255 is ignored. A class of its own? Pass classes=256")
+
+
 def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int | None = None,
                   unreadable: list | None = None) -> ClassMap | None:
     """``classes=None``: the id masks' values, read from every mask given (on all cores), give the classes
@@ -725,5 +737,6 @@ def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int
     if not len(ids):
         raise DataError(f"classes=None (no --classes): the masks hold no class id (only {ignore}, the ignore value); "
                         "pass classes=N (--classes N)")
+    _refuse_lone_255(ids, ignore)
     count = int(ids.max()) + 1
     return ClassMap.from_ids(count, ignore_index=ignore, source=f"ids 0-{count - 1}, read from {len(masks)} masks")

@@ -303,6 +303,18 @@ def test_more_than_255_classes(tmp_path):
         dl.ClassMap.from_ids({0: 0, 9: 5})
 
 
+def test_train_ids_saved_as_16_bit_masks_are_asked_about_255(tmp_path):
+    """16-bit masks holding a few ids and 255 alone above them (train ids saved as 16-bit PNGs): classes=None
+    made 255 a class of its own (256 classes, 250 never seen; an outside review); it is asked, and both
+    answers load."""
+    id_tree(tmp_path, [0, 3, 4, 255], depth=16)
+    with pytest.raises(dl.DataError, match=r"16-bit masks hold ids 0-4 and 255 alone above them. The ignore value\? "
+                                           r"Pass classes=5 \(--classes 5\).*A class of its own\? Pass classes=256"):
+        dl.SegmentationData.from_folder(tmp_path)
+    assert dl.SegmentationData.from_folder(tmp_path, classes=5).classes.num_classes == 5
+    assert dl.SegmentationData.from_folder(tmp_path, classes=256).classes.num_classes == 256
+
+
 def test_palette_masks_of_any_dataset(tmp_path, capsys):
     """Palette PNGs padded with black (as exported): --classes N reads their indices; an index outside the
     classes is reported by check, also one whose colour is a class's; an ignore index coloured like a
