@@ -232,5 +232,5 @@ def chart(report):
 
 def ceiling_style(k: int) -> tuple[str, str]:
     """The colour and dash of the chart's ``k``-th ceiling line: :data:`CEILING_COLOURS` in turn, each
-    round of them in the next of :data:`CEILING_DASHES`."""
+    round of them in the next of ``CEILING_DASHES``."""
     return CEILING_COLOURS[k % len(CEILING_COLOURS)], CEILING_DASHES[k // len(CEILING_COLOURS) % len(CEILING_DASHES)]

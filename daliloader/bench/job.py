@@ -354,7 +354,7 @@ class Job:
             epoch_batches(len(first.data), first.batch_size)))
 
     def guard(self, cell: Cell):
-        """For a reference, the guard of its data, which vetted every pair once (:func:`~.sources.vetted`):
+        """For a reference, the guard of its data, which vetted every pair once (``sources.vetted``):
         the references read the files with TensorFlow's ops, which would fail on a bad file naming none,
         where the loaders vet each pair they read. None for a loader."""
         if cell.name not in REFERENCES:

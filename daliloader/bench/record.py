@@ -20,7 +20,7 @@ from .sources import EXPERT
 from .timing import noisy
 
 #: The version of the report's JSON form, written as its "schema". Reports without one are version 1;
-#: version 2 did not record whether the loaders read the mask cache (:attr:`RunSettings.mask_cache`).
+#: version 2 did not record whether the loaders read the mask cache (``RunSettings.mask_cache``).
 SCHEMA = 3
 #: The data a figure can be measured on: the original pairs, the prepared copy's files, its packs, and
 #: the original pairs in the other container (``bench --tfrecord``: as TFRecords, or as files), and the
@@ -342,8 +342,8 @@ def read(path) -> Report:
 # ---------------------------------------------------------------- older reports
 def migrate(raw: dict) -> dict:
     """A report's JSON object in the current form (:data:`SCHEMA`), from any older one; ``raw`` is left as
-    it was. Each version is brought to the next: version 1 by :func:`_from_v1`, version 2 by
-    :func:`_from_v2`."""
+    it was. Each version is brought to the next: version 1 by ``_from_v1``, version 2 by
+    ``_from_v2``."""
     version = raw.get("schema", 1)
     if not isinstance(version, int) or version < 1:
         raise DataError(f"not a bench report (its schema is {version!r})")
