@@ -63,19 +63,27 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
             raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}"
                             + (_lossy_masks(folder) if kind == "masks" else ""))
     image_keys = _image_keys(image_files, image_dir, image_suffix)
-    suffixes = [mask_suffix] if mask_suffix is not None else list(COMMON_MASK_SUFFIXES)
-    counts = {s: _count_pairs(mask_files, mask_dir, s, image_keys) for s in suffixes}
-    best = max(suffixes, key=counts.get)
     guessing = mask_suffix is None and not image_suffix
-    if guessing and counts[best]:
-        _refuse_rivals(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]])
-    if guessing and counts[best] < len(image_keys):
+    best, paired = _mask_suffix(mask_files, mask_dir, image_keys, mask_suffix, guessing)
+    if guessing and paired < len(image_keys):
         tails = detect_tails(image_files, image_dir, mask_files, mask_dir)  # names that differ by more (Cityscapes)
         if tails is not None:
             return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
     pairs, unpaired_images, unpaired_masks = _match(image_keys, mask_files, mask_dir, best)
     return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable,
                    image_suffix=image_suffix)
+
+
+def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given: str | None,
+                 guessing: bool) -> tuple[str, int]:
+    """The mask suffix (``given``, or the common one that pairs the most images) and how many images it
+    pairs; ``guessing``, common suffixes that pair as many are refused (:func:`_refuse_rivals`)."""
+    suffixes = [given] if given is not None else list(COMMON_MASK_SUFFIXES)
+    counts = {s: _count_pairs(mask_files, mask_dir, s, image_keys) for s in suffixes}
+    best = max(suffixes, key=counts.get)
+    if guessing and counts[best]:
+        _refuse_rivals(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]])
+    return best, counts[best]
 
 
 def _lossy_masks(folder: Path) -> str:
