@@ -44,7 +44,7 @@ import functools
 import logging
 import os
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from nvidia.dali import fn, types
@@ -98,25 +98,27 @@ def outputs_on(device: str, plan: Plan) -> str:
     return "gpu" if device == "gpu" and not plan.host_outputs else "cpu"
 
 
-#: What a graph handing its batches over on the host outputs in place of the spec's images and labels:
-#: uint8 pixels and class indices as stored (uint8, uint16 with more than 255 classes), which TensorFlow
-#: then normalizes and encodes on whole batches (:func:`daliloader.backends.tfops.normalize`, ``encode``).
-HOST_PIXELS, HOST_LABELS = "uint8", "indices"
+@dataclass(frozen=True)
+class GraphSpec:
+    """What a graph runs: the ``spec``, and whether TensorFlow finishes its batches (``host_finish``): the
+    graph then outputs uint8 pixels, not normalized, and class indices as stored (uint8, uint16 with more
+    than 255 classes), which TensorFlow normalizes and encodes on whole batches
+    (:func:`daliloader.backends.tfops.normalize`, ``encode``)."""
+
+    spec: Preprocess
+    host_finish: bool = False
 
 
-def graph_spec(spec: Preprocess, outputs_on: str) -> Preprocess:
-    """The spec the graph runs under TensorFlow. Batches handed over on the host leave DALI as uint8 pixels
-    and class indices (:data:`HOST_PIXELS`, :data:`HOST_LABELS`) and TensorFlow normalizes and encodes
-    them batch by batch: a quarter of the memory in DALI's buffers and in the copies into TensorFlow
-    (a float32 one-hot sample of 32 classes at 512x512 is 32 MB, its indices 256 kB), and a one-hot gather
-    cheaper than DALI's CPU ``fn.one_hot``. Batches handed over on the GPU are normalized and encoded by
-    DALI there: nothing after a GPU DALIDataset may run on the CPU. DALI has no bfloat16: on the GPU the
-    graph outputs float32 (bfloat16 batches handed over on the GPU are refused)."""
+def graph_spec(spec: Preprocess, outputs_on: str) -> GraphSpec:
+    """What the graph runs under TensorFlow. Batches handed over on the host are finished by TensorFlow
+    (:attr:`GraphSpec.host_finish`): a quarter of the memory in DALI's buffers and in the copies into
+    TensorFlow (a float32 one-hot sample of 32 classes at 512x512 is 32 MB, its indices 256 kB), and a
+    one-hot gather cheaper than DALI's CPU ``fn.one_hot``. Batches handed over on the GPU are normalized
+    and encoded by DALI there: nothing after a GPU DALIDataset may run on the CPU. DALI has no bfloat16:
+    on the GPU the graph outputs float32 (bfloat16 batches handed over on the GPU are refused)."""
     if outputs_on == "cpu":
-        return replace(spec, label_mode=HOST_LABELS, dtype=HOST_PIXELS)
-    if spec.dtype == "bfloat16":
-        spec = replace(spec, dtype="float32")
-    return spec
+        return GraphSpec(spec, host_finish=True)
+    return GraphSpec(replace(spec, dtype="float32") if spec.dtype == "bfloat16" else spec)
 
 
 #: Samples per DALI thread in one batch of a graph whose batches TensorFlow takes on the host (see
@@ -167,7 +169,7 @@ def guard_memory(plan: Plan, batch: int, chunk: int = 0) -> int:
 class SegmentationPipeline(Pipeline):
     """The DALI pipeline of a plan on ``device`` ("cpu" or "gpu"); its outputs are ``plan.outputs``.
 
-    ``spec`` (default ``plan.spec``) is the spec the graph runs (see :func:`graph_spec`); ``stage`` cuts
+    ``spec`` (default: ``plan.spec``, finished by DALI) is what the graph runs (see :func:`graph_spec`); ``stage`` cuts
     the graph after a stage and outputs the (image, mask or labels) pair there (benchmarks); ``fed``
     leaves the inputs as placeholders for tf.data streams; ``guard`` vets every pair before DALI reads
     it, and ``run()`` turns a decoder failure into a :class:`~daliloader.errors.LoadError` naming the
@@ -175,14 +177,14 @@ class SegmentationPipeline(Pipeline):
     :func:`host_batch_size`).
     """
 
-    def __init__(self, plan: Plan, device: str, *, spec: Preprocess | None = None, stage: str | None = None,
+    def __init__(self, plan: Plan, device: str, *, spec: GraphSpec | None = None, stage: str | None = None,
                  fed: bool = False, guard: PairGuard | None = None, batch_size: int | None = None):
-        self.plan, self.device, self.spec = plan, device, spec or plan.spec
+        self.plan, self.device, self.run_spec = plan, device, spec or GraphSpec(plan.spec)
         self.stage, self.fed = stage, fed
         self.guard = guard if guard is not None else pair_guard(
             plan.data, f"dali-{device}", remember=guard_memory(plan, batch_size or plan.batch_size),
             gpu_masks=reads_gpu_masks(plan.data, device))
-        if self.spec.dtype == "bfloat16":
+        if self.run_spec.spec.dtype == "bfloat16" and not self.run_spec.host_finish:  # (TensorFlow casts)
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
         super().__init__(batch_size=batch_size or plan.batch_size, num_threads=threads(plan),
@@ -190,7 +192,7 @@ class SegmentationPipeline(Pipeline):
                          seed=plan.sampler.seed % 2**31, exec_dynamic=True)
 
     def define_graph(self):
-        nodes = graph(self.plan.data, self.spec, self.plan.sampler, self.device, self.guard, self.fed)
+        nodes = graph(self.plan.data, self.run_spec, self.plan.sampler, self.device, self.guard, self.fed)
         if self.stage is not None:  # benchmarks: the graph up to and including one stage
             return nodes["stages"][self.stage]
         out = tuple(nodes[name] for name in self.plan.outputs)
@@ -215,12 +217,13 @@ def pipeline(plan: Plan, device: str) -> tuple[SegmentationPipeline, int]:
 
 
 # ---------------------------------------------------------------- the graph, stage by stage
-def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: str,
+def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
           guard: PairGuard | None = None, fed: bool = False) -> dict:
-    """Define the graph inside a pipeline; returns every named output node.
+    """Define the graph of ``run`` inside a pipeline; returns every named output node.
 
     ``fed``: the inputs (:data:`INPUTS` or :data:`PACK_INPUTS`) are placeholders to be fed by the caller.
     """
+    spec = run.spec
     image_bytes, mask_bytes, index = read(data, sampler, guard, fed, device)
     cuts = {"read": (image_bytes, mask_bytes)}
     u = None
@@ -261,11 +264,11 @@ def graph(data: SegmentationData, spec: Preprocess, sampler: Sampler, device: st
         image, labels = rotate(image, labels, stages.draw_angle(spec, u), data.classes, framed=device == "cpu")
     cuts["crop"] = (image, labels)
     image, labels = dali_augment.apply(spec.augment, image, labels, u, spec.image_size, data.classes.ignore_index)
-    image, labels = flip_and_normalize(image, labels, flip, spec)
+    image, labels = flip_and_normalize(image, labels, flip, spec, run.host_finish)
     cuts["normalize"] = (image, labels)
     if not sampler.drop_remainder:  # evaluation: padding fills the last batch
         labels = unpadded(labels, index, data.classes)
-    return {"image": image, "labels": encode(labels, spec, data.classes),
+    return {"image": image, "labels": encode(labels, spec, data.classes, run.host_finish),
             "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
 
 
@@ -610,14 +613,15 @@ def rotate(image, labels, angle, classes: ClassMap, framed: bool = False):
     return image, (fn.cast(turned, dtype=types.UINT16) if wide else turned)
 
 
-def flip_and_normalize(image, labels, flip, spec: Preprocess):
+def flip_and_normalize(image, labels, flip, spec: Preprocess, host_finish: bool = False):
     """flip (:func:`daliloader.stages.flip`, the same draw for image and labels) and normalize
-    (:func:`daliloader.stages.normalize`), fused into crop_mirror_normalize for the image."""
+    (:func:`daliloader.stages.normalize`), fused into crop_mirror_normalize for the image; with
+    ``host_finish``, flip alone (TensorFlow normalizes the batch: :class:`GraphSpec`)."""
     mirror = 0
     if flip is not False:
         mirror = DALI_MATH.to_int(flip)
         labels = fn.flip(labels, horizontal=mirror)
-    if spec.dtype == HOST_PIXELS:  # normalized by TensorFlow on the batch (graph_spec)
+    if host_finish:
         return (fn.flip(image, horizontal=mirror) if flip is not False else image), labels
     mean, std = stages.mean_std_255(spec)
     out = types.FLOAT16 if spec.dtype == "float16" else types.FLOAT
@@ -634,11 +638,12 @@ def unpadded(labels, index, classes: ClassMap):
     return fn.cast(kept, dtype=types.UINT16 if classes.label_dtype == np.uint16 else types.UINT8)
 
 
-def encode(labels, spec: Preprocess, classes: ClassMap):
+def encode(labels, spec: Preprocess, classes: ClassMap, host_finish: bool = False):
     """encode (:func:`daliloader.stages.encode`): (H, W, 1) indices -> int32 (H, W) or one-hot float32
-    (H, W, C); ``fn.one_hot`` gives an all-zero row to the ignore index, as the reference."""
+    (H, W, C); ``fn.one_hot`` gives an all-zero row to the ignore index, as the reference. With
+    ``host_finish``, the indices (H, W) as stored (TensorFlow encodes the batch: :class:`GraphSpec`)."""
     flat = labels[:, :, 0]
-    if spec.label_mode == HOST_LABELS:  # encoded by TensorFlow on the batch (graph_spec)
+    if host_finish:
         return flat
     if spec.label_mode == "int":
         return fn.cast(flat, dtype=types.INT32)

@@ -45,10 +45,9 @@ from ..tfprivate import variant
 from . import pair_guard, tfloader
 from .dali_graph import (
     DRAWS_INPUT,
-    HOST_LABELS,
-    HOST_PIXELS,
     PACK_INPUTS,
     RECORD_INPUTS,
+    GraphSpec,
     SegmentationPipeline,
     graph_spec,
     guard_memory,
@@ -241,13 +240,13 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs
                         "GPU DALIDataset would be a tf.data map, which has no GPU kernel. Pass dtype='float32' and "
                         "keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs to "
                         "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
-    dali_spec = graph_spec(spec, on)
+    run = graph_spec(spec, on)
     batch = host_batch_size(plan, device)
     guard = pair_guard(plan.data, f"dali-{device}", remember=guard_memory(plan, batch, CHUNK),
                        gpu_masks=reads_gpu_masks(plan.data, device))
-    pipe = SegmentationPipeline(plan, device, spec=dali_spec, fed=True, guard=guard, batch_size=batch)
+    pipe = SegmentationPipeline(plan, device, spec=run, fed=True, guard=guard, batch_size=batch)
     reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
-    dtypes, shapes = output_signature(dali_spec, plan.data.classes, batch, plan.outputs)
+    dtypes, shapes = output_signature(run, plan.data.classes, batch, plan.outputs)
     if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
         leave_gpu_memory_for_dali()
     where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
@@ -260,9 +259,9 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs
             output_dtypes=dtypes, output_shapes=shapes)
         if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
             endless = endless.rebatch(plan.batch_size, drop_remainder=True)
-        if dali_spec != spec:  # what DALI does not output (see graph_spec)
+        if run.host_finish:  # what DALI does not output (see graph_spec)
             classes = plan.data.classes
-            endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, dali_spec, classes),
+            endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, classes),
                                   num_parallel_calls=tf.data.AUTOTUNE)
     return endless, guard, epochs
 
@@ -400,26 +399,26 @@ class _Streams:
         return self.per_chunk(chunk, tf.string).map(lambda r: tf.io.decode_raw(r, tf.uint8))
 
 
-def _finish(batch, outputs, spec: Preprocess, dali_spec: Preprocess, classes: ClassMap):
-    """What DALI hands over on the host and ``spec`` asks for differently (see
-    :func:`.dali_graph.graph_spec`): uint8 pixels normalized here, class indices encoded here."""
+def _finish(batch, outputs, spec: Preprocess, classes: ClassMap):
+    """A batch DALI hands over on the host finished as ``spec`` asks (see :class:`.dali_graph.GraphSpec`):
+    uint8 pixels normalized here, class indices encoded here."""
     out = dict(zip(outputs, batch))
-    if dali_spec.dtype == HOST_PIXELS and "image" in out:
+    if "image" in out:
         out["image"] = normalize(out["image"], spec)
-    if dali_spec.label_mode == HOST_LABELS and "labels" in out:
+    if "labels" in out:
         out["labels"] = encode(out["labels"], spec, classes.num_classes)
     return tuple(out[name] for name in outputs)
 
 
-def output_signature(spec: Preprocess, classes: ClassMap, batch_size: int, outputs):
-    """The dtypes and shapes of a graph's outputs under ``spec`` (the graph's: see
-    :func:`.dali_graph.graph_spec`)."""
+def output_signature(run: GraphSpec, classes: ClassMap, batch_size: int, outputs):
+    """The dtypes and shapes of the outputs of a graph that runs ``run`` (see :func:`.dali_graph.graph_spec`)."""
+    spec = run.spec
     h, w = spec.image_size
-    image_dtype = {"float16": tf.float16, HOST_PIXELS: tf.uint8}.get(spec.dtype, tf.float32)
-    if spec.label_mode == "onehot":
-        labels = (tf.float32, (batch_size, h, w, classes.num_classes))
-    elif spec.label_mode == HOST_LABELS:
+    image_dtype = tf.uint8 if run.host_finish else tf.float16 if spec.dtype == "float16" else tf.float32
+    if run.host_finish:
         labels = (tf.as_dtype(classes.label_dtype), (batch_size, h, w))
+    elif spec.label_mode == "onehot":
+        labels = (tf.float32, (batch_size, h, w, classes.num_classes))
     else:
         labels = (tf.int32, (batch_size, h, w))
     table = {"image": (image_dtype, (batch_size, h, w, 3)), "labels": labels,

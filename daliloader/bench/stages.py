@@ -22,15 +22,15 @@ def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[S
     normalization and encoding of the batch is timed on its own (the last row); and it runs as many
     samples per DALI batch as ``tf_dataset`` does (:func:`~.backends.dali_graph.host_batch_size`).
     """
-    from ..backends.dali_graph import CUTS, HOST_LABELS, graph_spec, host_batch_size, outputs_on
+    from ..backends.dali_graph import CUTS, graph_spec, host_batch_size, outputs_on
 
-    dali_spec = graph_spec(plan.spec, outputs_on(device, plan))
-    finished_in_tf = dali_spec.label_mode == HOST_LABELS
+    run = graph_spec(plan.spec, outputs_on(device, plan))
+    finished_in_tf = run.host_finish
     renamed = {"normalize": "flip", "encode": "indices"} if finished_in_tf else {}
     batch = host_batch_size(plan, device)
     rows, previous = [], 0.0
     for stage in CUTS + ("encode",):
-        rate = _cut_rate(plan, device, dali_spec, None if stage == "encode" else stage, batch, seconds, repeats)
+        rate = _cut_rate(plan, device, run, None if stage == "encode" else stage, batch, seconds, repeats)
         ms = 1000.0 / rate
         rows.append(StageCut(stage=renamed.get(stage, stage), cumulative_img_per_s=round(rate, 1),
                              ms_per_img=round(ms - previous, 2)))
@@ -41,12 +41,12 @@ def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[S
     return rows
 
 
-def _cut_rate(plan: Plan, device: str, dali_spec, stage: str | None, batch: int, seconds: float,
+def _cut_rate(plan: Plan, device: str, run, stage: str | None, batch: int, seconds: float,
               repeats: int) -> float:
     """Images/s (median of the repeats) of the graph cut after ``stage`` (None: the whole graph)."""
     from ..backends.dali_graph import SegmentationPipeline
 
-    pipe = SegmentationPipeline(plan, device, spec=dali_spec, stage=stage, batch_size=batch)
+    pipe = SegmentationPipeline(plan, device, spec=run, stage=stage, batch_size=batch)
     pipe.build()
     return statistics.median(measure(pipe.run, batch, seconds, repeats,
                                      warmup_batches=epoch_batches(len(plan.data), batch)))
