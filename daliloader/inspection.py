@@ -27,7 +27,7 @@ from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData
 from .data import mask_depth as data_mask_depth
 from .errors import DataError, StorageError, StorageFault
 from .manifest import LZ4_HEADER, lz4_mask_size
-from .parts import in_record, open_image, open_part, read_checked, read_part, sniff
+from .parts import MAGIC, in_record, open_image, open_part, read_checked, read_part, sniff
 from .tfrecord import RecordFault, RecordPart, RecordProblem
 
 
@@ -63,8 +63,8 @@ class ProblemKind(str, Enum):
 #: Problems that mean the class map cannot read a mask at all.
 MASK_KINDS = (ProblemKind.MASK_MODE, ProblemKind.MASK_PALETTE, ProblemKind.PALETTE_MASK, ProblemKind.MASK_DEPTH)
 
-#: Formats that DALI, OpenCV and (except TIFF) tf.image all decode.
-SUPPORTED_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
+#: Formats that DALI, OpenCV and (except TIFF) tf.image all decode: those the loaders recognise.
+SUPPORTED_FORMATS = tuple(MAGIC)
 LOSSY_MASK_FORMATS = ("JPEG", "WEBP")
 #: Images with a side shorter than this are reported as tiny.
 MIN_SIDE = 16

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 
 from ..errors import MissingDependency, SpecError, user_stacklevel
+from ..parts import MAGIC
 
 log = logging.getLogger("daliloader")
 
@@ -45,10 +46,10 @@ _MODULES = {"dali": "nvidia.dali", "tensorflow": "tensorflow", "keras": "keras",
             "dali-tf-plugin": "nvidia.dali_tf_plugin"}
 
 
-#: Image formats (Pillow's names) each family of decoders reads.
-DALI_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
-TF_FORMATS = ("JPEG", "PNG", "BMP", "WEBP")  # tf.io.decode_image has no TIFF
-OPENCV_FORMATS = ("JPEG", "PNG", "BMP", "TIFF", "WEBP")
+#: Image formats (Pillow's names) each family of decoders reads: every format the loaders recognise
+#: (:data:`daliloader.parts.MAGIC`), but that tf.io.decode_image has no TIFF.
+DALI_FORMATS = OPENCV_FORMATS = tuple(MAGIC)
+TF_FORMATS = tuple(f for f in MAGIC if f != "TIFF")
 
 
 @dataclass(frozen=True)
