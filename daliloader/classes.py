@@ -503,6 +503,18 @@ def is_named(classes) -> bool:
     return catalogue_name(classes) is not None and not Path(classes).is_file()
 
 
+#: The name ending of the mask files each published table reads, where its dataset ships several id
+#: forms side by side (gtFine after cityscapesScripts' createTrainIdLabelImgs: labelIds and labelTrainIds).
+MASK_ENDINGS = {"cityscapes": "_gtFine_labelIds", "cityscapes-trainids": "_gtFine_labelTrainIds"}
+
+
+def mask_ending(classes) -> str:
+    """The name ending of the masks ``classes`` (a ClassMap or a catalogue name, as ``classes=`` takes it)
+    reads, where the pairing must choose between forms (:data:`MASK_ENDINGS`); "" for any other."""
+    name = classes.catalogue if isinstance(classes, ClassMap) else catalogue_name(classes)
+    return MASK_ENDINGS.get(name or "", "")
+
+
 def default_ignore(num_classes: int) -> int:
     """The ignore index of a map that names none: 255, or 65535 where 255 would be a class."""
     return 255 if num_classes <= 255 else _LUT_KEYS - 1
@@ -625,9 +637,9 @@ def _refuse_ambiguous_255(table: Mapping[int, int]) -> None:
     top = max((v for v in table.values() if v != 255), default=0)
     if ids and top >= 254:
         raise DataError(f"the remap table maps id(s) {', '.join(map(str, ids[:5]))} to 255, and its other classes "
-                        f"reach {top}: is 255 a class, or the ignore value? Leave the ignored ids out of the table "
-                        "(ids it does not list are ignored), or say which with "
-                        "ClassMap.from_ids(table, ignore_index=255 or 65535)")
+                        f"reach {top}: is 255 a class, or the ignore value? If those ids are to be ignored, leave "
+                        "them out of the table (ids it does not list are ignored); if 255 is a class, pass "
+                        "ClassMap.from_ids(table, ignore_index=65535)")
 
 
 def _class_count(table: Mapping[int, int], ignore_index: int) -> int:

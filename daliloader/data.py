@@ -16,7 +16,16 @@ from PIL import UnidentifiedImageError
 
 from . import buckets, layouts, tfrecord
 from .cache import PACK_INDEXES
-from .classes import FAMILIES, ClassMap, as_classmap, catalogue_name, catalogue_of, is_named, remap_advice
+from .classes import (
+    FAMILIES,
+    ClassMap,
+    as_classmap,
+    catalogue_name,
+    catalogue_of,
+    is_named,
+    mask_ending,
+    remap_advice,
+)
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
 from .forms import refuse_other_form
@@ -225,7 +234,8 @@ class SegmentationData:
                 partner, listed; or a ``classes`` that cannot read the masks.
         """
         images, masks = as_path(images, "images"), as_path(masks, "masks")
-        pairing = pair_files(images, masks, mask_suffix, image_suffix, only_suffixed=mask_suffix is not None)
+        pairing = pair_files(images, masks, mask_suffix, image_suffix, only_suffixed=mask_suffix is not None,
+                             prefer=mask_ending(classes))
         detected = ([f"image suffix {pairing.image_suffix!r}"] if pairing.image_suffix != image_suffix else []) + (
             [f"mask suffix {pairing.mask_suffix!r}"] if mask_suffix is None else [])
         hint = (f"{' and '.join(detected)} {'were' if len(detected) > 1 else 'was'} detected; pass image_suffix=/"
@@ -702,8 +712,8 @@ def _refuse_lone_255(ids: np.ndarray, ignore: int) -> None:
     PNGs): 255 would be class 255 (65535 is their ignore value), with hundreds of classes that never
     occur, where it most likely marks ignored pixels as in 8-bit masks."""
     below = ids[ids < 255]
-    if ignore == 65535 and 255 in ids and ids.max() == 255 and (not len(below) or below.max() < 254):
-        top = int(below.max()) if len(below) else -1
+    if ignore == 65535 and 255 in ids and ids.max() == 255 and len(below) and below.max() < 254:
+        top = int(below.max())
         raise DataError(f"classes=None (no --classes): the 16-bit masks hold ids 0-{top} and 255 alone above them. "
                         f"The ignore value? Pass classes={top + 1} (--classes {top + 1}): ids 0..{top} are the "
                         "classes, 255 is ignored. A class of its own? Pass classes=256")
@@ -730,7 +740,7 @@ def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int
     found = np.unique(np.concatenate(readable))
     ignore = 65535 if mask_channel is None and mask_depth(masks[0]) == 16 else 255
     ids = found[found != ignore]
-    if set(found.tolist()) == {0, 255} and ignore == 255:
+    if set(found.tolist()) - {65535} == {0, 255}:  # (8-bit masks, or 16-bit ones)
         raise DataError("classes=None (no --classes): the masks hold only the values 0 and 255. Binary masks "
                         f"(foreground 255)? Pass {remap_advice({0: 0, 255: 1})}. Background and the ignore value? "
                         "Pass classes=1 (--classes 1)")

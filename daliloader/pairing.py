@@ -41,14 +41,16 @@ class Pairing:
 
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
-               image_suffix: str = "", only_suffixed: bool = False) -> Pairing:
+               image_suffix: str = "", only_suffixed: bool = False, prefer: str = "") -> Pairing:
     """Match images and masks by relative folder and stem (see :meth:`daliloader.data.SegmentationData.from_dirs`).
 
     Files left without a partner are listed, not raised: ``daliloader check`` reports them.
     ``only_suffixed``: files of the mask folder without ``mask_suffix`` are not masks (Cityscapes'
     ``gtFine`` also holds colour, instance and polygon files), so they are neither paired nor listed.
     Without suffixes, names that differ by more than a common mask suffix are paired by their tails
-    (:func:`detect_tails`).
+    (:func:`detect_tails`). Where several mask name endings pair as many images, ``prefer`` (the ending
+    of the masks the class map reads: :func:`daliloader.classes.mask_ending`) is taken if it is one of
+    them; otherwise they are refused, named (:func:`_refuse_rivals`).
     """
     if buckets.is_url(images) != buckets.is_url(masks):
         raise DataError(f"images {images} and masks {masks}: one is in a bucket (s3://) and one on a disk; keep a "
@@ -64,9 +66,9 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
                             + (_lossy_masks(folder) if kind == "masks" else ""))
     image_keys = _image_keys(image_files, image_dir, image_suffix)
     guessing = mask_suffix is None and not image_suffix
-    best, paired = _mask_suffix(mask_files, mask_dir, image_keys, mask_suffix, guessing)
+    best, paired = _mask_suffix(mask_files, mask_dir, image_keys, mask_suffix, guessing, prefer)
     if guessing and paired < len(image_keys):
-        tails = detect_tails(image_files, image_dir, mask_files, mask_dir)  # names that differ by more (Cityscapes)
+        tails = detect_tails(image_files, image_dir, mask_files, mask_dir, prefer)  # (Cityscapes: names differ more)
         if tails is not None:
             return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
     pairs, unpaired_images, unpaired_masks = _match(image_keys, mask_files, mask_dir, best)
@@ -75,14 +77,14 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
 
 
 def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given: str | None,
-                 guessing: bool) -> tuple[str, int]:
+                 guessing: bool, prefer: str) -> tuple[str, int]:
     """The mask suffix (``given``, or the common one that pairs the most images) and how many images it
-    pairs; ``guessing``, common suffixes that pair as many are refused (:func:`_refuse_rivals`)."""
+    pairs; ``guessing``, one of common suffixes that pair as many (:func:`_refuse_rivals`)."""
     suffixes = [given] if given is not None else list(COMMON_MASK_SUFFIXES)
     counts = {s: _count_pairs(mask_files, mask_dir, s, image_keys) for s in suffixes}
     best = max(suffixes, key=counts.get)
     if guessing and counts[best]:
-        _refuse_rivals(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]])
+        best = _refuse_rivals(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]], "", prefer)
     return best, counts[best]
 
 
@@ -143,14 +145,15 @@ def _match(image_keys: dict, mask_files: list[Path], mask_dir: Path, suffix: str
     return pairs, unpaired_images, [str(p) for p in mask_files if str(p) not in paired_masks]
 
 
-def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path], mask_dir: Path
-                 ) -> tuple[str, str] | None:
+def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path], mask_dir: Path,
+                 prefer: str = "") -> tuple[str, str] | None:
     """The tails that image and mask names carry beyond their shared stem, where no common mask suffix
     pairs them (Cityscapes' ``_leftImg8bit`` and ``_gtFine_labelIds``): of the images' common tail, each
     part from a separator on, with the mask tail that then pairs the most images; a common mask suffix
     first where several do (gtFine holds ``_gtFine_color``, ``_gtFine_instanceIds`` and
-    ``_gtFine_labelIds`` beside each image), then the shortest image tail. None where no tail pairs more
-    images than the common mask suffixes do."""
+    ``_gtFine_labelIds`` beside each image), then the shortest image tail; mask tails of equal rank are
+    refused unless one is ``prefer`` (:func:`_refuse_rivals`). None where no tail pairs more images than
+    the common mask suffixes do."""
     stems = [p.stem for p in image_files]
     common = os.path.commonprefix([s[::-1] for s in stems])[::-1][:min(map(len, stems)) - 1]
     ranked: dict[tuple, list[tuple[str, str]]] = {}  # rank -> the tails of that rank
@@ -163,22 +166,28 @@ def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path
                 for s in COMMON_MASK_SUFFIXES)
     if not ranked or max(ranked)[0] <= plain:
         return None
-    best = ranked[max(ranked)]
-    _refuse_rivals(mask_dir, max(ranked)[0], sorted({mask_tail for _, mask_tail in best}), best[0][0])
-    return best[0]
+    best = dict((mask_tail, image_tail) for image_tail, mask_tail in ranked[max(ranked)])
+    chosen = _refuse_rivals(mask_dir, max(ranked)[0], sorted(best), next(iter(best.values())), prefer)
+    return best[chosen], chosen
 
 
-def _refuse_rivals(mask_dir: Path, n: int, endings: list[str], image_tail: str = "") -> None:
-    """Refuse to guess between mask name endings that pair as many images (``n``) as each other: gtFine
-    after cityscapesScripts' ``createTrainIdLabelImgs`` holds ``_gtFine_labelIds`` and
-    ``_gtFine_labelTrainIds`` masks beside each image, and the first in any order would be a guess.
-    ``image_tail``: the tail the images' names then lose, which the example gives too."""
-    if len(endings) > 1:
-        named = ", ".join(repr(e) for e in endings)
-        example = f"mask_suffix={endings[-1]!r}" + (f", image_suffix={image_tail!r}" if image_tail else "")
-        raise DataError(f"the masks under {mask_dir} carry several name endings that each pair {n} images ({named}): "
-                        "say which files are the masks with mask_suffix= (the command line's --mask-suffix), "
-                        f"for example {example}")
+def _refuse_rivals(mask_dir: Path, n: int, endings: list[str], image_tail: str, prefer: str) -> str:
+    """The one of mask name endings that pair as many images (``n``) as each other: the only one, or
+    ``prefer`` (the ending of the masks the class map reads); others are refused, not guessed. gtFine after
+    cityscapesScripts' ``createTrainIdLabelImgs`` holds ``_gtFine_labelIds`` and ``_gtFine_labelTrainIds``
+    beside each image, and their tables differ. ``image_tail``: the tail the images' names then lose,
+    which the example gives too."""
+    if len(endings) == 1:
+        return endings[0]
+    if prefer and prefer in endings:
+        return prefer
+    named = ", ".join(repr(e) for e in endings)
+    python = f"mask_suffix={endings[-1]!r}" + (f", image_suffix={image_tail!r}" if image_tail else "")
+    shell = f"--mask-suffix={endings[-1]}" + (f" --image-suffix={image_tail}" if image_tail else "")
+    raise DataError(f"the masks under {mask_dir} carry several name endings that each pair {n} images ({named}): "
+                    f"say which files are the masks, for example {python} ({shell}), or name the published table "
+                    "whose masks they are (classes='cityscapes' for labelIds, 'cityscapes-trainids' for "
+                    "labelTrainIds)")
 
 
 def _mask_tails(mask_files: list[Path], mask_dir: Path, keys: set) -> dict[str, int]:

@@ -40,7 +40,7 @@ Stages (names as in :mod:`daliloader.spec`), in order:
 * flip       ``flip``: horizontal, the same draw for image and labels.
 * normalize  ``normalize``: ``(x - 255 mean) / (255 std)`` in ``dtype`` (``mean``/``std`` in [0, 1] units).
 * padding    ``unpadded``: a padding sample's labels are all the ignore index (evaluation batches filled up
-             to a full batch with copies of sample 0), so that a metric given no weights (Keras'
+             to a full batch with copies of a pair), so that a metric given no weights (Keras'
              ``metrics=``) counts none of its pixels, as ``weighted_metrics`` count none.
 * encode     ``encode``: labels -> int32, or float32 one-hot rows of ``one_hot_table`` (the ignore
              index, and every value >= the number of classes, gives an all-zero row).

@@ -127,6 +127,16 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     assert (("io__file__Read", "cpu") in ops) == (which in ("colour masks", "id masks", "prepared"))
 
 
+def test_an_evaluation_plan_without_weights(monkeypatch, synth_data):
+    """make_plan(training=False, outputs=("image", "labels")): the labels read the sample index (a padding
+    sample's are ignored), which the GPU graph is fed too, though no output is the index or the weights."""
+    build = pretend_gpu(monkeypatch)
+    plan = dl.make_plan(synth_data, 3, (32, 48), training=False, label_mode="int", outputs=("image", "labels"))
+    built = build(lambda: dl.tf_dataset(plan, backend="dali-gpu"))
+    assert_none(dali_problems(built.pipelines[0], outputs_on="gpu"))
+    assert_none(tf_problems(built))
+
+
 @pytest.mark.parametrize("case", ["train onehot random zoom", "eval int random zoom float16"])
 def test_dali_cpu_is_checked_the_same_way(monkeypatch, synth_data, case):
     """The checks themselves: the CPU graph passes them with its outputs on the CPU, and fails them

@@ -315,6 +315,15 @@ def test_train_ids_saved_as_16_bit_masks_are_asked_about_255(tmp_path):
     assert dl.SegmentationData.from_folder(tmp_path, classes=256).classes.num_classes == 256
 
 
+def test_binary_16_bit_masks_are_asked_about_as_8_bit_ones(tmp_path):
+    """16-bit masks of 0 and 255 alone: binary masks or background and ignore, as 8-bit ones (not 256
+    classes, which the lone-255 refusal would have offered)."""
+    id_tree(tmp_path, [0, 255], depth=16)
+    with pytest.raises(dl.DataError, match=r"only the values 0 and 255. Binary masks \(foreground 255\)\? Pass "
+                                           r"classes=\{0: 0, 255: 1\}"):
+        dl.SegmentationData.from_folder(tmp_path)
+
+
 def test_palette_masks_of_any_dataset(tmp_path, capsys):
     """Palette PNGs padded with black (as exported): --classes N reads their indices; an index outside the
     classes is reported by check, also one whose colour is a class's; an ignore index coloured like a

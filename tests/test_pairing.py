@@ -165,12 +165,25 @@ def test_name_endings_that_pair_alike_are_not_guessed(tmp_path, endings, named):
     that pairs them, not guessed (the first by name was taken)."""
     image_tail = "_leftImg8bit" if endings[0] else ""
     images, masks = _gtfine(tmp_path, endings, image_tail)
-    example = f"mask_suffix={endings[-1]!r}" + (f", image_suffix={image_tail!r}" if image_tail else "")
+    python = f"mask_suffix={endings[-1]!r}" + (f", image_suffix={image_tail!r}" if image_tail else "")
+    shell = f"--mask-suffix={endings[-1]}" + (f" --image-suffix={image_tail}" if image_tail else "")
     with pytest.raises(DataError, match=f"carry several name endings that each pair 2 images \\({named}\\): say "
-                                        f"which files are the masks with mask_suffix=.*, for example {example}$"):
+                                        f"which files are the masks, for example {python} \\({shell}\\), or name"):
         dl.SegmentationData.from_dirs(images, masks, 34)
     data = dl.SegmentationData.from_dirs(images, masks, 34, mask_suffix=endings[-1], image_suffix=image_tail)
     assert all(m.endswith(f"{endings[-1]}.png") for m in data.masks)
+
+
+@pytest.mark.parametrize("classes, ending", [("cityscapes", "_gtFine_labelIds"),
+                                             ("Cityscapes-TrainIds", "_gtFine_labelTrainIds"),
+                                             (dl.ClassMap.cityscapes("train"), "_gtFine_labelTrainIds")])
+def test_the_table_given_chooses_between_cityscapes_id_forms(tmp_path, classes, ending):
+    """gtFine after createTrainIdLabelImgs holds labelIds and labelTrainIds: the published table given says
+    which are its masks (before the refusal of ties, labelIds were taken, whatever the table)."""
+    images, masks = _gtfine(tmp_path, ["_gtFine_color", "_gtFine_instanceIds", "_gtFine_labelIds",
+                                       "_gtFine_labelTrainIds"])
+    data = dl.SegmentationData.from_dirs(images, masks, classes)
+    assert len(data) == 2 and all(m.endswith(f"{ending}.png") for m in data.masks)
 
 
 # ---------------------------------------------------------------- a folder is what it looks like

@@ -332,3 +332,13 @@ def test_keras_class_weight_is_refused_naming_the_loss_that_takes_it(synth_data,
     with pytest.raises(dl.SpecError, match=r"class_weight=.*dl.losses.SparseCategoricalCrossentropy\(class_weights="):
         model.fit(ds, class_weight={0: 1.0, 1: 2.0}, epochs=1, verbose=0)
     assert len(ds.map(lambda x, y: x).take(1).as_numpy_iterator().next()) == 2  # other maps still chain
+
+
+def test_an_evaluation_plan_without_weights_feeds_its_padding_marks(synth_data, dali_backend):
+    """make_plan(training=False, outputs=("image", "labels")): a padding sample's labels are ignored, which
+    the graph reads from the sample index; the index was fed only to the weight and index outputs, and DALI
+    refused the plan ("External Source nodes ... not assigned any inputs")."""
+    plan = dl.make_plan(synth_data, 3, (32, 32), training=False, label_mode="int", outputs=("image", "labels"))
+    batches = [tuple(t.numpy() for t in batch) for batch in dl.tf_dataset(plan, backend=dali_backend)]
+    assert len(batches) == 3 and all(len(b) == 2 for b in batches)  # 8 pairs in batches of 3: one padding sample
+    assert (batches[-1][1][2] == synth_data.classes.ignore_index).all() and (batches[-1][1][:2] != 255).any()

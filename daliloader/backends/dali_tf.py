@@ -274,12 +274,15 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
             masks, batch: int) -> dict:
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS_INPUT`` in
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
-    when reading packs, only when an output uses them: DALI drops unused nodes). ``masks`` are the mask
+    when reading packs, only when an output uses them: DALI drops unused nodes, and refuses an input that
+    a used node needs and nothing feeds). ``masks`` are the mask
     files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched (each
     batch padded to its longest: :func:`.dali_graph.graph_input`), and are copied to the dataset's device
     when that is a GPU, as the plugin asks."""
     data, make = plan.data, _Streams(plan, reader, guard, epochs, batch)
-    positional = bool({"weight", "index"} & set(plan.outputs))
+    # (in evaluation the labels read it too: a padding sample's are ignored, dali_graph.unpadded)
+    positional = bool({"weight", "index"} & set(plan.outputs)) or (
+        "labels" in plan.outputs and not plan.sampler.drop_remainder)
     with tf.device("/cpu:0"):
         streams = STREAMS[data.container](make, data, masks, positional)
         if plan.spec.draws_at_random:
