@@ -50,7 +50,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     Without suffixes, names that differ by more than a common mask suffix are paired by their tails
     (:func:`detect_tails`). Where several mask name endings pair as many images, ``prefer`` (the ending
     of the masks the class map reads: :func:`daliloader.classes.mask_ending`) is taken if it is one of
-    them; otherwise they are refused, named (:func:`_refuse_rivals`).
+    them; otherwise they are refused, named (``_refuse_rivals``).
     """
     if buckets.is_url(images) != buckets.is_url(masks):
         raise DataError(f"images {images} and masks {masks}: one is in a bucket (s3://) and one on a disk; keep a "
@@ -79,7 +79,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
 def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given: str | None,
                  guessing: bool, prefer: str) -> tuple[str, int]:
     """The mask suffix (``given``, or the common one that pairs the most images) and how many images it
-    pairs; ``guessing``, one of common suffixes that pair as many (:func:`_refuse_rivals`)."""
+    pairs; ``guessing``, one of common suffixes that pair as many (``_refuse_rivals``)."""
     suffixes = [given] if given is not None else list(COMMON_MASK_SUFFIXES)
     counts = {s: _count_pairs(mask_files, mask_dir, s, image_keys) for s in suffixes}
     best = max(suffixes, key=counts.get)
@@ -152,7 +152,7 @@ def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path
     part from a separator on, with the mask tail that then pairs the most images; a common mask suffix
     first where several do (gtFine holds ``_gtFine_color``, ``_gtFine_instanceIds`` and
     ``_gtFine_labelIds`` beside each image), then the shortest image tail; mask tails of equal rank are
-    refused unless one is ``prefer`` (:func:`_refuse_rivals`). None where no tail pairs more images than
+    refused unless one is ``prefer`` (``_refuse_rivals``). None where no tail pairs more images than
     the common mask suffixes do."""
     stems = [p.stem for p in image_files]
     common = os.path.commonprefix([s[::-1] for s in stems])[::-1][:min(map(len, stems)) - 1]
