@@ -72,8 +72,8 @@ def cmd_report(args) -> int:
     return show_report(Console(), shown, args.plot)
 
 
-def refuse_unwritable(path: Path | None, flag: str) -> None:
-    """Refuse an output file that could not be written (``flag`` names it), before a run that would then
+def refuse_unwritable(path: Path | None, option: str) -> None:
+    """Refuse an output file that could not be written (``option`` names it), before a run that would then
     be lost: a folder, a file that is not writable, or a place where no file can be made (the nearest
     folder that exists is tried with a temporary file, removed at once; missing folders are made later)."""
     import tempfile
@@ -82,17 +82,17 @@ def refuse_unwritable(path: Path | None, flag: str) -> None:
         return
     path = path.absolute()
     if path.is_dir():
-        raise SpecError(f"{flag} {path}: a folder; name the file to write")
+        raise SpecError(f"{option} {path}: a folder; name the file to write")
     if path.exists():
         if not os.access(path, os.W_OK):
-            raise SpecError(f"{flag} {path}: this file cannot be written; name another file")
+            raise SpecError(f"{option} {path}: this file cannot be written; name another file")
         return
     folder = next(p for p in path.parents if p.exists())
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as e:
-        raise SpecError(f"{flag} {path}: no file can be written in {folder} ({e.strerror or e}); name a file in a "
+        raise SpecError(f"{option} {path}: no file can be written in {folder} ({e.strerror or e}); name a file in a "
                         "folder you can write") from None
 
 
@@ -488,7 +488,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> Parser:
     """The parser of every command (each added by its ``_add_*`` function, in the order of the help)."""
     parser = Parser(prog="daliloader", description="GPU data loading for Keras segmentation.",
-                                     parents=[_verbose()], epilog="--verbose may come before the command or after it.")
+                    parents=[_verbose()], epilog="--verbose may come before the command or after it.")
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True)
     parents = [_verbose()]

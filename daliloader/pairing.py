@@ -50,7 +50,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     Without suffixes, names that differ by more than a common mask suffix are paired by their tails
     (:func:`detect_tails`). Where several mask name endings pair as many images, ``prefer`` (the ending
     of the masks the class map reads: :func:`daliloader.classes.mask_ending`) is taken if it is one of
-    them; otherwise they are refused, named (``_refuse_rivals``).
+    them; otherwise they are refused, named (``_one_ending``).
     """
     if buckets.is_url(images) != buckets.is_url(masks):
         raise DataError(f"images {images} and masks {masks}: one is in a bucket (s3://) and one on a disk; keep a "
@@ -79,12 +79,12 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
 def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given: str | None,
                  guessing: bool, prefer: str) -> tuple[str, int]:
     """The mask suffix (``given``, or the common one that pairs the most images) and how many images it
-    pairs; ``guessing``, one of common suffixes that pair as many (``_refuse_rivals``)."""
+    pairs; ``guessing``, one of common suffixes that pair as many (``_one_ending``)."""
     suffixes = [given] if given is not None else list(COMMON_MASK_SUFFIXES)
     counts = {s: _count_pairs(mask_files, mask_dir, s, image_keys) for s in suffixes}
     best = max(suffixes, key=counts.get)
     if guessing and counts[best]:
-        best = _refuse_rivals(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]], "", prefer)
+        best = _one_ending(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]], "", prefer)
     return best, counts[best]
 
 
@@ -152,7 +152,7 @@ def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path
     part from a separator on, with the mask tail that then pairs the most images; a common mask suffix
     first where several do (gtFine holds ``_gtFine_color``, ``_gtFine_instanceIds`` and
     ``_gtFine_labelIds`` beside each image), then the shortest image tail; mask tails of equal rank are
-    refused unless one is ``prefer`` (``_refuse_rivals``). None where no tail pairs more images than
+    refused unless one is ``prefer`` (``_one_ending``). None where no tail pairs more images than
     the common mask suffixes do."""
     stems = [p.stem for p in image_files]
     common = os.path.commonprefix([s[::-1] for s in stems])[::-1][:min(map(len, stems)) - 1]
@@ -164,14 +164,15 @@ def detect_tails(image_files: list[Path], image_dir: Path, mask_files: list[Path
                 (image_tail, mask_tail))
     plain = max(_count_pairs(mask_files, mask_dir, s, {_key(p, image_dir, ""): p for p in image_files})
                 for s in COMMON_MASK_SUFFIXES)
-    if not ranked or max(ranked)[0] <= plain:
+    top = max(ranked, default=None)
+    if top is None or top[0] <= plain:
         return None
-    best = dict((mask_tail, image_tail) for image_tail, mask_tail in ranked[max(ranked)])
-    chosen = _refuse_rivals(mask_dir, max(ranked)[0], sorted(best), next(iter(best.values())), prefer)
+    best = {mask_tail: image_tail for image_tail, mask_tail in ranked[top]}
+    chosen = _one_ending(mask_dir, top[0], sorted(best), next(iter(best.values())), prefer)
     return best[chosen], chosen
 
 
-def _refuse_rivals(mask_dir: Path, n: int, endings: list[str], image_tail: str, prefer: str) -> str:
+def _one_ending(mask_dir: Path, n: int, endings: list[str], image_tail: str, prefer: str) -> str:
     """The one of mask name endings that pair as many images (``n``) as each other: the only one, or
     ``prefer`` (the ending of the masks the class map reads); others are refused, not guessed. gtFine after
     cityscapesScripts' ``createTrainIdLabelImgs`` holds ``_gtFine_labelIds`` and ``_gtFine_labelTrainIds``

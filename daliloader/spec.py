@@ -256,20 +256,24 @@ OPTIONS = tuple(PROLOGUE) + ("mean", "std", "dtype") + tuple(STAGE_OPTIONS)
 FOREIGN_NAMES = {foreign: o.name for o in PROLOGUE.values() for foreign in o.foreign} | STAGE_FOREIGN_NAMES
 
 
+def _prologue_on(given: Mapping[str, Any]) -> list[str]:
+    """The prologue's options among ``given`` (name -> value as given; None: left out) that are on, each
+    checked as for random crops."""
+    return [name for name, o in PROLOGUE.items()
+            if given.get(name) is not None and o.check(name, given[name], "random") != o.off]
+
+
 def random_crop_options(given: Mapping[str, Any]) -> list[str]:
     """The options among ``given`` (name -> value as given) that act on random crops alone and are on."""
-    return [name for name, o in PROLOGUE.items() if o.random_crops_only and given.get(name) is not None and
-            o.check(name, given[name], "random") != o.off]
+    return [name for name in _prologue_on(given) if PROLOGUE[name].random_crops_only]
 
 
 def drawn_options(given: Mapping[str, Any]) -> list[str]:
     """The options among ``given`` (name -> value as given; None: left out) that draw at random where the
     crop is random: the prologue's that are on, then the switch of each declared stage that ``given`` turns
     on (checked: :func:`daliloader.augment.make_stages`). What evaluation, which draws nothing, refuses."""
-    prologue = [name for name, o in PROLOGUE.items() if given.get(name) is not None and
-                o.check(name, given[name], "random") != o.off]
     stages = make_stages({name: given[name] for name in STAGE_OPTIONS if given.get(name) is not None})
-    return prologue + [stage.switch().name for stage in stages]
+    return _prologue_on(given) + [stage.switch().name for stage in stages]
 
 
 def prologue_parameters() -> list[inspect.Parameter]:

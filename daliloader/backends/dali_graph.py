@@ -159,11 +159,14 @@ def host_batch_size(plan: Plan, device: str) -> int:
     return batch * max(1, min(-(-wanted // batch), plan.steps))
 
 
-def guard_memory(plan: Plan, batch: int, chunk: int = 0) -> int:
-    """How many pairs the guard remembers, so that :meth:`PairGuard.explain` decodes every pair that can be
-    in flight when a decoder fails: the batches DALI prefetches, and the positions vetted ahead of them
-    (``chunk``, under TensorFlow)."""
-    return 2 * chunk + batch * (plan.prefetch + 2)
+def dali_guard(plan: Plan, device: str, batch: int, chunk: int = 0) -> PairGuard:
+    """The guard of a graph on ``device`` (:func:`~daliloader.backends.pair_guard`) that runs ``batch``
+    samples per DALI batch: it vets the masks' GPU form where the graph reads it (:func:`reads_gpu_masks`),
+    and remembers as many pairs as :meth:`PairGuard.explain` must decode to find a decoder's failure among
+    those in flight: the batches DALI prefetches, and the positions vetted ahead of them (``chunk``, under
+    TensorFlow)."""
+    return pair_guard(plan.data, f"dali-{device}", remember=2 * chunk + batch * (plan.prefetch + 2),
+                      gpu_masks=reads_gpu_masks(plan.data, device))
 
 
 class SegmentationPipeline(Pipeline):
@@ -181,9 +184,7 @@ class SegmentationPipeline(Pipeline):
                  fed: bool = False, guard: PairGuard | None = None, batch_size: int | None = None):
         self.plan, self.device, self.run_spec = plan, device, spec or GraphSpec(plan.spec)
         self.stage, self.fed = stage, fed
-        self.guard = guard if guard is not None else pair_guard(
-            plan.data, f"dali-{device}", remember=guard_memory(plan, batch_size or plan.batch_size),
-            gpu_masks=reads_gpu_masks(plan.data, device))
+        self.guard = guard if guard is not None else dali_guard(plan, device, batch_size or plan.batch_size)
         if self.run_spec.spec.dtype == "bfloat16" and not self.run_spec.host_finish:  # (TensorFlow casts)
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it

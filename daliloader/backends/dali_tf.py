@@ -42,21 +42,20 @@ from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from ..stages import draw_count
 from ..tfprivate import variant
-from . import pair_guard, tfloader
+from . import tfloader
 from .dali_graph import (
     DRAWS_INPUT,
     PACK_INPUTS,
     RECORD_INPUTS,
     GraphSpec,
     SegmentationPipeline,
+    dali_guard,
     graph_spec,
-    guard_memory,
     host_batch_size,
     mask_files,
     outputs_on,
     pack_pair,
     path_row,
-    reads_gpu_masks,
 )
 from .tfloader import refuse_class_weight
 from .tfops import encode, normalize
@@ -242,8 +241,7 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs
                         "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
     run = graph_spec(spec, on)
     batch = host_batch_size(plan, device)
-    guard = pair_guard(plan.data, f"dali-{device}", remember=guard_memory(plan, batch, CHUNK),
-                       gpu_masks=reads_gpu_masks(plan.data, device))
+    guard = dali_guard(plan, device, batch, CHUNK)
     pipe = SegmentationPipeline(plan, device, spec=run, fed=True, guard=guard, batch_size=batch)
     reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
     dtypes, shapes = output_signature(run, plan.data.classes, batch, plan.outputs)
