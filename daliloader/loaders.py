@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from . import backends
+from .backends import Product
 from .errors import SpecError
 from .parts import in_bucket
 from .plan import Plan, make_plan, plan_of, with_keywords
@@ -118,7 +119,7 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: I
     """
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
-    return backends.resolve(backend, "tf.data", plan).build("tf.data", plan)
+    return backends.resolve(backend, Product.TF_DATA, plan).build(Product.TF_DATA, plan)
 
 
 @shows_options(*DALI_OPTIONS)
@@ -164,7 +165,7 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_siz
         raise SpecError("use_multiprocessing=True with data in a bucket: Keras forks its worker processes, and the S3 "
                         "client, already started in this process, hangs in a forked one. Pass workers=N without "
                         "use_multiprocessing: the threads fetch in parallel (a fetch releases the GIL)")
-    return backends.resolve("auto", "keras").build("keras", plan, workers=workers,
+    return backends.resolve("auto", Product.KERAS).build(Product.KERAS, plan, workers=workers,
                                                    use_multiprocessing=use_multiprocessing,
                                                    max_queue_size=max_queue_size)
 
@@ -204,7 +205,7 @@ def dali_pipeline(data: SegmentationData | Plan, batch_size: int = 8, image_size
     """
     plan = plan_of(data, "dali_pipeline", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, outputs=outputs, **options)
-    return backends.resolve(backend, "dali", plan).build("dali", plan)
+    return backends.resolve(backend, Product.DALI, plan).build(Product.DALI, plan)
 
 
 @shows_options("shard_id", "num_shards", "device_id")
@@ -259,7 +260,7 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**31))
     devices = list(strategy.extended.worker_devices)
-    chosen = backends.resolve(backend, "tf.data")
+    chosen = backends.resolve(backend, Product.TF_DATA)
     # backends that can place a pipeline on each replica's device get one per replica; otherwise TF
     # reads one per worker
     per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and chosen.per_replica
@@ -286,11 +287,11 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
             plan = replace(plan, device_id=cuda_ordinal(device))
         steps.add(plan.steps)
         if per_replica:
-            return chosen.build("tf.data", replace(plan, placement=device))
+            return chosen.build(Product.TF_DATA, replace(plan, placement=device))
         # Per-worker input is read through a MultiDeviceIterator (CPU kernels only), which bypasses the
         # persistent iterator of tf_dataset's epochs: DALI hands it the endless stream, on the host.
         plan = replace(plan, host_outputs=True)
-        return chosen.build("stream" if "stream" in chosen.builds else "tf.data", plan)
+        return chosen.build(Product.STREAM if Product.STREAM in chosen.builds else Product.TF_DATA, plan)
 
     dist = strategy.distribute_datasets_from_function(dataset_fn, _input_options(per_replica))
     dist.steps_per_epoch = min(steps)  # batches per epoch, the same on every replica

@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 
 from . import backends, stages
+from .backends import Product
 from .codecs import encode, write_file
 from .data import SegmentationData
 from .errors import DataError, LoadError, SpecError, cannot_write
@@ -102,7 +103,7 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size: Imag
     _refuse_fixed(options)
     plan = make_plan(data, batch_size, image_size, crop, training=False, outputs=("image", "index"),
                      caller="predict", **options)
-    product = "tf.data" if backend in backends.names("tf.data") else "batches"
+    product = Product.TF_DATA if backend in backends.names(Product.TF_DATA) else Product.BATCHES
     chosen = backends.resolve(backend, product, plan)
     stems = None
     if out_dir is not None:

@@ -62,17 +62,19 @@ def overlay(image: np.ndarray, labels: np.ndarray, classes) -> np.ndarray:
 def samples(data, batches: int, batch_size: int, backend: str, options: dict) -> tuple[list, object]:
     """``batches`` batches of (image in [0, 1], int labels) from ``backend``, and the plan."""
     from . import backends
+    from .backends import Product
     from .plan import make_plan
 
     plan = make_plan(data, batch_size, label_mode="int", caller="preview", **options)
-    product = "batches" if backend == "opencv" else ("dali" if backend.startswith("dali") else "tf.data")
+    # without TensorFlow where the backend can: numpy batches, DALI's own pipeline, else tf.data
+    product = next((p for p in (Product.BATCHES, Product.DALI) if backend in backends.names(p)), Product.TF_DATA)
     built = backends.resolve(backend, product, plan).build(product, plan)
-    if product == "dali":
+    if product is Product.DALI:
         from .backends.dali_graph import to_numpy
 
         pipe, _ = built
         stream = (to_numpy(pipe.run()) for _ in range(batches))
-    elif product == "batches":
+    elif product is Product.BATCHES:
         stream = (built[i % len(built)] for i in range(batches))
     else:
         stream = ([t.numpy() for t in batch] for _, batch in zip(range(batches), _forever(built)))

@@ -4,7 +4,7 @@ A backend is a name, what it needs, and what it builds from a :class:`~daliloade
 functions ``build(plan, **options)`` named by ``"module:function"`` and imported only when used (as
 timm's reader factory does), so that importing daliloader costs neither TensorFlow nor DALI.
 
-What a backend can build (its "products"):
+What a backend can build (its "products", :class:`Product`):
 
 =========  ==============================================  ======================================
 product    what                                            used by
@@ -23,6 +23,7 @@ plan, implementing each stage of :mod:`daliloader.stages`.
 from __future__ import annotations
 
 import contextlib
+import enum
 import importlib
 import logging
 import warnings
@@ -35,12 +36,43 @@ from ..parts import MAGIC
 
 log = logging.getLogger("daliloader")
 
-#: What each product needs, beyond the backend's own needs.
-PRODUCT_NEEDS = {"tf.data": ("tensorflow",), "stream": ("tensorflow",), "keras": ("keras",), "dali": (),
-                 "batches": ()}
-#: What the user calls to get each product.
-PRODUCT_CALLS = {"tf.data": "tf_dataset", "stream": "distribute", "keras": "keras_sequence",
-                 "dali": "dali_pipeline", "batches": "the bench"}
+
+
+class Product(str, enum.Enum):
+    """What a backend builds (the table above). The registry's functions also take a product's value
+    (``"tf.data"``)."""
+
+    TF_DATA = "tf.data"
+    STREAM = "stream"
+    KERAS = "keras"
+    DALI = "dali"
+    BATCHES = "batches"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """What the product needs beyond its backend's own needs."""
+        return {Product.TF_DATA: ("tensorflow",), Product.STREAM: ("tensorflow",),
+                Product.KERAS: ("keras",)}.get(self, ())
+
+    @property
+    def call(self) -> str:
+        """What the user calls to get the product."""
+        return {Product.TF_DATA: "tf_dataset", Product.STREAM: "distribute", Product.KERAS: "keras_sequence",
+                Product.DALI: "dali_pipeline", Product.BATCHES: "the bench"}[self]
+
+    @property
+    def feeds_tensorflow(self) -> bool:
+        """Whether the product hands its batches to TensorFlow (a DALI backend then needs DALI's plugin)."""
+        return self in (Product.TF_DATA, Product.STREAM)
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the product is read by index, as Keras reads a PyDataset (numpy batches)."""
+        return self in (Product.KERAS, Product.BATCHES)
+
 #: Importable modules behind each need ("gpu" is a CUDA device that DALI sees).
 _MODULES = {"dali": "nvidia.dali", "tensorflow": "tensorflow", "keras": "keras",
             "dali-tf-plugin": "nvidia.dali_tf_plugin"}
@@ -59,7 +91,7 @@ class Backend:
     name: str
     about: str
     needs: tuple[str, ...]  # "dali", "gpu"; TensorFlow and Keras come with the product
-    builds: Mapping[str, str] = field(default_factory=dict)  # product -> "module:function"
+    builds: Mapping[Product, str] = field(default_factory=dict)  # product -> "module:function"
     options: Mapping[str, object] = field(default_factory=dict)  # given to every builder (dali's device)
     formats: tuple[str, ...] = OPENCV_FORMATS  # the image and mask formats its decoders read
     per_replica: bool = False  # builds a pipeline on each replica's own device (plan.placement)
@@ -69,20 +101,22 @@ class Backend:
     def gpu(self) -> bool:
         return "gpu" in self.needs
 
-    def requirements(self, product: str) -> tuple[str, ...]:
-        plugin = ("dali-tf-plugin",) if "dali" in self.needs and product in ("tf.data", "stream") else ()
-        return self.needs + PRODUCT_NEEDS[product] + plugin
+    def requirements(self, product: Product) -> tuple[str, ...]:
+        plugin = ("dali-tf-plugin",) if "dali" in self.needs and product.feeds_tensorflow else ()
+        return self.needs + product.needs + plugin
 
-    def can_build(self, product: str) -> None:
+    def can_build(self, product: Product | str) -> None:
         """Refuses, saying which backends can, a product this backend does not build."""
+        product = Product(product)
         if product not in self.builds:
-            able = [PRODUCT_CALLS[p] for p in self.builds]
-            raise SpecError(f"backend={self.name!r} has no {PRODUCT_CALLS[product]}: it serves {', '.join(able)}. "
-                            f"{PRODUCT_CALLS[product]} takes backend={' or '.join(map(repr, names(product)))}")
+            able = [p.call for p in self.builds]
+            raise SpecError(f"backend={self.name!r} has no {product.call}: it serves {', '.join(able)}. "
+                            f"{product.call} takes backend={' or '.join(map(repr, names(product)))}")
 
-    def build(self, product: str, plan, **options):
+    def build(self, product: Product | str, plan, **options):
         """The ``product`` of this backend for ``plan``; refuses, saying what to do, what it cannot build or
         what is not installed."""
+        product = Product(product)
         self.can_build(product)
         require(self.requirements(product), self.name)
         module, function = self.builds[product].split(":")
@@ -93,8 +127,9 @@ class Backend:
         return built
 
 
-_DALI_PRODUCTS = {"tf.data": "daliloader.backends.dali_tf:dataset", "stream": "daliloader.backends.dali_tf:stream",
-                  "dali": "daliloader.backends.dali_graph:pipeline"}
+_DALI_PRODUCTS = {Product.TF_DATA: "daliloader.backends.dali_tf:dataset",
+                  Product.STREAM: "daliloader.backends.dali_tf:stream",
+                  Product.DALI: "daliloader.backends.dali_graph:pipeline"}
 #: Every backend, by name: what it needs and what it builds.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("dali-gpu", "DALI on a CUDA GPU: nvJPEG decoding, every stage on the GPU, batches on the GPU",
@@ -104,10 +139,10 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             builds=_DALI_PRODUCTS, options={"device": "cpu"}, formats=DALI_FORMATS, per_replica=True,
             reads_packs=True),
     Backend("tfdata", "plain tf.data + tf.image on the CPU", needs=(),
-            builds={"tf.data": "daliloader.backends.tfdata:dataset"}, formats=TF_FORMATS),
+            builds={Product.TF_DATA: "daliloader.backends.tfdata:dataset"}, formats=TF_FORMATS),
     Backend("opencv", "OpenCV kernels on the CPU, in Keras' PyDataset", needs=(),
-            builds={"keras": "daliloader.backends.keras_sequence:sequence",
-                    "batches": "daliloader.backends.opencv:batches"}),
+            builds={Product.KERAS: "daliloader.backends.keras_sequence:sequence",
+                    Product.BATCHES: "daliloader.backends.opencv:batches"}),
 )}
 
 
@@ -120,21 +155,23 @@ def pair_guard(data, backend: str, **options):
     return PairGuard(data, backend=backend, decoders=decoders, **options)
 
 
-def names(product: str | None = None) -> list[str]:
+def names(product: Product | str | None = None) -> list[str]:
     """The backends that build ``product`` (all, when None), "auto" first where it applies."""
+    product = None if product is None else Product(product)
     found = [n for n, b in BACKENDS.items() if product is None or product in b.builds]
-    return (["auto"] if product in ("tf.data", "stream", "dali") else []) + found
+    return (["auto"] if product is not None and not product.indexed else []) + found
 
 
-def resolve(name: str, product: str, plan=None) -> Backend:
+def resolve(name: str, product: Product | str, plan=None) -> Backend:
     """The backend called ``name``, which must build ``product``; ``"auto"`` is dali-gpu where DALI sees
     a CUDA GPU (and, for the TF products, TensorFlow sees one to receive the batches), dali-cpu
     otherwise, and opencv for Keras. The choice is logged (logger ``daliloader``, INFO) with its reason;
     ``plan`` (the recipe) adds what is known to be faster for it."""
+    product = Product(product)
     backend = _named(name, product)
     backend.can_build(product)
     if name == "auto":
-        log.info("backend='auto' chose %s for %s: %s%s", backend.name, PRODUCT_CALLS[product], backend.about,
+        log.info("backend='auto' chose %s for %s: %s%s", backend.name, product.call, backend.about,
                  _why_on_the_cpu(plan) if backend.name == "dali-cpu" else "")
     return backend
 
@@ -151,13 +188,13 @@ def _why_on_the_cpu(plan) -> str:
     return why
 
 
-def _named(name: str, product: str) -> Backend:
+def _named(name: str, product: Product) -> Backend:
     if name == "auto":
-        if product in ("keras", "batches"):
+        if product.indexed:
             return BACKENDS["opencv"]
         if dali_gpu_count() == 0:
             return BACKENDS["dali-cpu"]
-        if product in ("tf.data", "stream") and not _tensorflow_gpus():
+        if product.feeds_tensorflow and not _tensorflow_gpus():
             warnings.warn("backend='auto': DALI sees a GPU but TensorFlow does not (a TensorFlow without CUDA: "
                           "pip install 'tensorflow[and-cuda]'), so batches cannot arrive on the GPU; using dali-cpu",
                           stacklevel=user_stacklevel())
@@ -191,7 +228,7 @@ def require(needs, backend: str) -> None:
                             "--no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, or run `make install`")
 
 
-def available(name: str, products) -> str | None:
+def available(name: str, products) -> Product | None:
     """The first of ``products`` that backend ``name`` builds and this machine can run, or None."""
     backend = BACKENDS[name]
     return next((p for p in products if p in backend.builds and not missing(backend.requirements(p))), None)

@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import backends
+from ..backends import Product
 from ..classes import MaskKind
 from ..data import Container, SegmentationData
 from ..guard import PairGuard
@@ -32,13 +33,13 @@ REFERENCES = (EXPERT, BASELINE)
 BENCH_BACKENDS = tuple(backends.BACKENDS) + REFERENCES
 #: What the bench feeds from each backend, in order of preference: what Keras is fed (tf.data,
 #: PyDataset), else, where TensorFlow or Keras is missing, DALI's own pipeline or numpy batches.
-PRODUCTS = ("tf.data", "keras", "dali", "batches")
+PRODUCTS = (Product.TF_DATA, Product.KERAS, Product.DALI, Product.BATCHES)
 #: How the bench names what a backend lacks.
 NEEDS = {"tensorflow": "TensorFlow", "keras": "Keras", "dali-tf-plugin": "DALI's TF plugin", "dali": "DALI",
          "gpu": "a CUDA GPU that DALI can see"}
 #: How each product is read, in the JSON ("via").
-VIA = {"tf.data": "tf.data", "keras": "keras PyDataset", "batches": "OpenCV loader (no Keras)",
-       "dali": "DALI pipeline.run (no TensorFlow)"}
+VIA = {Product.TF_DATA: "tf.data", Product.KERAS: "keras PyDataset", Product.BATCHES: "OpenCV loader (no Keras)",
+       Product.DALI: "DALI pipeline.run (no TensorFlow)"}
 
 
 def has_tensorflow() -> bool:
@@ -47,10 +48,10 @@ def has_tensorflow() -> bool:
     return not backends.missing(("tensorflow", "keras", "dali-tf-plugin"))
 
 
-def product(name: str) -> str | None:
+def product(name: str) -> Product | None:
     """What the bench builds of a backend (see :data:`PRODUCTS`); None when it cannot run here."""
     if name in REFERENCES:
-        return "tf.data" if has_tensorflow() else None
+        return Product.TF_DATA if has_tensorflow() else None
     return backends.available(name, PRODUCTS)
 
 
@@ -68,7 +69,7 @@ def via(name: str) -> str:
 
 def sequence_like(name: str) -> bool:
     """Whether the bench reads a backend's product by index, as Keras reads a PyDataset."""
-    return product(name) in ("keras", "batches")
+    return product(name) in (Product.KERAS, Product.BATCHES)
 
 
 def reads_packs(name: str) -> bool:
@@ -98,7 +99,7 @@ def backend_source(name: str, plan: Plan, workers: int):
         from .expert import expert_dataset
 
         return expert_dataset(plan)
-    options = {"workers": workers} if product(name) == "keras" else {}
+    options = {"workers": workers} if product(name) is Product.KERAS else {}
     return backends.resolve(name, product(name)).build(product(name), plan, **options)
 
 
@@ -107,7 +108,7 @@ def backend_stream(name: str, plan: Plan, workers: int, guard: PairGuard | None 
     closing it stops its workers and drops its pipeline. ``guard``: a reference's (:func:`vetted`), which
     explains a failure of TensorFlow's decoders by naming the files (:func:`explained`)."""
     source = backend_source(name, plan, workers)
-    if product(name) == "dali":
+    if product(name) is Product.DALI:
         pipe, _ = source
         return (pipe.run() for _ in itertools.count())
     stream = ordered_parallel(source.batch_of, len(source), workers) if sequence_like(name) else endless(source)
