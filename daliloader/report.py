@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from .bench.record import Report, on_prepared, read
+from .bench.record import PREPARED_KEY, Data, Report, on_prepared, read
 from .bench.timing import noisy, spread
 
 #: Short names of the ceilings in the table.
@@ -88,7 +88,7 @@ def _title(report: Report) -> str:
 def _main_table(report: Report):
     """Ceilings, then figures: loader, labels, data (where not all original), augmentation (where any),
     median, min-max and share."""
-    with_data = any(r.data != "original" for r in report.results)
+    with_data = any(r.data is not Data.ORIGINAL for r in report.results)
     with_augment = any(r.augment != "none" for r in report.results)
     table = _table(title=_title(report))
     for col in (("loader", "labels") + (("data",) if with_data else ()) + (("aug.",) if with_augment else ())
@@ -100,11 +100,11 @@ def _main_table(report: Report):
                       *figures)
 
     for key, c in report.ceilings.items():
-        name = CEILING_NAMES.get(key.removesuffix("_prepared"), key)
-        row(f"[dim]ceiling: {name}[/dim]", "", "prepared" if on_prepared(key) else "original", "",
+        name = CEILING_NAMES.get(key.removesuffix(PREPARED_KEY), key)
+        row(f"[dim]ceiling: {name}[/dim]", "", str(Data.PREPARED if on_prepared(key) else Data.ORIGINAL), "",
             f"{c.median:.0f}", f"{c.min:.0f}-{c.max:.0f}", "noisy" if noisy(c) else "")
     for r in report.results:
-        row(r.name, r.label_mode, r.data, r.augment, f"{r.median:.1f}", f"{r.min:.0f}-{r.max:.0f}", share(r))
+        row(r.name, r.label_mode, str(r.data), r.augment, f"{r.median:.1f}", f"{r.min:.0f}-{r.max:.0f}", share(r))
     return table
 
 
@@ -155,7 +155,7 @@ def _closing_lines(report: Report) -> list[str]:
     for kind, said in RATIO_LINES.items():
         ratios = getattr(report, kind) or {}
         if kind == "vs_expert" and report.settings.mask_cache and any(
-                report.divided(kind, key)[0].data == "original" for key in ratios):
+                report.divided(kind, key)[0].data is Data.ORIGINAL for key in ratios):
             lines.append(MASK_CACHE_LINE)
         lines += [f"{said(key, ratio)} (same run{noise_mark(report, kind, key)})" for key, ratio in ratios.items()]
     lines += [f"{key}: peak memory {mb:.0f} MB (alone in a process, above TensorFlow's)"

@@ -8,7 +8,7 @@ import pytest
 
 import daliloader as dl
 from daliloader.bench import job
-from daliloader.bench.record import SCHEMA, StageCut, StageTime, TrainRow
+from daliloader.bench.record import SCHEMA, Data, StageCut, StageTime, TrainRow
 from daliloader.bench.timing import Rates
 
 CPU_BACKENDS = ("dali-cpu", "tfdata", "opencv", "tfdata-naive")
@@ -103,7 +103,7 @@ def test_a_run_measures_every_backend_and_label_mode_and_fills_the_report(synth_
 
 
 def test_every_figure_is_divided_by_the_experts_of_the_same_run_and_labels(synth_data, fakes, monkeypatch):
-    monkeypatch.setattr(job, "other_container", lambda data, status: ("tfrecord", synth_data))
+    monkeypatch.setattr(job, "other_container", lambda data, status: (Data.TFRECORD, synth_data))
     report = fakes.run(synth_data, backends=("dali-cpu", "tf-expert"), label_modes=("onehot", "int"), tfrecord=True,
                        stages=False)
     assert fakes.groups == [[("dali-cpu", m), ("tf-expert", m), ("dali-cpu", m), ("tf-expert", m)]
@@ -163,7 +163,7 @@ def test_augmentation_is_measured_beside_each_backend_but_the_baseline(synth_dat
 
 def test_the_other_container_is_measured_in_turn_with_the_original(synth_data, fakes, monkeypatch):
     made = []
-    monkeypatch.setattr(job, "other_container", lambda data, status: made.append(data) or ("tfrecord", synth_data))
+    monkeypatch.setattr(job, "other_container", lambda data, status: made.append(data) or (Data.TFRECORD, synth_data))
     report = fakes.run(synth_data, backends=("dali-cpu", "opencv"), tfrecord=True, stages=False)
     assert made == [synth_data] and report.dataset.tfrecord == str(synth_data.images[0].rsplit("/", 1)[0])
     assert fakes.groups == [[("dali-cpu", "onehot"), ("opencv", "onehot")] * 2]  # A B C D A B C D: one group

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..cache import AS_FILES, AS_RECORDS, LOCAL, PREPARED
 from ..data import SegmentationData
+from .record import Data
 
 #: Samples per pack in the bench's prepared copy.
 BENCH_PACK_SIZE = 256
@@ -49,14 +50,14 @@ def place_name(data: SegmentationData) -> str:
     return Path(part_file(data.images[0])).parent.name
 
 
-def other_container(data: SegmentationData, status=quiet) -> tuple[str, SegmentationData]:
+def other_container(data: SegmentationData, status=quiet) -> tuple[Data, SegmentationData]:
     """``--tfrecord``: the same pairs in the other container, made once in the cache: ``("tfrecord",
     data)`` for files, ``("files", data)`` for TFRecords (see :mod:`daliloader.convert`). ``status(what,
     fn)`` runs the making while showing what it does."""
     from .. import convert
     from ..environment import cache_dir, cache_way_out
 
-    which, prefix = ("files", AS_FILES) if data.records is not None else ("tfrecord", AS_RECORDS)
+    which, prefix = (Data.FILES, AS_FILES) if data.records is not None else (Data.TFRECORD, AS_RECORDS)
     out = cache_dir() / f"{prefix}{place_name(data)}-n{len(data)}-{dataset_digest(data)}"
     return which, status(f"writing {len(data)} pairs as {which} into {out} (or waiting for a run "
                          "writing them)", lambda: convert.other_container(data, out, cache_way_out()))

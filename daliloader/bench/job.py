@@ -22,7 +22,7 @@ from ..plan import Plan
 from .ceilings import CPU_DECODES, cpu_decode_ceiling, nvjpeg_ceiling
 from .copies import dataset_place, local_copy, other_container, prepared_copy, quiet
 from .machine import machine_info
-from .record import Ceiling, Dataset, Figure, Machine, Measured, Report, RunSettings, plain
+from .record import Ceiling, Data, Dataset, Figure, Machine, Measured, Report, RunSettings, ceiling_key, plain
 from .sources import (
     BENCH_BACKENDS,
     EXPERT,
@@ -44,8 +44,6 @@ from .training import train_bound
 
 #: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
 AUGMENT = dict(scale=(0.5, 2.0), rotate=15, brightness=0.3, contrast=0.3, saturation=0.3, hue=10)
-#: The data measured together with the original pairs (the same bytes in another container).
-TOGETHER = ("original", "tfrecord", "files", "local")
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ class Cell:
     """One figure of the bench: a backend on some data (which: original, prepared, packs, tfrecord,
     files, local), with labels and augmentation, and the plan it is built from."""
 
-    which: str
+    which: Data
     name: str
     mode: str
     augment: str
@@ -101,9 +99,9 @@ class Cell:
         """The keys of the ceilings that bound this figure: the CPU's pair decode (of the prepared copy
         for its data), or for a GPU backend nvJPEG or the masks, whichever binds."""
         cached = self.plan.data.mask_cache is not None and self.name not in REFERENCES  # (they read the masks)
-        suffix = ("_prepared" if self.which in ("prepared", "packs") else  # other containers: the same bytes
-                  "_cached" if cached else "")  # masks read from the mask cache
-        return ["nvjpeg_images", f"cpu_decode_masks{suffix}"] if on_gpu(self.name) else [f"cpu_decode_pairs{suffix}"]
+        if on_gpu(self.name):
+            return ["nvjpeg_images", ceiling_key("cpu_decode_masks", self.which, cached)]
+        return [ceiling_key("cpu_decode_pairs", self.which, cached)]
 
 
 def cell_groups(datasets: dict, names: list[str], settings: Settings) -> list[list[Cell]]:
@@ -124,18 +122,18 @@ def cell_groups(datasets: dict, names: list[str], settings: Settings) -> list[li
     return list(groups.values())
 
 
-def measured_on(name: str, which: str) -> bool:
+def measured_on(name: str, which: Data) -> bool:
     """Whether backend ``name`` is measured on the data ``which``: packs by DALI's webdataset reader only,
     the prepared copy by the backends only (the references read what a user has: files or TFRecords)."""
-    if which == "packs":
+    if which is Data.PACKS:
         return reads_packs(name)
-    return which in TOGETHER or name not in REFERENCES
+    return not which.prepared or name not in REFERENCES
 
 
-def augments(settings: Settings, which: str, name: str) -> tuple[str, ...]:
+def augments(settings: Settings, which: Data, name: str) -> tuple[str, ...]:
     """How a backend is measured on some data: as is ("none") and, with ``--augment``, on the original
     pairs, with :data:`AUGMENT` ("full"); the references never augment."""
-    return ("none", "full") if settings.augment and which == "original" and name not in REFERENCES else ("none",)
+    return ("none", "full") if settings.augment and which is Data.ORIGINAL and name not in REFERENCES else ("none",)
 
 
 def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[str]) -> Figure:
@@ -156,7 +154,7 @@ def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[
 
 def augment_kept(results: list[Figure]) -> dict[str, float]:
     """Per backend and labels: the share of its throughput that full augmentation keeps (same run)."""
-    medians = {(r.name, r.label_mode, r.augment): r.median for r in results if r.data == "original"}
+    medians = {(r.name, r.label_mode, r.augment): r.median for r in results if r.data is Data.ORIGINAL}
     return {f"{name} {mode}": round(medians[(name, mode, "full")] / medians[(name, mode, "none")], 3)
             for (name, mode, augment) in medians if augment == "full" and (name, mode, "none") in medians}
 
@@ -165,15 +163,15 @@ def vs_expert(results: list[Figure]) -> dict[str, float]:
     """Every figure without augmentation over the expert's on the original pairs with the same labels
     (same run): ``"<backend> <labels>"`` on the original pairs, ``"<backend> <labels> <data>"`` on others."""
     expert = {r.label_mode: r.median for r in results
-              if r.name == EXPERT and r.data == "original" and r.augment == "none"}
-    return {f"{r.name} {r.label_mode}" + ("" if r.data == "original" else f" {r.data}"): round(
+              if r.name == EXPERT and r.data is Data.ORIGINAL and r.augment == "none"}
+    return {f"{r.name} {r.label_mode}" + ("" if r.data is Data.ORIGINAL else f" {r.data}"): round(
         r.median / expert[r.label_mode], 3) for r in results
-        if r.augment == "none" and r.label_mode in expert and not (r.name == EXPERT and r.data == "original")}
+        if r.augment == "none" and r.label_mode in expert and not (r.name == EXPERT and r.data is Data.ORIGINAL)}
 
 
-def rate_over(results: list[Figure], over: str, under: str) -> dict[str, float]:
+def rate_over(results: list[Figure], over: Data, under: Data) -> dict[str, float]:
     """Per backend and labels, without augmentation: the rate on the data ``over`` over the rate on the
-    data ``under`` (names of :data:`~.record.DATA`; same run)."""
+    data ``under`` (same run)."""
     medians = {(r.name, r.label_mode, r.data): r.median for r in results if r.augment == "none"}
     return {f"{name} {mode}": round(rate / medians[(name, mode, under)], 3)
             for (name, mode, data), rate in medians.items() if data == over and (name, mode, under) in medians}
@@ -182,7 +180,7 @@ def rate_over(results: list[Figure], over: str, under: str) -> dict[str, float]:
 def container_kept(results: list[Figure]) -> dict[str, float]:
     """``--tfrecord``: per backend and labels, the rate on TFRecords over the rate on files (same run),
     whichever of the two the original pairs are."""
-    return rate_over(results, "tfrecord", "original") | rate_over(results, "original", "files")
+    return rate_over(results, Data.TFRECORD, Data.ORIGINAL) | rate_over(results, Data.ORIGINAL, Data.FILES)
 
 
 def stage_warnings(stages: dict) -> list[str]:
@@ -224,7 +222,7 @@ def choose_backends(settings: Settings) -> list[str]:
 
 
 class Job:
-    """One bench run: the settings resolved, the data measured (by name: :data:`~.record.DATA`), and the
+    """One bench run: the settings resolved, the data measured (by :class:`~.record.Data`), and the
     report it fills. ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
 
     def __init__(self, data: SegmentationData, settings: Settings, status, say):
@@ -236,7 +234,7 @@ class Job:
             say("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv without Keras")
         self.gpu = backends.dali_gpu_count() > 0
         self.workers = settings.workers or os.cpu_count() or 1
-        self.datasets = {"original": data}
+        self.datasets = {Data.ORIGINAL: data}
         self.guards: dict = {}  # the references' guards, by data (:meth:`guard`)
         place = dataset_place(data)
         self.report = Report(
@@ -254,7 +252,8 @@ class Job:
         return bench_plan(self.data, s.batch_size, s.crop_size, s.label_modes[0])
 
     def ceiling(self, key: str, unit: str, measured) -> None:
-        """Measure a ceiling (``measured()`` gives its rates) into the report under ``key``."""
+        """Measure a ceiling (``measured()`` gives its rates) into the report under ``key``
+        (:func:`~.record.ceiling_key`)."""
         rates = self.status(f"ceiling: {key.replace('_', ' ')}", measured)
         self.report.warnings.extend(timing_warnings(f"ceiling {key}", rates))
         self.report.ceilings[key] = Ceiling.measured(key, rates, unit)
@@ -262,17 +261,17 @@ class Job:
     def ceilings(self) -> None:
         """The CPU decode ceilings of the pairs, images and masks, and nvJPEG's with a GPU (of data in a
         bucket, on its local copy: a ceiling of decoding, not of fetching)."""
-        s, decoded = self.settings, self.datasets.get("local", self.data)
+        s, decoded = self.settings, self.datasets.get(Data.LOCAL, self.data)
         for what in CPU_DECODES:
-            self.ceiling(f"cpu_decode_{what}", f"{what}/s",
+            self.ceiling(ceiling_key(f"cpu_decode_{what}"), f"{what}/s",
                          partial(cpu_decode_ceiling, decoded, self.workers, s.seconds, s.repeats, what))
         if self.gpu:
-            self.ceiling("nvjpeg_images", "images/s",
+            self.ceiling(ceiling_key("nvjpeg_images"), "images/s",
                          partial(nvjpeg_ceiling, decoded, s.batch_size, s.seconds, s.repeats))
         if maskcache.wanted(decoded):  # the backends read the masks' class indices from the mask cache
             cached = self.status("the mask cache", partial(maskcache.MaskCache.made_for, decoded, self.gpu)).view()
             for what in ("pairs", "masks") if self.gpu else ("pairs",):
-                self.ceiling(f"cpu_decode_{what}_cached", f"{what}/s",
+                self.ceiling(ceiling_key(f"cpu_decode_{what}", cached=True), f"{what}/s",
                              partial(cpu_decode_ceiling, cached, self.workers, s.seconds, s.repeats, what))
 
     def prepared(self) -> None:
@@ -282,14 +281,14 @@ class Job:
         s = self.settings
         out = prepared_copy(self.data, s.prepared, self.status)
         self.report.dataset.prepared = str(out)
-        self.datasets["prepared"] = SegmentationData.from_prepared(out)
+        self.datasets[Data.PREPARED] = SegmentationData.from_prepared(out)
         if load_manifest(out)[PACKS]:
-            self.datasets["packs"] = SegmentationData.from_prepared(out, packs=True)
+            self.datasets[Data.PACKS] = SegmentationData.from_prepared(out, packs=True)
         else:
             self.say(f"{out} has no packs (`daliloader prepare --packs N` writes them): not measured")
         for what in ("pairs", "masks") if self.gpu else ("pairs",):  # masks: what binds dali-gpu next to nvJPEG
-            self.ceiling(f"cpu_decode_{what}_prepared", f"{what}/s", partial(
-                cpu_decode_ceiling, self.datasets["prepared"], self.workers, s.seconds, s.repeats, what))
+            self.ceiling(ceiling_key(f"cpu_decode_{what}", Data.PREPARED), f"{what}/s", partial(
+                cpu_decode_ceiling, self.datasets[Data.PREPARED], self.workers, s.seconds, s.repeats, what))
 
     def other_container(self) -> None:
         """``--tfrecord``: the same pairs in the other container (made once in the cache)."""
@@ -297,14 +296,14 @@ class Job:
 
         which, other = other_container(self.data, self.status)
         self.datasets[which] = other
-        setattr(self.report.dataset, which, str(Path(part_file(other.images[0])).parent))
+        setattr(self.report.dataset, which.value, str(Path(part_file(other.images[0])).parent))
 
     def local_copy(self) -> None:
         """Data in a bucket: the same pairs copied once to the local disk, measured beside it."""
         from ..parts import part_file
 
-        self.datasets["local"] = local_copy(self.data, self.status)
-        self.report.dataset.local = str(Path(part_file(self.datasets["local"].images[0])).parent.parent)
+        self.datasets[Data.LOCAL] = local_copy(self.data, self.status)
+        self.report.dataset.local = str(Path(part_file(self.datasets[Data.LOCAL].images[0])).parent.parent)
 
     def figures(self) -> None:
         """Every figure, group by group, each said as it is measured; then what augmentation and the
@@ -324,8 +323,8 @@ class Job:
             self.report.augment_kept = augment_kept(self.report.results)
         if s.tfrecord:
             self.report.tfrecord_vs_files = container_kept(self.report.results)
-        if "local" in self.datasets:
-            self.report.bucket_vs_local = rate_over(self.report.results, "original", "local")
+        if Data.LOCAL in self.datasets:
+            self.report.bucket_vs_local = rate_over(self.report.results, Data.ORIGINAL, Data.LOCAL)
         if EXPERT in self.names:
             self.report.vs_expert = vs_expert(self.report.results)
 

@@ -9,6 +9,7 @@ through :func:`migrate`, the one place that knows their forms.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import statistics
@@ -22,10 +23,33 @@ from .timing import noisy
 #: The version of the report's JSON form, written as its "schema". Reports without one are version 1;
 #: version 2 did not record whether the loaders read the mask cache (``RunSettings.mask_cache``).
 SCHEMA = 3
-#: The data a figure can be measured on: the original pairs, the prepared copy's files, its packs, and
-#: the original pairs in the other container (``bench --tfrecord``: as TFRecords, or as files), and the
-#: local copy of pairs in a bucket.
-DATA = ("original", "prepared", "packs", "tfrecord", "files", "local")
+
+
+class Data(str, enum.Enum):
+    """The data a figure is measured on (:attr:`Figure.data`, written into the JSON as its value): the
+    original pairs, the prepared copy's files, its packs, the original pairs in the other container
+    (``bench --tfrecord``: as TFRecords, or as files), and the local copy of pairs in a bucket."""
+
+    ORIGINAL = "original"
+    PREPARED = "prepared"
+    PACKS = "packs"
+    TFRECORD = "tfrecord"
+    FILES = "files"
+    LOCAL = "local"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def prepared(self) -> bool:
+        """Whether it is the prepared copy (its files or its packs), bound by the copy's own ceilings; the
+        others hold the original pairs' bytes (in either container, or copied from a bucket), bound by the
+        original pairs' ceilings."""
+        return self in (Data.PREPARED, Data.PACKS)
+
+
+#: The names of the data, as ``report --data`` takes them.
+DATA = tuple(d.value for d in Data)
 #: How every figure is taken (see :mod:`daliloader.bench.timing`).
 METHOD = "median of repeats after a one-epoch warm-up and until steady; images/s"
 #: What each command-line user is told when a file is no report.
@@ -34,9 +58,10 @@ WHAT_TO_PASS = "pass a report written by `daliloader bench --json`"
 REQUIRED = ("machine", "settings", "results", "ceilings")
 #: The report's ratios between two of its figures (see :meth:`Report.divided`), in the order they are said.
 RATIOS = ("augment_kept", "tfrecord_vs_files", "bucket_vs_local", "vs_expert")
-#: The data of the original pairs, in their container or the other, or copied from a bucket: the same
-#: bytes, bound by the same ceilings.
-ORIGINAL = ("original", "tfrecord", "files", "local")
+#: A ceiling's key is what it decodes (``cpu_decode_pairs``, ``nvjpeg_images``...), then one of these where
+#: it was measured on the prepared copy, or on the original pairs with their masks read from the mask cache
+#: (:func:`ceiling_key`).
+PREPARED_KEY, CACHED_KEY = "_prepared", "_cached"
 
 #: Field metadata: the field is left out of the JSON while it holds its default.
 OPTIONAL = {"optional": True}
@@ -103,11 +128,14 @@ class Figure(Measured):
     ``augment`` ("none" or "full"), read ``via`` a product; ``noisy`` when its repeats spread too much
     to divide by, and its share of the ceiling that bounds it (None where no share can be read)."""
 
-    data: str = "original"
+    data: Data = Data.ORIGINAL
     via: str | None = None
     augment: str = "none"
     noisy: bool = False
     fraction_of_ceiling: float | None = None
+
+    def __post_init__(self):
+        self.data = Data(self.data)  # (read from JSON: its value; one not known refuses the report)
 
 
 @dataclass(kw_only=True)
@@ -255,9 +283,9 @@ class Report:
         alone (the stage breakdowns, training, memory)."""
         if data is None:
             return self
-        wanted = set(data)
+        wanted = {Data(d) for d in data}
         kept = {kind: self._ratios_on(kind, wanted) for kind in RATIOS}
-        if "original" not in wanted:
+        if Data.ORIGINAL not in wanted:
             kept.update(stages={}, train=None, memory_mb=None)
         return replace(self, results=[r for r in self.results if r.data in wanted],
                        ceilings={k: c for k, c in self.ceilings.items() if wanted & ceiling_data(k)},
@@ -271,7 +299,8 @@ class Report:
         return {key: ratio for key, ratio in ratios.items()
                 if (figure := self.divided(kind, key)[0]) is not None and figure.data in wanted}
 
-    def figure(self, name: str, label_mode: str, data: str = "original", augment: str = "none") -> Figure | None:
+    def figure(self, name: str, label_mode: str, data: Data | str = Data.ORIGINAL,
+               augment: str = "none") -> Figure | None:
         """The figure of backend ``name`` with those labels, data and augmentation; None where there is none."""
         return next((r for r in self.results if (r.name, r.label_mode, r.data, r.augment) == (
             name, label_mode, data, augment)), None)
@@ -284,19 +313,26 @@ class Report:
         expert's on the original pairs."""
         name, mode, *data = key.split(" ")
         if kind == "vs_expert":
-            return self.figure(name, mode, data[0] if data else "original"), self.figure(EXPERT, mode)
+            return self.figure(name, mode, data[0] if data else Data.ORIGINAL), self.figure(EXPERT, mode)
         if kind == "augment_kept":
             return self.figure(name, mode, augment="full"), self.figure(name, mode)
         if kind == "bucket_vs_local":
-            return self.figure(name, mode), self.figure(name, mode, "local")
-        records = self.figure(name, mode, "tfrecord")  # tfrecord_vs_files
+            return self.figure(name, mode), self.figure(name, mode, Data.LOCAL)
+        records = self.figure(name, mode, Data.TFRECORD)  # tfrecord_vs_files
         return (records, self.figure(name, mode)) if records is not None else (
-            self.figure(name, mode), self.figure(name, mode, "files"))
+            self.figure(name, mode), self.figure(name, mode, Data.FILES))
 
 
-def ceiling_data(ceiling_key: str) -> set[str]:
-    """The data a ceiling bounds: the prepared copy's files and packs, or the original pairs (:data:`ORIGINAL`)."""
-    return {"prepared", "packs"} if on_prepared(ceiling_key) else set(ORIGINAL)
+def ceiling_key(decodes: str, data: Data = Data.ORIGINAL, cached: bool = False) -> str:
+    """The key a ceiling is stored under: what it ``decodes`` (``cpu_decode_pairs``, ``nvjpeg_images``...) on
+    ``data`` (the prepared copy's or the original pairs'), ``cached`` where the masks were read from the mask
+    cache."""
+    return decodes + (PREPARED_KEY if data.prepared else CACHED_KEY if cached else "")
+
+
+def ceiling_data(key: str) -> set[Data]:
+    """The data a ceiling bounds: the prepared copy's files and packs, or the original pairs' bytes."""
+    return {d for d in Data if d.prepared == on_prepared(key)}
 
 
 def warning_data(text: str) -> set[str]:
@@ -306,17 +342,17 @@ def warning_data(text: str) -> set[str]:
     ..."``) and any other: the original pairs, where the bench measures them."""
     figure = re.match(r"[^ /]+ / [^ /]+ / (\w+)( / augmented)?: ", text)
     if figure:
-        return {figure[1]}
+        return {Data(figure[1])}
     ceiling = re.match(r"ceiling (\w+)", text)
     if ceiling:
         return ceiling_data(ceiling[1])
     skipped = re.match(rf"{re.escape(EXPERT)} on (\w+): not measured", text)
-    return {skipped[1]} if skipped else {"original"}
+    return {Data(skipped[1])} if skipped else {Data.ORIGINAL}
 
 
-def on_prepared(ceiling_key: str) -> bool:
-    """Whether a ceiling was measured on the prepared copy (its key ends in ``_prepared``)."""
-    return ceiling_key.endswith("_prepared")
+def on_prepared(key: str) -> bool:
+    """Whether a ceiling was measured on the prepared copy (:func:`ceiling_key`)."""
+    return key.endswith(PREPARED_KEY)
 
 
 def _stage_row(row: dict) -> StageCut | StageTime:
@@ -360,7 +396,7 @@ def migrate(raw: dict) -> dict:
 def _from_v2(raw: dict) -> dict:
     """Version 2 to 3: the settings did not say whether the loaders read the mask cache. Where the ceilings
     include one of the cache's (``..._cached``) they did; otherwise it is not known (None)."""
-    cached = any(key.endswith("_cached") for key in raw["ceilings"]) or None
+    cached = any(key.endswith(CACHED_KEY) for key in raw["ceilings"]) or None
     return {**raw, "schema": 3, "settings": {"mask_cache": cached, **raw["settings"]}}
 
 
@@ -382,7 +418,7 @@ def _from_v1(raw: dict) -> dict:
 
 
 def _ceiling_v1(key: str, ceiling: dict) -> dict:
-    what = key.removesuffix("_prepared").rsplit("_", 1)[-1]  # cpu_decode_pairs: pairs; nvjpeg_images: images
+    what = key.removesuffix(PREPARED_KEY).rsplit("_", 1)[-1]  # cpu_decode_pairs: pairs; nvjpeg_images: images
     return {"name": key.replace("_", "-"), "label_mode": None, "unit": f"{what}/s", "extra": {}, **ceiling}
 
 
