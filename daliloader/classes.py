@@ -19,6 +19,7 @@ always ``>= num_classes``) gives an all-zero row.
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -431,18 +432,24 @@ class ClassMap:
     def ignore_colour(self) -> np.ndarray:
         """The colour ignored pixels are drawn in: of black, white, magenta, cyan, yellow and grey, the one
         farthest from every class colour (black next to Cityscapes' dark blue truck, (0, 0, 70), would
-        look like it)."""
+        look like it); where a palette holds all six, the first colour it does not hold. Never a class
+        colour, so that a mask drawn with it reads back as ignored (:meth:`to_mask`)."""
         candidates = np.array([(0, 0, 0), (255, 255, 255), (255, 0, 255), (0, 255, 255), (255, 255, 0),
                                (128, 128, 128)], np.int64)
         palette = self.palette().astype(np.int64)
         nearest = np.sqrt(((candidates[:, None] - palette[None]) ** 2).sum(-1)).min(axis=1)
+        if nearest.max() == 0:
+            taken = set(map(tuple, palette.tolist()))
+            return np.array(next(c for c in itertools.product(range(256), repeat=3) if c not in taken), np.uint8)
         return candidates[int(np.argmax(nearest))].astype(np.uint8)
 
     def to_mask(self, labels: np.ndarray) -> np.ndarray:
         """Class indices (H, W) -> a mask in this map's own encoding, which :meth:`map_mask` reads back to
         the same indices: the class colours (RGB), or the raw ids (the smallest id of each class: for
         Cityscapes, train ids back to label ids, as its evaluation scripts read them). The ignore index
-        becomes an ignore colour (or black), or the smallest id the map ignores (else the ignore index)."""
+        becomes the map's first ignore colour (else :meth:`ignore_colour`), or :meth:`ignore_id`: never a
+        class's colour or id (binary masks read with ``{0: 0, 255: 1}`` must not write ignored pixels as
+        255, the foreground)."""
         idx = np.where(labels < self.num_classes, labels, self.num_classes)
         if self.kind is MaskKind.RGB:
             ignore = self.ignore_colors[0] if self.ignore_colors is not None and len(self.ignore_colors) else \
@@ -451,8 +458,19 @@ class ClassMap:
         first = {}
         for raw in sorted(self.id_to_class):
             first.setdefault(self.id_to_class[raw], raw)
-        table = [first.get(k, k) for k in range(self.num_classes)] + [first.get(self.ignore_index, self.ignore_index)]
+        table = [first.get(k, k) for k in range(self.num_classes)] + [self.ignore_id()]
         return np.asarray(table, np.uint16 if max(table) > 255 else np.uint8)[idx]
+
+    def ignore_id(self) -> int:
+        """The raw id :meth:`to_mask` writes for ignored pixels, which :meth:`map_mask` reads back as
+        ignored: the smallest id the map ignores (Cityscapes' 0, "unlabeled"), else the ignore index where
+        it is no class's id, else the smallest id no class has (ids not in the map read as ignored)."""
+        ignored = [raw for raw, index in self.id_to_class.items() if index == self.ignore_index]
+        if ignored:
+            return min(ignored)
+        if self.ignore_index not in self.id_to_class:
+            return self.ignore_index
+        return next(raw for raw in itertools.count() if raw not in self.id_to_class)
 
     def colorize(self, labels: np.ndarray) -> np.ndarray:
         """Class indices (H, W) -> RGB image; the ignore index in :meth:`ignore_colour`."""

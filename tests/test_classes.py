@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import daliloader as dl
+from daliloader.classes import CATALOGUE
 from daliloader.errors import DataError
 
 
@@ -174,12 +175,20 @@ def test_duplicate_class_names_are_refused_by_every_constructor(make):
         make()
 
 
-def test_to_mask_is_the_inverse_of_map_mask():
-    rng = np.random.default_rng(5)
-    for classes in (dl.ClassMap.cityscapes(), dl.ClassMap.voc(), dl.synthetic.camvid_classmap()):
-        labels = rng.integers(0, classes.num_classes, (6, 7)).astype(classes.label_dtype)
-        labels[0, 0] = classes.ignore_index
-        np.testing.assert_array_equal(classes.map_mask(classes.to_mask(labels)), labels)
+@pytest.mark.parametrize("classes", [
+    *map(dl.ClassMap.named, CATALOGUE), dl.synthetic.camvid_classmap(),
+    dl.ClassMap.from_ids({0: 0, 255: 1}),  # binary masks, as the loaders' advice for them reads them
+    dl.ClassMap.from_ids({255: 0, 0: 1}), dl.ClassMap.from_ids({1: 0, 2: 0, 3: 1}), dl.ClassMap.from_ids(300),
+    dl.ClassMap.from_ids({k: k for k in range(256)}, ignore_index=65535),
+    dl.ClassMap.from_palette([(0, 0, 0), (255, 255, 255), (255, 0, 255), (0, 255, 255), (255, 255, 0),
+                              (128, 128, 128)]),  # every colour ignore_colour() first looks at
+], ids=lambda c: c.source if isinstance(c, dl.ClassMap) else None)
+def test_to_mask_is_the_inverse_of_map_mask(classes):
+    # the ignore index too: written as an id or a colour that no class has (255 is the foreground of the
+    # binary map, and a class of {255: 0, 0: 1}; the six-colour palette holds every usual ignore colour)
+    labels = np.random.default_rng(5).integers(0, classes.num_classes, (6, 7)).astype(classes.label_dtype)
+    labels[0, 0] = classes.ignore_index
+    np.testing.assert_array_equal(classes.map_mask(classes.to_mask(labels)), labels)
 
 
 def test_a_remap_table_of_other_than_integers_is_named_not_truncated():
