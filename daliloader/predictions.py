@@ -92,7 +92,7 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size: Imag
     Raises:
         daliloader.errors.SpecError: an argument that is not valid, an option that would drop pairs, mix
             their order or change what a batch holds, or a model whose scores are not
-            ``[batch, height, width, classes]`` at the loader's size.
+            ``[batch, height, width, classes]`` at the loader's size, with the class map's class count.
         daliloader.errors.DataError: data that cannot be read as asked (images of several sizes
             without an ``image_size``), an ``out_dir`` for palette masks whose ignore index does not fit
             8 bits, or pairs missing from the backend's batches (a bug in daliloader).
@@ -111,9 +111,7 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size: Imag
     found: dict[int, Prediction] = {}
     for x, indices in chosen.build(product, plan):  # one epoch, every pair once, padding last
         scores = np.asarray(model.predict_on_batch(x))
-        if scores.ndim != 4 or scores.shape[1:3] != tuple(plan.spec.image_size):
-            raise SpecError(f"predict: the model gave scores of shape {scores.shape} for images of "
-                            f"{tuple(plan.spec.image_size)}; it should give [batch, height, width, classes]")
+        _check_scores(scores, plan.spec.image_size, data.classes)
         for labels, i in zip(np.argmax(scores, axis=-1), np.asarray(indices).tolist()):
             if i >= 0:  # (-1: padding, filling the last batch)
                 found[i] = _prediction(data, plan.spec, i, labels, original_size, out_dir,
@@ -122,6 +120,20 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size: Imag
         raise DataError(f"predict: {len(found)} of {len(data)} pairs came back from backend {chosen.name!r}; this is "
                         "a bug in daliloader, please report it")
     return [found[i] for i in range(len(data))]
+
+
+def _check_scores(scores: np.ndarray, image_size, classes) -> None:
+    """Refuse scores that are not ``[batch, height, width, classes]`` at the loader's size and with the
+    class map's class count: a model of another count (ADE20K's 151 outputs with 0 for "other", where
+    the map has 150 classes and 0 ignored) would have every class written off by one."""
+    if scores.ndim != 4 or scores.shape[1:3] != tuple(image_size):
+        raise SpecError(f"predict: the model gave scores of shape {scores.shape} for images of "
+                        f"{tuple(image_size)}; it should give [batch, height, width, classes]")
+    if scores.shape[-1] != classes.num_classes:
+        raise SpecError(f"predict: the model gave {scores.shape[-1]} class scores per pixel, but the data's class "
+                        f"map ({classes.source}) has {classes.num_classes} classes, so its classes would be "
+                        "written as others. Predict with the class map the model was trained with (load the data "
+                        "with classes=...), or a model of as many classes")
 
 
 def _refuse_fixed(options: dict) -> None:

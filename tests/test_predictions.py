@@ -1,7 +1,7 @@
 """daliloader/predictions.py: dl.predict on every backend, with a stand-in model: one prediction per
 pair, in order, with its files' names; taken back to the original size and written in the dataset's ids
 (label-id PNGs; VOC's indexed PNGs with their palette); options that would lose or mix pairs refused up
-front; a mask the disk did not take named.
+front, and scores of another class count; a mask the disk did not take named.
 """
 
 from __future__ import annotations
@@ -59,6 +59,19 @@ def test_predict_back_at_the_original_size_and_written_in_the_datasets_ids(tmp_p
         written = cv2.imread(p.written, cv2.IMREAD_UNCHANGED)
         assert Path(p.written).name == Path(p.image).stem + ".png" and (written == 8).all()  # label id of sidewalk
         np.testing.assert_array_equal(data.classes.map_mask(written), p.labels)
+
+
+def test_predict_refuses_scores_of_another_class_count(index_data):
+    """A model of another class count (ADE20K's 151 outputs, 0 for "other", against a map of 150) would
+    have every class written off by one: refused, naming both counts."""
+    class Wider(Identity):
+        def predict_on_batch(self, x):
+            scores = super().predict_on_batch(x)
+            return np.concatenate([scores, np.zeros_like(scores[..., :1])], axis=-1)
+
+    with pytest.raises(dl.SpecError, match=r"the model gave 33 class scores per pixel, but the data's class map "
+                                           r"\(.*\) has 32 classes"):
+        dl.predict(Wider(), index_data, batch_size=3, backend="opencv")
 
 
 @pytest.mark.parametrize("options", [dict(training=True), dict(drop_remainder=True), dict(shuffle=True, seed=1),
