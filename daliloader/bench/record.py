@@ -26,7 +26,7 @@ SCHEMA = 3
 
 
 class Data(str, enum.Enum):
-    """The data a figure is measured on (:attr:`Figure.data`, written into the JSON as its value): the
+    """The data a figure is measured on (``Figure.data``, written into the JSON as its value): the
     original pairs, the prepared copy's files, its packs, the original pairs in the other container
     (``bench --tfrecord``: as TFRecords, or as files), and the local copy of pairs in a bucket."""
 
