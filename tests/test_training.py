@@ -1,6 +1,7 @@
 """The training recipe around the loaders: class weights, class balance, a validation split, and
 model.fit with validation data and class weights on every backend."""
 
+import cv2
 import numpy as np
 import pytest
 from conftest import PALETTE, block_labels, one_epoch, write_pairs
@@ -90,18 +91,44 @@ def test_padding_samples_have_no_labelled_pixel(blocks, backend, label_mode, tf)
 def test_class_frequencies_and_balancing_weights(blocks):
     data, labels = blocks
     first = labels[0].copy()
-    first[:8, :8] = 255  # the unknown colour counts for no class
-    counts = np.bincount(np.concatenate([first[first < 32]] + [lab.ravel() for lab in labels[1:]]), minlength=32)
+    first[:8, :8] = 255  # the unknown colour counts for no class, nor as a pixel of its mask
+    per_mask = np.array([np.bincount(lab[lab < 32], minlength=32) for lab in [first, *labels[1:]]])
+    counts = per_mask.sum(0)
     f = dl.class_frequencies(data, progress=False)
-    np.testing.assert_allclose(f, counts / counts.sum())
+    np.testing.assert_array_equal(f.pixels, counts)
+    np.testing.assert_allclose(f.share, counts / counts.sum())
+    # Eigen & Fergus: a class's pixels over the pixels of the masks in which it appears
+    appears = (per_mask > 0) * per_mask.sum(1, keepdims=True)
+    present = counts > 0
+    freq = counts[present] / appears.sum(0)[present]
+    np.testing.assert_allclose(f.per_image[present], freq)
     w = np.array(dl.class_weights(f))
-    present = f > 0
-    np.testing.assert_allclose(w[present] * f[present], np.median(f[present]))  # median frequency balancing
+    np.testing.assert_allclose(w[present] * freq, np.median(freq))  # median frequency balancing
     assert (w[~present] == 1).all()
     inverse = np.array(dl.class_weights(f, method="inverse"))
-    np.testing.assert_allclose(np.sum(inverse * f), 1.0)
+    np.testing.assert_allclose(np.sum(inverse * f.share), 1.0)
+    given = np.array(dl.class_weights(f.share))  # frequencies given as an array: balanced as they are
+    np.testing.assert_allclose(given[present] * f.share[present], np.median(f.share[present]))
     with pytest.raises(dl.SpecError, match="method='sqrt'"):
         dl.class_weights(f, method="sqrt")
+
+
+def test_median_frequency_balancing_counts_the_masks_each_class_appears_in(tmp_path):
+    """Eigen & Fergus' definition, on four masks: classes 0 and 1 fill each mask in halves, class 2 covers
+    half of the first only. Its frequency is 50 / 100 (the pixels of the one mask it appears in), not
+    50 / 400; over all pixels it would weigh four times as much."""
+    for d in ("img", "gt"):
+        (tmp_path / d).mkdir()
+    for i in range(4):
+        mask = np.zeros((10, 10), np.uint8)
+        mask[:, 5:] = 1
+        if i == 0:
+            mask[:5] = 2
+        cv2.imwrite(str(tmp_path / "img" / f"{i}.png"), np.zeros((10, 10, 3), np.uint8))
+        cv2.imwrite(str(tmp_path / "gt" / f"{i}.png"), mask)
+    f = dl.class_frequencies(dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "gt", 3), progress=False)
+    np.testing.assert_allclose(f.per_image, [175 / 400, 175 / 400, 50 / 100])
+    np.testing.assert_allclose(dl.class_weights(f), [1.0, 1.0, 0.875])
 
 
 def test_split_is_disjoint_complete_and_deterministic(blocks):
