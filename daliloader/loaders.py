@@ -22,7 +22,7 @@ from . import backends
 from .backends import Product
 from .errors import SpecError
 from .parts import in_bucket
-from .plan import Plan, make_plan, plan_of, with_keywords
+from .plan import BATCH_SIZE, LABEL_MODE, Plan, make_plan, plan_of, with_keywords
 from .spec import Crop, ImageSize, LabelMode, check_count
 
 if TYPE_CHECKING:  # (typing.Unpack is Python 3.11's: annotations only, never evaluated at run time)
@@ -62,8 +62,8 @@ def shows_options(*left_out: str) -> Callable[[Loader], Loader]:
 
 
 @shows_options()
-def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
-               crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
+def tf_dataset(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, image_size: ImageSize | None = None,
+               crop: Crop | None = None, label_mode: LabelMode = LABEL_MODE, shuffle: bool | None = None,
                seed: int | None = None, backend: str = "auto", **options: Unpack[TfDatasetOptions]) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of ``(images, labels)`` batches for ``model.fit``.
 
@@ -123,8 +123,8 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = 8, image_size: I
 
 
 @shows_options(*DALI_OPTIONS)
-def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
-                   crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
+def keras_sequence(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, image_size: ImageSize | None = None,
+                   crop: Crop | None = None, label_mode: LabelMode = LABEL_MODE, shuffle: bool | None = None,
                    seed: int | None = None, *, workers: int = 1, use_multiprocessing: bool = False,
                    max_queue_size: int = 10, **options: Unpack[KerasSequenceOptions]) -> keras.utils.PyDataset:
     """The same spec decoded with OpenCV on the CPU, as a ``keras.utils.PyDataset`` of numpy batches.
@@ -171,8 +171,8 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = 8, image_siz
 
 
 @shows_options()
-def dali_pipeline(data: SegmentationData | Plan, batch_size: int = 8, image_size: ImageSize | None = None,
-                  crop: Crop | None = None, label_mode: LabelMode = "onehot", shuffle: bool | None = None,
+def dali_pipeline(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, image_size: ImageSize | None = None,
+                  crop: Crop | None = None, label_mode: LabelMode = LABEL_MODE, shuffle: bool | None = None,
                   seed: int | None = None, backend: str = "auto", *, outputs=None,
                   **options: Unpack[DaliPipelineOptions]) -> tuple[nvidia.dali.Pipeline, int]:
     """The same DALI pipeline without TensorFlow.
@@ -210,7 +210,7 @@ def dali_pipeline(data: SegmentationData | Plan, batch_size: int = 8, image_size
 
 @shows_options("shard_id", "num_shards", "device_id")
 def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_batch_size: int | None = None,
-               image_size: ImageSize | None = None, crop: Crop | None = None, label_mode: LabelMode = "onehot",
+               image_size: ImageSize | None = None, crop: Crop | None = None, label_mode: LabelMode = LABEL_MODE,
                shuffle: bool | None = None, seed: int | None = None, backend: str = "auto",
                **options: Unpack[DistributeOptions]) -> tf.distribute.DistributedDataset:
     """:func:`tf_dataset` for a ``tf.distribute`` strategy: a distributed dataset for ``model.fit``.

@@ -266,16 +266,36 @@ def _did_you_mean(unknown: str) -> str:
     return f" (did you mean {close[0]!r}?{' ' + where if where else ''})"
 
 
+class _Unpassed:
+    """A loader's default for a named argument that is not None, told apart by its type from the same value
+    passed (a Plan fixes every argument: one passed beside it is refused, also where it equals the default)."""
+
+
+class _UnpassedInt(int, _Unpassed):
+    pass
+
+
+class _UnpassedStr(str, _Unpassed):
+    pass
+
+
+#: The loaders' defaults for ``batch_size`` and ``label_mode`` (make_plan's, shown as they are by ``help()``).
+BATCH_SIZE, LABEL_MODE = _UnpassedInt(8), _UnpassedStr("onehot")
+
+
 def plan_of(data, caller: str, **arguments) -> Plan:
-    """``data`` if it is a Plan already (then ``arguments`` must be make_plan's defaults: the plan fixes
-    them), else the plan of ``data`` and ``arguments``. Only ``dali_pipeline`` chooses its outputs."""
+    """``data`` if it is a Plan already, else the plan of ``data`` and ``arguments``. With a Plan, every
+    argument passed is refused (the plan fixes them all), which the loaders' defaults :data:`BATCH_SIZE` and
+    :data:`LABEL_MODE` tell from the same values passed; None is never passed. Only ``dali_pipeline`` chooses
+    its outputs."""
     if caller != "dali_pipeline" and "outputs" in arguments:
         raise SpecError(f"{caller}() got an unexpected keyword argument 'outputs': only dali_pipeline chooses its "
                         "outputs (a loader's batches are (image, labels), and weights with drop_remainder=False)")
+    passed = {n: v for n, v in arguments.items() if not isinstance(v, _Unpassed)}
     if not isinstance(data, Plan):
-        return make_plan(data, caller=caller, **arguments)
-    defaults = {n: p.default for n, p in _SIGNATURE.parameters.items()}
-    given = [n for n, v in arguments.items() if n not in defaults or v != defaults[n]]
+        return make_plan(data, caller=caller, **passed)  # (make_plan's own defaults are those values)
+    given = [n for n, v in passed.items() if v is not None]
     if given:
-        raise SpecError(f"{caller}(plan, {', '.join(given)}=...): the plan fixes these already; pass them to make_plan")
+        raise SpecError(f"{caller}(plan, {', '.join(given)}=...): the plan fixes these already; pass them to make_plan "
+                        "and leave them out here")
     return data

@@ -5,6 +5,7 @@ ClassMap.from_csv with a header and no class, and with a class named twice.)
 """
 
 import dataclasses
+import inspect
 import re
 
 import numpy as np
@@ -59,10 +60,19 @@ def test_hue_in_turns_warns(index_data):
         assert seen[0].filename == __file__  # attributed to the caller's line, not to daliloader's
 
 
-def test_a_plan_fixes_its_arguments(index_data):
-    plan = dl.make_plan(index_data, batch_size=2, image_size=(24, 32))
-    with pytest.raises(dl.SpecError, match=r"dali_pipeline\(plan, batch_size=...\): the plan fixes these"):
-        dl.dali_pipeline(plan, batch_size=5, backend="dali-cpu")
+@pytest.mark.parametrize("given", [dict(batch_size=5), dict(batch_size=8), dict(label_mode="onehot"),
+                                   dict(training=True), dict(dtype="float32"), dict(seed=3)])
+def test_a_plan_fixes_its_arguments(index_data, given):
+    """Every argument passed beside a plan is refused, also one equal to the loader's default (8, "onehot",
+    training=True...), which the plan would otherwise override silently."""
+    plan = dl.make_plan(index_data, batch_size=2, image_size=(24, 32), label_mode="int", dtype="float16",
+                        training=False)
+    name = next(iter(given))
+    for loader in (dl.tf_dataset, dl.keras_sequence, dl.dali_pipeline):
+        with pytest.raises(dl.SpecError, match=rf"\(plan, {name}=...\): the plan fixes these"):
+            loader(plan, **given)
+    assert dl.dali_pipeline(plan, backend="dali-cpu", shuffle=None)[1] == 5  # None: not given; 10 pairs by 2
+    assert repr(inspect.signature(dl.tf_dataset).parameters["batch_size"].default) == "8"  # as help() shows it
 
 
 @pytest.mark.parametrize("value, name", [(0, "prefetch"), (-1, "device_id"), (0, "num_threads"), (True, "prefetch")])
