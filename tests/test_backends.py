@@ -155,6 +155,17 @@ def test_shapes_dtypes_ranges_and_ignore(synth_data, backend):
     assert (y[:, :10] == 255).all() and (x[:, :10] == 0).all() and (y[:, 20:-20, 20:-20] < 32).all()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_images_are_the_float32_images_rounded(synth_data, backend, dtype):
+    """dtype= gives images of that type on every backend, the float32 images rounded to it (keras_sequence
+    gave float32 for bfloat16). bfloat16 through tf_dataset on DALI: DALI has none, TensorFlow casts."""
+    options = dict(batch_size=2, image_size=(40, 50), label_mode="int", tf=dtype == "bfloat16", **DETERMINISTIC)
+    want = one_epoch(backend, synth_data, **options)[0][0]
+    x = one_epoch(backend, synth_data, dtype=dtype, **options)[0][0]
+    assert x.dtype.name == dtype
+    np.testing.assert_array_equal(x, want.astype(x.dtype))
+
+
 def _edge_case_files(root):
     """Grayscale and RGBA images, a 16-bit PNG, a palette-mode PNG mask, odd sizes, an EXIF-rotated JPEG."""
     from PIL import Image

@@ -80,11 +80,23 @@ class OpenCVLoader:
         images, labels = zip(*(self.sample(max(i, 0), rng) for i in indices))
         ignore_index = self.plan.data.classes.ignore_index
         labels = np.stack([stages.unpadded(lab, i >= 0, ignore_index) for lab, i in zip(labels, indices)])
-        out = {"image": np.stack(images), "labels": self.encode(labels), "index": indices}
+        out = {"image": batch_images(images, self.plan.spec), "labels": self.encode(labels), "index": indices}
         if "weight" in self.plan.outputs:
             num_classes = self.plan.data.classes.num_classes
             out["weight"] = np.stack([stages.weights(lab, i >= 0, num_classes) for lab, i in zip(labels, indices)])
         return tuple(out[name] for name in self.plan.outputs)
+
+
+def batch_images(images, spec) -> np.ndarray:
+    """The normalised images stacked, in ``spec.dtype``: bfloat16, which numpy lacks and the reference
+    computes as float32 (:func:`~daliloader.stages.normalize`), as ``ml_dtypes.bfloat16``, the type Keras and
+    TensorFlow (whose dependency it is) read as theirs."""
+    stacked = np.stack(images)
+    if spec.dtype != "bfloat16":
+        return stacked
+    from ml_dtypes import bfloat16
+
+    return stacked.astype(bfloat16)
 
 
 class EpochBatches:
