@@ -119,7 +119,23 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, imag
     """
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
-    return backends.resolve(backend, Product.TF_DATA, plan).build(Product.TF_DATA, plan)
+    chosen = backends.resolve(backend, Product.TF_DATA, plan)
+    _refuse_dali_options("tf_dataset", chosen, options, AUTOTUNED)
+    return chosen.build(Product.TF_DATA, plan)
+
+
+#: What the backends without DALI do instead of the DALI options, said where one is given to them.
+KERAS_WORKERS = "the OpenCV loader runs on Keras' workers (workers=, use_multiprocessing=)"
+AUTOTUNED = "tf.data sizes its own parallelism and prefetch (AUTOTUNE), on the CPU"
+
+
+def _refuse_dali_options(caller: str, backend: backends.Backend, options: dict, instead: str) -> None:
+    """Refuse the DALI backends' own options (:data:`DALI_OPTIONS`) given for a backend without DALI, which
+    would ignore them; ``instead``: what that backend does."""
+    given = sorted(set(options) & set(DALI_OPTIONS))
+    if given and "dali" not in backend.needs:
+        raise SpecError(f"{caller}() got {given[0]}=, an option of the DALI backends, which backend={backend.name!r} "
+                        f"does not take: {instead}")
 
 
 @shows_options(*DALI_OPTIONS)
@@ -155,10 +171,7 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, 
         daliloader.errors.LoadError: while reading a batch, a file that cannot be decoded, named.
     """
     check_count("workers", workers)
-    dali_only = sorted(set(options) & set(DALI_OPTIONS))
-    if dali_only:
-        raise SpecError(f"keras_sequence() got {dali_only[0]}=, an option of the DALI backends; the OpenCV loader "
-                        "runs on Keras' workers (workers=, use_multiprocessing=)")
+    _refuse_dali_options("keras_sequence", backends.BACKENDS["opencv"], options, KERAS_WORKERS)
     plan = plan_of(data, "keras_sequence", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
     if use_multiprocessing and in_bucket(plan.data.images[0]):
@@ -261,6 +274,7 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
         seed = int(np.random.SeedSequence().entropy % (2**31))
     devices = list(strategy.extended.worker_devices)
     chosen = backends.resolve(backend, Product.TF_DATA)
+    _refuse_dali_options("distribute", chosen, options, AUTOTUNED)
     # backends that can place a pipeline on each replica's device get one per replica; otherwise TF
     # reads one per worker
     per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and chosen.per_replica

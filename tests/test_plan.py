@@ -75,6 +75,19 @@ def test_a_plan_fixes_its_arguments(index_data, given):
     assert repr(inspect.signature(dl.tf_dataset).parameters["batch_size"].default) == "8"  # as help() shows it
 
 
+@pytest.mark.parametrize("option", [dict(num_threads=3), dict(prefetch=5), dict(device_id=1)])
+def test_the_dali_options_are_refused_where_no_dali_runs(index_data, option):
+    """num_threads, prefetch and device_id would be ignored by tf.data and OpenCV: refused, naming them."""
+    name = next(iter(option))
+    with pytest.raises(dl.SpecError, match=rf"tf_dataset\(\) got {name}=, an option of the DALI backends, which "
+                                           r"backend='tfdata' does not take: tf.data sizes its own"):
+        dl.tf_dataset(index_data, image_size=(8, 8), backend="tfdata", **option)
+    with pytest.raises(dl.SpecError, match=rf"keras_sequence\(\) got {name}=.*backend='opencv' does not take: the "
+                                           "OpenCV loader runs on Keras' workers"):
+        dl.keras_sequence(index_data, image_size=(8, 8), **option)
+    dl.tf_dataset(index_data, image_size=(8, 8), backend="dali-cpu", **option if name != "device_id" else {})
+
+
 @pytest.mark.parametrize("value, name", [(0, "prefetch"), (-1, "device_id"), (0, "num_threads"), (True, "prefetch")])
 def test_loader_options_are_validated(index_data, value, name):
     with pytest.raises(dl.SpecError, match=f"{name} must be an integer"):
