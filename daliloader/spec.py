@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+import numpy as np
+
 from .augment import FOREIGN_NAMES as STAGE_FOREIGN_NAMES
 from .augment import OPTIONS as STAGE_OPTIONS
 from .augment import Stage, keyword_parameter, make_stages
@@ -354,7 +356,7 @@ def make_spec(
         label_mode = LABEL_MODE_SPELLINGS.get(label_mode, label_mode)
     check_choice("label_mode", label_mode, LABEL_MODES)
     check_choice("dtype", dtype, DTYPES)
-    return Preprocess(
+    spec = Preprocess(
         image_size=size, crop=crop, label_mode=label_mode,
         **{name: option.check(name, given[name], crop) for name, option in PROLOGUE.items()},
         mean=_units("mean", _triple("mean", 0.0 if mean is None else mean)),
@@ -362,6 +364,19 @@ def make_spec(
         dtype=dtype,
         augment=make_stages(augment or {}),
     )
+    _refuse_empty_windows(spec)
+    return spec
+
+
+def _refuse_empty_windows(spec: Preprocess) -> None:
+    """Refuse a zoom so large that a random crop's window holds no pixel: each side of the window is an
+    output side over the zoom, rounded (``floor(side / zoom + 0.5)`` in float32, as
+    :func:`daliloader.stages.draw_window` computes it), and every backend's resize fails on an empty one."""
+    side, zoom = min(spec.image_size), spec.scale[1]
+    if np.floor(np.float32(side) / np.float32(zoom) + np.float32(0.5)) < 1:
+        raise SpecError(f"scale={spec.scale}: at zoom {zoom:g} a random crop's window for image_size={spec.image_size} "
+                        f"is {side}/{zoom:g} pixels, which rounds to none; keep the largest zoom at most {2 * side} "
+                        "(twice the smaller side) or ask for a larger image_size")
 
 
 def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float, float]:

@@ -158,3 +158,12 @@ if __name__ == "__main__":  # python tests/test_spec.py: the rows of docs/option
     from daliloader.spec import options_table
 
     print(options_table())
+
+
+def test_a_zoom_whose_window_holds_no_pixel_is_refused():
+    """At zoom 10 a 4-pixel side's window is 4 / 10 pixels, which rounds to none: every backend's resize
+    failed on it, with a message that cleared the data. Zoom 8 (twice the side) is the largest taken."""
+    with pytest.raises(SpecError, match=r"scale=\(10.0, 10.0\): at zoom 10 .* rounds to none; keep the largest zoom "
+                                        r"at most 8"):
+        dl.make_spec((4, 64), scale=(10, 10))
+    assert dl.make_spec((4, 64), scale=(1, 8)).scale == (1.0, 8.0)
