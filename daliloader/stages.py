@@ -231,7 +231,8 @@ def nearest_source(i, size, extent):
 
 
 def resize(a: np.ndarray, size, labels: bool) -> np.ndarray:
-    """resize: the image bilinear with antialiasing (OpenCV's area averaging when shrinking), labels
+    """resize: the image bilinear with antialiasing (OpenCV's area averaging along a side that shrinks,
+    bilinear along one that grows, as DALI's and TensorFlow's antialiasing resizes work per side), labels
     nearest-neighbour without (:func:`nearest_source`)."""
     h, w = (int(v) for v in size)
     if a.shape[:2] == (h, w):
@@ -239,8 +240,11 @@ def resize(a: np.ndarray, size, labels: bool) -> np.ndarray:
     if labels:
         rows, cols = (nearest_source(np.arange(n), n, extent) for n, extent in ((h, a.shape[0]), (w, a.shape[1])))
         return a[rows][:, cols]
-    shrinking = h * w < a.shape[0] * a.shape[1]
-    return cv2.resize(a, (w, h), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
+    height, width = a.shape[:2]
+    if (h <= height) == (w <= width):  # both sides shrink, or both grow: one pass
+        return cv2.resize(a, (w, h), interpolation=cv2.INTER_AREA if h <= height else cv2.INTER_LINEAR)
+    shrunk = cv2.resize(a, (min(w, width), min(h, height)), interpolation=cv2.INTER_AREA)  # one side shrinks
+    return cv2.resize(shrunk, (w, h), interpolation=cv2.INTER_LINEAR)
 
 
 def rotation_coefficients(angle, height, width, cos, sin):

@@ -385,6 +385,19 @@ def test_tf_fit_and_resize_are_the_reference():
             np.testing.assert_array_equal(got, ref, err_msg=f"{name} {h}x{w}")
 
 
+@pytest.mark.parametrize("size", [(240, 60), (60, 240), (300, 100)])
+def test_the_reference_image_resize_antialiases_each_side_that_shrinks(size):
+    """One side shrinking and the other growing (crop='resize' to another aspect): the reference (the OpenCV
+    backend) averages along the shrinking side and interpolates along the growing one, near TensorFlow's
+    antialiased bilinear on 1-pixel stripes. Choosing by area alone sampled both sides (59 levels off on
+    average at 240x60)."""
+    tf = pytest.importorskip("tensorflow")
+    rows, cols = np.mgrid[:120, :160]
+    stripes = np.stack([cols % 2, rows % 2, (cols // 3 + rows // 5) % 2], -1).astype(np.uint8) * 255
+    ours = stages.resize(stripes, size, labels=False).astype(np.float32)
+    assert np.abs(ours - tf.image.resize(stripes, size, antialias=True).numpy()).mean() < 16
+
+
 def test_tf_label_resize_is_exact_on_every_size():
     tf = pytest.importorskip("tensorflow")
     from daliloader.backends import tfdata
