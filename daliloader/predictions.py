@@ -79,7 +79,11 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size: Imag
         out_dir: also write ``<image stem>.png`` per pair there, in the dataset's own encoding (implies
             ``original_size``: masks at the images' own size); a record is named by its file-name
             feature's stem, or ``<TFRecord file>-<record number>`` where it has none; names that collide
-            are made unique (:func:`file_stems`).
+            are made unique (:func:`file_stems`). Pixels the loader did not see (outside a centre crop
+            smaller than the image) are written as ignored (:meth:`~daliloader.classes.ClassMap.to_mask`):
+            255 in VOC's palette PNGs, which VOC's devkit refuses in results, so predict whole images or
+            ``crop="fit"`` for it. A prepared copy (``from_prepared``) is written in its own encoding, class
+            indices, under its own file names: predict the original data for the dataset's encoding.
         **options: the keyword options of :func:`~daliloader.plan.make_plan`, as the loaders take them.
             Options that would drop pairs or mix their order (``training=True``,
             ``drop_remainder=True``, ``shuffle=True``, ``shard_id``/``num_shards``) or change what a
