@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from trees import ade20k_tree, cityscapes_tree, voc_tree  # noqa: E402
 
 import daliloader as dl  # noqa: E402
 from daliloader.errors import DataError, LoadError, MissingDependency, StorageError, StorageFault  # noqa: E402
+from daliloader.guard import PairGuard  # noqa: E402
 
 EVAL = {"batch_size": 4, "image_size": (64, 64), "training": False}
 
@@ -120,6 +122,33 @@ def test_evaluation_reads_every_object_once_and_lists_once(mask_cache, synth, se
         2 if mask_cache == "0" else 1)
     assert sorted(objects) == sorted(expected)
     assert _listings(server, "data") == []  # no listing per epoch
+
+
+def test_dalis_own_pipeline_fetches_pairs_ahead_in_parallel(synth, monkeypatch):
+    """dali_pipeline (DALI without TensorFlow) asks for one sample at a time: it fetched one pair at a time,
+    each waiting on the network. Now the next pairs are fetched ahead on several threads, and the batches
+    are those of the same data on disk."""
+    local, url = synth
+    remote = dl.SegmentationData.from_folder(url)
+    read, lock, running, most = PairGuard.read, threading.Lock(), [0], [0]
+
+    def slow_read(guard, index):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)  # a fetch's wait on the network
+        try:
+            return read(guard, index)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(PairGuard, "read", slow_read)
+    got, want = one_epoch("dali-cpu", remote, **EVAL), one_epoch("dali-cpu", local, **EVAL)
+    assert most[0] > 1 and len(got) == len(want) == 2
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
 
 
 # ---------------------------------------------------------------- faults, named on every backend

@@ -44,6 +44,7 @@ import functools
 import logging
 import os
 import struct
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -52,6 +53,7 @@ from nvidia.dali import math as dmath
 from nvidia.dali.pipeline import DataNode, Pipeline
 
 from .. import stages
+from ..buckets import FETCHES
 from ..classes import PREFIXES_PER_TABLE, ClassMap, MaskKind
 from ..data import Container, SegmentationData
 from ..environment import dali_s3_safe
@@ -165,7 +167,7 @@ def dali_guard(plan: Plan, device: str, batch: int, chunk: int = 0) -> PairGuard
     and remembers as many pairs as :meth:`PairGuard.explain` must decode to find a decoder's failure among
     those in flight: the batches DALI prefetches, and the positions vetted ahead of them (``chunk``, under
     TensorFlow)."""
-    return pair_guard(plan.data, f"dali-{device}", remember=2 * chunk + batch * (plan.prefetch + 2),
+    return pair_guard(plan.data, f"dali-{device}", remember=2 * chunk + batch * (plan.prefetch + 2) + _ahead(plan.data),
                       gpu_masks=reads_gpu_masks(plan.data, device))
 
 
@@ -377,7 +379,7 @@ def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | N
     decoded), in the sampler's order like files: image and mask of one record, so paired by
     construction. They arrive as one input (:func:`pack_pair`), split here; a second input gives the
     sample index (-1: padding)."""
-    source, index_source = (None, None) if fed else (_RecordSource(sampler, guard), _IndexSource(sampler))
+    source, index_source = (None, None) if fed else (_RecordSource(sampler, guard, _ahead(data)), _IndexSource(sampler))
     record = graph_input(RECORD_INPUTS[0], source, types.UINT8, ndim=1)
     index = graph_input(RECORD_INPUTS[1], index_source, types.INT64, ndim=0)
     return (*split_pair(record), index)
@@ -703,16 +705,40 @@ class _RealSource:
         return np.array(self.epochs.real(info.idx_in_epoch), dtype=np.int64)
 
 
+def _ahead(data: SegmentationData) -> int:
+    """Positions whose pairs a graph reading ``data`` without TensorFlow fetches ahead of the one DALI asks
+    for: :data:`~daliloader.buckets.FETCHES` in a bucket (a fetch mostly waits on the network), none
+    elsewhere."""
+    return FETCHES if data.container is Container.OBJECTS else 0
+
+
 class _RecordSource:
     """The record of the sample at ``info.idx_in_epoch`` (padding reads the first), read and vetted by the
-    guard (:meth:`~daliloader.guard.PairGuard.read`), packed as the graph takes it (:func:`pack_pair`)."""
+    guard (:meth:`~daliloader.guard.PairGuard.read`), packed as the graph takes it (:func:`pack_pair`).
 
-    def __init__(self, sampler: Sampler, guard: PairGuard):
-        self.sampler, self.guard = sampler, guard
+    DALI asks for one sample at a time. With ``ahead``, the next ``ahead`` positions are read on as many
+    threads while it waits for this one (pairs in a bucket, as tf.data's streams fetch them), each
+    position's result, or the refusal of its pair, handed over when DALI asks for that position."""
+
+    def __init__(self, sampler: Sampler, guard: PairGuard, ahead: int = 0):
+        self.sampler, self.guard, self.ahead = sampler, guard, ahead
+        self._pool = ThreadPoolExecutor(ahead, thread_name_prefix="daliloader-fetch") if ahead else None
+        self._pending: dict[int, Future] = {}
+
+    def _record(self, position: int) -> np.ndarray:
+        i = max(self.sampler.index_at(position), 0)
+        return np.frombuffer(pack_pair(*self.guard.read(i)), dtype=np.uint8)
 
     def __call__(self, info):
-        i = max(self.sampler.index_at(info.idx_in_epoch), 0)
-        return np.frombuffer(pack_pair(*self.guard.read(i)), dtype=np.uint8)
+        position = info.idx_in_epoch
+        if self._pool is None:
+            return self._record(position)
+        for p in [p for p in self._pending if p < position]:  # (none, while DALI asks in order)
+            del self._pending[p]
+        for p in range(position, position + self.ahead):
+            if p not in self._pending:
+                self._pending[p] = self._pool.submit(self._record, p)
+        return self._pending.pop(position).result()
 
 
 def to_numpy(outputs) -> list[np.ndarray]:
