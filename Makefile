@@ -12,12 +12,13 @@ TF     := $(if $(shell nvidia-smi -L 2>/dev/null),tf-gpu,tf)
 install: $(STAMP)
 
 # The DALI TensorFlow plugin compiles against the TensorFlow that is already installed,
-# so it comes last and without build isolation; it is reinstalled whenever pyproject.toml or this file changes.
+# so it comes last, without build isolation and without pip's cache (a wheel cached from an earlier build was
+# compiled against the TensorFlow of then); it is reinstalled whenever pyproject.toml or this file changes.
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
 	$(PIP) install -e '.[$(TF),cuda120,s3,dev,docs]'
-	$(PIP) install --no-build-isolation --force-reinstall --no-deps 'nvidia-dali-tf-plugin-cuda120==2.4.0'
+	$(PIP) install --no-build-isolation --force-reinstall --no-deps --no-cache-dir 'nvidia-dali-tf-plugin-cuda120==2.4.0'
 	$(PY) -c "import nvidia.dali.plugin.tf"
 	touch $(STAMP)
 
