@@ -104,3 +104,35 @@ def test_model_evaluate_is_exact_with_padding(index_data, backend):
     whole, padded = evaluate(10), evaluate(4)
     for metric in ("sparse_categorical_accuracy", "iou"):
         assert padded[metric] == pytest.approx(whole[metric], abs=1e-6)
+
+
+@pytest.mark.parametrize("read", ["files", "packs"])
+def test_a_training_epoch_read_part_way_ends_there(index_data, backend, read, tmp_path):
+    """A peek (``next(iter(ds))``) or a loop left early ends its epoch: the next ``iter()`` starts a fresh
+    one, so that no later epoch straddles two of the sampler's and holds a sample twice (every later
+    epoch did, for the rest of the run). Keras' ``fit`` reads one batch so to build a model compiled under
+    a strategy. Packs (DALI's reader, which a new pipeline would replay) read the rest of the epoch first:
+    their epochs are then those of the stream read whole (which may straddle the reader's passes:
+    docs/prepared.md)."""
+    if backend == "opencv":
+        pytest.skip("keras_sequence is read by index: it has no epoch to read part-way")
+    if read == "packs":
+        if not backend.startswith("dali"):
+            pytest.skip("only the DALI backends read packs")
+        from daliloader.preparation import prepare
+
+        prepare(index_data, tmp_path / "prepared", pack_size=4, progress=False)
+        index_data = dl.SegmentationData.from_prepared(tmp_path / "prepared", packs=True)
+    require_tf()
+    ds = dl.tf_dataset(index_data, batch_size=3, seed=1, backend=backend, **KW)
+    next(iter(ds))  # a peek
+    for _ in ds:  # a loop left early: 2 of the epoch's 3 batches read in all
+        break
+    epochs = [np.concatenate([batch_indices(x.numpy()) for x, _ in ds]).tolist() for _ in range(3)]
+    if read == "packs":
+        whole = dl.tf_dataset(index_data, batch_size=3, seed=1, backend=backend, **KW)
+        stream = [np.concatenate([batch_indices(x.numpy()) for x, _ in whole]).tolist() for _ in range(5)]
+        assert epochs == stream[2:]  # the peeked epoch and the left one, read to their ends
+        return
+    for seen in epochs:
+        assert len(seen) == 9 and len(set(seen)) == 9, seen

@@ -6,8 +6,9 @@ DALI module that imports TensorFlow), as DALI's own TF plugin sits beside its pi
 want neither an endless epoch nor a pipeline rebuilt per epoch, so :class:`EpochDataset` reports the
 epoch length as its cardinality (Keras then needs no ``steps_per_epoch``) and hands out one
 persistent iterator over the endless DALI stream: each ``iter()`` starts the next epoch of the same
-pipeline. Reading files, epoch ``e`` is exactly the sampler's epoch ``e``, so no sample repeats within
-an epoch and the order is reshuffled between epochs (reading packs: see
+pipeline, unless Python read the last one part-way (then a new pipeline starts a fresh epoch:
+``tfloader.EpochDataset._end_part_read``). Reading files, epoch ``e`` is exactly the sampler's epoch
+``e``, so no sample repeats within an epoch and the order is reshuffled between epochs (reading packs: see
 :class:`~daliloader.sampler.ReaderEpochs`).
 
 Evaluation datasets (every sample once, in the dataset's order, nothing drawn at random: the
@@ -131,6 +132,14 @@ class EpochDataset(tfloader.EpochDataset):
         self._epochs, self._first_only = epochs, by_reader and not restart
         super().__init__(stream, steps, guard, variant(self._one_epoch(stream, steps, epochs, self._first_only)),
                          restart)
+
+    def _end_part_read(self) -> None:
+        """A new pipeline claims a fresh epoch; a pack reader's would replay its first pass, so there the
+        rest of the epoch is read, unused."""
+        if self._first_only:
+            self._iterator.drain()
+        else:
+            super()._end_part_read()
 
     def _starting(self) -> None:
         """A pipeline started by iterating the dataset itself claims its epochs first (a pack reader's

@@ -68,6 +68,16 @@ class EpochIterator(ExplainingIterator):
         self._left = self._steps
         return self
 
+    @property
+    def part_read(self) -> bool:
+        """Whether Python read the epoch part-way (graph code, which reads whole epochs, is not counted)."""
+        return 0 < self._left < self._steps
+
+    def drain(self) -> None:
+        """Read the rest of the epoch, unused."""
+        while self._left > 0:
+            next(self)
+
     def __next__(self):
         if self._left <= 0:
             raise StopIteration
@@ -97,8 +107,11 @@ class EpochDataset(LoaderDataset):
     """An endless stream presented as epochs of ``steps`` batches: iterated itself (``for batch in ds``,
     ``model.fit(ds)``), it hands out one persistent iterator, and each ``iter()`` starts the next epoch of
     the same stream, which never drains and refills between epochs; with ``restart`` (evaluation), each
-    ``iter()`` starts at the first batch, on a new iterator. ``graph`` is the dataset a tf.data
-    transformation chained onto it reads: one epoch. ``len()``/``cardinality()`` give ``steps``, from
+    ``iter()`` starts at the first batch, on a new iterator. An epoch that Python read part-way (a peek
+    with ``next(iter(ds))``, a loop left early, the batch Keras' ``fit`` reads to build a model compiled
+    under a strategy) ends there: the next ``iter()`` starts a fresh epoch on a new iterator
+    (``_end_part_read``), so that no epoch straddles two and holds a sample twice. ``graph`` is the
+    dataset a tf.data transformation chained onto it reads: one epoch. ``len()``/``cardinality()`` give ``steps``, from
     Python (TF's cardinality op has no GPU kernel)."""
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None, graph,
@@ -115,9 +128,16 @@ class EpochDataset(LoaderDataset):
     def _starting(self) -> None:
         """Called before the dataset itself starts a new iterator over its stream (a backend's hook)."""
 
+    def _end_part_read(self) -> None:
+        """End the epoch Python read part-way: the next iterator starts a fresh one (a backend whose new
+        iterator would replay the stream drains the epoch instead)."""
+        self._iterator = None
+
     def __iter__(self):
         if not tf.executing_eagerly() or tf.inside_function():
             return super().__iter__()
+        if self._iterator is not None and not self._restart and self._iterator.part_read:
+            self._end_part_read()
         if self._iterator is None or self._restart:
             self._starting()
             try:
