@@ -124,6 +124,7 @@ class Accuracy(_PixelMean):
 
     def __init__(self, ignore_class: int | None = None, name: str = "accuracy", dtype=None):
         super().__init__(ignore_class, name, dtype)
+        self._direction = "up"  # for EarlyStopping and ModelCheckpoint without mode=, as Keras' own metrics
 
     def values(self, labels, y_pred):
         return ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels)
@@ -142,6 +143,7 @@ class Crossentropy(_PixelMean):
                  dtype=None):
         super().__init__(ignore_class, name, dtype)
         self.from_logits = from_logits
+        self._direction = "down"  # for EarlyStopping and ModelCheckpoint without mode=, as Keras' own metrics
 
     def values(self, labels, y_pred):
         return keras.losses.sparse_categorical_crossentropy(labels, y_pred, from_logits=self.from_logits)
@@ -169,6 +171,7 @@ class MeanIoU(keras.metrics.Metric):
         self.class_names = list(class_names) if class_names is not None else [str(k) for k in range(num_classes)]
         self.confusion = self.add_variable(shape=(num_classes, num_classes), initializer="zeros", dtype="float64",
                                            name="confusion")  # [label, prediction]
+        self._direction = "up"  # for EarlyStopping and ModelCheckpoint without mode=, as Keras' own metrics
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         c = self.num_classes

@@ -162,3 +162,18 @@ def test_ignore_class_leaves_out_a_class_of_int_and_one_hot_labels_alike():
     accuracy = dl.metrics.Accuracy(ignore_class=0)
     accuracy.update_state(one_hot, logits)
     assert float(accuracy.result()) == pytest.approx(hits[counted].mean())
+
+
+@pytest.mark.parametrize("monitor, best", [("val_crossentropy", min), ("val_mean_iou", max), ("val_accuracy", max)])
+def test_early_stopping_and_checkpoints_know_which_way_each_metric_improves(monitor, best):
+    """docs/training.md says to monitor val_crossentropy: EarlyStopping and ModelCheckpoint refused it (and
+    the other two) without mode=, as Keras could not tell whether it should rise or fall."""
+    metrics = {"val_crossentropy": dl.metrics.Crossentropy(), "val_mean_iou": dl.metrics.MeanIoU(3),
+               "val_accuracy": dl.metrics.Accuracy()}
+    model = keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Conv2D(3, 1)])
+    model.compile("sgd", dl.losses.SparseCategoricalCrossentropy(), weighted_metrics=[metrics[monitor]])
+    rng = np.random.default_rng(0)
+    x, y = rng.random((4, 4, 4, 3), np.float32), rng.integers(0, 3, (4, 4, 4))
+    stop = keras.callbacks.EarlyStopping(monitor=monitor)
+    model.fit(x, y, validation_data=(x, y), epochs=2, verbose=0, callbacks=[stop])  # refused here before
+    assert best(1.0, 2.0) == (1.0 if bool(stop.monitor_op(1.0, 2.0)) else 2.0)
