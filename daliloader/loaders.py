@@ -245,7 +245,7 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
 
     Args:
         strategy: a ``tf.distribute`` strategy (``MirroredStrategy``, ``MultiWorkerMirroredStrategy``, or
-            the default one).
+            the default one, read as one worker of ``MultiWorkerMirroredStrategy``).
         data: a :class:`~daliloader.data.SegmentationData` (not a plan: one is made per replica or worker).
         global_batch_size: the batch of all replicas together, a multiple of their number.
         image_size: as :func:`tf_dataset`'s.
@@ -272,9 +272,9 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     global_batch_size = _refuse_distributed(strategy, data, global_batch_size, options)
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**31))
-    devices = list(strategy.extended.worker_devices)
     chosen = backends.resolve(backend, Product.TF_DATA)
     _refuse_dali_options("distribute", chosen, options, AUTOTUNED)
+    devices = _worker_devices(strategy, chosen)
     # backends that can place a pipeline on each replica's device get one per replica; otherwise TF
     # reads one per worker
     per_replica = isinstance(strategy, tf.distribute.MirroredStrategy) and chosen.per_replica
@@ -310,6 +310,15 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     dist = strategy.distribute_datasets_from_function(dataset_fn, _input_options(per_replica))
     dist.steps_per_epoch = min(steps)  # batches per epoch, the same on every replica
     return dist
+
+
+def _worker_devices(strategy, backend: backends.Backend) -> list[str]:
+    """The devices of this worker's replicas: the strategy's; the default strategy (no tf.distribute) lists
+    none, and runs on the GPU where the backend decodes there, else on the CPU."""
+    try:
+        return list(strategy.extended.worker_devices)
+    except RuntimeError:  # "worker_devices() method unsupported by default tf.distribute.Strategy"
+        return ["/gpu:0" if backend.gpu else "/cpu:0"]
 
 
 def _refuse_distributed(strategy, data, global_batch_size, options: dict) -> int:
