@@ -247,3 +247,30 @@ def test_keras_hub_segmenters_need_their_metrics_named_and_a_compile_after_loadi
     with pytest.warns(UserWarning, match="compile"):
         restored = keras.models.load_model(tmp_path / "m.keras")
     assert not isinstance(restored.loss, dl.losses.SparseCategoricalCrossentropy)  # keras-hub's own default
+
+
+def test_keras_sequence_epochs_under_fit_follow_whole_passes(index_data):
+    """Keras calls on_epoch_end at the start of fit and after each of its epochs, also after steps_per_epoch
+    batches of a longer pass that its next epoch goes on reading: the sequence moves to its next epoch only
+    once every batch was read. Before, fit skipped the sampler's first epoch, and a pass mixed two epochs
+    (samples twice in it, others missed)."""
+    keras = pytest.importorskip("keras")
+    import tensorflow as tf
+    from conftest import batch_indices
+
+    seen = []
+
+    class Probe(keras.Model):
+        def train_step(self, data):
+            tf.py_function(lambda x: seen.extend(batch_indices(x.numpy())) or 0, [data[0]], tf.int32)
+            return super().train_step(data)
+
+    seq = dl.keras_sequence(index_data, batch_size=2, image_size=(24, 32), crop="center", label_mode="int", seed=1)
+    first = [i for b in range(len(seq)) for i in batch_indices(seq.batch_of(0, b)[0])]
+    inputs = keras.Input((24, 32, 3))
+    model = Probe(inputs, keras.layers.Conv2D(32, 1)(inputs))
+    model.compile("sgd", dl.losses.SparseCategoricalCrossentropy())
+    model.fit(seq, epochs=6, steps_per_epoch=2, verbose=0, shuffle=False)  # 5 batches a pass: 2 + 2 + 1
+    passes = [seen[k:k + 10] for k in range(0, len(seen), 10)]
+    assert len(seen) == 20 and passes[0] == first
+    assert all(sorted(p) == list(range(10)) for p in passes)
