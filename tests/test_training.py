@@ -249,11 +249,11 @@ def test_keras_hub_segmenters_need_their_metrics_named_and_a_compile_after_loadi
     assert not isinstance(restored.loss, dl.losses.SparseCategoricalCrossentropy)  # keras-hub's own default
 
 
-def test_keras_sequence_epochs_under_fit_follow_whole_passes(index_data):
-    """Keras calls on_epoch_end at the start of fit and after each of its epochs, also after steps_per_epoch
-    batches of a longer pass that its next epoch goes on reading: the sequence moves to its next epoch only
-    once every batch was read. Before, fit skipped the sampler's first epoch, and a pass mixed two epochs
-    (samples twice in it, others missed)."""
+
+def test_keras_sequence_moves_on_at_every_fit_call(index_data):
+    """Short fit() calls in a row (steps_per_epoch under len(seq)) each read fresh samples: a new fit()
+    starts its reader at the first batch, so an epoch that waited for a whole pass (tried, and undone)
+    gave them the same batches every time."""
     keras = pytest.importorskip("keras")
     import tensorflow as tf
     from conftest import batch_indices
@@ -262,15 +262,16 @@ def test_keras_sequence_epochs_under_fit_follow_whole_passes(index_data):
 
     class Probe(keras.Model):
         def train_step(self, data):
-            tf.py_function(lambda x: seen.extend(batch_indices(x.numpy())) or 0, [data[0]], tf.int32)
+            tf.py_function(lambda x: seen.append(tuple(batch_indices(x.numpy()))) or 0, [data[0]], tf.int32)
             return super().train_step(data)
 
     seq = dl.keras_sequence(index_data, batch_size=2, image_size=(24, 32), crop="center", label_mode="int", seed=1)
-    first = [i for b in range(len(seq)) for i in batch_indices(seq.batch_of(0, b)[0])]
     inputs = keras.Input((24, 32, 3))
     model = Probe(inputs, keras.layers.Conv2D(32, 1)(inputs))
     model.compile("sgd", dl.losses.SparseCategoricalCrossentropy())
-    model.fit(seq, epochs=6, steps_per_epoch=2, verbose=0, shuffle=False)  # 5 batches a pass: 2 + 2 + 1
-    passes = [seen[k:k + 10] for k in range(0, len(seen), 10)]
-    assert len(seen) == 20 and passes[0] == first
-    assert all(sorted(p) == list(range(10)) for p in passes)
+    calls = []
+    for _ in range(3):
+        seen.clear()
+        model.fit(seq, epochs=1, steps_per_epoch=1, verbose=0, shuffle=False)
+        calls.append(seen[0])
+    assert len(set(calls)) == 3, calls

@@ -12,34 +12,17 @@ class SegmentationSequence(EpochBatches, keras.utils.PyDataset):
     """A plan's batches decoded with OpenCV (see :class:`EpochBatches`), with Keras' ``workers``,
     ``use_multiprocessing`` and ``max_queue_size``.
 
-    Keras calls ``on_epoch_end`` at the start of ``fit`` and after each of its epochs. With one worker
-    it reads a pass of batches in order from one generator, and with ``steps_per_epoch`` shorter than the
-    pass it goes on reading that pass in its next epoch: there the next epoch starts only once every
-    batch of this one was read (so the first epoch is the sampler's first, as on the other backends, and
-    no pass mixes two epochs). With several workers or processes Keras starts a fresh pass at each of its
-    epochs (its ``OrderedEnqueuer``), and each ``on_epoch_end`` starts the next epoch."""
+    Each ``on_epoch_end`` starts the next epoch, as Keras' protocol says. Keras calls it at the start of
+    ``fit`` too (its first epoch is then the sampler's second), and after ``steps_per_epoch`` batches of
+    a longer pass whose rest its next epoch goes on reading, so such a pass mixes two epochs
+    (docs/training.md). Waiting for a whole pass instead was tried and undone: a new ``fit()`` starts
+    its reader at the first batch again, so repeated short ``fit()`` calls read the same batches."""
 
     def __init__(self, loader: OpenCVLoader, workers: int = 1, use_multiprocessing: bool = False,
                  max_queue_size: int = 10):
         keras.utils.PyDataset.__init__(self, workers=workers, use_multiprocessing=use_multiprocessing,
                                        max_queue_size=max_queue_size)
         EpochBatches.__init__(self, loader)
-        self._read: set[int] = set()  # the batches of this epoch read here (set.add is atomic: no lock)
-
-    def __getitem__(self, i: int):
-        batch = super().__getitem__(i)
-        self._read.add(i)
-        return batch
-
-    def on_epoch_end(self) -> None:
-        if self._enqueued or len(self._read) >= len(self):
-            self._read = set()
-            super().on_epoch_end()
-
-    @property
-    def _enqueued(self) -> bool:
-        """Whether Keras reads the batches through its ``OrderedEnqueuer`` (as its PyDataset adapter decides)."""
-        return self.workers > 1 or (self.workers > 0 and self.use_multiprocessing)
 
 
 def sequence(plan: Plan, workers: int = 1, use_multiprocessing: bool = False,
