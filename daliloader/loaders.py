@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -120,7 +120,7 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, imag
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
     chosen = backends.resolve(backend, Product.TF_DATA, plan)
-    _refuse_dali_options("tf_dataset", chosen, options, AUTOTUNED)
+    _refuse_dali_options("tf_dataset", chosen, {**_plan_dali_options(data), **options}, AUTOTUNED)
     return chosen.build(Product.TF_DATA, plan)
 
 
@@ -129,10 +129,18 @@ KERAS_WORKERS = "the OpenCV loader runs on Keras' workers (workers=, use_multipr
 AUTOTUNED = "tf.data sizes its own parallelism and prefetch (AUTOTUNE), on the CPU"
 
 
+def _plan_dali_options(data) -> dict:
+    """The DALI options a plan passed as ``data`` fixes, where they are not the defaults."""
+    if not isinstance(data, Plan):
+        return {}
+    return {f.name: getattr(data, f.name) for f in fields(Plan)
+            if f.name in DALI_OPTIONS and getattr(data, f.name) != f.default}
+
+
 def _refuse_dali_options(caller: str, backend: backends.Backend, options: dict, instead: str) -> None:
     """Refuse the DALI backends' own options (:data:`DALI_OPTIONS`) given for a backend without DALI, which
     would ignore them; ``instead``: what that backend does."""
-    given = sorted(set(options) & set(DALI_OPTIONS))
+    given = sorted(n for n in DALI_OPTIONS if options.get(n) is not None)  # (None: not given)
     if given and "dali" not in backend.needs:
         raise SpecError(f"{caller}() got {given[0]}=, an option of the DALI backends, which backend={backend.name!r} "
                         f"does not take: {instead}")
@@ -171,7 +179,8 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, 
         daliloader.errors.LoadError: while reading a batch, a file that cannot be decoded, named.
     """
     check_count("workers", workers)
-    _refuse_dali_options("keras_sequence", backends.BACKENDS["opencv"], options, KERAS_WORKERS)
+    _refuse_dali_options("keras_sequence", backends.BACKENDS["opencv"], {**_plan_dali_options(data), **options},
+                         KERAS_WORKERS)
     plan = plan_of(data, "keras_sequence", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
     if use_multiprocessing and in_bucket(plan.data.images[0]):

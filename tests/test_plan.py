@@ -86,6 +86,12 @@ def test_the_dali_options_are_refused_where_no_dali_runs(index_data, option):
                                            "OpenCV loader runs on Keras' workers"):
         dl.keras_sequence(index_data, image_size=(8, 8), **option)
     dl.tf_dataset(index_data, image_size=(8, 8), backend="dali-cpu", **option if name != "device_id" else {})
+    plan = dl.make_plan(index_data, image_size=(8, 8), **option)  # fixed by a plan: refused alike
+    with pytest.raises(dl.SpecError, match=rf"tf_dataset\(\) got {name}=, an option of the DALI backends"):
+        dl.tf_dataset(plan, backend="tfdata")
+    with pytest.raises(dl.SpecError, match=rf"keras_sequence\(\) got {name}="):
+        dl.keras_sequence(plan)
+    dl.tf_dataset(index_data, image_size=(8, 8), backend="tfdata", num_threads=None)  # its default: not given
 
 
 @pytest.mark.parametrize("value, name", [(0, "prefetch"), (-1, "device_id"), (0, "num_threads"), (True, "prefetch")])
@@ -120,6 +126,9 @@ def test_the_registry_names_every_backend_once():
     assert backends.names("keras") == ["opencv"]
     with pytest.raises(dl.SpecError, match="backend='opencv' has no tf_dataset.*keras_sequence"):
         backends.BACKENDS["opencv"].build("tf.data", None)
+    # a product's value is taken wherever a product is (the registry is imported by others)
+    assert backends.BACKENDS["dali-cpu"].requirements("tf.data") == ("dali", "tensorflow", "dali-tf-plugin")
+    assert backends.available("opencv", ["tf.data", "batches"]) == "batches"
 
 
 def test_auto_without_a_gpu_says_why_it_chose_dali_cpu(index_data, caplog, monkeypatch):

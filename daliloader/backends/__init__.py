@@ -101,7 +101,8 @@ class Backend:
     def gpu(self) -> bool:
         return "gpu" in self.needs
 
-    def requirements(self, product: Product) -> tuple[str, ...]:
+    def requirements(self, product: Product | str) -> tuple[str, ...]:
+        product = Product(product)
         plugin = ("dali-tf-plugin",) if "dali" in self.needs and product.feeds_tensorflow else ()
         return self.needs + product.needs + plugin
 
@@ -231,7 +232,8 @@ def require(needs, backend: str) -> None:
 def available(name: str, products) -> Product | None:
     """The first of ``products`` that backend ``name`` builds and this machine can run, or None."""
     backend = BACKENDS[name]
-    return next((p for p in products if p in backend.builds and not missing(backend.requirements(p))), None)
+    return next((p for p in map(Product, products) if p in backend.builds and not missing(backend.requirements(p))),
+                None)
 
 
 def installed(module: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import augment, codecs, stages
-from ..errors import WHAT_TO_DO, LoadError
+from ..errors import WHAT_TO_DO, LoadError, MissingDependency
 from ..plan import Plan
 from . import pair_guard
 
@@ -94,8 +94,11 @@ def batch_images(images, spec) -> np.ndarray:
     stacked = np.stack(images)
     if spec.dtype != "bfloat16":
         return stacked
-    from ml_dtypes import bfloat16
-
+    try:
+        from ml_dtypes import bfloat16
+    except ImportError:
+        raise MissingDependency("dtype='bfloat16' on the OpenCV backend needs ml_dtypes, which TensorFlow and Keras "
+                                "install (pip install ml_dtypes)") from None
     return stacked.astype(bfloat16)
 
 
