@@ -22,7 +22,6 @@ import csv
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from functools import cached_property
 from pathlib import Path
 
@@ -39,20 +38,17 @@ from .catalog import (
     VOC_IGNORE,
     voc_colormap,
 )
-from .errors import DataError, SpecError
+from .errors import DataError, SpecError, ValueEnum
 
 #: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
 _LUT_KEYS = 65536
 
 
-class MaskKind(str, Enum):
+class MaskKind(ValueEnum):
     """How a class map reads masks: their colours, or their integer ids."""
 
     RGB = "rgb"
     ID = "id"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: Prefixes (distinct (r, g) pairs) per second-stage table of :class:`RGBTables`: ``prefix * 256 + b``

@@ -25,6 +25,14 @@ class LoadError(DaliloaderError, RuntimeError):
     """Loading a batch failed; the message names the files involved."""
 
 
+class ValueEnum(str, enum.Enum):
+    """An enum of strings that prints as its value, in messages and in JSON (Python 3.11's ``StrEnum``;
+    daliloader runs on 3.10 too). Its members compare equal to their values."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class StorageFault(enum.Enum):
     """What went wrong reading from object storage (a bucket), with what to do about it."""
 

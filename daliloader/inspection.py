@@ -16,7 +16,6 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field, replace
-from enum import Enum
 
 import cv2
 import numpy as np
@@ -25,13 +24,13 @@ from .classes import ClassMap, MaskKind, remap_advice
 from .codecs import decode, mask_pixels
 from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData
 from .data import mask_depth as data_mask_depth
-from .errors import DataError, StorageError, StorageFault
+from .errors import DataError, StorageError, StorageFault, ValueEnum
 from .manifest import LZ4_HEADER, lz4_mask_size
 from .parts import MAGIC, in_record, open_image, open_part, read_checked, read_part, sniff
 from .tfrecord import RecordFault, RecordPart, RecordProblem
 
 
-class ProblemKind(str, Enum):
+class ProblemKind(ValueEnum):
     """What is wrong with a file (the ``kind`` of a :class:`Problem`, and its name in ``check``'s JSON)."""
 
     MISSING = "missing"  # not there, or a record without the picture
@@ -55,9 +54,6 @@ class ProblemKind(str, Enum):
     UNREADABLE = "unreadable"  # a folder that cannot be listed
     CHANGED = "changed"  # a TFRecord file changed since it was indexed, an object since it was listed
     CLASS_TABLE = "class_table"  # the masks are in the other form of the published table given (forms.py)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: Problems that mean the class map cannot read a mask at all.

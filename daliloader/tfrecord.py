@@ -29,13 +29,12 @@ import os
 import shlex
 import struct
 from dataclasses import dataclass, replace
-from enum import Enum
 from pathlib import Path
 
 from . import buckets
 from .cache import INDEXES, prune_indexes, write_whole
 from .environment import cache_dir, cache_way_out
-from .errors import DataError, StorageError, StorageFault
+from .errors import DataError, StorageError, StorageFault, ValueEnum
 
 #: Bytes before a record's payload (length, CRC of the length) and after it (CRC of the payload).
 HEADER, FOOTER = 12, 4
@@ -63,7 +62,7 @@ def masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-class RecordFault(str, Enum):
+class RecordFault(ValueEnum):
     """Why a record cannot be read."""
 
     TRUNCATED = "truncated"  # the file ends inside it
@@ -74,9 +73,6 @@ class RecordFault(str, Enum):
     MISSING_KEY = "missing_key"  # no single picture under the image or mask key
     UNREADABLE = "unreadable"  # the operating system refused to read it
     CHANGED = "changed"  # its data is not what was indexed (the file changed since)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class RecordProblem(DataError):

@@ -23,7 +23,6 @@ plan, implementing each stage of :mod:`daliloader.stages`.
 from __future__ import annotations
 
 import contextlib
-import enum
 import importlib
 import logging
 import warnings
@@ -31,14 +30,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 
-from ..errors import MissingDependency, SpecError, user_stacklevel
+from ..errors import MissingDependency, SpecError, ValueEnum, user_stacklevel
 from ..parts import MAGIC
 
 log = logging.getLogger("daliloader")
 
 
-
-class Product(str, enum.Enum):
+class Product(ValueEnum):
     """What a backend builds (the table above). The registry's functions also take a product's value
     (``"tf.data"``)."""
 
@@ -47,9 +45,6 @@ class Product(str, enum.Enum):
     KERAS = "keras"
     DALI = "dali"
     BATCHES = "batches"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def needs(self) -> tuple[str, ...]:

@@ -9,14 +9,13 @@ through :func:`migrate`, the one place that knows their forms.
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 import statistics
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, ValueEnum
 from .sources import EXPERT
 from .timing import noisy
 
@@ -25,7 +24,7 @@ from .timing import noisy
 SCHEMA = 3
 
 
-class Data(str, enum.Enum):
+class Data(ValueEnum):
     """The data a figure is measured on (``Figure.data``, written into the JSON as its value): the
     original pairs, the prepared copy's files, its packs, the original pairs in the other container
     (``bench --tfrecord``: as TFRecords, or as files), and the local copy of pairs in a bucket."""
@@ -36,9 +35,6 @@ class Data(str, enum.Enum):
     TFRECORD = "tfrecord"
     FILES = "files"
     LOCAL = "local"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def prepared(self) -> bool:
