@@ -279,8 +279,10 @@ class _UnpassedStr(str, _Unpassed):
     pass
 
 
-#: The loaders' defaults for ``batch_size`` and ``label_mode`` (make_plan's, shown as they are by ``help()``).
-BATCH_SIZE, LABEL_MODE = _UnpassedInt(8), _UnpassedStr("onehot")
+#: The loaders' default ``batch_size``: make_plan's, shown as it is by ``help()``.
+BATCH_SIZE = _UnpassedInt(_SIGNATURE.parameters["batch_size"].default)
+#: The loaders' default ``label_mode``: make_plan's, shown as it is by ``help()``.
+LABEL_MODE = _UnpassedStr(_SIGNATURE.parameters["label_mode"].default)
 
 
 def plan_of(data, caller: str, **arguments) -> Plan:
