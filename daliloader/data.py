@@ -28,7 +28,7 @@ from .classes import (
 )
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
-from .forms import refuse_other_form
+from .forms import other_form, refuse_other_form, sample
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
@@ -567,40 +567,61 @@ def _packs_folder(packs: Packs, root: Path) -> Path:
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
                    layout: str = "", progress: bool = True, mask_channel: int | None = None, *,
                    dataset: Callable[[], Sequence] | None = None, unreadable: list | None = None) -> ClassMap | None:
-    """The class map that reads ``masks``: what the user gave, else the layout's ``published`` map,
-    else the ids in the masks (:func:`infer_classes`): in those of the whole ``dataset`` where given
-    (every split of a folder, :attr:`daliloader.layouts.Found.every_split`, so that each split gets the
-    same map), read once, unreadable masks skipped or refused as :func:`infer_classes` says.
+    """The class map that reads ``masks``: what the user gave, else the layout's ``published`` map (in
+    the form its masks are stored in, where copies of a download differ: ``_as_stored``), else the ids
+    in the masks (:func:`infer_classes`): in those of the whole ``dataset`` where given (every split of a
+    folder, :attr:`daliloader.layouts.Found.every_split`, so that each split gets the same map), read
+    once, unreadable masks skipped or refused as :func:`infer_classes` says.
 
     A class count ``N`` means ids 0..N-1. On palette PNGs those ids are the palette indices (read
     through the masks' palette). On a layout whose published table remaps its ids (Cityscapes
     labelIds, ADE20K), ``N`` must be that table's class count: reading the raw ids as classes would
     give wrong labels without an error. Anything else goes to :func:`~daliloader.classes.as_classmap`.
     """
+    if mask_channel is None and masks:
+        published = _as_stored(published, masks)
     if given is None:
         given, published = published, None
         if given is None:
             return infer_classes(masks if dataset is None else dataset(), progress, mask_channel, unreadable)
-    refuse_other_member(given, published, layout)
     if is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None:
-        return _voc_as_stored(masks[0])
+        given = _voc_as_stored(masks)
+    refuse_other_member(given, published, layout)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
     return _counted_classes(int(given), masks, published, layout)
 
 
-def _voc_as_stored(mask) -> ClassMap:
+def _as_stored(published, masks: Sequence):
+    """A layout's published table in the form its masks are stored in, where copies of the download
+    differ: VOC's ``SegmentationClass`` as palette PNGs, colour pictures or ids (:func:`_voc_as_stored`),
+    ADE20K's values raw or already reduced by one (the form that fits a sample of them far better:
+    :func:`~daliloader.forms.other_form`). Others as they are: Cityscapes' files name their form
+    (``*_gtFine_labelIds``), and a TFDS dataset's features theirs."""
+    name = published.catalogue if isinstance(published, ClassMap) else None
+    if name == "voc":
+        return _voc_as_stored(masks)
+    if name == "ade20k":
+        other = other_form(published, masks)
+        return published if other is None else ClassMap.named(other.name)
+    return published
+
+
+def _voc_as_stored(masks: Sequence) -> ClassMap:
     """``classes="voc"`` for the form VOC's masks are stored in: palette PNGs (read by index), colour
     pictures (the palette expanded: read by VOC's colours), or single-channel ids (DeepLab's
-    ``SegmentationClassRaw``)."""
-    if _palette(mask) is not None:
-        return ClassMap.voc()
-    try:
-        with open_image(mask) as im:
-            colours = im.mode in ("RGB", "RGBA")
-    except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
-        colours = False  # unreadable: named when it is loaded or checked
-    return ClassMap.voc(form="colours") if colours else ClassMap.voc(indexed=False)
+    ``SegmentationClassRaw``), as the first mask of a sample of them that can be read is; palette PNGs,
+    VOC's own form, where none can (the loaders and ``check`` name them)."""
+    for mask in sample(masks):
+        try:
+            with open_image(mask) as im:
+                mode = im.mode
+        except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
+            continue
+        if mode == "P":
+            return ClassMap.voc()
+        return ClassMap.voc(form="colours") if mode in ("RGB", "RGBA") else ClassMap.voc(indexed=False)
+    return ClassMap.voc()
 
 
 def refuse_other_member(given, published, layout: str) -> None:

@@ -9,13 +9,17 @@ Cityscapes            ``leftImg8bit/`` and ``gtFine/``               ``*_gtFine_
                                                                      files are not masks)
 Pascal VOC 2012       ``JPEGImages/``, ``SegmentationClass/``,       palette PNGs read by index: 21
                       ``ImageSets/Segmentation/`` (in ``VOC2012``,   classes, 255 ignored
-                      also below ``VOCdevkit``)                      (``SegmentationObject/`` unused)
-ADE20K                ``images/`` and ``annotations/`` (in           8-bit 1-150 -> 0-149, 0 ignored
-                      ``ADEChallengeData2016``, also below it)
+                      also below ``VOCdevkit``)                      (``SegmentationObject/`` unused);
+                                                                     colour or id masks as stored
+ADE20K                ``images/`` and ``annotations/`` (in           8-bit 1-150 -> 0-149, 0 ignored;
+                      ``ADEChallengeData2016``, also below it, or    masks reduced by one as stored
+                      beside a file the download ships)
 CamVid                ``{split}/``, ``{split}_labels/``,             colour masks, ``class_dict.csv``
                       ``class_dict.csv``
 images + masks        ``images/`` and ``masks/`` (flat, or split     ``class_dict.csv`` if present,
-                      folders ``images/train/`` + ``masks/train/``)  else id masks (``classes=``)
+                      folders ``images/train/`` + ``masks/train/``,  else id masks (``classes=``)
+                      named for a split in any case: ``Val``,
+                      ``training``, ``val2017``)
 prepared copy         ``manifest.json`` (``daliloader prepare``)     8-bit class indices
 ====================  =============================================  ================================
 """
@@ -36,9 +40,16 @@ from .manifest import MANIFEST, load_manifest, prepared_classes
 from .pairing import Pairing, listing_problems, pair_files, refuse_incomplete
 
 #: ADE20K names its splits "training" and "validation"; these names are accepted too.
-_ADE_SPLITS = {"train": "training", "training": "training", "val": "validation", "validation": "validation"}
-#: Folder names read as splits inside images/ + masks/ (other subfolders are part of the data).
-_SPLIT_NAMES = {"train", "training", "val", "valid", "validation", "test", "testing", "trainval"}
+_ADE_SPLITS = {"train": "training", "training": "training", "val": "validation", "validation": "validation",
+               "test": "testing", "testing": "testing"}
+#: What the ADE20K download (``ADEChallengeData2016.zip``) holds beside images/ and annotations/: one of
+#: them, or the folder's own name, tells it from a folder of one's own with those two subfolders.
+_ADE_MARKERS = ("objectInfo150.txt", "objectInfo150.csv", "sceneCategories.txt")
+#: The words that make a subfolder of images/ + masks/ a split, in any case and with a year or number
+#: after them (``Train``, ``val2017``), each word with those that name the same split (other subfolders
+#: are part of the data: classes, sources).
+_SPLIT_WORDS = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",
+                "test": "test", "testing": "test", "trainval": "trainval"}
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,14 @@ def _missing_split(root: Path, name: str, split: str, where: Path, available) ->
     return DataError(f"{root} is {name}, but has no split {split!r} ({where} is missing); its splits: {splits}")
 
 
+def _refuse_missing_split(root: Path, name: str, split: str, images: Path, masks: Path, available) -> None:
+    """Refuse ``split`` of a layout of split folders where its image or mask folder is missing, naming the
+    one that is (the first where both are)."""
+    for folder in (images, masks):
+        if not folder.is_dir():
+            raise _missing_split(root, name, split, folder, available)
+
+
 def _prepared(root: Path, split: str | None) -> Found | None:
     if not (root / MANIFEST).is_file():
         return None
@@ -137,9 +156,8 @@ def _cityscapes(root: Path, split: str | None) -> Found | None:
     if not (images.is_dir() and masks.is_dir()):
         return None
     split = split or "train"
-    if not (images / split).is_dir() or not (masks / split).is_dir():
-        raise _missing_split(root, "Cityscapes", split, images / split,
-                             {p.name for p in images.iterdir() if p.is_dir() and (masks / p.name).is_dir()})
+    _refuse_missing_split(root, "Cityscapes", split, images / split, masks / split,
+                          {p.name for p in images.iterdir() if p.is_dir() and (masks / p.name).is_dir()})
     if split == "test":
         warnings.warn("Cityscapes' test labels are not public: the gtFine/test masks hold no classes, so every pixel "
                       "loads as the ignore index", stacklevel=user_stacklevel())
@@ -170,24 +188,29 @@ def _voc(root: Path, split: str | None) -> Found | None:
             missing += lacking
         else:
             pairs.append((buckets.member(image), buckets.member(mask)))
+    if split == "test" and not pairs and missing:
+        raise DataError(f"{root} is Pascal VOC, whose test masks are not public ({listed} lists images without "
+                        "masks in SegmentationClass): there are no pairs to load; use split='val' to evaluate")
     return Found("Pascal VOC 2012", base, Pairing(pairs, [], [], "", missing), ClassMap.voc(), split,
                  looked_in=f"listed in {listed}")
 
 
 def _ade20k(root: Path, split: str | None) -> Found | None:
-    # images/ + annotations/ alone is common (Oxford Pets, ...): ADE20K also names its split folders
+    # images/ + annotations/ alone is common (Oxford Pets, one's own data): ADE20K is the folder of that
+    # name, or one holding the files it ships with (a copy renamed)
     for base in (root, root / "ADEChallengeData2016"):
         if (base / "images").is_dir() and (base / "annotations").is_dir() and (
-                base.name == "ADEChallengeData2016" or (base / "objectInfo150.csv").is_file()
-                or any((base / "images" / s).is_dir() for s in ("training", "validation"))):
+                base.name == "ADEChallengeData2016" or any((base / m).is_file() for m in _ADE_MARKERS)):
             break
     else:
         return None
     split = split or "train"
     folder = _ADE_SPLITS.get(split, split)
-    if not (base / "images" / folder).is_dir():
-        raise _missing_split(root, "ADE20K", split, base / "images" / folder,
-                             {p.name for p in (base / "images").iterdir() if p.is_dir()})
+    if folder == "testing" and (base / "images" / folder).is_dir() and not (base / "annotations" / folder).is_dir():
+        raise DataError(f"{root} is ADE20K, whose test images ship without annotations (its test labels are not "
+                        "public): there are no pairs to load; use split='validation' to evaluate")
+    _refuse_missing_split(root, "ADE20K", split, base / "images" / folder, base / "annotations" / folder,
+                          {p.name for p in (base / "images").iterdir() if p.is_dir()})
     pairing = pair_files(base / "images" / folder, base / "annotations" / folder, "")
     return Found("ADE20K", base, pairing, ClassMap.ade20k(), folder,
                  looked_in=_under(base / "images" / folder, base / "annotations" / folder))
@@ -219,18 +242,40 @@ def _images_masks(root: Path, split: str | None) -> Found | None:
         return None
     csv_path = root / "class_dict.csv"
     classes = csv_path if csv_path.is_file() else None
-    splits = {p.name for p in images.iterdir() if p.is_dir() and p.name in _SPLIT_NAMES and (masks / p.name).is_dir()}
+    splits = {p.name for p in images.iterdir() if p.is_dir() and _split_word(p.name)}
     if not splits:
         if split is not None:
             raise DataError(f"{root} (images/ + masks/) has no split folders (images/{split}/ + masks/{split}/): it "
                             f"is one split, read whole; drop split={split!r}")
         return Found("images + masks", root, pair_files(images, masks), classes, looked_in=_under(images, masks))
-    split = split or "train"
-    if split not in splits:
-        raise _missing_split(root, "images/ + masks/ with split folders", split, images / split, splits)
-    every_split = None if classes else lambda: _paired_masks([(images / s, masks / s) for s in sorted(splits)])
-    return Found("images + masks", root, pair_files(images / split, masks / split), classes, split,
-                 looked_in=_under(images / split, masks / split), every_split=every_split)
+    folder = _split_folder(split or "train", splits)
+    if folder is None or not (masks / folder).is_dir():
+        folder = folder or split or "train"
+        _refuse_missing_split(root, "images/ + masks/ with split folders", folder, images / folder, masks / folder,
+                              {s for s in splits if (masks / s).is_dir()})
+    paired = sorted(s for s in splits if (masks / s).is_dir())
+    every_split = None if classes else lambda: _paired_masks([(images / s, masks / s) for s in paired])
+    return Found("images + masks", root, pair_files(images / folder, masks / folder), classes, folder,
+                 looked_in=_under(images / folder, masks / folder), every_split=every_split)
+
+
+def _split_word(name: str) -> str | None:
+    """The split a folder of images/ + masks/ holds, by its name (:data:`_SPLIT_WORDS`: ``Train``,
+    ``training``, ``val2017``, ``test-2``), as one word (``train``, ``val``, ``test``, ``trainval``); None
+    for a folder of the data itself."""
+    return _SPLIT_WORDS.get(re.sub(r"[-_]?\d+$", "", name.lower()))
+
+
+def _split_folder(split: str, folders: set[str]) -> str | None:
+    """The folder of ``folders`` that holds ``split``: the one of that name, else the one of that name in
+    another case, else the only one for the same split (``train`` -> ``training``, ``val`` -> ``val2017``);
+    None where none or several do."""
+    for same in (lambda f: f == split, lambda f: f.lower() == split.lower(),
+                 lambda f: _split_word(f) is not None and _split_word(f) == _split_word(split)):
+        found = sorted(f for f in folders if same(f))
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
 
 
 def _under(images: Path, masks: Path) -> str:
@@ -316,7 +361,7 @@ def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None
     if not files:
         return None
     words = {f: _name_words(Path(f).name) for f in files}
-    splits = {w for held in words.values() for w in held if set(w.split("_")) & _SPLIT_NAMES}
+    splits = {w for held in words.values() for w in held if set(w.split("_")) & _SPLIT_WORDS.keys()}
     if not splits:
         if split is not None:
             raise DataError(f"{root} holds TFRecord files whose names name no split: it is one split, read whole; "

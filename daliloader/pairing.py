@@ -64,7 +64,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         if not found:
             raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}"
                             + (_lossy_masks(folder) if kind == "masks" else ""))
-    image_keys = _image_keys(image_files, image_dir, image_suffix)
+    image_keys, unsuffixed = _image_keys(image_files, image_dir, image_suffix)
     guessing = mask_suffix is None and not image_suffix
     best, paired = _mask_suffix(mask_files, mask_dir, image_keys, mask_suffix, guessing, prefer)
     if guessing and paired < len(image_keys):
@@ -72,8 +72,8 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         if tails is not None:
             return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
     pairs, unpaired_images, unpaired_masks = _match(image_keys, mask_files, mask_dir, best)
-    return Pairing(pairs, unpaired_images, unpaired_masks, best, broken_links=broken, unreadable=unreadable,
-                   image_suffix=image_suffix)
+    return Pairing(pairs, sorted(unpaired_images + unsuffixed), unpaired_masks, best, broken_links=broken,
+                   unreadable=unreadable, image_suffix=image_suffix)
 
 
 def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given: str | None,
@@ -115,13 +115,21 @@ def _listed(image_dir: Path, mask_dir: Path):
     return image_files, mask_files, broken, unreadable
 
 
-def _image_keys(image_files: list[Path], image_dir: Path, image_suffix: str) -> dict[str, Path]:
-    """Each image by its key (relative folder and stem, ``image_suffix`` cut); two images of one key are
-    refused."""
-    keys = {_key(p, image_dir, image_suffix): p for p in image_files}
-    if len(keys) != len(image_files):
-        raise DataError(f"{image_dir}: two images share a name (differing only in extension)")
-    return keys
+def _image_keys(image_files: list[Path], image_dir: Path, image_suffix: str) -> tuple[dict[str, Path], list[str]]:
+    """Each image by its key (relative folder and stem, ``image_suffix`` cut), and the images whose name
+    lacks ``image_suffix`` (no image of the layout: a stray file, listed without a partner); two images of
+    one key are refused, named."""
+    keys: dict[str, Path] = {}
+    unsuffixed = []
+    for p in image_files:
+        key = _key(p, image_dir, image_suffix)
+        if key is None:
+            unsuffixed.append(str(p))
+        elif key in keys:
+            raise DataError(f"images {keys[key]} and {p} share a name (differing only in extension): keep one of them")
+        else:
+            keys[key] = p
+    return keys, unsuffixed
 
 
 def _match(image_keys: dict, mask_files: list[Path], mask_dir: Path, suffix: str):

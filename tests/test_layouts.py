@@ -450,3 +450,120 @@ def test_the_bench_names_a_multi_city_split_and_shows_its_progress(cityscapes, c
     header = out.split("dataset: ", 1)[1].split("measuring", 1)[0].replace("\n", "")  # (rich wraps at 80 columns)
     assert header.endswith(f", {root / 'leftImg8bit' / 'train'}")
     assert "measuring 1 figure," in out and "1/1 dali-cpu / onehot / original:" in out
+
+
+def test_split_folders_of_ones_own_beside_annotations_are_not_ade20k(tmp_path):
+    """images/{training,validation} + annotations/: a folder of one's own was read as ADE20K, its class 0
+    ignored and every other id shifted by one, without a word. ADE20K is the folder of that name, or one
+    holding a file the download ships beside them."""
+    own = tmp_path / "own"
+    for split in ("training", "validation"):
+        (own / "images" / split).mkdir(parents=True)
+        (own / "annotations" / split).mkdir(parents=True)
+    with pytest.raises(dl.DataError, match="unknown dataset layout"):
+        dl.SegmentationData.from_folder(own)
+    renamed, _ = ade20k_tree(tmp_path / "ade")
+    renamed = renamed.rename(tmp_path / "ade20k")  # a copy renamed keeps the files it shipped with
+    assert dl.SegmentationData.from_folder(renamed).classes.catalogue == "ade20k"
+
+
+@pytest.mark.parametrize("train, val", [("Train", "Val"), ("training", "validation"), ("train2017", "val2017"),
+                                        ("TRAIN", "valid")])
+def test_split_folders_in_any_case_or_with_a_year_stay_apart(tmp_path, train, val):
+    """Split folders named otherwise than train/val were no splits: both were read as one dataset, the
+    validation images trained on. Now each is its split: the training one by default, the other by its
+    name, in any case, or by the common name of its split."""
+    id_tree(tmp_path, [0, 1], n=3, split=train)
+    id_tree(tmp_path, [0, 1], n=2, split=val)
+    assert len(dl.SegmentationData.from_folder(tmp_path, classes=2)) == 3
+    for name in (val, val.lower(), "val", "validation"):
+        data = dl.SegmentationData.from_folder(tmp_path, split=name, classes=2)
+        assert len(data) == 2 and all(Path(i).parent.name == val for i in data.images), name
+    with pytest.raises(dl.DataError, match="has no split 'test'"):
+        dl.SegmentationData.from_folder(tmp_path, split="test", classes=2)
+
+
+def test_a_missing_split_names_the_folder_that_is_missing(tmp_path, cityscapes):
+    id_tree(tmp_path / "own", [0, 1], n=2, split="val")
+    (tmp_path / "own" / "masks" / "val").rename(tmp_path / "own" / "masks" / "valid")
+    with pytest.raises(dl.DataError, match=r"no split 'val' \(\S*own/masks/val is missing\)"):
+        dl.SegmentationData.from_folder(tmp_path / "own", split="val", classes=2)
+    root, _ = cityscapes
+    (root / "leftImg8bit" / "train_extra").mkdir(exist_ok=True)
+    with pytest.raises(dl.DataError, match=r"no split 'train_extra' \(\S*gtFine/train_extra is missing\)"):
+        dl.SegmentationData.from_folder(root, split="train_extra")
+
+
+def test_test_splits_shipped_without_labels_say_so(tmp_path, voc):
+    import shutil
+
+    ade, _ = ade20k_tree(tmp_path / "ade")
+    (ade / "images" / "testing").mkdir()
+    Image.fromarray(np.zeros((H, W, 3), np.uint8)).save(ade / "images" / "testing" / "ADE_test_00000001.jpg")
+    with pytest.raises(dl.DataError, match="ADE20K, whose test images ship without annotations.*'validation'"):
+        dl.SegmentationData.from_folder(ade, split="test")
+    root = tmp_path / "VOCdevkit"
+    shutil.copytree(voc[0], root)
+    (root / "VOC2012" / "ImageSets" / "Segmentation" / "test.txt").write_text("2007_000004\n2007_000005\n")
+    with pytest.raises(dl.DataError, match="Pascal VOC, whose test masks are not public.*split='val'"):
+        dl.SegmentationData.from_folder(root, split="test")
+
+
+def test_ade20k_masks_already_reduced_are_read_as_such_by_the_layout(tmp_path, backend):
+    """The load-time check named classes='ade20k-reduced' for masks reduced by one, and the layout then
+    refused it (another form of its table): no way forward. The layout now reads its masks in the form
+    they are stored in; the other form, given, is refused naming the one that works."""
+    root, truth = ade20k_tree(tmp_path)
+    for split in ("training", "validation"):
+        for mask in (root / "annotations" / split).glob("*.png"):
+            values = cv2.imread(str(mask), cv2.IMREAD_UNCHANGED)
+            cv2.imwrite(str(mask), np.where(values == 0, 255, values - 1).astype(np.uint8))
+    data = dl.SegmentationData.from_folder(root)
+    assert data.classes.catalogue == "ade20k-reduced"
+    assert dl.SegmentationData.from_folder(root, classes="ade20k-reduced").classes == data.classes
+    with pytest.raises(dl.DataError, match="whose masks hold 'ade20k-reduced'.*pass classes='ade20k-reduced'"):
+        dl.SegmentationData.from_folder(root, classes="ade20k")
+    batches = one_epoch(backend, data, batch_size=1, image_size=(H, W), crop="center", shuffle=False,
+                        label_mode="int")
+    for image, (_, labels) in zip(data.images, batches):
+        np.testing.assert_array_equal(labels[0], truth["training"][image], err_msg=f"{backend}: {image}")
+
+
+@pytest.mark.parametrize("form", ["colours", "ids"])
+def test_voc_masks_stored_otherwise_are_read_by_the_layout(tmp_path, voc, form, backend):
+    """VOC's layout read SegmentationClass as palette PNGs whatever they were: colour pictures or grey ids
+    then failed at the first batch, though classes='voc' read them. The layout reads them as stored, and
+    takes the name of that form (classes='voc-ids' on ids)."""
+    import shutil
+
+    root = tmp_path / "VOCdevkit"
+    shutil.copytree(voc[0], root)
+    for mask in (root / "VOC2012" / "SegmentationClass").glob("*.png"):
+        im = Image.open(mask)
+        (im.convert("RGB") if form == "colours" else Image.fromarray(np.asarray(im))).save(mask)
+    data = dl.SegmentationData.from_folder(root)
+    assert data.classes.catalogue == ("voc" if form == "colours" else "voc-ids")
+    if form == "ids":
+        assert dl.SegmentationData.from_folder(root, classes="voc-ids").classes == data.classes
+        assert dl.SegmentationData.from_folder(root, classes="voc").classes == data.classes
+    batches = one_epoch(backend, data, batch_size=1, image_size=(H, W), crop="center", shuffle=False,
+                        label_mode="int")
+    truth = {Path(image).name: labels for image, labels in voc[1]["train"].items()}
+    for image, (_, labels) in zip(data.images, batches):
+        np.testing.assert_array_equal(labels[0], truth[Path(image).name], err_msg=f"{backend}: {image}")
+
+
+def test_images_without_the_layouts_name_ending_are_listed_not_a_type_error(cityscapes, tmp_path):
+    """A stray file beside Cityscapes' images (no ``_leftImg8bit``) ended the pairing in a TypeError; two
+    of them in a wrong "two images share a name". Both are images without a partner, named."""
+    import shutil
+
+    root = tmp_path / "cs"
+    shutil.copytree(cityscapes[0], root)
+    city = next((root / "leftImg8bit" / "train").iterdir())
+    for name in ("preview.png", "preview2.png"):
+        cv2.imwrite(str(city / name), np.zeros((H, W, 3), np.uint8))
+        with pytest.raises(dl.DataError, match=f"(?s)have no partner.*image without mask: \\S*{name}"):
+            dl.SegmentationData.from_folder(root)
+    kinds = {(Path(p.path).name, p.kind) for p in dl.check(root, progress=False).problems}
+    assert {("preview.png", "unpaired_image"), ("preview2.png", "unpaired_image")} <= kinds
