@@ -439,6 +439,15 @@ class ClassMap:
             return np.array(next(c for c in itertools.product(range(256), repeat=3) if c not in taken), np.uint8)
         return candidates[int(np.argmax(nearest))].astype(np.uint8)
 
+    def reading(self) -> list:
+        """What decides the labels this map reads from a mask, as JSON values: its kind, its id table or
+        colours, ignore index and ignored colours, the channel it reads, the palette it expects. What is
+        kept of masks read with a map (the mask cache, the bench's copies) is keyed by it."""
+        table = self.colors.tolist() if self.kind is MaskKind.RGB else sorted(self.id_to_class.items())
+        return [str(self.kind), table, self.ignore_index, self.mask_channel,
+                None if self.ignore_colors is None else self.ignore_colors.tolist(),
+                None if self.palette_masks is None else self.palette_masks.tolist()]
+
     def to_mask(self, labels: np.ndarray) -> np.ndarray:
         """Class indices (H, W) -> a mask in this map's own encoding, which :meth:`map_mask` reads back to
         the same indices: the class colours (RGB), or the raw ids (the smallest id of each class: for

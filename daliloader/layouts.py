@@ -366,11 +366,12 @@ def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None
         if split is not None:
             raise DataError(f"{root} holds TFRecord files whose names name no split: it is one split, read whole; "
                             f"drop split={split!r}")
-        return _records(files, root, None, keys, "TFRecord files")
+        return _records(tfrecord.refuse_partial_shards(files, str(root)), root, None, keys, "TFRecord files")
     split = split or "train"
     chosen = [f for f in files if split.lower() in words[f]]
     if not chosen:
         raise _missing_split(root, "a folder of TFRecord files", split, root / f"{split}-*.tfrecord", splits)
+    chosen = tfrecord.refuse_partial_shards(chosen, f"split {split!r} of {root}")
     return _records(chosen, root, split, keys, "TFRecord files", every_file=files)
 
 

@@ -166,11 +166,7 @@ class MaskCache:
 
 def _digest(data: SegmentationData) -> str:
     """The cache's name: the masks' absolute paths and how the class map reads them."""
-    c = data.classes
-    table = (c.colors.tolist() if c.kind is MaskKind.RGB else sorted(c.id_to_class.items()))
-    key = json.dumps([[absolute(m) for m in data.masks], str(c.kind), table, c.ignore_index,
-                      c.mask_channel, None if c.ignore_colors is None else c.ignore_colors.tolist(),
-                      None if c.palette_masks is None else c.palette_masks.tolist(), data.mask_depth])
+    key = json.dumps([[absolute(m) for m in data.masks], *data.classes.reading(), data.mask_depth])
     return hashlib.sha1(key.encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
 
 

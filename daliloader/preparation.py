@@ -224,6 +224,16 @@ def _gpu_entry(names: list[str], rows: list[PreparedPair]) -> dict:
                         "dali-gpu reads the PNG masks"}
 
 
+def holds(manifest: Manifest, data: SegmentationData) -> bool:
+    """Whether the prepared copy of ``manifest`` was made of ``data``: the same pairs (where they are), read
+    with the same classes (names and ignore index). A copy found where one is to be made is used in its
+    place only then."""
+    made_of, sources = manifest["source"], _sources(data)
+    return (all(made_of.get(key) == sources[key] for key in ("images", "masks"))
+            and manifest["classes"]["names"] == list(data.classes.names)
+            and manifest["classes"]["ignore_index"] == data.classes.ignore_index)
+
+
 def _sources(data: SegmentationData) -> dict:
     """Where the pairs came from, for ``verify``: the files' absolute paths; for records, their names
     and, under "records", each pair's ``[file, record number, byte offset, size]`` and the keys."""

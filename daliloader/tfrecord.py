@@ -26,6 +26,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shlex
 import struct
 from dataclasses import dataclass, replace
@@ -691,7 +692,9 @@ KNOWN_KEYS = (("image/encoded", "image/segmentation/class/encoded", "TF Model Ga
 
 def expand(files) -> list[str]:
     """TFRecord files from a path, a glob pattern or a list of either, in that order (each glob's
-    matches sorted); a pattern that matches nothing, a folder or a missing file is a DataError."""
+    matches sorted), each file once (a file that a glob matches again is not read twice); a pattern
+    that matches nothing or part of a set of shards (:func:`refuse_partial_shards`), a folder or a
+    missing file is a DataError. Files named one by one are taken as they are."""
     if isinstance(files, (str, bytes, os.PathLike)):
         files = [files]
     if not isinstance(files, (list, tuple)):
@@ -704,12 +707,12 @@ def expand(files) -> list[str]:
                             f"{given!r:.60}")
         given = os.fsdecode(given)
         if buckets.is_url(given):
-            found += _objects(given)
+            found += refuse_partial_shards(_objects(given), given)
         elif glob.has_magic(given) and not os.path.isfile(given):  # (a file may hold [, ] or * in its name)
             matches = sorted(m for m in glob.glob(given) if os.path.isfile(m))
             if not matches:
                 raise DataError(f"no TFRecord file matches {given!r}")
-            found += matches
+            found += refuse_partial_shards(matches, given)
         elif os.path.isdir(given):
             raise DataError(f"{given} is a folder: pass its TFRecord files (a glob such as '{given}/*.tfrecord*'), "
                             "or SegmentationData.from_tfds for a folder prepared by TensorFlow Datasets")
@@ -719,7 +722,49 @@ def expand(files) -> list[str]:
             found.append(given)
     if not found:
         raise DataError("no TFRecord file given")
-    return found
+    once: dict[str, str] = {}
+    for f in found:
+        once.setdefault(_same_file(f), f)
+    return list(once.values())
+
+
+def _same_file(name: str) -> str:
+    """What one file is known by, however it is named (a link, a relative path): its real path; an
+    object's URL."""
+    return name if buckets.is_url(name) else os.path.realpath(name)
+
+
+#: A shard's name: ``train-00001-of-00004.tfrecord``, TFDS's ``name-train.tfrecord-00001-of-00004``.
+SHARD_NAME = re.compile(r"^(?P<set>.*?)-(?P<index>\d+)-of-(?P<count>\d+)(?P<tail>.*)$")
+
+
+def refuse_partial_shards(files: list[str], where: str) -> list[str]:
+    """``files`` (matched by ``where``, a glob or a folder), unless those named as shards of a set
+    (:data:`SHARD_NAME`) miss some of its shards, or hold two sets of one name with different counts (a
+    converter run again with another count, its old files left): each is refused, naming the files,
+    since reading them would lose a part of the data or read all of it twice without a word."""
+    sets: dict[tuple[str, str, str], dict[int, set[int]]] = {}
+    for f in files:
+        folder, name = f.rsplit("/", 1) if "/" in f else ("", f)
+        found = SHARD_NAME.match(name)
+        if found:
+            counts = sets.setdefault((folder, found["set"], found["tail"]), {})
+            counts.setdefault(int(found["count"]), set()).add(int(found["index"]))
+    for (folder, name, tail), counts in sets.items():
+        shown = f"{folder}/{name}-*-of-*{tail}" if folder else f"{name}-*-of-*{tail}"
+        if len(counts) > 1:
+            raise DataError(f"{where} holds {len(counts)} sets of shards of one name, {shown} with "
+                            f"{' and with '.join(f'-of-{n:05d}' for n in sorted(counts))}: the files of a conversion "
+                            "run again with another shard count beside the old ones, whose records would be read "
+                            "twice. Remove the old set")
+        count, held = next(iter(counts.items()))
+        missing = sorted(set(range(count)) - held)
+        if missing:
+            listed = ", ".join(f"{i:05d}" for i in missing[:8]) + (" ..." if len(missing) > 8 else "")
+            raise DataError(f"{where} holds {len(held)} of the {count} shards of {shown}: shard(s) {listed} "
+                            f"missing (an incomplete download or copy?). Fetch them, or, to read part of the set on "
+                            "purpose, name its files one by one")
+    return files
 
 
 def _objects(url: str) -> list[str]:

@@ -61,6 +61,35 @@ def test_the_copies_are_named_after_their_pairs(synth_data, tmp_path):
     assert copies.prepared_copy(synth_data, str(out), status) == out and len(shown) == 1  # kept, not made again
 
 
+def test_a_copy_is_used_only_for_the_pairs_and_classes_it_was_made_of(tmp_path, monkeypatch):
+    """The cached copies were named after the pairs' paths as given: a folder of the same relative name
+    elsewhere, a mask edited in place and another class map all got the copy of the first (figures of
+    other data); a --prepared-dir of another dataset was used as it was."""
+    import shutil
+
+    import daliloader as dl
+
+    for name in ("a", "b"):
+        dl.synthetic.make_dataset(tmp_path / name / "data", n=2, image_size=(16, 24), seed=len(name))
+    monkeypatch.chdir(tmp_path / "a")
+    first = dl.SegmentationData.from_folder("data")
+    digest = copies.dataset_digest(first)
+    monkeypatch.chdir(tmp_path / "b")
+    assert copies.dataset_digest(dl.SegmentationData.from_folder("data")) != digest  # another folder, same name
+    monkeypatch.chdir(tmp_path / "a")
+    assert copies.dataset_digest(dl.SegmentationData.from_folder("data")) == digest  # the same: its copies kept
+    other_classes = dl.SegmentationData.from_pairs(list(zip(first.images, first.masks)),
+                                                   dl.ClassMap.from_palette(first.classes.colors[:3]))
+    assert copies.dataset_digest(other_classes) != digest
+    mask = Path(first.masks[0])
+    shutil.copy(first.masks[1], mask)  # edited in place
+    assert copies.dataset_digest(dl.SegmentationData.from_folder("data")) != digest
+
+    out = copies.prepared_copy(first, str(tmp_path / "copy"))
+    with pytest.raises(dl.DataError, match="--prepared-dir .*copy holds a prepared copy of other pairs"):
+        copies.prepared_copy(other_classes, str(out))
+
+
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])
 def test_the_expert_gives_what_daliloader_gives(index_data, label_mode):
     """The expert's pipeline (bench/expert.py) outputs daliloader's default recipe: float32 images in [0, 1]

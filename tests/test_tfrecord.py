@@ -476,3 +476,31 @@ def test_a_record_file_gone_after_loading_is_a_load_error_on_tfdata(voc, tmp_pat
     copy.unlink()
     with pytest.raises(dl.LoadError, match=f"(?s){copy}.*changed \\(or went away\\) since it was indexed"):
         list(dl.tf_dataset(data, batch_size=2, image_size=(24, 40), training=False, backend="tfdata"))
+
+
+def test_a_set_of_shards_missing_one_or_doubled_is_refused_where_a_glob_or_folder_reads_it(voc, tmp_path):
+    """A folder or glob with a shard of its set missing loaded the rest as the whole dataset, and one
+    holding a set written again with another shard count beside the old one read every record twice;
+    check said nothing of either. Both are refused, naming the set; files named one by one are read as
+    given, and a file that a glob matches again is read once."""
+    import shutil
+
+    folder = tmp_path / "voc"
+    shutil.copytree(voc[0], folder)
+    first, second = sorted(folder.glob("train-*"))
+    second.unlink()
+    for read in (lambda: dl.SegmentationData.from_folder(folder, split="train"),
+                 lambda: dl.SegmentationData.from_tfrecord(str(folder / "train-*.tfrecord")),
+                 lambda: dl.check(folder, split="train", progress=False)):
+        with pytest.raises(dl.DataError, match=r"holds 1 of the 2 shards of \S*train-\*-of-\*\.tfrecord: shard\(s\) "
+                                               "00001 missing"):
+            read()
+    assert len(dl.SegmentationData.from_tfrecord([str(first)])) == 3  # part of the set, on purpose
+
+    shutil.copy(first, folder / "train-00000-of-00001.tfrecord")
+    with pytest.raises(dl.DataError, match="holds 2 sets of shards of one name.*-of-00001 and with -of-00002"):
+        dl.SegmentationData.from_folder(folder, split="train")
+
+    val = str(folder / "val-00000-of-00001.tfrecord")
+    assert len(dl.SegmentationData.from_tfrecord([val, str(folder / "val-*.tfrecord")])) == 2
+    assert len(dl.SegmentationData.from_tfrecord([val, os.path.relpath(val)])) == 2

@@ -5,6 +5,7 @@ pairs they hold; and where the pairs are."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -22,12 +23,16 @@ def quiet(what: str, fn):
 
 
 def dataset_digest(data: SegmentationData) -> str:
-    """A short digest of a dataset's pairs (their names; in a bucket, with their versions), for the names
-    of the bench's cached copies."""
-    from ..parts import in_bucket, part_stamp
+    """A short digest of a dataset, for the names of the bench's cached copies: each pair's files where
+    they are (absolute paths, URLs) as they are now (their stamps: a file edited or replaced makes
+    another digest), and how its class map reads the masks (its names too, which a prepared copy
+    records)."""
+    from ..buckets import absolute
+    from ..parts import part_file, part_stamp
 
-    names = [f"{p} {part_stamp(p)}" if in_bucket(p) else str(p) for p in data.images + data.masks]
-    return hashlib.sha1("\n".join(names).encode(errors="surrogateescape")).hexdigest()[:12]
+    parts = [[absolute(part_file(p)), str(p), part_stamp(p)] for p in data.images + data.masks]
+    key = json.dumps([parts, data.classes.reading(), list(data.classes.names)], default=str)
+    return hashlib.sha1(key.encode(errors="surrogateescape")).hexdigest()[:12]
 
 
 def dataset_place(data: SegmentationData) -> str:
@@ -79,7 +84,9 @@ def prepared_copy(data: SegmentationData, where: str, status=quiet) -> Path:
     there if absent), or is ``"cache"``: made once for this dataset in the cache folder, where a bench
     that finds another one making it waits for it and then uses its copy."""
     from ..environment import cache_dir, cache_way_out
-    from ..preparation import MANIFEST, VERSION, prepare, prepare_cached
+    from ..errors import DataError
+    from ..manifest import load_manifest
+    from ..preparation import MANIFEST, VERSION, holds, prepare, prepare_cached
 
     source = {"made_by": "daliloader bench --prepared"}
     if where == "cache":
@@ -88,7 +95,11 @@ def prepared_copy(data: SegmentationData, where: str, status=quiet) -> Path:
                lambda: prepare_cached(data, out, cache_way_out(), pack_size=BENCH_PACK_SIZE, source=source))
         return out
     out = Path(where)
-    if not (out / MANIFEST).exists():
+    if (out / MANIFEST).exists():
+        if not holds(load_manifest(out), data):
+            raise DataError(f"--prepared-dir {out} holds a prepared copy of other pairs, or of these read with "
+                            "another class table: name another folder, or remove it to have it made again")
+    else:
         status(f"preparing {len(data)} pairs into {out}",
                lambda: prepare(data, out, pack_size=BENCH_PACK_SIZE, progress=False, source=source))
     return out
