@@ -452,7 +452,7 @@ class SegmentationData:
             return data
         p = manifest[PACKS]
         if not p:
-            raise DataError(f"{root} was prepared without shards, the webdataset packs: run `daliloader prepare DATA "
+            raise DataError(f"{root} was prepared without packs (webdataset tars): run `daliloader prepare DATA "
                             "NEW_OUT --packs N` to write them, or load it with packs=False")
         found = Packs(tuple(str(root / t) for t in p["tars"]), tuple(str(root / x) for x in p["indexes"]),
                       tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], p.get("gpu_mask_ext"))

@@ -189,7 +189,7 @@ class PairGuard:
         first_line = _first_line(str(error)) or type(error).__name__
         if self._named.packs is not None:  # the reader picks the samples: none is known to be in flight
             folder = self._named.packs.tars[0].rsplit("/", 1)[0]  # (a path, or an s3:// URL)
-            return LoadError(f"loading a batch from the packed webdataset shards in {folder} failed ({first_line}). "
+            return LoadError(f"loading a batch from the webdataset packs in {folder} failed ({first_line}). "
                              f"Check the prepared copy against its originals with `daliloader verify "
                              f"{folder.rsplit('/', 1)[0]}`.\nOriginal error:\n{error}")
         problems = self._moved_files() or self._problems(recent)

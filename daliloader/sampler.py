@@ -105,8 +105,8 @@ class Sampler:
         return self.indices(step * self.batch_size, (step + 1) * self.batch_size)
 
 
-#: Samples a reader of a container (DALI's webdataset and TFRecord readers, tf.data on TFRecords) holds
-#: to shuffle within: DALI's default ``initial_fill``.
+#: Samples a reader of a container (DALI's webdataset reader of packs, tf.data on TFRecords) holds to
+#: shuffle within (DALI's default ``initial_fill``, passed all the same).
 SHUFFLE_BUFFER = 1024
 
 

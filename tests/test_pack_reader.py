@@ -133,7 +133,7 @@ def test_shuffled_random_crops_keep_image_and_mask_together(mirror_data, mirror_
 
 def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
     prepare(index_data, tmp_path / "files_only", progress=False)
-    with pytest.raises(DataError, match="prepared without shards"):
+    with pytest.raises(DataError, match="prepared without packs"):
         shards(tmp_path / "files_only")
 
     copy = tmp_path / "copy"
@@ -161,7 +161,7 @@ def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path
     raw[offset + 40: offset + size] = bytes(size - 40)  # the PNG's pixel data zeroed: header intact
     tar.write_bytes(bytes(raw))
     require_tf()
-    with pytest.raises(LoadError, match=f"shards in {out / 'packs'} failed.*daliloader verify {out}"):
+    with pytest.raises(LoadError, match=f"packs in {out / 'packs'} failed.*daliloader verify {out}"):
         ds = dl.tf_dataset(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW)
         for _ in ds:
             pass

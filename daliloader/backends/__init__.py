@@ -13,7 +13,8 @@ tf.data    a ``tf.data.Dataset`` of batches, in epochs      ``tf_dataset``, ``di
 stream     the same batches, endless                        ``distribute`` (per-worker input)
 keras      a ``keras.utils.PyDataset`` of numpy batches     ``keras_sequence``
 dali       a DALI pipeline, run without TensorFlow          ``dali_pipeline``
-batches    numpy batches in epochs, without Keras           the bench, where Keras is missing
+batches    numpy batches in epochs, without Keras           the bench (where Keras is missing),
+                                                            ``predict``, ``preview``
 =========  ==============================================  ======================================
 
 Adding a backend is one entry in :data:`BACKENDS` and a module here that builds its products from a

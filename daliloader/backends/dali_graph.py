@@ -45,7 +45,7 @@ import logging
 import os
 import struct
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from nvidia.dali import fn, types
@@ -61,7 +61,7 @@ from ..errors import DataError, SpecError
 from ..guard import PairGuard
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..plan import Plan
-from ..sampler import ReaderEpochs, Sampler
+from ..sampler import SHUFFLE_BUFFER, ReaderEpochs, Sampler
 from ..spec import Preprocess
 from . import dali_augment, dali_native, pair_guard
 from .dali_math import DALI_MATH
@@ -116,11 +116,9 @@ def graph_spec(spec: Preprocess, outputs_on: str) -> GraphSpec:
     (:attr:`GraphSpec.host_finish`): a quarter of the memory in DALI's buffers and in the copies into
     TensorFlow (a float32 one-hot sample of 32 classes at 512x512 is 32 MB, its indices 256 kB), and a
     one-hot gather cheaper than DALI's CPU ``fn.one_hot``. Batches handed over on the GPU are normalized
-    and encoded by DALI there: nothing after a GPU DALIDataset may run on the CPU. DALI has no bfloat16:
-    on the GPU the graph outputs float32 (bfloat16 batches handed over on the GPU are refused)."""
-    if outputs_on == "cpu":
-        return GraphSpec(spec, host_finish=True)
-    return GraphSpec(replace(spec, dtype="float32") if spec.dtype == "bfloat16" else spec)
+    and encoded by DALI there: nothing after a GPU DALIDataset may run on the CPU (DALI has no bfloat16:
+    such batches are refused, by the loader with what to pass instead, else by :class:`Pipeline`)."""
+    return GraphSpec(spec, host_finish=outputs_on == "cpu")
 
 
 #: Samples per DALI thread in one batch of a graph whose batches TensorFlow takes on the host (see
@@ -354,8 +352,9 @@ def graph_input(name: str, source, dtype, ndim: int):
 def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
     """One webdataset reader: image, mask and index from the same record, so paired by construction.
 
-    It shuffles within its buffer (DALI's ``initial_fill``, 1024 samples), gives each worker a
-    contiguous range of samples, and pads its passes for evaluation only (see :class:`ReaderEpochs`).
+    It shuffles within its buffer (DALI's ``initial_fill``: ``SHUFFLE_BUFFER`` samples), gives each
+    worker a contiguous range of samples, and pads its passes for evaluation only (see
+    :class:`ReaderEpochs`).
     The seed is the pipeline's.
     """
     p = data.packs
@@ -367,8 +366,9 @@ def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | Non
         paths=list(p.tars), index_paths=list(p.indexes),
         ext=[";".join(p.image_exts), p.gpu_mask_ext if reads_gpu_masks(data, device) else p.mask_ext, p.index_ext],
         dtypes=[types.UINT8, types.UINT8, types.INT64], missing_component_behavior="error",
-        random_shuffle=sampler.shuffle, shard_id=sampler.shard_id, num_shards=sampler.num_shards,
-        pad_last_batch=not sampler.drop_remainder, stick_to_shard=True, dont_use_mmap=not USE_MMAP, name=READER)
+        random_shuffle=sampler.shuffle, initial_fill=SHUFFLE_BUFFER, shard_id=sampler.shard_id,
+        num_shards=sampler.num_shards, pad_last_batch=not sampler.drop_remainder, stick_to_shard=True,
+        dont_use_mmap=not USE_MMAP, name=READER)
     real = graph_input(PACK_INPUTS[0], None if fed else _RealSource(ReaderEpochs(sampler)), types.INT64, ndim=0)
     return image_bytes, mask_bytes, real * (index[0] + 1) - 1
 
