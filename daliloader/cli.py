@@ -63,6 +63,7 @@ def cmd_report(args) -> int:
 
     from daliloader import report
 
+    refuse_unwritable(args.plot, "--plot")  # before the tables are printed, not after
     whole = report.read_report(args.report)
     shown = whole.only(args.data)
     if not shown.results and whole.results:
@@ -530,7 +531,8 @@ def _add_bench(sub, parents: list) -> None:
                        help="length of one timed repeat (default 3)")
     bench.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per figure (default 3)")
     bench.add_argument("--workers", type=_positive_int, default=None,
-                       help="threads for opencv and the CPU ceilings (default: all cores)")
+                       help="threads for opencv (default: all cores); DALI, tf.data and the CPU ceilings use "
+                            "every core")
     bench.add_argument("--no-stages", action="store_true", help="skip the per-stage breakdown")
     _add_bench_extras(bench)
     bench.set_defaults(func=cmd_bench)

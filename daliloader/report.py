@@ -87,7 +87,9 @@ def _title(report: Report) -> str:
 
 def _main_table(report: Report):
     """Ceilings, then figures: loader, labels, data (where not all original), augmentation (where any),
-    median, min-max and share."""
+    median, min-max and share, with the letter of the ceiling it is a share of (adjacent figures may be
+    bound by different ceilings: the references by the pairs as they are, the loaders by the pairs with
+    the masks from the mask cache); a report older than these letters shows none."""
     with_data = any(r.data is not Data.ORIGINAL for r in report.results)
     with_augment = any(r.augment != "none" for r in report.results)
     table = _table(title=_title(report))
@@ -99,12 +101,16 @@ def _main_table(report: Report):
         table.add_row(loader, labels, *((data,) if with_data else ()), *((augment,) if with_augment else ()),
                       *figures)
 
+    lettered = any(r.ceiling is not None for r in report.results)
+    letters = {key: f"({chr(ord('a') + i)})" if lettered else "" for i, key in enumerate(report.ceilings)}
     for key, c in report.ceilings.items():
         name = CEILING_NAMES.get(key.removesuffix(PREPARED_KEY), key)
-        row(f"[dim]ceiling: {name}[/dim]", "", str(Data.PREPARED if on_prepared(key) else Data.ORIGINAL), "",
-            f"{c.median:.0f}", f"{c.min:.0f}-{c.max:.0f}", "noisy" if noisy(c) else "")
+        data = Data.PREPARED if on_prepared(key) else Data.ORIGINAL
+        row(f"[dim]ceiling{' ' * lettered}{letters[key]}: {name}[/dim]", "", str(data), "", f"{c.median:.0f}",
+            f"{c.min:.0f}-{c.max:.0f}", "noisy" if noisy(c) else "")
     for r in report.results:
-        row(r.name, r.label_mode, str(r.data), r.augment, f"{r.median:.1f}", f"{r.min:.0f}-{r.max:.0f}", share(r))
+        of = f" {letters[r.ceiling]}" if lettered and r.ceiling in letters else ""
+        row(r.name, r.label_mode, str(r.data), r.augment, f"{r.median:.1f}", f"{r.min:.0f}-{r.max:.0f}", share(r) + of)
     return table
 
 

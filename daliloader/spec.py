@@ -194,14 +194,15 @@ def _class_ratio(name: str, value, crop: str) -> float:
 
 
 def positive_number(text: str) -> float:
-    """A command-line value that must be a positive number (argparse's ``type``: the refusal is its message)."""
+    """A command-line value that must be a positive finite number (argparse's ``type``: the refusal is its
+    message; ``nan`` and ``inf``, which ``float`` reads, are no duration: a timed window would never end)."""
     import argparse
 
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if value <= 0:
+    if not (0 < value < math.inf):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
     return value
 

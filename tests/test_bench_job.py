@@ -69,8 +69,12 @@ def fakes(monkeypatch):
 
 
 def test_a_run_measures_every_backend_and_label_mode_and_fills_the_report(synth_data, fakes):
+    from datetime import datetime, timezone
+
     report = fakes.run(synth_data, backends=CPU_BACKENDS, label_modes=("onehot", "int"), train=True)
     assert report.schema == SCHEMA and report.machine.cpu_count == 2
+    assert abs((datetime.now(timezone.utc) - datetime.fromisoformat(report.started)).total_seconds()) < 60
+    assert report.to_json()["started"] == report.started  # written, for the dates quoted next to its figures
     assert report.settings.backends == list(CPU_BACKENDS) and report.settings.image_size == [32, 32]
     assert report.dataset.pairs == len(synth_data) and report.dataset.images == str(
         synth_data.images[0].rsplit("/", 1)[0])
@@ -100,6 +104,48 @@ def test_a_run_measures_every_backend_and_label_mode_and_fills_the_report(synth_
     assert fakes.trained == [(["dali-cpu", "tfdata", "opencv"], 8)] and set(report.train) == {"dali-cpu", "tfdata",
                                                                                                "opencv"}
     assert report.augment_kept is None and report.tfrecord_vs_files is None and report.vs_expert is None
+
+
+def test_a_backend_that_decodes_crop_windows_keeps_its_share_above_a_ceiling_of_whole_pictures(synth_data, fakes,
+                                                                                              monkeypatch):
+    """The CPU ceiling decodes whole pictures; dali-cpu (DALI's region decode) and tfdata (decode_and_crop_jpeg)
+    decode the crop window only and pass it on large pictures: their figure was blamed on a busier machine
+    and lost its share. Their share is kept as measured, each figure names the ceiling it divides by, and
+    the report's share column gives that ceiling's letter."""
+    from rich.console import Console
+
+    from daliloader.report import print_report
+
+    monkeypatch.setitem(RATES, "dali-cpu", [150.0, 151.0])
+    report = fakes.run(synth_data, backends=("dali-cpu", "opencv", "tfdata-naive"), label_modes=("int",))
+    by_name = {r.name: r for r in report.results}
+    assert by_name["dali-cpu"].fraction_of_ceiling == 1.505 and by_name["opencv"].fraction_of_ceiling is None
+    assert not any(w.startswith("dali-cpu") for w in report.warnings)
+    assert any(w.startswith("opencv / int / original: 120% of its ceiling") for w in report.warnings)
+    assert {r.name: r.ceiling for r in report.results} == {
+        "dali-cpu": "cpu_decode_pairs_cached", "opencv": "cpu_decode_pairs_cached", "tfdata-naive": "cpu_decode_pairs"}
+    console = Console(width=100, record=True)
+    print_report(console, report)
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    letter = {key: f"({chr(ord('a') + i)})" for i, key in enumerate(report.ceilings)}
+    assert any(f"ceiling {letter['cpu_decode_pairs']}: CPU pairs " in line for line in lines)
+    assert any(line.split()[:2] == ["dali-cpu", "int"] and line.endswith(f"150% {letter['cpu_decode_pairs_cached']}")
+               for line in lines)
+    assert any(line.split()[:2] == ["tfdata-naive", "int"] and line.endswith(f"10% {letter['cpu_decode_pairs']}")
+               for line in lines)
+
+
+def test_the_ceilings_decode_on_every_core_whatever_workers_opencv_gets(synth_data, fakes, monkeypatch):
+    """--workers lowered the ceilings (and opencv's threads) but not DALI's threads or tf.data's: with one
+    worker, tf-expert and dali-cpu passed a ceiling decoded on one thread. The ceilings bound every
+    backend on every core; --workers is opencv's."""
+    import os
+
+    used = []
+    monkeypatch.setattr(job, "cpu_decode_ceiling", lambda data, workers, seconds, repeats, what:
+                        used.append(workers) or Rates(CEILING[:repeats], [10] * repeats))
+    report = fakes.run(synth_data, backends=("dali-cpu", "opencv"), label_modes=("int",), workers=1)
+    assert used and set(used) == {os.cpu_count()} and report.settings.workers == 1
 
 
 def test_every_figure_is_divided_by_the_experts_of_the_same_run_and_labels(synth_data, fakes, monkeypatch):

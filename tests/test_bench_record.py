@@ -61,7 +61,7 @@ def test_a_current_report_round_trips_through_its_json():
                                                 "ms_per_img": 0.5}
     figure = written["results"][0]
     assert list(figure) == ["name", "label_mode", "rates", "unit", "extra", "median", "min", "max", "data", "via",
-                            "augment", "noisy", "fraction_of_ceiling"]
+                            "augment", "noisy", "fraction_of_ceiling", "ceiling"]
     assert list(written["ceilings"]["cpu_decode_pairs"]) == list(figure)[:8]
     assert written["ceilings"]["cpu_decode_pairs"]["name"] == "cpu-decode-pairs"
 

@@ -43,3 +43,16 @@ def test_the_training_floor_runs_the_step_on_a_batch_resident_on_the_training_de
 def test_the_small_unet_predicts_a_logit_per_class_and_pixel():
     model = training.small_unet((32, 48), num_classes=5, width=4)
     assert tuple(model.output_shape) == (None, 32, 48, 5)
+
+
+@pytest.mark.parametrize("name", ["tfdata", "opencv"])
+def test_a_fed_step_is_timed_over_the_steps_that_ran(synth_data, name):
+    """With more steps asked for than an epoch holds, model.fit ran out of data after the epoch and the
+    time was divided by the steps asked for: fed steps faster than the floor, 0% waiting. A tf.data
+    source now runs every step, through its epochs; a PyDataset runs its length."""
+    from daliloader.bench.sources import backend_source
+
+    plan = make_plan(synth_data, batch_size=4, image_size=(32, 32), label_mode="int", seed=0)
+    source = backend_source(name, plan, 1)
+    seconds, ran = training.fed_step(plan, source, 3 * plan.steps)
+    assert seconds > 0 and ran == (3 * plan.steps if name == "tfdata" else len(source))

@@ -257,6 +257,9 @@ def test_a_picture_may_be_any_format_written(tmp_path):
     ["bench", "--image-size", "1,2,3"],
     ["bench", "--image-size", "0"],
     ["report", "r.json", "--data", "shards"],  # the packs are called packs
+    ["bench", "--seconds", "nan"],  # no duration: a timed window never ended
+    ["bench", "--seconds", "inf"],
+    ["cache", "--clean", "--older-than", "inf"],
 ])
 def test_bad_arguments_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -349,6 +352,14 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_measured
         said = capsys.readouterr()
         assert said.err.startswith(f"daliloader bench: error: {option} {out}: {why}") and said.err.count("\n") == 1
         assert "measuring" not in said.out  # nothing was
+
+
+def test_report_refuses_a_chart_it_cannot_write_before_printing_its_tables(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "chart.png"
+    assert cli(["report", str(ROOT / "benchmarks" / "results" / "vm-2cores-vs-expert.json"), "--plot", str(out)]) == 2
+    said = capsys.readouterr()
+    assert said.err.startswith(f"daliloader report: error: --plot {out}: no file can be written in") and not said.out
 
 
 def test_report_says_when_the_data_asked_for_holds_no_figure(capsys):

@@ -92,6 +92,7 @@ class Backend:
     formats: tuple[str, ...] = OPENCV_FORMATS  # the image and mask formats its decoders read
     per_replica: bool = False  # builds a pipeline on each replica's own device (plan.placement)
     reads_packs: bool = False  # reads a prepared copy's packs itself (the others read its files)
+    decodes_windows: bool = False  # decodes only a JPEG's crop window (DALI's region decode, decode_and_crop_jpeg)
 
     @property
     def gpu(self) -> bool:
@@ -134,9 +135,9 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             per_replica=True, reads_packs=True),
     Backend("dali-cpu", "the same DALI graph on DALI's CPU backend", needs=("dali",),
             builds=_DALI_PRODUCTS, options={"device": "cpu"}, formats=DALI_FORMATS, per_replica=True,
-            reads_packs=True),
+            reads_packs=True, decodes_windows=True),
     Backend("tfdata", "plain tf.data + tf.image on the CPU", needs=(),
-            builds={Product.TF_DATA: "daliloader.backends.tfdata:dataset"}, formats=TF_FORMATS),
+            builds={Product.TF_DATA: "daliloader.backends.tfdata:dataset"}, formats=TF_FORMATS, decodes_windows=True),
     Backend("opencv", "OpenCV kernels on the CPU, in Keras' PyDataset", needs=(),
             builds={Product.KERAS: "daliloader.backends.keras_sequence:sequence",
                     Product.BATCHES: "daliloader.backends.opencv:batches"}),

@@ -122,13 +122,15 @@ class Ceiling(Measured):
 class Figure(Measured):
     """One backend's throughput on some ``data`` (one of :data:`DATA`), with labels ``label_mode`` and
     ``augment`` ("none" or "full"), read ``via`` a product; ``noisy`` when its repeats spread too much
-    to divide by, and its share of the ceiling that bounds it (None where no share can be read)."""
+    to divide by, and its share of the ceiling that bounds it (None where no share can be read), whose key
+    is ``ceiling`` (None in reports older than it)."""
 
     data: Data = Data.ORIGINAL
     via: str | None = None
     augment: str = "none"
     noisy: bool = False
     fraction_of_ceiling: float | None = None
+    ceiling: str | None = None
 
     def __post_init__(self):
         self.data = Data(self.data)  # (read from JSON: its value; one not known refuses the report)
@@ -220,10 +222,11 @@ class Report:
     (each rate from a bucket over the rate from its local copy) where the data was in a bucket; ``vs_expert`` (each
     figure over the expert's ``tf.data`` pipeline on the original pairs, same labels, same run) where the
     expert was measured; ``memory_mb`` (each loader's peak resident memory, alone in a process, MB) where
-    it was measured."""
+    it was measured; ``started``, when the run began (UTC, ISO 8601; reports older than it have none)."""
 
     schema: int = SCHEMA
     machine: Machine
+    started: str | None = _optional()
     dataset: Dataset = field(default_factory=Dataset)
     settings: RunSettings
     method: str = METHOD

@@ -77,6 +77,12 @@ def reads_packs(name: str) -> bool:
     return name in backends.BACKENDS and backends.BACKENDS[name].reads_packs
 
 
+def decodes_windows(name: str) -> bool:
+    """Whether backend ``name`` decodes only the crop window of a JPEG photo, which can take it past a
+    ceiling of whole pictures decoded."""
+    return name in backends.BACKENDS and backends.BACKENDS[name].decodes_windows
+
+
 def on_gpu(name: str) -> bool:
     """Whether backend ``name`` decodes on the GPU (nvJPEG)."""
     return name in backends.BACKENDS and backends.BACKENDS[name].gpu

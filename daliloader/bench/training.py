@@ -58,14 +58,40 @@ def compiled_unet(plan: Plan):
     return model
 
 
-def fed_step(plan: Plan, source, steps: int) -> float:
-    """Seconds per step of ``model.fit`` fed by ``source`` (what users run), after a traced warm-up."""
+def fed_step(plan: Plan, source, steps: int) -> tuple[float, int]:
+    """Seconds per step of ``model.fit`` fed by ``source`` (what users run), after a traced warm-up, and the
+    steps it ran: ``steps``, for a ``tf.data`` source (read through its epochs) as for a ``PyDataset``
+    (at most its length: Keras does not run one past its end). The time is divided by the steps Keras
+    ran, counted, never by those asked for: a fit that runs out of data ends early."""
+    import tensorflow as tf
+
     model = compiled_unet(plan)
+    if isinstance(source, tf.data.Dataset):
+        source = source.repeat()
+    else:
+        steps = min(steps, len(source))
     # shuffle=False: the loader shuffles (no Keras warning that it ignores shuffle)
     model.fit(source, steps_per_epoch=min(WARM_STEPS, steps), epochs=1, verbose=0, shuffle=False)
+    counted = _step_counter()
     start = time.perf_counter()
-    model.fit(source, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
-    return (time.perf_counter() - start) / steps
+    model.fit(source, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[counted])
+    elapsed = time.perf_counter() - start
+    if counted.steps != steps:
+        raise RuntimeError(f"model.fit ran {counted.steps} of the {steps} steps asked for: the source ran out")
+    return elapsed / steps, steps
+
+
+def _step_counter():
+    """A Keras callback whose ``steps`` counts the training steps run (Keras imported when one is made)."""
+    import keras
+
+    class Counted(keras.callbacks.Callback):
+        steps = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.steps += 1
+
+    return Counted()
 
 
 def floor_step(plan: Plan, batch, steps: int) -> float:
@@ -95,7 +121,7 @@ def train_bound(plan: Plan, names, steps: int, workers: int) -> dict[str, TrainR
         source = backend_source(name, plan, workers)
         x, y = source[0] if sequence_like(name) else next(iter(source))
         floor = floor_step(plan, resident((x, y), training_device()), steps)
-        fed = fed_step(plan, source, steps)
+        fed, _ = fed_step(plan, source, steps)
         rows[name] = TrainRow(step_ms=round(1000 * fed, 1), floor_ms=round(1000 * floor, 1),
                               waiting_share=round(max(0.0, 1 - floor / fed), 3))
     return rows
