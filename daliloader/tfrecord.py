@@ -453,7 +453,7 @@ def indexed(file: str | os.PathLike, index: str | None = None) -> Scan:
     stamp = _readable_stamp(file)
     cache, beside = _index_folders(file)
     for folder in (cache, beside):
-        found = _read_index(folder, file, stamp) if folder is not None else None
+        found = _read_index(folder, file, stamp, travels=folder is beside) if folder is not None else None
         if found is not None:
             return found
     for folder in (f for f in ((beside, cache) if index == "beside" else (cache,)) if f is not None):
@@ -464,7 +464,7 @@ def indexed(file: str | os.PathLike, index: str | None = None) -> Scan:
         except OSError:  # a folder that cannot be written (read-only, no permission, full): the next one
             continue
         try:
-            found = _read_index(folder, file, file_stamp(file))
+            found = _read_index(folder, file, file_stamp(file), travels=folder is beside)
             return found if found is not None else _write_index(folder, scan(file))
         finally:
             lock.release()
@@ -495,9 +495,15 @@ def _index_folders(file: str) -> tuple[Path, Path | None]:
     return cache_dir() / INDEXES / digest, Path(file).parent / INDEX_FOLDER
 
 
-def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:
+def _read_index(folder: Path, file: str, stamp: tuple, travels: bool = False) -> Scan | None:
     """The kept scan of ``file`` in ``folder`` if it is there, whole (its digest), of this version of the
-    file (its stamp) and fits it (``_fits``); its last use is noted (for :mod:`daliloader.cache`)."""
+    file (its stamp) and fits it (``_fits``); its last use is noted (for :mod:`daliloader.cache`).
+
+    ``travels``: an index beside the file, which goes where the dataset is copied (``cp -a``, ``rsync
+    -a``: the copy keeps size and modification time but has a new inode and change time). It is the
+    file's while size and modification time agree and it fits the file, spot checks included; it is then
+    handed out with the file's stamp of now, against which later changes are judged (every record read
+    is also checked against its CRC)."""
     path = folder / f"{Path(file).name}.json"
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))
@@ -507,8 +513,10 @@ def _read_index(folder: Path, file: str, stamp: tuple) -> Scan | None:
         found = _scan_of(body, file)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OverflowError):
         return None  # damaged: not trusted, scanned anew
-    if found.stamp != tuple(stamp) or not _fits(found) or not _agrees(found):
+    same = found.stamp[:2] == tuple(stamp)[:2] if travels else found.stamp == tuple(stamp)
+    if not same or not _fits(found) or not _agrees(found):
         return None
+    found = replace(found, stamp=tuple(stamp))
     with contextlib.suppress(OSError):  # a read-only folder: the index is used all the same
         os.utime(path)
     return found

@@ -111,6 +111,31 @@ def test_the_index_is_kept_and_made_again_when_the_file_changes(voc, tmp_path, m
     assert tfrecord.indexed(copy) == again and len(calls) == 2
 
 
+def test_an_index_beside_the_data_travels_with_it(voc, tmp_path, monkeypatch):
+    """An index kept beside its file (index="beside", for datasets that travel with their indexes) was
+    scanned anew after any copy: ``cp -a`` keeps size and modification time, not the inode or change
+    time. It is now read on the copy, with the copy's stamp; a copy changed since is scanned anew."""
+    import shutil
+
+    folder, _ = voc
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "val.tfrecord").write_bytes((folder / "val-00000-of-00001.tfrecord").read_bytes())
+    first = tfrecord.indexed(data / "val.tfrecord", index="beside")
+    assert (data / tfrecord.INDEX_FOLDER / "val.tfrecord.json").is_file()
+    shutil.copytree(data, tmp_path / "copied")  # (copy2: size and modification time kept, as cp -a)
+    copied = tmp_path / "copied" / "val.tfrecord"
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
+    calls = []
+    monkeypatch.setattr(tfrecord, "scan", lambda f, real=tfrecord.scan: calls.append(f) or real(f))
+    travelled = tfrecord.indexed(copied, index="beside")
+    assert calls == [] and travelled.offsets == first.offsets and travelled.stamp == tfrecord.file_stamp(copied)
+    assert len(dl.SegmentationData.from_tfrecord(copied, classes="voc", index="beside")) == 2 and calls == []
+    with open(copied, "ab") as fh:  # changed since: its own size and time
+        fh.write(tfrecord.frame(tfrecord.encode_example({"image/encoded": b"x"})))
+    assert len(tfrecord.indexed(copied, index="beside").offsets) == len(first.offsets) + 1 and len(calls) == 1
+
+
 def test_a_read_only_folder_gets_its_index_in_the_cache(voc, tmp_path, tmpfs, monkeypatch):
     folder, _ = voc
     disk = tmpfs(tmp_path / "ro", "size=1m")
