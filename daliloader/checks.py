@@ -15,7 +15,6 @@ Nothing here imports TensorFlow or DALI.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -30,7 +29,7 @@ from .guard import PairGuard
 from .inspection import MIN_SIDE, Expect, Problem, ProblemKind, check_pair, quick_problems, record_problem_kind
 from .layouts import find
 from .pairing import Pairing, listing_problems, pair_files
-from .parallel import threaded_map
+from .parallel import cores, threaded_map
 from .spec import check_workers
 
 __all__ = ["check", "Report", "Problem", "ProblemKind", "PairGuard", "Expect", "quick_problems", "check_pair"]
@@ -130,7 +129,7 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     if not pairs and not listed.problems:  # nothing to check is no clean dataset
         raise empty_dataset(listed.looked_in)
     classes = listed.read_with([m for _, m in pairs], progress)
-    workers = check_workers(workers) or os.cpu_count() or 1
+    workers = check_workers(workers) or cores()
     start = time.perf_counter()
     problems = list(listed.problems) + _table_problems(classes, [m for _, m in pairs], source)
     for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,

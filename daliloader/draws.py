@@ -42,6 +42,17 @@ def uniform_offset(slack, u, m=NUMPY):
     return steps * (m.to_int(slack >= 0) * 2 - 1)
 
 
+def window_side(side: int, zoom, m=NUMPY):
+    """A random crop's window side for an output ``side`` (an int) at ``zoom`` (a float32 of the
+    framework's, as :func:`draw` gives it): ``floor(side / zoom + 0.5)``, an int of the framework's."""
+    return m.to_int(m.floor(side / zoom + 0.5))
+
+
+#: mmsegmentation's category-ratio crop (``cat_max_ratio``) draws the window again up to this many times
+#: (its ``RandomCrop``'s 10).
+REDRAWS = 10
+
+
 def check_choice(name: str, value, choices: Sequence[str]) -> None:
     """Refuse a value that is not one of ``choices``, listing them."""
     if value not in choices:

@@ -171,8 +171,9 @@ def _read_header(path, blob: bytes | None) -> Header:
         fmt = sniff(head)
         if fmt is not None:
             raise FileProblem(ProblemKind.CORRUPT, f"corrupt: starts like a {fmt} but its header is damaged") from None
-        raise FileProblem(ProblemKind.UNSUPPORTED, f"not an image in a known format (content starts with {head!r}); "
-                                                   f"supported: {', '.join(SUPPORTED_FORMATS)}") from None
+        raw = " (raw pixels? store each picture encoded, as PNG or JPEG)" if blob is not None else ""
+        raise FileProblem(ProblemKind.UNSUPPORTED, f"not an image in a known format (content starts with {head!r})"
+                                                   f"{raw}; supported: {', '.join(SUPPORTED_FORMATS)}") from None
     except OSError as e:
         raise FileProblem(ProblemKind.CORRUPT, f"unreadable image header ({e})") from None
 

@@ -9,8 +9,8 @@ Cityscapes            ``leftImg8bit/`` and ``gtFine/``               ``*_gtFine_
                                                                      files are not masks)
 Pascal VOC 2012       ``JPEGImages/``, ``SegmentationClass/``,       palette PNGs read by index: 21
                       ``ImageSets/Segmentation/`` (in ``VOC2012``,   classes, 255 ignored
-                      also below ``VOCdevkit``)                      (``SegmentationObject/`` unused);
-                                                                     colour or id masks as stored
+                      also below ``VOCdevkit``; SBD's                (``SegmentationObject/`` unused);
+                      ``SegmentationClassAug/`` for ``train_aug``)   colour or id masks as stored
 ADE20K                ``images/`` and ``annotations/`` (in           8-bit 1-150 -> 0-149, 0 ignored;
                       ``ADEChallengeData2016``, also below it, or    masks reduced by one as stored
                       beside a file the download ships)
@@ -168,31 +168,66 @@ def _cityscapes(root: Path, split: str | None) -> Found | None:
 
 
 def _voc(root: Path, split: str | None) -> Found | None:
-    for base in (root, root / "VOC2012", root / "VOCdevkit" / "VOC2012"):
-        if (base / "JPEGImages").is_dir() and (base / "SegmentationClass").is_dir():
-            break
-    else:
+    base = next((b for b in (root, root / "VOC2012", root / "VOCdevkit" / "VOC2012") if (b / "JPEGImages").is_dir()
+                 and any((b / m).is_dir() for m in _VOC_MASKS)), None)
+    if base is None:
         return None
     split = split or "train"
-    lists = base / "ImageSets" / "Segmentation"
-    listed = lists / f"{split}.txt"
-    if not listed.is_file():
-        raise _missing_split(root, "Pascal VOC", split, listed, {p.stem for p in lists.glob("*.txt")})
-    pairs, missing = [], []
-    for sample in (line.strip() for line in listed.read_text().splitlines()):
-        if not sample:
-            continue
-        image, mask = base / "JPEGImages" / f"{sample}.jpg", base / "SegmentationClass" / f"{sample}.png"
-        lacking = [(str(f), str(listed)) for f in (image, mask) if not f.is_file()]
-        if lacking:
-            missing += lacking
-        else:
-            pairs.append((buckets.member(image), buckets.member(mask)))
+    listed = _voc_list(root, base, split)
+    samples = [_voc_sample(line) for line in listed.read_text().splitlines() if line.strip()]
+    pairs, missing = _voc_pairs(base, _voc_mask_folder(base, samples), samples, listed)
     if split == "test" and not pairs and missing:
         raise DataError(f"{root} is Pascal VOC, whose test masks are not public ({listed} lists images without "
                         "masks in SegmentationClass): there are no pairs to load; use split='val' to evaluate")
     return Found("Pascal VOC 2012", base, Pairing(pairs, [], [], "", missing), ClassMap.voc(), split,
                  looked_in=f"listed in {listed}")
+
+
+def _voc_pairs(base: Path, masks: Path, samples: list[str], listed: Path) -> tuple[list, list]:
+    """The pairs of VOC's ``samples`` (their masks in ``masks``), and the files missing of the others,
+    each with the list that names it."""
+    pairs, missing = [], []
+    for sample in samples:
+        image, mask = base / "JPEGImages" / f"{sample}.jpg", masks / f"{sample}.png"
+        lacking = [(str(f), str(listed)) for f in (image, mask) if not f.is_file()]
+        if lacking:
+            missing += lacking
+        else:
+            pairs.append((buckets.member(image), buckets.member(mask)))
+    return pairs, missing
+
+
+def _voc_list(root: Path, base: Path, split: str) -> Path:
+    """The list of VOC's ``split`` (in either folder of :data:`_VOC_LISTS`); a missing one is refused,
+    naming the splits there are."""
+    listed = next((f for f in (base / folder / f"{split}.txt" for folder in _VOC_LISTS) if f.is_file()), None)
+    if listed is None:
+        held = {p.stem for folder in _VOC_LISTS for p in (base / folder).glob("*.txt")}
+        raise _missing_split(root, "Pascal VOC", split, base / _VOC_LISTS[0] / f"{split}.txt", held)
+    return listed
+
+
+#: VOC's mask folders: its own (palette PNGs), and the one SBD's extra masks are added in (grey ids:
+#: DeepLab's and mmsegmentation's ``train_aug`` setup, 10582 training masks).
+_VOC_MASKS = ("SegmentationClass", "SegmentationClassAug")
+#: Where VOC's split lists are: its own folder (also where ``train_aug.txt`` is usually put), then the
+#: one some conversions of SBD write.
+_VOC_LISTS = ("ImageSets/Segmentation", "ImageSets/SegmentationAug")
+
+
+def _voc_sample(line: str) -> str:
+    """A split list's sample name: the line (``2007_000032``), or the stem of its first path where it
+    names the files (``/JPEGImages/2007_000032.jpg /SegmentationClassAug/2007_000032.png``)."""
+    first = line.split()[0]
+    return Path(first).stem if "/" in first or "." in first else first
+
+
+def _voc_mask_folder(base: Path, samples: list[str]) -> Path:
+    """The mask folder of a split: the one that holds the most of its listed masks, VOC's own first among
+    equals (a split it serves whole; SBD's for ``train_aug``), in which the masks still missing are named.
+    One folder, whose masks are of one form, for the whole split."""
+    folders = [base / m for m in _VOC_MASKS if (base / m).is_dir()]
+    return max(folders, key=lambda f: sum((f / f"{s}.png").is_file() for s in samples))
 
 
 def _ade20k(root: Path, split: str | None) -> Found | None:
@@ -248,15 +283,22 @@ def _images_masks(root: Path, split: str | None) -> Found | None:
             raise DataError(f"{root} (images/ + masks/) has no split folders (images/{split}/ + masks/{split}/): it "
                             f"is one split, read whole; drop split={split!r}")
         return Found("images + masks", root, pair_files(images, masks), classes, looked_in=_under(images, masks))
-    folder = _split_folder(split or "train", splits)
-    if folder is None or not (masks / folder).is_dir():
-        folder = folder or split or "train"
-        _refuse_missing_split(root, "images/ + masks/ with split folders", folder, images / folder, masks / folder,
-                              {s for s in splits if (masks / s).is_dir()})
     paired = sorted(s for s in splits if (masks / s).is_dir())
+    folder = _split_of(root, split or "train", splits, paired)
     every_split = None if classes else lambda: _paired_masks([(images / s, masks / s) for s in paired])
     return Found("images + masks", root, pair_files(images / folder, masks / folder), classes, folder,
                  looked_in=_under(images / folder, masks / folder), every_split=every_split)
+
+
+def _split_of(root: Path, split: str, splits: set[str], paired: list[str]) -> str:
+    """The split folder of images/ + masks/ that holds ``split`` (:func:`_split_folder`), with its partner
+    in masks/ (``paired``); a missing one is refused, naming the folder that is missing."""
+    folder = _split_folder(split, splits)
+    if folder not in paired:
+        folder = folder or split
+        _refuse_missing_split(root, "images/ + masks/ with split folders", folder, root / "images" / folder,
+                              root / "masks" / folder, paired)
+    return folder
 
 
 def _split_word(name: str) -> str | None:

@@ -11,7 +11,6 @@ threads).
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, TypeVar
@@ -21,6 +20,7 @@ import numpy as np
 from . import backends
 from .backends import Product
 from .errors import SpecError
+from .parallel import cores
 from .parts import in_bucket
 from .plan import BATCH_SIZE, LABEL_MODE, Plan, make_plan, plan_of, with_keywords
 from .spec import Crop, ImageSize, LabelMode, check_count
@@ -141,7 +141,7 @@ def _refuse_dali_options(caller: str, backend: backends.Backend, options: dict, 
     """Refuse the DALI backends' own options (:data:`DALI_OPTIONS`) given for a backend without DALI, which
     would ignore them; ``instead``: what that backend does."""
     given = sorted(n for n in DALI_OPTIONS if options.get(n) is not None)  # (None: not given)
-    if given and "dali" not in backend.needs:
+    if given and not backend.uses_dali:
         raise SpecError(f"{caller}() got {given[0]}=, an option of the DALI backends, which backend={backend.name!r} "
                         f"does not take: {instead}")
 
@@ -294,7 +294,7 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
                         "global_batch_size would not hold. Use a DALI backend under MirroredStrategy (one pipeline "
                         "per replica), or run one worker process per GPU (CUDA_VISIBLE_DEVICES)")
     if per_replica and options.get("num_threads") is None:  # the replicas' pipelines share this host's cores
-        options["num_threads"] = max(1, (os.cpu_count() or 1) // len(devices))
+        options["num_threads"] = max(1, cores() // len(devices))
     steps: set[int] = set()  # batches per epoch of each pipeline, filled in by dataset_fn
 
     def dataset_fn(ctx: tf.distribute.InputContext):

@@ -7,6 +7,13 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+
+def cores() -> int:
+    """The machine's cores as Python sees them (``os.cpu_count()``, 1 where it cannot tell): what "every
+    core" means in each default of threads."""
+    return os.cpu_count() or 1
+
+
 #: The pools of :func:`mapped`, by thread count, kept for the process.
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
@@ -31,7 +38,7 @@ def mapped(fn, items, workers: int = 1) -> list:
 def threaded_map(fn, items, workers: int | None = None, description: str | None = None):
     """``fn`` over ``items`` on ``workers`` threads (default: all cores), in order, with a transient
     progress bar when a ``description`` is given (see :func:`progress`)."""
-    with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(workers or cores()) as pool:
         yield from progress(pool.map(fn, items), len(items), description)
 
 

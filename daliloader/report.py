@@ -101,17 +101,24 @@ def _main_table(report: Report):
         table.add_row(loader, labels, *((data,) if with_data else ()), *((augment,) if with_augment else ()),
                       *figures)
 
-    lettered = any(r.ceiling is not None for r in report.results)
-    letters = {key: f"({chr(ord('a') + i)})" if lettered else "" for i, key in enumerate(report.ceilings)}
+    letters = _ceiling_letters(report)
     for key, c in report.ceilings.items():
         name = CEILING_NAMES.get(key.removesuffix(PREPARED_KEY), key)
         data = Data.PREPARED if on_prepared(key) else Data.ORIGINAL
-        row(f"[dim]ceiling{' ' * lettered}{letters[key]}: {name}[/dim]", "", str(data), "", f"{c.median:.0f}",
+        row(f"[dim]ceiling{letters.get(key, '')}: {name}[/dim]", "", str(data), "", f"{c.median:.0f}",
             f"{c.min:.0f}-{c.max:.0f}", "noisy" if noisy(c) else "")
     for r in report.results:
-        of = f" {letters[r.ceiling]}" if lettered and r.ceiling in letters else ""
-        row(r.name, r.label_mode, str(r.data), r.augment, f"{r.median:.1f}", f"{r.min:.0f}-{r.max:.0f}", share(r) + of)
+        row(r.name, r.label_mode, str(r.data), r.augment, f"{r.median:.1f}", f"{r.min:.0f}-{r.max:.0f}",
+            share(r) + letters.get(r.ceiling, ""))
     return table
+
+
+def _ceiling_letters(report: Report) -> dict[str, str]:
+    """Each ceiling's letter, `` (a)``, `` (b)``..., in the order of the report's ceilings; none where no
+    figure names its ceiling (a report older than ``Figure.ceiling``)."""
+    if all(r.ceiling is None for r in report.results):
+        return {}
+    return {key: f" ({chr(ord('a') + i)})" for i, key in enumerate(report.ceilings)}
 
 
 def _stage_table(name: str, rows):

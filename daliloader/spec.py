@@ -27,20 +27,18 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-import numpy as np
-
 from .augment import FOREIGN_NAMES as STAGE_FOREIGN_NAMES
 from .augment import OPTIONS as STAGE_OPTIONS
 from .augment import Stage, keyword_parameter, make_stages
 from .augment import options_table as stage_rows
-from .draws import Range, check_choice, check_probability, check_range
+from .draws import NUMPY, REDRAWS, Range, check_choice, check_probability, check_range, window_side
 from .errors import SpecError, user_stacklevel
+from .parallel import cores
 
 #: random: a window placed at random (zoomed with ``scale``); center: the centre window; resize: the
 #: whole image stretched to ``image_size``; fit: the whole image scaled to fit inside ``image_size``
@@ -246,8 +244,8 @@ PROLOGUE: dict[str, PrologueOption] = {o.name: o for o in (
     PrologueOption("hue", _hue, "angle `g ~ U(-d, d)` degrees, turning YIQ chroma (torchvision's `hue=0.1`, a fraction "
                    "of a turn, is `hue=36`; values up to 0.5 warn)", "DEGREES|MIN,MAX", default_doc="0", form="=d",
                    foreign=("hue_shift_limit",)),
-    PrologueOption("cat_max_ratio", _class_ratio, "redraw the random crop window, up to 10 times, while one class "
-                   "covers `r` or more of its labelled pixels or it holds one class (mmsegmentation's "
+    PrologueOption("cat_max_ratio", _class_ratio, f"redraw the random crop window, up to {REDRAWS} times, while one "
+                   "class covers `r` or more of its labelled pixels or it holds one class (mmsegmentation's "
                    "`RandomCrop(cat_max_ratio=0.75)`)", "R", default_doc="1 (off)", form="=r", annotation="float",
                    random_crops_only=True),
 )}
@@ -371,10 +369,10 @@ def make_spec(
 
 def _refuse_empty_windows(spec: Preprocess) -> None:
     """Refuse a zoom so large that a random crop's window holds no pixel: each side of the window is an
-    output side over the zoom, rounded (``floor(side / zoom + 0.5)`` in float32, as
+    output side over the zoom, rounded (:func:`~daliloader.draws.window_side`, as
     :func:`daliloader.stages.draw_window` computes it), and every backend's resize fails on an empty one."""
     side, zoom = min(spec.image_size), spec.scale[1]
-    if np.floor(np.float32(side) / np.float32(zoom) + np.float32(0.5)) < 1:
+    if window_side(side, NUMPY.to_float(zoom)) < 1:
         raise SpecError(f"scale={spec.scale}: at zoom {zoom:g} a random crop's window for image_size={spec.image_size} "
                         f"is {side}/{zoom:g} pixels, which rounds to none; keep the largest zoom at most {2 * side} "
                         "(twice the smaller side) or ask for a larger image_size")
@@ -456,7 +454,7 @@ def most_threads() -> int:
     at least. DALI's CPU threads share the cores and each holds its own buffers, so more threads add
     memory and no speed, and a few hundred crash DALI (a segmentation fault or an abort, not an error);
     Keras' ``workers`` and the jobs' threads alike (a million of them end in "can't start new thread")."""
-    return max(8, THREADS_PER_CORE * (os.cpu_count() or 1))
+    return max(8, THREADS_PER_CORE * cores())
 
 
 #: Every integer argument of the loaders and jobs, checked in one place (:func:`check_count`) by each of them.
@@ -478,7 +476,7 @@ def check_count(name: str, value):
         least = "" if count.least is None else f" >= {count.least}"
         raise SpecError(f"{name} must be an integer{least}{' or None' if count.optional else ''}, got {value!r}")
     if count.most is not None and value > count.most():
-        raise SpecError(f"{name}={value} is more than this machine can use: it has {os.cpu_count() or 1} cores, "
+        raise SpecError(f"{name}={value} is more than this machine can use: it has {cores()} cores, "
                         f"and daliloader takes at most {count.most()} {count.of} ({THREADS_PER_CORE} per core). "
                         "Pass at most that")
     return int(value)

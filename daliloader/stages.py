@@ -59,14 +59,12 @@ import cv2
 import numpy as np
 
 from . import augment
-from .draws import NUMPY, draw, uniform_offset
+from .draws import NUMPY, REDRAWS, draw, uniform_offset, window_side
 from .spec import Preprocess
 
 #: The prologue's uniform draws per sample, and where each one is used; the declared stages' follow
 #: (:mod:`daliloader.augment`).
 ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(augment.FIRST_DRAW)
-#: mmsegmentation's category-ratio crop draws the window again up to this many times (its ``RandomCrop``'s 10).
-REDRAWS = 10
 #: Where the redraws' draws start (two each: top, left), after the declared stages'.
 FIRST_REDRAW = augment.STAGE_DRAWS
 #: Uniform draws per sample, the most there are (with the redraws: a spec takes :func:`draw_count`).
@@ -113,7 +111,7 @@ def draw_window(spec: Preprocess, height, width, u, m=NUMPY) -> Window:
     win_h, win_w = h, w
     if spec.scale != (1.0, 1.0):
         zoom = draw(spec.scale, u[ZOOM])
-        win_h, win_w = (m.to_int(m.floor(side / zoom + 0.5)) for side in (h, w))
+        win_h, win_w = (window_side(side, zoom, m) for side in (h, w))
     top = uniform_offset(height - win_h, u[TOP], m)
     left = uniform_offset(width - win_w, u[LEFT], m)
     return Window(top, left, win_h, win_w, flip)

@@ -828,8 +828,11 @@ def record_pairs(scans: list[Scan], keys: Records) -> tuple[list[tuple[RecordPar
             if lacking:
                 key = lacking[0]
                 what = f"holds {held[key][0]} x{held[key][1]} under {key!r}" if key in held else f"has no {key!r}"
+                numbers = key in held and held[key][0] != "bytes" and held[key][1] > 1
+                raw = (" (pixels stored raw: write each picture encoded, as PNG or JPEG bytes, e.g. "
+                       "tf.io.encode_png, into one bytes feature)" if numbers else "")
                 problems.append(RecordProblem(RecordFault.MISSING_KEY, found.file, number, offset,
-                                              f"it {what}, where one encoded picture belongs; its keys: "
+                                              f"it {what}, where one encoded picture belongs{raw}; its keys: "
                                               f"{', '.join(sorted(held))}"))
                 continue
             pairs.append(tuple(RecordPart(found.file, number, offset, size, key, found.names[i], found.stamp, crc)

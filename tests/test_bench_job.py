@@ -243,7 +243,7 @@ def test_what_the_machine_cannot_run_is_refused(synth_data, fakes, monkeypatch):
         fakes.run(synth_data, backends=("dali-cpu",), train=True)
     if not job.backends.dali_gpu_count():
         with pytest.raises(dl.SpecError, match=r"--backends: dali-gpu needs a CUDA GPU that DALI can see, which this "
-                                               r"machine lacks \(`make install` installs"):
+                                               r"machine lacks \(dali-cpu runs the same graph on the CPU\)"):
             fakes.run(synth_data, backends=("dali-gpu",))
 
 

@@ -567,3 +567,34 @@ def test_images_without_the_layouts_name_ending_are_listed_not_a_type_error(city
             dl.SegmentationData.from_folder(root)
     kinds = {(Path(p.path).name, p.kind) for p in dl.check(root, progress=False).problems}
     assert {("preview.png", "unpaired_image"), ("preview2.png", "unpaired_image")} <= kinds
+
+
+def test_vocs_train_aug_split_reads_sbds_masks(tmp_path, voc, backend):
+    """DeepLab's and mmsegmentation's VOC setup adds SBD's masks (grey ids) in SegmentationClassAug and
+    lists the 10582 training samples in train_aug.txt, some in two columns of paths: its samples were all
+    "missing". The split reads the mask folder that holds its masks, in their form (voc-ids)."""
+    import shutil
+
+    root = tmp_path / "VOCdevkit"
+    shutil.copytree(voc[0], root)
+    base = root / "VOC2012"
+    (base / "SegmentationClassAug").mkdir()
+    truth = {}
+    rng = np.random.default_rng(9)
+    for image in sorted((base / "JPEGImages").glob("*.jpg")):  # every image: those of SegmentationClass too
+        ids = blocks(rng, np.arange(21)).astype(np.uint8)
+        ids[::5, :] = 255
+        cv2.imwrite(str(base / "SegmentationClassAug" / f"{image.stem}.png"), ids)
+        truth[image.name] = ids
+    names = sorted(truth)
+    (base / "ImageSets" / "Segmentation" / "train_aug.txt").write_text(
+        f"{Path(names[0]).stem}\n" + "".join(f"/JPEGImages/{n} /SegmentationClassAug/{Path(n).stem}.png\n"
+                                             for n in names[1:]))
+    data = dl.SegmentationData.from_folder(root, split="train_aug")
+    assert len(data) == len(names) and data.classes.catalogue == "voc-ids"
+    assert all(Path(m).parent.name == "SegmentationClassAug" for m in data.masks)
+    assert dl.SegmentationData.from_folder(root, split="train").classes.catalogue == "voc"  # VOC's own, as shipped
+    batches = one_epoch(backend, data, batch_size=1, image_size=(H, W), crop="center", shuffle=False,
+                        label_mode="int")
+    for image, (_, labels) in zip(data.images, batches):
+        np.testing.assert_array_equal(labels[0], truth[Path(image).name], err_msg=f"{backend}: {image}")

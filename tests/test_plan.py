@@ -131,6 +131,26 @@ def test_the_registry_names_every_backend_once():
     assert backends.available("opencv", ["tf.data", "batches"]) == "batches"
 
 
+def test_a_missing_package_is_named_with_its_own_install(monkeypatch):
+    """Each missing need says how to get it: Keras for keras_sequence was told to install TensorFlow and
+    DALI's TF plugin; DALI alone, its wheel."""
+    from daliloader import backends
+    from daliloader.backends import Need
+    from daliloader.errors import MissingDependency
+
+    gone = set()
+    monkeypatch.setattr(backends, "installed", lambda module: module not in gone)
+    gone.add("keras")
+    with pytest.raises(MissingDependency) as e:
+        backends.require(backends.BACKENDS["opencv"].requirements("keras"), "opencv")
+    assert "needs Keras, not installed: `pip install keras`" in str(e.value) and "plugin" not in str(e.value)
+    gone |= {"tensorflow", "nvidia.dali_tf_plugin"}
+    with pytest.raises(MissingDependency, match=r"needs TensorFlow and DALI's TF plugin, not installed: `pip "
+                                                  r"install tensorflow`; then `pip install --no-build-isolation"):
+        backends.require(backends.BACKENDS["dali-cpu"].requirements("tf.data"), "dali-cpu")
+    assert backends.missing(["dali", Need.KERAS]) == [Need.KERAS]
+
+
 def test_auto_without_a_gpu_says_why_it_chose_dali_cpu(index_data, caplog, monkeypatch):
     """Without a GPU, auto takes dali-cpu and logs the reason (the measured comparison with tfdata, and how
     to compare on this machine); with rotation or colour it also names the faster keras_sequence."""

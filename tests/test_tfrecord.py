@@ -529,3 +529,24 @@ def test_a_set_of_shards_missing_one_or_doubled_is_refused_where_a_glob_or_folde
     val = str(folder / "val-00000-of-00001.tfrecord")
     assert len(dl.SegmentationData.from_tfrecord([val, str(folder / "val-*.tfrecord")])) == 2
     assert len(dl.SegmentationData.from_tfrecord([val, os.path.relpath(val)])) == 2
+
+
+def test_masks_stored_as_raw_pixels_are_refused_saying_how_to_store_them(tmp_path):
+    """A mask written as its pixels (an int64 list, or the raw bytes of the array) was refused without a
+    word of what to do: encode each picture (PNG or JPEG bytes)."""
+    image = tf.io.encode_png(np.zeros((8, 8, 3), np.uint8)).numpy()
+    pixels = np.arange(64, dtype=np.uint8) % 3
+
+    def write(path, mask_feature):
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+                       "image/segmentation/class/encoded": mask_feature}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+    write(tmp_path / "ints.tfrecord", tf.train.Feature(int64_list=tf.train.Int64List(value=pixels.tolist())))
+    with pytest.raises(dl.DataError, match="holds int64 x64 .*pixels stored raw: write each picture encoded"):
+        dl.SegmentationData.from_tfrecord(tmp_path / "ints.tfrecord", classes=3, image_key="image/encoded",
+                                          mask_key="image/segmentation/class/encoded")
+    write(tmp_path / "bytes.tfrecord", tf.train.Feature(bytes_list=tf.train.BytesList(value=[pixels.tobytes()])))
+    report = dl.check(tmp_path / "bytes.tfrecord", classes=3, progress=False)
+    assert any("raw pixels? store each picture encoded" in p.message for p in report.problems), report.problems

@@ -37,6 +37,37 @@ from ..parts import MAGIC
 log = logging.getLogger("daliloader")
 
 
+class Need(ValueEnum):
+    """What a backend or a product needs on this machine: a package, or a CUDA GPU that DALI sees."""
+
+    DALI = "dali"
+    GPU = "gpu"
+    TENSORFLOW = "tensorflow"
+    KERAS = "keras"
+    DALI_TF_PLUGIN = "dali-tf-plugin"
+
+    @property
+    def module(self) -> str | None:
+        """The module that provides it (None: the GPU, which DALI counts)."""
+        return {Need.DALI: "nvidia.dali", Need.TENSORFLOW: "tensorflow", Need.KERAS: "keras",
+                Need.DALI_TF_PLUGIN: "nvidia.dali_tf_plugin"}.get(self)
+
+    @property
+    def words(self) -> str:
+        """How a message names it."""
+        return {Need.DALI: "DALI", Need.GPU: "a CUDA GPU that DALI can see", Need.TENSORFLOW: "TensorFlow",
+                Need.KERAS: "Keras", Need.DALI_TF_PLUGIN: "DALI's TF plugin"}[self]
+
+    @property
+    def install(self) -> str:
+        """How to get it: the command, or what is missing."""
+        return {Need.DALI: "`pip install nvidia-dali-cuda120==2.4.0` (nvidia-dali-cuda130 for a CUDA 13 driver)",
+                Need.GPU: "a machine with an NVIDIA GPU and its driver (or backend='dali-cpu', or 'auto' to choose)",
+                Need.TENSORFLOW: "`pip install tensorflow`", Need.KERAS: "`pip install keras` (TensorFlow brings it)",
+                Need.DALI_TF_PLUGIN: "`pip install --no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, "
+                                     "after TensorFlow"}[self]
+
+
 class Product(ValueEnum):
     """What a backend builds (the table above). The registry's functions also take a product's value
     (``"tf.data"``)."""
@@ -48,10 +79,10 @@ class Product(ValueEnum):
     BATCHES = "batches"
 
     @property
-    def needs(self) -> tuple[str, ...]:
+    def needs(self) -> tuple[Need, ...]:
         """What the product needs beyond its backend's own needs."""
-        return {Product.TF_DATA: ("tensorflow",), Product.STREAM: ("tensorflow",),
-                Product.KERAS: ("keras",)}.get(self, ())
+        return {Product.TF_DATA: (Need.TENSORFLOW,), Product.STREAM: (Need.TENSORFLOW,),
+                Product.KERAS: (Need.KERAS,)}.get(self, ())
 
     @property
     def call(self) -> str:
@@ -69,9 +100,6 @@ class Product(ValueEnum):
         """Whether the product is read by index, as Keras reads a PyDataset (numpy batches)."""
         return self in (Product.KERAS, Product.BATCHES)
 
-#: Importable modules behind each need ("gpu" is a CUDA device that DALI sees).
-_MODULES = {"dali": "nvidia.dali", "tensorflow": "tensorflow", "keras": "keras",
-            "dali-tf-plugin": "nvidia.dali_tf_plugin"}
 
 
 #: Image formats (Pillow's names) each family of decoders reads: every format the loaders recognise
@@ -86,7 +114,7 @@ class Backend:
 
     name: str
     about: str
-    needs: tuple[str, ...]  # "dali", "gpu"; TensorFlow and Keras come with the product
+    needs: tuple[Need, ...]  # DALI, a GPU; TensorFlow and Keras come with the product
     builds: Mapping[Product, str] = field(default_factory=dict)  # product -> "module:function"
     options: Mapping[str, object] = field(default_factory=dict)  # given to every builder (dali's device)
     formats: tuple[str, ...] = OPENCV_FORMATS  # the image and mask formats its decoders read
@@ -96,11 +124,15 @@ class Backend:
 
     @property
     def gpu(self) -> bool:
-        return "gpu" in self.needs
+        return Need.GPU in self.needs
 
-    def requirements(self, product: Product | str) -> tuple[str, ...]:
+    @property
+    def uses_dali(self) -> bool:
+        return Need.DALI in self.needs
+
+    def requirements(self, product: Product | str) -> tuple[Need, ...]:
         product = Product(product)
-        plugin = ("dali-tf-plugin",) if "dali" in self.needs and product.feeds_tensorflow else ()
+        plugin = (Need.DALI_TF_PLUGIN,) if self.uses_dali and product.feeds_tensorflow else ()
         return self.needs + product.needs + plugin
 
     def can_build(self, product: Product | str) -> None:
@@ -131,9 +163,9 @@ _DALI_PRODUCTS = {Product.TF_DATA: "daliloader.backends.dali_tf:dataset",
 #: Every backend, by name: what it needs and what it builds.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("dali-gpu", "DALI on a CUDA GPU: nvJPEG decoding, every stage on the GPU, batches on the GPU",
-            needs=("dali", "gpu"), builds=_DALI_PRODUCTS, options={"device": "gpu"}, formats=DALI_FORMATS,
+            needs=(Need.DALI, Need.GPU), builds=_DALI_PRODUCTS, options={"device": "gpu"}, formats=DALI_FORMATS,
             per_replica=True, reads_packs=True),
-    Backend("dali-cpu", "the same DALI graph on DALI's CPU backend", needs=("dali",),
+    Backend("dali-cpu", "the same DALI graph on DALI's CPU backend", needs=(Need.DALI,),
             builds=_DALI_PRODUCTS, options={"device": "cpu"}, formats=DALI_FORMATS, per_replica=True,
             reads_packs=True, decodes_windows=True),
     Backend("tfdata", "plain tf.data + tf.image on the CPU", needs=(),
@@ -203,27 +235,25 @@ def _named(name: str, product: Product) -> Backend:
     return BACKENDS[name]
 
 
-def missing(needs) -> list[str]:
-    """The needs, of ``needs``, that this machine lacks."""
-    lacking = [n for n in needs if n in _MODULES and not installed(_MODULES[n])]
-    if "gpu" in needs and "dali" not in lacking and dali_gpu_count() == 0:
-        lacking.append("gpu")
+def missing(needs) -> list[Need]:
+    """The needs, of ``needs`` (:class:`Need` or their values), that this machine lacks."""
+    needs = [Need(n) for n in needs]
+    lacking = [n for n in needs if n.module is not None and not installed(n.module)]
+    if Need.GPU in needs and Need.DALI not in lacking and dali_gpu_count() == 0:
+        lacking.append(Need.GPU)
     return lacking
 
 
 def require(needs, backend: str) -> None:
+    """Refuse what this machine lacks of ``needs`` for ``backend``: a GPU as a bad argument (SpecError), a
+    package as a MissingDependency, each saying how to get it (or to run ``make install`` in a clone)."""
     lacking = missing(needs)
-    if not lacking:
-        return
-    if "gpu" in lacking:
-        raise SpecError(f"backend={backend!r} needs a CUDA GPU that DALI can see; none was found (use "
-                        "backend='dali-cpu', or 'auto' to choose)")
-    if "dali" in lacking:
-        raise MissingDependency("NVIDIA DALI is not installed. Install it with `pip install "
-                                "nvidia-dali-cuda120==2.4.0` (nvidia-dali-cuda130 for a CUDA 13 driver), or run "
-                                "`make install` in a clone")
-    raise MissingDependency(f"backend={backend!r} needs {', '.join(lacking)}. Install TensorFlow, then `pip install "
-                            "--no-build-isolation nvidia-dali-tf-plugin-cuda120==2.4.0`, or run `make install`")
+    if Need.GPU in lacking:
+        raise SpecError(f"backend={backend!r} needs {Need.GPU.words}; none was found (use backend='dali-cpu', or "
+                        "'auto' to choose)")
+    if lacking:
+        raise MissingDependency(f"backend={backend!r} needs {' and '.join(n.words for n in lacking)}, not installed: "
+                                f"{'; then '.join(n.install for n in lacking)}; or run `make install` in a clone")
 
 
 def available(name: str, products) -> Product | None:

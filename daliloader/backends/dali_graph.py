@@ -60,6 +60,7 @@ from ..environment import dali_s3_safe
 from ..errors import DataError, SpecError
 from ..guard import PairGuard
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
+from ..parallel import cores
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs, Sampler
 from ..spec import Preprocess
@@ -134,7 +135,7 @@ MIN_HOST_SAMPLES = 16
 
 def threads(plan: Plan) -> int:
     """DALI's CPU threads for a plan: ``plan.num_threads``, by default every core."""
-    return plan.num_threads or os.cpu_count() or 1
+    return plan.num_threads or cores()
 
 
 def host_batch_size(plan: Plan, device: str) -> int:

@@ -3,11 +3,11 @@ same files and, with a GPU, DALI's nvJPEG decoder on the images alone."""
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from ..data import SegmentationData
+from ..parallel import cores
 from .timing import Rates, epoch_batches, measure
 
 #: What :func:`cpu_decode_ceiling` can decode.
@@ -61,7 +61,7 @@ def nvjpeg_ceiling(data: SegmentationData, batch_size: int, seconds: float, repe
     (files or TFRecords), after one epoch of warm-up."""
     from nvidia.dali import fn, pipeline_def, types
 
-    @pipeline_def(batch_size=batch_size, num_threads=os.cpu_count(), device_id=device_id, prefetch_queue_depth=2)
+    @pipeline_def(batch_size=batch_size, num_threads=cores(), device_id=device_id, prefetch_queue_depth=2)
     def decode_only():
         encoded = _encoded_images(data)
         return fn.decoders.image(encoded, device="mixed", output_type=types.RGB, jpeg_fancy_upsampling=True)

@@ -10,15 +10,16 @@ them in the other container timed in turn, every other figure alone); the stage 
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 
 from .. import backends, maskcache
+from ..backends import Need
 from ..data import Container, SegmentationData
 from ..errors import SpecError
+from ..parallel import cores
 from ..plan import Plan
 from .ceilings import CPU_DECODES, cpu_decode_ceiling, nvjpeg_ceiling
 from .copies import dataset_place, local_copy, other_container, prepared_copy, quiet
@@ -219,8 +220,11 @@ def choose_backends(settings: Settings) -> list[str]:
     chosen = list(settings.backends or [b for b in BENCH_BACKENDS if product(b) is not None])
     for name in chosen:
         if product(name) is None:
-            raise SpecError(f"--backends: {name} needs {lacks(name)}, which this machine lacks (`make install` "
-                            "installs TensorFlow, Keras and DALI's TF plugin)")
+            lacking = lacks(name)
+            how = ("dali-cpu runs the same graph on the CPU" if Need.GPU in lacking else
+                   "`make install` installs DALI, TensorFlow, Keras and DALI's TF plugin")
+            raise SpecError(f"--backends: {name} needs {' and '.join(n.words for n in lacking) or 'what it needs'}, "
+                            f"which this machine lacks ({how})")
     if settings.train and not has_tensorflow():
         raise SpecError("--train needs TensorFlow, Keras and DALI's TF plugin (`make install`)")
     return chosen
@@ -240,7 +244,7 @@ class Job:
         self.gpu = backends.dali_gpu_count() > 0
         # the ceilings decode on every core, as DALI's threads and tf.data's AUTOTUNE do: a bound of
         # them all; --workers sets opencv's threads (and the vetting's), which it then has, not the bound
-        self.cores = os.cpu_count() or 1
+        self.cores = cores()
         self.workers = settings.workers or self.cores
         self.datasets = {Data.ORIGINAL: data}
         self.guards: dict = {}  # the references' guards, by data (:meth:`guard`)

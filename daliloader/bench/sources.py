@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import backends
-from ..backends import Product
+from ..backends import Need, Product
 from ..classes import MaskKind
 from ..data import Container, SegmentationData
 from ..guard import PairGuard
@@ -34,9 +34,6 @@ BENCH_BACKENDS = tuple(backends.BACKENDS) + REFERENCES
 #: What the bench feeds from each backend, in order of preference: what Keras is fed (tf.data,
 #: PyDataset), else, where TensorFlow or Keras is missing, DALI's own pipeline or numpy batches.
 PRODUCTS = (Product.TF_DATA, Product.KERAS, Product.DALI, Product.BATCHES)
-#: How the bench names what a backend lacks.
-NEEDS = {"tensorflow": "TensorFlow", "keras": "Keras", "dali-tf-plugin": "DALI's TF plugin", "dali": "DALI",
-         "gpu": "a CUDA GPU that DALI can see"}
 #: How each product is read, in the JSON ("via").
 VIA = {Product.TF_DATA: "tf.data", Product.KERAS: "keras PyDataset", Product.BATCHES: "OpenCV loader (no Keras)",
        Product.DALI: "DALI pipeline.run (no TensorFlow)"}
@@ -45,7 +42,7 @@ VIA = {Product.TF_DATA: "tf.data", Product.KERAS: "keras PyDataset", Product.BAT
 def has_tensorflow() -> bool:
     """Whether TensorFlow, Keras and DALI's TensorFlow plugin are installed. Without them (a GPU machine
     with DALI alone) the DALI backends are timed through ``pipeline.run`` and opencv without Keras."""
-    return not backends.missing(("tensorflow", "keras", "dali-tf-plugin"))
+    return not backends.missing((Need.TENSORFLOW, Need.KERAS, Need.DALI_TF_PLUGIN))
 
 
 def product(name: str) -> Product | None:
@@ -55,11 +52,11 @@ def product(name: str) -> Product | None:
     return backends.available(name, PRODUCTS)
 
 
-def lacks(name: str) -> str:
-    """What this machine lacks to run backend ``name``, in words (for a refusal)."""
-    needs = ("tensorflow",) if name in REFERENCES else backends.BACKENDS[name].requirements(
+def lacks(name: str) -> list[Need]:
+    """What this machine lacks to run backend ``name``."""
+    needs = (Need.TENSORFLOW,) if name in REFERENCES else backends.BACKENDS[name].requirements(
         next(iter(backends.BACKENDS[name].builds)))
-    return " and ".join(NEEDS[n] for n in backends.missing(needs)) or "what it needs"
+    return backends.missing(needs)
 
 
 def via(name: str) -> str:
