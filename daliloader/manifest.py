@@ -132,6 +132,10 @@ def read_manifest(path: str | Path) -> Manifest:
     return manifest
 
 
+#: JSON's literals, which a file cut short may end inside.
+_LITERALS = ("true", "false", "null")
+
+
 def _parse(path: Path):
     """The JSON value in the file ``path``; a DataError naming it when it cannot be read or parsed."""
     try:
@@ -143,7 +147,10 @@ def _parse(path: Path):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        cut = ", where the file ends: cut short?" if e.pos >= len(text.rstrip()) else ""
+        # (a string or a literal cut off is reported where it starts: the file ends inside it)
+        rest = text[e.pos:].rstrip()
+        ends = not rest or e.msg.startswith("Unterminated string") or any(w.startswith(rest) for w in _LITERALS)
+        cut = ", where the file ends: cut short?" if ends else ""
         raise _damaged(path, f"not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}{cut})") from None
 
 

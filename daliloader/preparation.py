@@ -59,7 +59,7 @@ from .manifest import (
 )
 from .packs import write_packs
 from .parallel import threaded_map
-from .parts import image_suffix, part_stem, read_part
+from .parts import image_suffix, part_file, part_stamp, part_stem, read_part
 from .spec import check_workers
 from .verification import VerifyReport, verify
 
@@ -236,13 +236,16 @@ def holds(manifest: Manifest, data: SegmentationData) -> bool:
 
 def _sources(data: SegmentationData) -> dict:
     """Where the pairs came from, for ``verify``: the files' absolute paths; for records, their names
-    and, under "records", each pair's ``[file, record number, byte offset, size]`` and the keys."""
+    and, under "records", each pair's ``[file, record number, byte offset, size]`` and the keys; under
+    "stamps", each file's stamp as it was read (:func:`~daliloader.parts.part_stamp`), by which
+    ``verify`` tells a source changed since."""
+    stamps = {buckets.absolute(part_file(p)): list(part_stamp(p)) for p in data.images + data.masks}
     if data.records is None:
         return {"images": [buckets.absolute(p) for p in data.images],
-                "masks": [buckets.absolute(p) for p in data.masks]}
+                "masks": [buckets.absolute(p) for p in data.masks], "stamps": stamps}
     return {"images": [str(p) for p in data.images], "masks": [str(p) for p in data.masks],
             "records": [[buckets.absolute(p.file), p.record, p.offset, p.size] for p in data.images],
-            "keys": [data.records.image_key, data.records.mask_key]}
+            "keys": [data.records.image_key, data.records.mask_key], "stamps": stamps}
 
 
 def _prepare_into_bucket(data: SegmentationData, url: str, options: PrepareOptions) -> dict:

@@ -44,12 +44,17 @@ class VerifyReport:
     indexes_checked: int = 0  # the packs' DALI index files compared with their tars
     originals_missing: int = 0  # pairs whose originals are not where the manifest says
     mismatches: list[str] = field(default_factory=list)
+    #: source files changed since the copy was made (not a fault of the copy: what it tells of the source)
+    changed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.mismatches
 
     def __str__(self) -> str:
+        return self._compared() + (f"\nnote: {changed_sources(self.changed)}" if self.changed else "")
+
+    def _compared(self) -> str:
         forms = f" (and {self.gpu_masks_checked} of their LZ4 forms)" if self.gpu_masks_checked else ""
         indexes = f" and {self.indexes_checked} pack indexes" if self.indexes_checked else ""
         if self.ok:
@@ -147,6 +152,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     if moved:
         report.originals_missing = len(moved)
         report.mismatches.insert(0, _moved(copy, moved))
+    report.changed = changed_since(manifest)
     if manifest.get(PACKS):
         report.pack_members_checked, report.indexes_checked, problems = check_packs(out, manifest)
         report.mismatches += problems
@@ -162,6 +168,26 @@ def _verify_bucket(url: str, workers: int | None, progress: bool) -> VerifyRepor
         report = verify(local, workers, progress)
     report.mismatches = [m.replace(str(local), url) for m in report.mismatches]
     return report
+
+
+def changed_since(manifest: Manifest) -> list[str]:
+    """The source files (or objects) whose version now is not the one the copy was made from, as the
+    manifest's ``source`` "stamps" record them (copies made before they were recorded: none). A file is
+    judged by its size and modification time (a copy of it, ``chmod``, keep its content), an object by its
+    size and ETag; a file gone is not one changed (see ``_moved``)."""
+    changed = []
+    for file, then in manifest["source"].get("stamps", {}).items():
+        now = _stamp(file)
+        if now and tuple(now)[:2] != tuple(then)[:2]:
+            changed.append(file)
+    return changed
+
+
+def changed_sources(files: list[str]) -> str:
+    """What ``VerifyReport.changed`` says: how many, the first, and what to do."""
+    return (f"{len(files)} source file(s) changed since the copy was made (first: {files[0]}): the copy holds what "
+            "they were then (any difference is listed above); run the same `daliloader prepare` into a new folder "
+            "to copy what they are now")
 
 
 def _moved(copy: PreparedCopy, moved: list[int]) -> str:
@@ -279,7 +305,7 @@ def _original(path: str):
 
 
 def _stamp(file: str) -> tuple:
-    """A TFRecord file's (or object's) stamp now; ``()`` where it is gone."""
+    """A source file's (a TFRecord file's, an object's) stamp now; ``()`` where it is gone."""
     if buckets.is_url(file):
         found = buckets.head_or_none(file)
         return found.stamp if found else ()

@@ -198,3 +198,18 @@ def test_a_missing_manifest_or_an_unreadable_one_is_named(tmp_path):
     with pytest.raises(DataError, match=f"{tmp_path / MANIFEST}: it is not text: the manifest is damaged"):
         read_manifest(tmp_path / MANIFEST)
     assert os.path.exists(tmp_path / MANIFEST)
+
+
+@pytest.mark.parametrize("end", ['{"a": "some/pa', '{"a": [1, 2', '{"a": tr', '{"a": nul', '{"a": 1}  \n'])
+def test_a_manifest_cut_anywhere_is_called_cut_short(tmp_path, end):
+    """Where the cut falls (inside a string, a number, a literal) decided whether the message said "cut
+    short": a string cut off is reported where it starts. Each says so; a whole file is read."""
+    from daliloader.manifest import _parse
+
+    path = tmp_path / "manifest.json"
+    path.write_text(end)
+    if end.strip().endswith("}"):
+        assert _parse(path) == {"a": 1}
+        return
+    with pytest.raises(dl.DataError, match="where the file ends: cut short"):
+        _parse(path)

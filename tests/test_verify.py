@@ -170,3 +170,22 @@ def test_verify_refuses_what_is_no_prepared_copy(tmp_path):
     (tmp_path / MANIFEST).write_text(json.dumps({"format": "something else"}))
     with pytest.raises(DataError, match="not a daliloader-prepared manifest"):
         verify(tmp_path, progress=False)
+
+
+def test_verify_says_which_sources_changed_since_the_copy_was_made(tmp_path, capsys):
+    """A source edited or rewritten after prepare was reported as damage of the copy (pixels differ, a
+    TFRecord's CRC fails), never as a change of the source. The manifest records each source's stamp,
+    and verify says which changed (a note: the copy is not at fault), first of all where it also differs."""
+    data = colour_dataset(tmp_path / "src")
+    out = tmp_path / "p"
+    prepare(data, out, progress=False)
+    assert verify(out, progress=False).changed == []
+    os.utime(data.images[0])  # touched (modification time only): its content is the same
+    mask = data.masks[1]
+    cv2.imwrite(mask, cv2.imread(mask)[::-1].copy())  # rewritten: other labels
+    report = verify(out, progress=False)
+    assert report.changed == [os.path.abspath(data.images[0]), os.path.abspath(mask)]
+    assert not report.ok and any("pixels differ" in m for m in report.mismatches)
+    assert cli(["verify", str(out), "--quiet"]) == 1
+    said = capsys.readouterr().out
+    assert "note: 2 source file(s) changed since the copy was made (first: " in said and "`daliloader prepare`" in said
