@@ -12,7 +12,7 @@ window with this very code, on their own tensors.
 Each sample gets :func:`draw_count` uniform draws ``u`` in [0, 1), in this order: zoom, top, left, flip,
 angle, brightness, contrast, saturation, hue, then those of the declared stages
 (:mod:`daliloader.augment`), then, with ``cat_max_ratio`` only, the top and left of each of the
-window's :data:`REDRAWS` redraws (all of them: :data:`DRAWS`). A range option ``(lo, hi)`` takes
+window's :data:`~daliloader.draws.REDRAWS` redraws (all of them: :data:`DRAWS`). A range option ``(lo, hi)`` takes
 ``lo + u (hi - lo)``.
 
 Stages (names as in :mod:`daliloader.spec`), in order:
@@ -128,7 +128,7 @@ def as_ints(win: Window) -> Window[int]:
 
 
 def redraws(height, width, win_h, win_w, u, m=NUMPY) -> list[tuple]:
-    """``cat_max_ratio``: the ``(top, left)`` of the :data:`REDRAWS` redraws of a ``win_h`` x ``win_w``
+    """``cat_max_ratio``: the ``(top, left)`` of the :data:`~daliloader.draws.REDRAWS` redraws of a ``win_h`` x ``win_w``
     window, each placed uniformly by its own two draws, as mmsegmentation's ``RandomCrop`` draws them."""
     return [(uniform_offset(height - win_h, u[FIRST_REDRAW + 2 * k], m),
              uniform_offset(width - win_w, u[FIRST_REDRAW + 2 * k + 1], m)) for k in range(REDRAWS)]
