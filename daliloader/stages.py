@@ -128,8 +128,9 @@ def as_ints(win: Window) -> Window[int]:
 
 
 def redraws(height, width, win_h, win_w, u, m=NUMPY) -> list[tuple]:
-    """``cat_max_ratio``: the ``(top, left)`` of the :data:`~daliloader.draws.REDRAWS` redraws of a ``win_h`` x ``win_w``
-    window, each placed uniformly by its own two draws, as mmsegmentation's ``RandomCrop`` draws them."""
+    """``cat_max_ratio``: the ``(top, left)`` of the :data:`~daliloader.draws.REDRAWS` redraws of a ``win_h``
+    x ``win_w`` window, each placed uniformly by its own two draws, as mmsegmentation's ``RandomCrop``
+    draws them."""
     return [(uniform_offset(height - win_h, u[FIRST_REDRAW + 2 * k], m),
              uniform_offset(width - win_w, u[FIRST_REDRAW + 2 * k + 1], m)) for k in range(REDRAWS)]
 
