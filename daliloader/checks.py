@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -132,9 +133,10 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     workers = check_workers(workers) or cores()
     start = time.perf_counter()
     problems = list(listed.problems) + _table_problems(classes, [m for _, m in pairs], source)
-    for found in threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,
-                              "checking pairs" if progress else None):
-        problems.extend(found)
+    with closing(threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,
+                              "checking pairs" if progress else None)) as checked:
+        for found in checked:
+            problems.extend(found)
     return Report(source, len(pairs), problems, time.perf_counter() - start, workers, listed.notes)
 
 

@@ -223,17 +223,20 @@ def load_data(args, default: bool = True):
 def cmd_check(args) -> int:
     """``daliloader check``: every pair decoded, the problems listed (and written as JSON); 0 when there
     are none, else 1."""
+    from daliloader.cache import write_whole
     from daliloader.checks import check
 
     source = data_source(args)
     if source is None:
         raise SpecError("name the dataset to check: DATA (a dataset folder) or --images/--masks")
+    refuse_unwritable(args.json, "--json")  # before the check, not after it
     report = check(source, split=args.split, classes=None if isinstance(source, dict) else args.classes,
                    workers=args.workers, progress=not args.quiet, image_key=args.image_key, mask_key=args.mask_key,
                    mask_channel=args.mask_channel)
     print(report)
-    if args.json:
-        Path(args.json).write_text(report.to_json())
+    if args.json:  # (whole, through a temporary file: a reader never sees half of it)
+        Path(args.json).absolute().parent.mkdir(parents=True, exist_ok=True)
+        write_whole(Path(args.json), report.to_json().encode())
         print(f"wrote {args.json}")
     return 0 if report.ok else 1
 

@@ -148,6 +148,8 @@ def _building(out: Path, what: str, way_out: str):
                  "run removes it")
         if isinstance(e, OSError):  # one line, at the first file that could not be written
             raise LoadError(f"cannot write {e.filename or folder}: {cannot_write(e, way_out)}{after}") from None
+        if left is not None:  # (an interrupt, another error: said beside it)
+            warnings.warn(f"{folder}: {after[2:]}", stacklevel=user_stacklevel())
         raise
 
 

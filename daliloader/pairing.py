@@ -249,7 +249,11 @@ INCOMPLETE_MARKER = ".daliloader-incomplete"
 def refuse_incomplete(folder: Path) -> None:
     """A folder inside the unfinished output of ``daliloader prepare`` is no dataset: refuse it."""
     for d in (folder, *list(folder.absolute().parents)[:2]):
-        if (d / INCOMPLETE_MARKER).exists():
+        try:
+            marked = (d / INCOMPLETE_MARKER).exists()
+        except OSError:  # a folder that cannot be read: named as such where it is listed
+            marked = False
+        if marked:
             raise DataError(f"{d} is the unfinished output of a `daliloader prepare` (interrupted, or still running), "
                             "not a dataset: run the same prepare again, which removes it, or delete it")
 

@@ -37,9 +37,17 @@ def mapped(fn, items, workers: int = 1) -> list:
 
 def threaded_map(fn, items, workers: int | None = None, description: str | None = None):
     """``fn`` over ``items`` on ``workers`` threads (default: all cores), in order, with a transient
-    progress bar when a ``description`` is given (see :func:`progress`)."""
-    with ThreadPoolExecutor(workers or cores()) as pool:
+    progress bar when a ``description`` is given (see :func:`progress`).
+
+    Left early (an error, Ctrl-C, the caller closing it), the items not started are cancelled and those
+    running are waited for: nothing runs on behind the caller's back (the cleanup of an interrupted
+    ``prepare`` raced its workers' writes). A caller that does work of its own between items closes it
+    on leaving (``contextlib.closing``): an interrupt in its own code leaves the generator suspended."""
+    pool = ThreadPoolExecutor(workers or cores())
+    try:
         yield from progress(pool.map(fn, items), len(items), description)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def progress(items, total: int, description: str | None):

@@ -151,6 +151,7 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         return _prepare_into_bucket(data, str(out), options)
     if (Path(out) / MANIFEST).exists():  # (atomic_folder would refuse it too, less precisely)
         raise DataError(f"{out} already holds a prepared dataset; remove it or {OUT_WAY_OUT}")
+    _refuse_inside(data, Path(out))
     with atomic_folder(out) as folder:
         return _write(data, folder, options)
 
@@ -222,6 +223,20 @@ def _gpu_entry(names: list[str], rows: list[PreparedPair]) -> dict:
         return {"encoding": LZ4_ENCODING, "files": [r.lz4 for r in rows]}
     return {"left_out": f"{len(too_big)} masks are over nvCOMP's {LZ4_MAX_BYTES >> 20} MiB (first: {too_big[0]}); "
                         "dali-gpu reads the PNG masks"}
+
+
+def _refuse_inside(data: SegmentationData, out: Path) -> None:
+    """Refuse an ``out`` inside the folder of the dataset's images or of its masks (``prepare DATA
+    DATA/train/sub``): the copy's files would become strays of the dataset, which its loaders and
+    ``check`` then refuse."""
+    if data.records is not None or buckets.is_url(part_file(data.images[0])):
+        return
+    target = Path(os.path.realpath(out))
+    for parts in (data.images, data.masks):
+        home = Path(os.path.commonpath([os.path.dirname(os.path.realpath(p)) for p in parts]))
+        if target == home or home in target.parents:
+            raise DataError(f"{out} is inside {home}, which holds the dataset's files: the copy's would become part "
+                            f"of the dataset. Choose an OUT outside it")
 
 
 def holds(manifest: Manifest, data: SegmentationData) -> bool:

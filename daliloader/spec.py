@@ -349,7 +349,7 @@ def make_spec(
             declared stage's option without the option that turns the stage on).
     """
     given = locals()  # the arguments by name: the prologue's options are read from here, as PROLOGUE names them
-    size = _image_size(image_size)
+    size = check_image_size(image_size)
     check_choice("crop", crop, CROPS)
     if isinstance(label_mode, str):
         label_mode = LABEL_MODE_SPELLINGS.get(label_mode, label_mode)
@@ -488,7 +488,9 @@ def check_workers(workers):
     return None if workers is None else check_count("workers", workers)
 
 
-def _image_size(image_size) -> tuple[int, int]:
+def check_image_size(image_size) -> tuple[int, int]:
+    """``image_size`` as ``(height, width)``: an int (a square) or a pair, each side an integer in
+    1..16384; a SpecError naming it otherwise."""
     if isinstance(image_size, int) and not isinstance(image_size, bool):
         image_size = (image_size, image_size)
     try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import secrets
+import shutil
 from pathlib import Path
 
 import cv2
@@ -22,7 +24,8 @@ from .classes import ClassMap
 from .codecs import encode, write_file
 from .data import SegmentationData
 from .environment import cache_dir, cache_way_out
-from .errors import LoadError, SpecError, cannot_write
+from .errors import DataError, LoadError, SpecError, cannot_write
+from .spec import check_count, check_image_size
 
 
 def camvid_classmap() -> ClassMap:
@@ -36,19 +39,46 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
 
     Layout: ``out_dir/{split}/NNNNN.{jpg|png}``, ``out_dir/{split}_labels/NNNNN_L.png`` (RGB colour
     masks) and ``out_dir/class_dict.csv``. ``image_size`` is (height, width), as everywhere in
-    daliloader. Existing files with the same names are overwritten; generation is deterministic in
-    ``seed``. A file that cannot be written (a full disk, a read-only folder) is a LoadError naming it.
+    daliloader; generation is deterministic in ``seed``. Another split may be written beside those in
+    ``out_dir``; a split that holds files already is refused (writing over it would mix two datasets). A
+    split's two folders are written under temporary names and renamed into place at the end: an
+    interruption leaves no split, only a hidden ``.SPLIT.incomplete-*`` folder, removed by the next run.
+    A file that cannot be written (a full disk, a read-only folder) is a LoadError naming it.
     """
     if image_format not in ("jpg", "png"):
         raise SpecError(f"image_format must be 'jpg' or 'png', got {image_format!r}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpecError(f"n must be a positive integer, got {n!r}")
+    image_size, seed = check_image_size(image_size), check_count("seed", seed)
     out = Path(out_dir)
+    for folder in (out / split, out / f"{split}_labels"):
+        if folder.is_dir() and any(folder.iterdir()):
+            raise DataError(f"{folder} holds files already: write the synthetic dataset into another folder (or "
+                            "another split), or remove it")
     try:
-        _write_dataset(out, n, image_format, image_size, seed, quality, split, progress)
+        _write_split(out, n, image_format, image_size, seed, quality, split, progress)
     except OSError as e:
         raise LoadError(f"cannot write {e.filename or out}: {cannot_write(e, 'choose another folder')}") from None
     return SegmentationData.from_dirs(out / split, out / f"{split}_labels", out / "class_dict.csv")
+
+
+def _write_split(out: Path, n: int, image_format: str, image_size: tuple[int, int], seed: int, quality: int,
+                 split: str, progress: bool) -> None:
+    """The split's folders written into a hidden temporary folder of ``out``, then renamed into place (the
+    leftovers of an interrupted run removed first)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for left in out.glob(f".{split}.incomplete-*"):
+        shutil.rmtree(left, ignore_errors=True)
+    tmp = out / f".{split}.incomplete-{secrets.token_hex(4)}"
+    try:
+        _write_dataset(tmp, n, image_format, image_size, seed, quality, split, progress)
+        write_class_dict(out / "class_dict.csv")
+        for folder in (f"{split}_labels", split):  # the images last: a split without them is no split
+            if (out / folder).is_dir():
+                (out / folder).rmdir()  # (empty: checked above)
+            (tmp / folder).rename(out / folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write_dataset(out: Path, n: int, image_format: str, image_size: tuple[int, int], seed: int, quality: int,

@@ -9,6 +9,7 @@ needs OpenCV, numpy and python-lz4, not DALI (see :func:`daliloader.packs.index_
 from __future__ import annotations
 
 import os
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,11 +145,12 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
     copy = PreparedCopy.of(out, manifest)
     report = VerifyReport(pairs=len(copy.pairs))
     moved = []
-    for i, check in enumerate(threaded_map(lambda i: check_pair(copy, i), range(len(copy.pairs)), workers,
-                                           "verifying" if progress else None)):
-        report.add(check)
-        if check.moved:
-            moved.append(i)
+    with closing(threaded_map(lambda i: check_pair(copy, i), range(len(copy.pairs)), workers,
+                              "verifying" if progress else None)) as checked:
+        for i, check in enumerate(checked):
+            report.add(check)
+            if check.moved:
+                moved.append(i)
     if moved:
         report.originals_missing = len(moved)
         report.mismatches.insert(0, _moved(copy, moved))
@@ -216,7 +218,11 @@ def check_pair(copy: PreparedCopy, i: int) -> PairCheck:
 def _prepared_mask(path: Path, problems: list[str]) -> np.ndarray | None:
     """The indices of a prepared mask; None, with a problem, when it is missing or no 8-bit single-channel PNG."""
     # (read by Python, decoded from memory: OpenCV's own file functions crash on names that are no UTF-8)
-    got = decode_file(path, cv2.IMREAD_UNCHANGED) if path.is_file() else None
+    try:
+        got = decode_file(path, cv2.IMREAD_UNCHANGED) if path.is_file() else None
+    except OSError as e:  # (reported: verify reports what it finds, never stops at it)
+        problems.append(f"{path}: cannot read it ({e.strerror or e})")
+        return None
     if got is None or got.dtype != np.uint8 or got.ndim != 2:
         problems.append(f"{path}: missing, or not a single-channel 8-bit PNG")
         return None

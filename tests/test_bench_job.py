@@ -148,6 +148,18 @@ def test_the_ceilings_decode_on_every_core_whatever_workers_opencv_gets(synth_da
     assert used and set(used) == {os.cpu_count()} and report.settings.workers == 1
 
 
+def test_a_bad_mask_stops_the_bench_before_the_ceilings_naming_the_users_file(tmp_path, fakes):
+    """A truncated colour mask got no entry in the mask cache, and the cached ceiling then failed on the
+    cache's missing file ("masks-v1-.../0000001.png: No such file"). The pairs are vetted first, as the
+    loaders vet them: the error names the user's mask."""
+    data = dl.synthetic.make_dataset(tmp_path / "d", n=3, image_size=(40, 48))
+    bad = data.masks[1]
+    with open(bad, "r+b") as fh:
+        fh.truncate(200)
+    with pytest.raises(dl.LoadError, match=f"{bad}: truncated PNG"):
+        fakes.run(dl.SegmentationData.from_folder(tmp_path / "d"), backends=("dali-cpu",), label_modes=("int",))
+
+
 def test_every_figure_is_divided_by_the_experts_of_the_same_run_and_labels(synth_data, fakes, monkeypatch):
     monkeypatch.setattr(job, "other_container", lambda data, status: (Data.TFRECORD, synth_data))
     report = fakes.run(synth_data, backends=("dali-cpu", "tf-expert"), label_modes=("onehot", "int"), tfrecord=True,

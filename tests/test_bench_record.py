@@ -206,3 +206,19 @@ def test_a_ratio_knows_the_two_figures_it_divides():
     augment = read(RESULTS / "vm-2cores-augment.json")
     over, under = augment.divided("augment_kept", "opencv int")
     assert (over.augment, under.augment) == ("full", "none")
+
+
+@pytest.mark.parametrize("field, value", [("median", "fast"), ("median", None), ("rates", [1.0, "x"]),
+                                          ("name", 3)])
+def test_a_report_edited_into_other_types_is_refused_naming_the_field(field, value, tmp_path):
+    """A figure's median edited to a string (or null) passed the reading and ended in a traceback where
+    the report is printed; it is refused when read, naming the field."""
+    import json
+
+    from daliloader.report import read_report
+
+    raw = json.loads((RESULTS / "vm-2cores-vs-expert-2026-11-27.json").read_text())  # (of the current schema)
+    raw["results"][0][field] = value
+    (tmp_path / "r.json").write_text(json.dumps(raw))
+    with pytest.raises(DataError, match=f"not a bench report .*'{field}' is {value!r}".replace("[", r"\[")):
+        read_report(tmp_path / "r.json")

@@ -555,3 +555,15 @@ def test_a_bad_file_stops_a_command_in_its_own_words_alone(root, tmp_path):
     assert run.returncode == 2 and run.stderr.startswith("daliloader bench: error: cannot load sample"), run.stderr
     assert f"{image}: truncated JPEG" in run.stderr and "Traceback" not in run.stderr, run.stderr
     assert len(run.stderr.splitlines()) == 3, run.stderr
+
+
+def test_check_refuses_a_json_it_cannot_write_before_checking_and_makes_its_folder(root, tmp_path, capsys):
+    """check --json into a place no file can be written was tried only after the whole check; a missing
+    folder failed there too. The first is refused first; the second made."""
+    (tmp_path / "a-file").write_text("")
+    assert cli(["check", root, "--quiet", "--json", str(tmp_path / "a-file" / "c.json")]) == 2
+    said = capsys.readouterr()
+    assert "--json" in said.err and "no file can be written in" in said.err and "pairs" not in said.out
+    out = tmp_path / "new" / "folder" / "c.json"
+    assert cli(["check", root, "--quiet", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["pairs"] >= 1

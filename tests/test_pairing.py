@@ -268,3 +268,21 @@ def test_a_file_name_that_is_no_utf8_loads_checks_and_prepares(tmp_path, backend
         assert cli(["prepare", "--images", data.images[0].rsplit("/", 1)[0], "--masks",
                     data.masks[0].rsplit("/", 1)[0], "--classes", "3", str(out), "--quiet", "--verify"]) == 0
         assert sorted(os.listdir(out / "images")) == ["0000000-caf.png", "0000001-plain.png"]  # UTF-8 names
+
+
+def test_a_folder_that_cannot_be_read_is_named_not_its_marker(tmp_path, monkeypatch):
+    """A mask folder without read permission was reported as '.../.daliloader-incomplete: Permission
+    denied' (looking for the marker of an unfinished prepare raised): the folder is named as unreadable
+    where it is listed."""
+    from daliloader.pairing import INCOMPLETE_MARKER, refuse_incomplete
+
+    real = Path.exists
+
+    def exists(path, *args, **kwargs):
+        if path.name == INCOMPLETE_MARKER and path.parent.name == "masks":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    (tmp_path / "masks").mkdir()
+    monkeypatch.setattr(Path, "exists", exists)
+    refuse_incomplete(tmp_path / "masks")  # no marker known: the listing says what cannot be read

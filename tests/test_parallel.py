@@ -92,3 +92,32 @@ def screen(raw: str) -> list[str]:
             rows[row] = rows[row][:col].ljust(col) + token + rows[row][col + len(token):]
             col += len(token)
     return rows
+
+
+def test_a_map_left_early_cancels_what_has_not_started_and_waits_for_what_runs():
+    """An interrupted prepare removed what it had written while its workers went on writing, leaving a
+    part behind: leaving the map (closing it, an error, Ctrl-C) now cancels the items not started and
+    waits for those running, so nothing runs on behind the caller's back."""
+    import threading
+    import time
+    from contextlib import closing
+
+    from daliloader.parallel import threaded_map
+
+    started, running, lock = [], [0], threading.Lock()
+
+    def slow(i):
+        with lock:
+            started.append(i)
+            running[0] += 1
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return i
+
+    with closing(threaded_map(slow, range(100), workers=2)) as results:
+        assert next(results) == 0
+    assert running[0] == 0 and len(started) <= 6, started  # the rest cancelled, none left running
+    done = len(started)
+    time.sleep(0.2)
+    assert len(started) == done

@@ -337,3 +337,17 @@ def test_a_long_file_name_is_prepared(tmp_path):
     manifest = prepare(data, tmp_path / "out", pack_size=2, progress=False)
     assert all(len(Path(f).name.encode()) <= 255 for pair in manifest["pairs"] for f in pair)
     assert verify(tmp_path / "out", progress=False).ok
+
+
+def test_a_copy_inside_the_datasets_own_folders_is_refused(tmp_path):
+    """prepare DATA DATA/train/sub wrote the copy among the dataset's images, whose loaders and check
+    then refused it (12 unpaired images): refused before anything is written. A copy beside the
+    dataset's folders, inside its root, is fine."""
+    data = dl.synthetic.make_dataset(tmp_path / "d", n=2, image_size=(16, 16))
+    for inside in (tmp_path / "d" / "train" / "sub", tmp_path / "d" / "train_labels"):
+        with pytest.raises(dl.DataError, match=r"is inside \S*/d/train(_labels)?, which holds the dataset's files"):
+            prepare(data, inside, progress=False)
+        assert not inside.exists() or inside == tmp_path / "d" / "train_labels"
+    assert len(dl.SegmentationData.from_folder(tmp_path / "d")) == 2
+    prepare(data, tmp_path / "d" / "prepared", progress=False)  # beside them: nothing of it is paired
+    assert len(dl.SegmentationData.from_folder(tmp_path / "d")) == 2

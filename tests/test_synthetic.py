@@ -53,5 +53,38 @@ def test_a_disk_that_fills_while_synth_writes_is_one_line(tmp_path, tmpfs, capsy
     disk = tmpfs(tmp_path / "small", "size=64k")
     assert cli(["synth", str(disk / "s"), "--n", "40", "--image-size", "120,160"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
-    assert err.startswith(f"daliloader synth: error: cannot write {disk}/s/train") and \
+    assert err.startswith(f"daliloader synth: error: cannot write {disk}/s/") and \
         "no space left on the device" in err, err
+    assert not (disk / "s" / "train").exists() and not list((disk / "s").glob(".train.incomplete-*"))  # nothing left
+
+
+def test_synth_writes_a_split_whole_or_not_at_all_and_never_over_another(tmp_path, monkeypatch):
+    """synth wrote into OUT in place: over an existing dataset (2 new pairs among 4 stale ones of another
+    size), and an interrupted run left a part of the pairs, which check called clean. A split is now
+    written under a temporary name and renamed; one that holds files is refused; another split beside
+    it is welcome; sizes and seeds are checked as the loaders check them."""
+    from daliloader import synthetic
+
+    out = tmp_path / "d"
+    dl.synthetic.make_dataset(out, n=3, image_size=(32, 48))
+    with pytest.raises(dl.DataError, match=r"d/train holds files already"):
+        dl.synthetic.make_dataset(out, n=2, image_size=(16, 16))
+    assert len(dl.synthetic.make_dataset(out, n=2, image_size=(32, 48), split="val", seed=1)) == 2
+    assert len(dl.SegmentationData.from_folder(out)) == 3  # the training split as it was
+
+    calls = []
+
+    def interrupted(rng, labels, palette, real=synthetic._render_photo):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(rng, labels, palette)
+
+    monkeypatch.setattr(synthetic, "_render_photo", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        dl.synthetic.make_dataset(tmp_path / "e", n=4, image_size=(16, 16))
+    assert [p.name for p in (tmp_path / "e").iterdir()] in ([], ["class_dict.csv"])  # no split, no leftovers
+    for bad, message in (({"image_size": (100_000, 8)}, "each side must be an integer in 1..16384"),
+                         ({"seed": -1}, "seed must be an integer >= 0")):
+        with pytest.raises(dl.SpecError, match=message):
+            dl.synthetic.make_dataset(tmp_path / "f", n=1, **bad)

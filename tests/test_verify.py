@@ -189,3 +189,24 @@ def test_verify_says_which_sources_changed_since_the_copy_was_made(tmp_path, cap
     assert cli(["verify", str(out), "--quiet"]) == 1
     said = capsys.readouterr().out
     assert "note: 2 source file(s) changed since the copy was made (first: " in said and "`daliloader prepare`" in said
+
+
+def test_a_prepared_file_that_cannot_be_read_is_reported_not_raised(colour_data, tmp_path, monkeypatch):
+    """verify stopped at a prepared mask it could not read (chmod 000) with one line and no report; it
+    reports what it finds and goes on."""
+    from daliloader import verification
+
+    out = tmp_path / "p"
+    prepare(colour_data, out, progress=False)
+    denied = out / json.loads((out / MANIFEST).read_text())["pairs"][2][1]
+    real = verification.decode_file
+
+    def decode(path, flags):
+        if path == denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, flags)
+
+    monkeypatch.setattr(verification, "decode_file", decode)
+    report = verify(out, progress=False)
+    assert not report.ok and f"{denied}: cannot read it (Permission denied)" in report.mismatches
+    assert report.masks_checked == len(colour_data) - 1

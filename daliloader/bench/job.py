@@ -272,8 +272,13 @@ class Job:
 
     def ceilings(self) -> None:
         """The CPU decode ceilings of the pairs, images and masks, and nvJPEG's with a GPU (of data in a
-        bucket, on its local copy: a ceiling of decoding, not of fetching)."""
+        bucket, on its local copy: a ceiling of decoding, not of fetching). The pairs are vetted first, as
+        the loaders vet each pair they read: a bad file stops the bench naming it (the user's file, not
+        the mask cache's entry that it left out), before any decoder reads it."""
         s, decoded = self.settings, self.datasets.get(Data.LOCAL, self.data)
+        original = reference_data(self.plan())  # the user's own pairs (the references read them, vetted so)
+        self.guards[Data.ORIGINAL] = self.status(f"vetting the {len(original)} pairs",
+                                                 partial(vetted, original, self.workers))
         for what in CPU_DECODES:
             self.ceiling(ceiling_key(f"cpu_decode_{what}"), f"{what}/s",
                          partial(cpu_decode_ceiling, decoded, self.cores, s.seconds, s.repeats, what))
