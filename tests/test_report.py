@@ -44,12 +44,13 @@ def test_the_bench_tables_fit_80_columns_and_mark_noise(name):
 
 
 def test_the_vm_table_is_the_one_the_benchmarks_page_shows():
-    """`daliloader report benchmarks/results/vm-2cores-vs-expert.json --data original` prints the main table
-    that docs/benchmarks.md quotes, line for line."""
+    """`daliloader report benchmarks/results/vm-2cores-vs-expert-2026-11-27.json --data original` prints the
+    main table that docs/benchmarks.md quotes, line for line."""
     page = (ROOT / "docs" / "benchmarks.md").read_text()
-    command = "$ daliloader report benchmarks/results/vm-2cores-vs-expert.json --data original\n"
+    name = "vm-2cores-vs-expert-2026-11-27.json"
+    command = f"$ daliloader report benchmarks/results/{name} --data original\n"
     quoted = page.split(command, 1)[1].split("```", 1)[0].splitlines()
-    lines = [line.rstrip() for line in printed(read_report(RESULTS / "vm-2cores-vs-expert.json", data=["original"]))]
+    lines = [line.rstrip() for line in printed(read_report(RESULTS / name, data=["original"]))]
     start = lines.index(quoted[0])
     assert lines[start:start + len(quoted)] == quoted
 

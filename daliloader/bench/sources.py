@@ -75,9 +75,9 @@ def reads_packs(name: str) -> bool:
 
 
 def decodes_windows(name: str) -> bool:
-    """Whether backend ``name`` decodes only the crop window of a JPEG photo, which can take it past a
-    ceiling of whole pictures decoded."""
-    return name in backends.BACKENDS and backends.BACKENDS[name].decodes_windows
+    """Whether backend ``name`` decodes only the crop window of a JPEG photo (the expert's pipeline too),
+    which can take it past a ceiling of whole pictures decoded."""
+    return name == EXPERT or (name in backends.BACKENDS and backends.BACKENDS[name].decodes_windows)
 
 
 def on_gpu(name: str) -> bool:
@@ -130,8 +130,7 @@ def vetted(data: SegmentationData, workers: int) -> PairGuard:
     guard's LoadError, which names the pair and says to run ``daliloader check``; the guard remembers
     every pair, so that :func:`explained` can decode them all when a decoder fails anyway."""
     guard = PairGuard(data, remember=len(data))
-    for _ in threaded_map(guard.verify, range(len(data)), workers):
-        pass
+    list(threaded_map(guard.verify, range(len(data)), workers))
     return guard
 
 
