@@ -578,8 +578,8 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     labelIds, ADE20K), ``N`` must be that table's class count: reading the raw ids as classes would
     give wrong labels without an error. Anything else goes to :func:`~daliloader.classes.as_classmap`.
     """
-    if mask_channel is None and masks:
-        published = _as_stored(published, masks)
+    if mask_channel is None and masks and (given is None or is_named(given) or isinstance(given, (int, np.integer))):
+        published = _as_stored(published, masks)  # (a map of one's own needs no look at the masks)
     if given is None:
         given, published = published, None
         if given is None:

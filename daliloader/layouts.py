@@ -115,8 +115,8 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
         f"  Cityscapes: leftImg8bit/{split}/ + gtFine/{split}/ (*_gtFine_labelIds.png)\n"
         f"  Pascal VOC 2012: VOC2012/ (or VOCdevkit/VOC2012/) with JPEGImages/, SegmentationClass/ and "
         f"ImageSets/Segmentation/{split}.txt\n"
-        f"  ADE20K: ADEChallengeData2016/ with images/{_ADE_SPLITS.get(split, split)}/ + "
-        f"annotations/{_ADE_SPLITS.get(split, split)}/\n"
+        f"  ADE20K: ADEChallengeData2016/ (or a folder holding its objectInfo150.txt or sceneCategories.txt) "
+        f"with images/{_ADE_SPLITS.get(split, split)}/ + annotations/{_ADE_SPLITS.get(split, split)}/\n"
         f"  CamVid: {split}/ + {split}_labels/ + class_dict.csv\n"
         f"  images/ + masks/ (+ class_dict.csv for colour masks), with or without split folders (images/{split}/)\n"
         f"  a prepared copy: {MANIFEST} (daliloader prepare)\n"
@@ -143,7 +143,8 @@ def _prepared(root: Path, split: str | None) -> Found | None:
         return None
     manifest = load_manifest(root)
     made_from = manifest.get("source", {}).get("split")
-    if split is not None and split != made_from:
+    if split is not None and split != made_from and not (made_from and _split_word(split) and
+                                                         _split_word(split) == _split_word(made_from)):
         of = f"split {made_from!r} of {manifest['source'].get('data') or 'its source'}" if made_from else "one split"
         raise DataError(f"{root} is a prepared copy of {of}, and holds only that: drop split={split!r}, or prepare "
                         f"split {split!r} into a folder of its own (daliloader prepare DATA OUT --split {split})")

@@ -232,21 +232,21 @@ def _refuse_inside(data: SegmentationData, out: Path) -> None:
     if data.records is not None or buckets.is_url(part_file(data.images[0])):
         return
     target = Path(os.path.realpath(out))
-    for parts in (data.images, data.masks):
-        home = Path(os.path.commonpath([os.path.dirname(os.path.realpath(p)) for p in parts]))
-        if target == home or home in target.parents:
-            raise DataError(f"{out} is inside {home}, which holds the dataset's files: the copy's would become part "
-                            f"of the dataset. Choose an OUT outside it")
+    homes = {Path(os.path.dirname(os.path.realpath(p))) for p in data.images + data.masks}
+    home = next((h for h in (target, *target.parents) if h in homes), None)
+    if home is not None:
+        raise DataError(f"{out} is inside {home}, which holds the dataset's files: the copy's would become part of "
+                        "the dataset. Choose an OUT outside it")
 
 
 def holds(manifest: Manifest, data: SegmentationData) -> bool:
     """Whether the prepared copy of ``manifest`` was made of ``data``: the same pairs (where they are), read
-    with the same classes (names and ignore index). A copy found where one is to be made is used in its
-    place only then."""
+    with the same class table (as the manifest records it: names, ignore index, colours or ids). A copy
+    found where one is to be made is used in its place only then."""
     made_of, sources = manifest["source"], _sources(data)
-    return (all(made_of.get(key) == sources[key] for key in ("images", "masks"))
-            and manifest["classes"]["names"] == list(data.classes.names)
-            and manifest["classes"]["ignore_index"] == data.classes.ignore_index)
+    kept, now = ({k: v for k, v in entry.items() if k != "source"} for entry in (
+        manifest["classes"], json.loads(json.dumps(_classes_entry(data.classes)))))
+    return all(made_of.get(key) == sources[key] for key in ("images", "masks")) and kept == now
 
 
 def _sources(data: SegmentationData) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import secrets
 import shutil
 from pathlib import Path
@@ -40,7 +41,9 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
     Layout: ``out_dir/{split}/NNNNN.{jpg|png}``, ``out_dir/{split}_labels/NNNNN_L.png`` (RGB colour
     masks) and ``out_dir/class_dict.csv``. ``image_size`` is (height, width), as everywhere in
     daliloader; generation is deterministic in ``seed``. Another split may be written beside those in
-    ``out_dir``; a split that holds files already is refused (writing over it would mix two datasets). A
+    ``out_dir``; a split that holds files already is refused (writing over it would mix two datasets),
+    unless this call made it, with the same arguments (a script run again): it is then returned as it
+    is. A
     split's two folders are written under temporary names and renamed into place at the end: an
     interruption leaves no split, only a hidden ``.SPLIT.incomplete-*`` folder, removed by the next run.
     A file that cannot be written (a full disk, a read-only folder) is a LoadError naming it.
@@ -51,14 +54,18 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
         raise SpecError(f"n must be a positive integer, got {n!r}")
     image_size, seed = check_image_size(image_size), check_count("seed", seed)
     out = Path(out_dir)
-    for folder in (out / split, out / f"{split}_labels"):
-        if folder.is_dir() and any(folder.iterdir()):
-            raise DataError(f"{folder} holds files already: write the synthetic dataset into another folder (or "
-                            "another split), or remove it")
-    try:
-        _write_split(out, n, image_format, image_size, seed, quality, split, progress)
-    except OSError as e:
-        raise LoadError(f"cannot write {e.filename or out}: {cannot_write(e, 'choose another folder')}") from None
+    made = json.dumps({"n": n, "format": image_format, "size": list(image_size), "seed": seed, "quality": quality})
+    marker = out / f".{split}.synthetic.json"
+    held = [f for f in (out / split, out / f"{split}_labels") if f.is_dir() and any(f.iterdir())]
+    if held and not (marker.is_file() and marker.read_text() == made):
+        raise DataError(f"{held[0]} holds files already: write the synthetic dataset into another folder (or "
+                        "another split), or remove it")
+    if not held:
+        try:
+            _write_split(out, n, image_format, image_size, seed, quality, split, progress)
+            write_file(marker, made.encode())
+        except OSError as e:
+            raise LoadError(f"cannot write {e.filename or out}: {cannot_write(e, 'choose another folder')}") from None
     return SegmentationData.from_dirs(out / split, out / f"{split}_labels", out / "class_dict.csv")
 
 

@@ -702,38 +702,41 @@ def expand(files) -> list[str]:
     """TFRecord files from a path, a glob pattern or a list of either, in that order (each glob's
     matches sorted), each file once (a file that a glob matches again is not read twice); a pattern
     that matches nothing or part of a set of shards (:func:`refuse_partial_shards`), a folder or a
-    missing file is a DataError. Files named one by one are taken as they are."""
+    missing file is a DataError. Files named one by one are not judged as sets of shards."""
     if isinstance(files, (str, bytes, os.PathLike)):
         files = [files]
     if not isinstance(files, (list, tuple)):
         raise DataError(f"files is a TFRecord file, a glob pattern or a list of them (str, pathlib.Path or bytes), "
                         f"got {type(files).__name__} {files!r:.60}")
-    found = []
-    for given in files:
-        if not isinstance(given, (str, bytes, os.PathLike)):
-            raise DataError(f"a TFRecord file is a path (str, pathlib.Path or bytes), got {type(given).__name__} "
-                            f"{given!r:.60}")
-        given = os.fsdecode(given)
-        if buckets.is_url(given):
-            found += refuse_partial_shards(_objects(given), given)
-        elif glob.has_magic(given) and not os.path.isfile(given):  # (a file may hold [, ] or * in its name)
-            matches = sorted(m for m in glob.glob(given) if os.path.isfile(m))
-            if not matches:
-                raise DataError(f"no TFRecord file matches {given!r}")
-            found += refuse_partial_shards(matches, given)
-        elif os.path.isdir(given):
-            raise DataError(f"{given} is a folder: pass its TFRecord files (a glob such as '{given}/*.tfrecord*'), "
-                            "or SegmentationData.from_tfds for a folder prepared by TensorFlow Datasets")
-        elif not os.path.isfile(given):
-            raise DataError(f"TFRecord file {given} does not exist")
-        else:
-            found.append(given)
+    found = [f for given in files for f in _files_of(given)]
     if not found:
         raise DataError("no TFRecord file given")
     once: dict[str, str] = {}
     for f in found:
         once.setdefault(_same_file(f), f)
     return list(once.values())
+
+
+def _files_of(given) -> list[str]:
+    """The TFRecord files of one entry of :func:`expand`'s list: a file or object as it is, a glob's
+    matches (sorted, checked as sets of shards); a DataError for anything else."""
+    if not isinstance(given, (str, bytes, os.PathLike)):
+        raise DataError(f"a TFRecord file is a path (str, pathlib.Path or bytes), got {type(given).__name__} "
+                        f"{given!r:.60}")
+    given = os.fsdecode(given)
+    if buckets.is_url(given):
+        return refuse_partial_shards(_objects(given), given) if glob.has_magic(given) else _objects(given)
+    if glob.has_magic(given) and not os.path.isfile(given):  # (a file may hold [, ] or * in its name)
+        matches = sorted(m for m in glob.glob(given) if os.path.isfile(m))
+        if not matches:
+            raise DataError(f"no TFRecord file matches {given!r}")
+        return refuse_partial_shards(matches, given)
+    if os.path.isdir(given):
+        raise DataError(f"{given} is a folder: pass its TFRecord files (a glob such as '{given}/*.tfrecord*'), "
+                        "or SegmentationData.from_tfds for a folder prepared by TensorFlow Datasets")
+    if not os.path.isfile(given):
+        raise DataError(f"TFRecord file {given} does not exist")
+    return [given]
 
 
 def _same_file(name: str) -> str:
@@ -766,7 +769,8 @@ def refuse_partial_shards(files: list[str], where: str) -> list[str]:
                             "run again with another shard count beside the old ones, whose records would be read "
                             "twice. Remove the old set")
         count, held = next(iter(counts.items()))
-        missing = sorted(set(range(count)) - held)
+        base = 1 if 0 not in held and count in held else 0  # (some number their shards from 1: 00001-of-00002)
+        missing = sorted(set(range(base, count + base)) - held)
         if missing:
             listed = ", ".join(f"{i:05d}" for i in missing[:8]) + (" ..." if len(missing) > 8 else "")
             raise DataError(f"{where} holds {len(held)} of the {count} shards of {shown}: shard(s) {listed} "

@@ -177,12 +177,10 @@ def changed_since(manifest: Manifest) -> list[str]:
     manifest's ``source`` "stamps" record them (copies made before they were recorded: none). A file is
     judged by its size and modification time (a copy of it, ``chmod``, keep its content), an object by its
     size and ETag; a file gone is not one changed (see ``_moved``)."""
-    changed = []
-    for file, then in manifest["source"].get("stamps", {}).items():
-        now = _stamp(file)
-        if now and tuple(now)[:2] != tuple(then)[:2]:
-            changed.append(file)
-    return changed
+    recorded = manifest["source"].get("stamps", {})
+    fetched = any(buckets.is_url(f) for f in recorded)  # (a HEAD each: on the fetching threads)
+    now = list(threaded_map(_stamp, list(recorded), buckets.FETCHES if fetched else None))
+    return [f for (f, then), stamp in zip(recorded.items(), now) if stamp and tuple(stamp)[:2] != tuple(then)[:2]]
 
 
 def changed_sources(files: list[str]) -> str:

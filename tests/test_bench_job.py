@@ -180,7 +180,7 @@ def test_every_figure_is_divided_by_the_experts_of_the_same_run_and_labels(synth
 def test_the_expert_skips_data_its_random_crop_cannot_take(synth_data, fakes):
     report = fakes.run(synth_data, backends=("dali-cpu", "tf-expert"), image_size=4096, stages=False)
     assert [r.name for r in report.results] == ["dali-cpu"] and report.vs_expert == {}
-    assert any(w.startswith("tf-expert on original: not measured: its random_crop needs pictures of at least "
+    assert any(w.startswith("tf-expert on original: not measured: its random crop needs pictures of at least "
                             "4096x4096") for w in report.warnings)
 
 

@@ -88,6 +88,10 @@ def test_a_copy_is_used_only_for_the_pairs_and_classes_it_was_made_of(tmp_path, 
     out = copies.prepared_copy(first, str(tmp_path / "copy"))
     with pytest.raises(dl.DataError, match="--prepared-dir .*copy holds a prepared copy of other pairs"):
         copies.prepared_copy(other_classes, str(out))
+    recoloured = dl.SegmentationData.from_pairs(list(zip(first.images, first.masks)), dl.ClassMap.from_palette(
+        first.classes.colors[::-1].copy(), first.classes.names))  # the same names, other colours
+    with pytest.raises(dl.DataError, match="--prepared-dir .*copy holds a prepared copy of other pairs"):
+        copies.prepared_copy(recoloured, str(out))
 
 
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])

@@ -598,3 +598,15 @@ def test_vocs_train_aug_split_reads_sbds_masks(tmp_path, voc, backend):
                         label_mode="int")
     for image, (_, labels) in zip(data.images, batches):
         np.testing.assert_array_equal(labels[0], truth[Path(image).name], err_msg=f"{backend}: {image}")
+
+
+def test_a_prepared_split_answers_to_the_common_name_of_its_split(tmp_path):
+    """prepare --split val on images/val2017 records 'val2017'; from_folder(OUT, split='val') was refused."""
+    from daliloader.preparation import prepare
+
+    id_tree(tmp_path / "own", [0, 1], n=2, split="val2017")
+    data = dl.SegmentationData.from_folder(tmp_path / "own", split="val", classes=2)
+    prepare(data, tmp_path / "out", progress=False, source={"split": "val2017"})
+    assert len(dl.SegmentationData.from_folder(tmp_path / "out", split="val")) == 2
+    with pytest.raises(dl.DataError, match="prepared copy of split 'val2017'.*drop split='train'"):
+        dl.SegmentationData.from_folder(tmp_path / "out", split="train")

@@ -351,3 +351,13 @@ def test_a_copy_inside_the_datasets_own_folders_is_refused(tmp_path):
     assert len(dl.SegmentationData.from_folder(tmp_path / "d")) == 2
     prepare(data, tmp_path / "d" / "prepared", progress=False)  # beside them: nothing of it is paired
     assert len(dl.SegmentationData.from_folder(tmp_path / "d")) == 2
+
+
+def test_a_copy_is_refused_only_inside_the_folders_that_hold_the_pairs(tmp_path):
+    """Pairs from two places had their common folder (/) taken as the dataset's, which refused every OUT."""
+    first = dl.synthetic.make_dataset(tmp_path / "a", n=1, image_size=(16, 16))
+    second = dl.synthetic.make_dataset(tmp_path / "b", n=1, image_size=(16, 16), seed=1)
+    both = dl.SegmentationData.from_pairs([(first.images[0], first.masks[0]), (second.images[0], second.masks[0])],
+                                          first.classes)
+    prepare(both, tmp_path / "out", progress=False)
+    assert len(dl.SegmentationData.from_prepared(tmp_path / "out")) == 2

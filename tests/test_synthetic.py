@@ -69,6 +69,7 @@ def test_synth_writes_a_split_whole_or_not_at_all_and_never_over_another(tmp_pat
     dl.synthetic.make_dataset(out, n=3, image_size=(32, 48))
     with pytest.raises(dl.DataError, match=r"d/train holds files already"):
         dl.synthetic.make_dataset(out, n=2, image_size=(16, 16))
+    assert len(dl.synthetic.make_dataset(out, n=3, image_size=(32, 48))) == 3  # a script run again: as it is
     assert len(dl.synthetic.make_dataset(out, n=2, image_size=(32, 48), split="val", seed=1)) == 2
     assert len(dl.SegmentationData.from_folder(out)) == 3  # the training split as it was
 

@@ -17,7 +17,7 @@ labels. It is endless (``repeat``), as the bench reads every loader.
 
 docs/benchmarks.md shows this file. It reads files, TFRecord files with ``TFRecordDataset`` and objects of
 a bucket with daliloader's S3 client (TensorFlow has none); its
-``random_crop`` needs pictures at least as large as the crop.
+window needs pictures at least as large as the crop.
 """
 
 from __future__ import annotations
@@ -114,11 +114,11 @@ def _jpeg(data: SegmentationData) -> bool:
 
 def refuses(data: SegmentationData, plan: Plan) -> str | None:
     """Why the expert's pipeline cannot run on ``data`` with ``plan`` (None where it can): its
-    ``random_crop`` needs pictures at least as large as the crop, its decoder one format."""
+    random window needs pictures at least as large as the crop, its decoder one format."""
     h, w = plan.spec.image_size
     small = [(ih, iw) for ih, iw in data.image_sizes if ih < h or iw < w]
     if small:
-        return f"its random_crop needs pictures of at least {h}x{w}; the dataset holds {small[0][0]}x{small[0][1]}"
+        return f"its random crop needs pictures of at least {h}x{w}; the dataset holds {small[0][0]}x{small[0][1]}"
     suffixes = {part_file(p).rsplit(".", 1)[-1].lower() for p in data.images[:64]} if data.records is None else set()
     if len(suffixes) > 1:
         return f"its decoder reads one format; the dataset mixes {', '.join(sorted(suffixes))}"
