@@ -393,7 +393,7 @@ def tfds(path_or_name: str | Path, split: str = "train", data_dir: str | Path | 
 
 
 #: Names of TFRecord files: ``*.tfrecord``, ``*.tfrecord-00000-of-00004`` (TFDS), ``*.tfrec``, ``*.record``.
-_TFRECORD_NAME = re.compile(r"\.(tfrecords?|tfrec|record)(-\d+-of-\d+)?$")
+_TFRECORD_NAME = re.compile(rf"\.(tfrecords?|tfrec|record)({tfrecord.SHARD_NUMBERS})?$")
 
 
 def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None:
@@ -421,5 +421,5 @@ def _tfrecord_folder(root: Path, split: str | None, keys: tuple) -> Found | None
 def _name_words(name: str) -> set[str]:
     """The words of a TFRecord file's name, its shard numbers and extension left out: ``train_aug-00001-of-
     00004.tfrecord`` -> {"train_aug"}, ``voc-val.tfrecord-00000-of-00001`` -> {"voc", "val"}."""
-    stem = _TFRECORD_NAME.sub("", re.sub(r"-\d+-of-\d+", "", name))
+    stem = _TFRECORD_NAME.sub("", re.sub(tfrecord.SHARD_NUMBERS, "", name))
     return {w for w in re.split(r"[-.]", stem.lower()) if w}

@@ -120,7 +120,7 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, imag
     plan = plan_of(data, "tf_dataset", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
     chosen = backends.resolve(backend, Product.TF_DATA, plan)
-    _refuse_dali_options("tf_dataset", chosen, {**_plan_dali_options(data), **options}, AUTOTUNED)
+    _refuse_dali_options("tf_dataset", chosen, data, options, AUTOTUNED)
     return chosen.build(Product.TF_DATA, plan)
 
 
@@ -137,9 +137,11 @@ def _plan_dali_options(data) -> dict:
             if f.name in DALI_OPTIONS and getattr(data, f.name) != f.default}
 
 
-def _refuse_dali_options(caller: str, backend: backends.Backend, options: dict, instead: str) -> None:
+def _refuse_dali_options(caller: str, backend: backends.Backend, data, options: dict, instead: str) -> None:
     """Refuse the DALI backends' own options (:data:`DALI_OPTIONS`) given for a backend without DALI, which
-    would ignore them; ``instead``: what that backend does."""
+    would ignore them: passed in ``options``, or fixed by a plan passed as ``data``; ``instead``: what that
+    backend does."""
+    options = {**_plan_dali_options(data), **options}
     given = sorted(n for n in DALI_OPTIONS if options.get(n) is not None)  # (None: not given)
     if given and not backend.uses_dali:
         raise SpecError(f"{caller}() got {given[0]}=, an option of the DALI backends, which backend={backend.name!r} "
@@ -179,8 +181,7 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, 
         daliloader.errors.LoadError: while reading a batch, a file that cannot be decoded, named.
     """
     check_count("workers", workers)
-    _refuse_dali_options("keras_sequence", backends.BACKENDS["opencv"], {**_plan_dali_options(data), **options},
-                         KERAS_WORKERS)
+    _refuse_dali_options("keras_sequence", backends.BACKENDS["opencv"], data, options, KERAS_WORKERS)
     plan = plan_of(data, "keras_sequence", batch_size=batch_size, image_size=image_size, crop=crop,
                    label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
     if use_multiprocessing and in_bucket(plan.data.images[0]):
@@ -282,7 +283,7 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**31))
     chosen = backends.resolve(backend, Product.TF_DATA)
-    _refuse_dali_options("distribute", chosen, options, AUTOTUNED)
+    _refuse_dali_options("distribute", chosen, data, options, AUTOTUNED)
     devices = _worker_devices(strategy, chosen)
     # backends that can place a pipeline on each replica's device get one per replica; otherwise TF
     # reads one per worker

@@ -310,6 +310,13 @@ class Scan:
         return self.stamp[0] == 0
 
 
+def same_content(stamp: tuple, other: tuple) -> bool:
+    """Whether two stamps (:func:`file_stamp`) are of one content: a file's size and modification time,
+    which a copy (``cp -a``) and ``chmod`` keep while its inode and change time change; an object's size
+    and ETag."""
+    return tuple(stamp)[:2] == tuple(other)[:2]
+
+
 def file_stamp(path: str | os.PathLike) -> tuple[int, ...]:
     """The stat stamp by which a file is known unchanged: size, modification time, inode and change time
     (a replacement of the same size whose modification time was carried over, as by ``cp -p``, still has
@@ -513,7 +520,7 @@ def _read_index(folder: Path, file: str, stamp: tuple, travels: bool = False) ->
         found = _scan_of(body, file)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OverflowError):
         return None  # damaged: not trusted, scanned anew
-    same = found.stamp[:2] == tuple(stamp)[:2] if travels else found.stamp == tuple(stamp)
+    same = same_content(found.stamp, stamp) if travels else found.stamp == tuple(stamp)
     if not same or not _fits(found) or not _agrees(found):
         return None
     found = replace(found, stamp=tuple(stamp))
@@ -745,8 +752,10 @@ def _same_file(name: str) -> str:
     return name if buckets.is_url(name) else os.path.realpath(name)
 
 
+#: The shard numbers in a file's name (``-00001-of-00004``), where a set of shards has them.
+SHARD_NUMBERS = r"-(?P<index>\d+)-of-(?P<count>\d+)"
 #: A shard's name: ``train-00001-of-00004.tfrecord``, TFDS's ``name-train.tfrecord-00001-of-00004``.
-SHARD_NAME = re.compile(r"^(?P<set>.*?)-(?P<index>\d+)-of-(?P<count>\d+)(?P<tail>.*)$")
+SHARD_NAME = re.compile(rf"^(?P<set>.*?){SHARD_NUMBERS}(?P<tail>.*)$")
 
 
 def refuse_partial_shards(files: list[str], where: str) -> list[str]:

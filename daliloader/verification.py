@@ -27,7 +27,7 @@ from .packs import KINDS, index_text, members, sample_index
 from .parallel import threaded_map
 from .parts import image_suffix, in_record, part_file, read_part
 from .spec import check_workers
-from .tfrecord import RecordPart, file_stamp
+from .tfrecord import RecordPart, file_stamp, same_content
 
 #: How many differences ``str(VerifyReport)`` lists (it counts them all).
 SHOWN = 20
@@ -174,13 +174,12 @@ def _verify_bucket(url: str, workers: int | None, progress: bool) -> VerifyRepor
 
 def changed_since(manifest: Manifest) -> list[str]:
     """The source files (or objects) whose version now is not the one the copy was made from, as the
-    manifest's ``source`` "stamps" record them (copies made before they were recorded: none). A file is
-    judged by its size and modification time (a copy of it, ``chmod``, keep its content), an object by its
-    size and ETag; a file gone is not one changed (see ``_moved``)."""
+    manifest's ``source`` "stamps" record them (copies made before they were recorded: none), judged by
+    :func:`~daliloader.tfrecord.same_content`; a file gone is not one changed (see ``_moved``)."""
     recorded = manifest["source"].get("stamps", {})
     fetched = any(buckets.is_url(f) for f in recorded)  # (a HEAD each: on the fetching threads)
     now = list(threaded_map(_stamp, list(recorded), buckets.FETCHES if fetched else None))
-    return [f for (f, then), stamp in zip(recorded.items(), now) if stamp and tuple(stamp)[:2] != tuple(then)[:2]]
+    return [f for (f, then), stamp in zip(recorded.items(), now) if stamp and not same_content(stamp, then)]
 
 
 def changed_sources(files: list[str]) -> str:

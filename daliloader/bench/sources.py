@@ -66,7 +66,8 @@ def via(name: str) -> str:
 
 def sequence_like(name: str) -> bool:
     """Whether the bench reads a backend's product by index, as Keras reads a PyDataset."""
-    return product(name) in (Product.KERAS, Product.BATCHES)
+    made = product(name)
+    return made is not None and made.indexed
 
 
 def reads_packs(name: str) -> bool:
