@@ -244,6 +244,7 @@ def holds(manifest: Manifest, data: SegmentationData) -> bool:
     with the same class table (as the manifest records it: names, ignore index, colours or ids). A copy
     found where one is to be made is used in its place only then."""
     made_of, sources = manifest["source"], _sources(data)
+    # (the data's entry through JSON, as the manifest holds it: tuples as lists, numpy numbers as numbers)
     kept, now = ({k: v for k, v in entry.items() if k != "source"} for entry in (
         manifest["classes"], json.loads(json.dumps(_classes_entry(data.classes)))))
     return all(made_of.get(key) == sources[key] for key in ("images", "masks")) and kept == now

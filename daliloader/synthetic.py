@@ -43,8 +43,7 @@ def make_dataset(out_dir: str | Path, n: int = 64, image_format: str = "jpg",
     daliloader; generation is deterministic in ``seed``. Another split may be written beside those in
     ``out_dir``; a split that holds files already is refused (writing over it would mix two datasets),
     unless this call made it, with the same arguments (a script run again): it is then returned as it
-    is. A
-    split's two folders are written under temporary names and renamed into place at the end: an
+    is. A split's two folders are written under temporary names and renamed into place at the end: an
     interruption leaves no split, only a hidden ``.SPLIT.incomplete-*`` folder, removed by the next run.
     A file that cannot be written (a full disk, a read-only folder) is a LoadError naming it.
     """

@@ -9,9 +9,8 @@ the same offset, turns colours (or ids) into classes on the crop only through a
 ``tf.lookup.StaticHashTable`` (unknown values -> 255), then ``batch``, a map that scales the images to
 [0, 1] and one-hot encodes the labels on the batch, and ``prefetch``; with autotuning, map
 parallelization and ``deterministic=False``. (Before 2026-11-27 it read the files before shuffling,
-decoded whole photos and joined image and mask with ``tf.concat`` for ``random_crop``: a third to half
-slower on 960x720 photos, by an outside review's measurement; figures dated before then were taken
-against that version.) Its output is daliloader's default
+decoded whole photos and joined image and mask with ``tf.concat`` for ``random_crop``; figures dated
+before then were taken against that version: docs/benchmarks.md.) Its output is daliloader's default
 (``crop="random"``, ``flip=0.5``, no zoom, ``mean=0``, ``std=1``): float32 images and int32 or one-hot
 labels. It is endless (``repeat``), as the bench reads every loader.
 
