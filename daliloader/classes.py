@@ -51,28 +51,48 @@ class MaskKind(ValueEnum):
     ID = "id"
 
 
-#: Prefixes (distinct (r, g) pairs) per second-stage table of :class:`RGBTables`: ``prefix * 256 + b``
-#: of 255 prefixes fills a table's 16-bit keys (the 256th value stays free for an unknown prefix).
+#: (r, g) pairs of the palette per group of :class:`RGBTables`: a pair's number in its group times 256,
+#: plus b, is a key of the group's second table; 255 numbers fill its 16 bits and leave the 256th for
+#: the pairs outside the group.
 PREFIXES_PER_TABLE = 255
+
+
+@dataclass(frozen=True)
+class LookupTable:
+    """One DALI ``fn.lookup_table``: ``keys`` (16-bit) to ``values``, ``default`` for every other key."""
+
+    keys: tuple[int, ...]
+    values: tuple[int, ...]
+    default: int
+
+
+@dataclass(frozen=True)
+class RGBGroup:
+    """The two tables of one group of at most :data:`PREFIXES_PER_TABLE` (r, g) pairs of a palette:
+    ``pairs`` maps ``r*256 + g`` to the pair's number in the group times 256 (a pair outside the group
+    to ``PREFIXES_PER_TABLE * 256``), and ``colours`` maps that plus ``b`` to the class (anything else
+    to the ignore index)."""
+
+    pairs: LookupTable
+    colours: LookupTable
 
 
 @dataclass(frozen=True)
 class RGBTables:
     """Integer lookup tables that map an RGB colour to a class, exactly, within DALI's 16-bit keys.
 
-    A 24-bit colour does not fit one DALI lookup table, so the colour is split:
-    ``prefix = LUT1[r*256 + g]`` numbers the distinct (r, g) pairs of the palette (unknown pairs get
-    ``num_prefixes``). The prefixes are cut into groups of :data:`PREFIXES_PER_TABLE`, one second-stage
-    table each (``groups[k] = (keys, values)``): ``class_k = LUT2_k[(prefix - 255 k) * 256 + b]``, the
-    ignore index for any key outside its group; the class is the least of them (a known colour is found
-    in its group alone, everything else gives the ignore index, which is above every class). A palette
-    of up to 255 (r, g) pairs needs one group: two table reads per pixel whatever the number of classes.
+    A 24-bit colour does not fit one DALI lookup table, so the colour is split: the palette's distinct
+    (r, g) pairs (``num_pairs``) are cut into groups, each with two tables (:class:`RGBGroup`), and a
+    group's class is ``colours[pairs[r*256 + g] + b]``. Every key and every sum stays within 16 bits, so
+    the graph computes them in uint16 from the uint8 channels (on DALI's CPU, arithmetic in wider types
+    and on mixed ones is several times slower: docs/design.md, "What makes the CPU graph fast"). A known
+    colour is found in its own group alone, everything else gives the ignore index, which is above every
+    class: the class is the least of the groups'. A palette of up to 255 (r, g) pairs is one group: two
+    table reads per pixel whatever the number of classes.
     """
 
-    rg_keys: tuple[int, ...]
-    rg_values: tuple[int, ...]
-    num_prefixes: int
-    groups: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+    groups: tuple[RGBGroup, ...]
+    num_pairs: int
 
 
 @dataclass(frozen=True)
@@ -359,15 +379,15 @@ class ClassMap:
             raise SpecError(f"{self.source}: rgb_tables() is for colour masks; this map reads ids (id_table())")
         c = self.colors.astype(np.int64)
         rg = c[:, 0] * 256 + c[:, 1]
-        prefixes = np.unique(rg)
-        prefix_of = {int(p): i for i, p in enumerate(prefixes)}
-        groups: list[tuple[list[int], list[int]]] = [([], []) for _ in range(-(-len(prefixes) // PREFIXES_PER_TABLE))]
-        for cls_index, (k, b) in enumerate(zip(rg, c[:, 2])):
-            group, local = divmod(prefix_of[int(k)], PREFIXES_PER_TABLE)
-            groups[group][0].append(local * 256 + int(b))
-            groups[group][1].append(cls_index)
-        return RGBTables(rg_keys=tuple(int(p) for p in prefixes), rg_values=tuple(range(len(prefixes))),
-                         num_prefixes=len(prefixes), groups=tuple((tuple(k), tuple(v)) for k, v in groups))
+        pairs = [int(p) for p in np.unique(rg)]
+        groups = []
+        for first in range(0, len(pairs), PREFIXES_PER_TABLE):
+            number = {p: i * 256 for i, p in enumerate(pairs[first:first + PREFIXES_PER_TABLE])}
+            colours = {number[int(k)] + int(b): cls for cls, (k, b) in enumerate(zip(rg, c[:, 2])) if int(k) in number}
+            groups.append(RGBGroup(
+                LookupTable(tuple(number), tuple(number.values()), PREFIXES_PER_TABLE * 256),
+                LookupTable(tuple(colours), tuple(colours.values()), self.ignore_index)))
+        return RGBTables(tuple(groups), len(pairs))
 
     def id_table(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Keys and values of the id lookup table (kind ``ID``)."""

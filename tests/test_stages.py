@@ -69,9 +69,23 @@ def label_maps():
     ids16 = ClassMap.from_ids({0: 0, 7: 1, 1000: 2, 65535: 3}, ignore_index=300)
     return {
         "colours": (colours, seen[rng.integers(0, len(seen), (9, 7))]),
+        **{f"{n} colours": many_colours(n) for n in (150, 300, 700)},
         "cityscapes ids": (ClassMap.cityscapes(), np.arange(63, dtype=np.uint8).reshape(9, 7, 1)),
         "16-bit ids": (ids16, rng.choice([0, 7, 1000, 65535, 1, 999, 256], (9, 7, 1)).astype(np.uint16)),
     }
+
+
+def many_colours(n: int):
+    """A palette of about ``n`` random colours (ADE20K-sized: more (r, g) pairs than one group of
+    ``RGBTables`` holds, past 255), with a mask of every colour, of each one's near misses (a bit flipped
+    in each channel) and of random colours."""
+    rng = np.random.default_rng(n)
+    palette = rng.integers(0, 256, size=(n, 3))
+    palette[1] = palette[0] ^ [0, 0, 1]  # two colours that differ in blue alone
+    palette = np.unique(palette, axis=0)
+    probes = np.concatenate([palette, palette ^ 1, palette ^ [1, 0, 0], palette ^ [0, 1, 0],
+                             rng.integers(0, 256, size=(1000, 3))]).astype(np.uint8)
+    return ClassMap.from_palette(palette), probes[None]
 
 
 LABEL_MAPS = label_maps()

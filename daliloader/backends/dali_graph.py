@@ -54,7 +54,7 @@ from nvidia.dali.pipeline import DataNode, Pipeline
 
 from .. import stages
 from ..buckets import FETCHES
-from ..classes import PREFIXES_PER_TABLE, ClassMap, MaskKind
+from ..classes import ClassMap, LookupTable, MaskKind
 from ..data import Container, SegmentationData
 from ..environment import dali_s3_safe
 from ..errors import DataError, SpecError
@@ -472,24 +472,25 @@ def inflate_window(encoded, start, shape):
 
 def map_labels(mask, classes: ClassMap):
     """labels (reference: :meth:`ClassMap.map_mask`): decoded mask -> (H, W, 1) class indices; unknown
-    colours/ids -> ignore_index. Colours go through two chained lookup tables (:class:`RGBTables`)."""
+    colours/ids -> ignore_index. Colours (uint8) go through two chained lookup tables per group of
+    their (r, g) pairs (:class:`~daliloader.classes.RGBTables`), the keys computed in uint16."""
     out = types.UINT8 if classes.label_dtype == np.uint8 else types.UINT16
     if classes.kind is MaskKind.ID:
         keys, values = classes.id_table()
-        return fn.lookup_table(mask, keys=list(keys), values=list(values),
-                               default_value=classes.ignore_index, dtype=out)
-    t = classes.rgb_tables()
-    rgb = fn.cast(mask, dtype=types.INT32)
-    r, g, b = rgb[:, :, 0:1], rgb[:, :, 1:2], rgb[:, :, 2:3]
-    prefix = fn.lookup_table(r * 256 + g, keys=list(t.rg_keys), values=list(t.rg_values),
-                             default_value=t.num_prefixes, dtype=types.INT32)
+        return _lookup(mask, LookupTable(keys, values, classes.ignore_index), out)
+    r, g, b = mask[:, :, 0:1], mask[:, :, 1:2], mask[:, :, 2:3]
+    pair = r * types.Constant(256, dtype=types.UINT16) + g  # uint8 channels promoted to uint16, not wider
     labels = None
-    for k, (keys, values) in enumerate(t.groups):  # one table per PREFIXES_PER_TABLE prefixes (RGBTables)
-        local = prefix - k * PREFIXES_PER_TABLE if k else prefix
-        found = fn.lookup_table(local * 256 + b, keys=list(keys), values=list(values),
-                                default_value=classes.ignore_index, dtype=out)
+    for group in classes.rgb_tables().groups:
+        found = _lookup(_lookup(pair, group.pairs, types.UINT16) + b, group.colours, out)
         labels = found if labels is None else dmath.min(labels, found)
     return labels
+
+
+def _lookup(keys, table: LookupTable, dtype):
+    """``fn.lookup_table`` of ``table``, its values of ``dtype``."""
+    return fn.lookup_table(keys, keys=list(table.keys), values=list(table.values), default_value=table.default,
+                           dtype=dtype)
 
 
 def crop_window(size, spec: Preprocess, u=None):
