@@ -11,7 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .. import augment
-from .tfops import TF_MATH, to_uint8
+from .tfops import TF_MATH, flip_if, to_uint8
 
 
 def apply(stages, image, labels, u, ignore_index: int):
@@ -21,8 +21,7 @@ def apply(stages, image, labels, u, ignore_index: int):
 
 
 def vflip(stage, image, labels, params, ignore_index):
-    flip = params[0]
-    return tf.where(flip, tf.reverse(image, [0]), image), tf.where(flip, tf.reverse(labels, [0]), labels)
+    return flip_if(params[0], 0, image, labels)
 
 
 def reflect_101(n: int, radius):

@@ -30,7 +30,7 @@ from ..tfprivate import variant
 from ..tfrecord import read_record
 from . import pair_guard, tf_augment
 from .tfloader import EpochDataset, LoaderDataset
-from .tfops import TF_MATH, colour, encode, normalize, rotate, to_uint8, weights
+from .tfops import TF_MATH, colour, encode, flip_if, normalize, rotate, to_uint8, weights
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -313,7 +313,7 @@ def sample_from_bytes(image_bytes, mask_bytes, spec: Preprocess, classes: ClassM
 
 def flip_pair(image, labels, flip):
     """flip (:func:`daliloader.stages.flip`): image and labels mirrored left-right together when ``flip``."""
-    return (tf.where(flip, tf.reverse(image, [1]), image), tf.where(flip, tf.reverse(labels, [1]), labels))
+    return flip_if(flip, 1, image, labels)
 
 
 def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs):
