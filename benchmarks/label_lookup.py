@@ -25,6 +25,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 import cv2
@@ -137,7 +138,8 @@ def main() -> None:
         got = way()
         if not all(np.array_equal(np.reshape(g, x.shape), x) for g, x in zip(got, want)):
             raise SystemExit(f"{name}: labels differ from ClassMap.map_mask")
-    report = {"machine": machine_info(), "masks": len(crops), "mask_size": list(cv2.imdecode(raw[0], 1).shape[:2]),
+    report = {"machine": machine_info(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "masks": len(crops), "mask_size": list(cv2.imdecode(raw[0], 1).shape[:2]),
               "crop": [h, w], "classes": classes.num_classes,
               "method": f"one thread each; median of {args.repeats} windows of {args.seconds} s after a warm-up; "
                         "ms per mask", "labels_ms": {}, "decode_ms": {}}

@@ -152,8 +152,8 @@ def test_a_missing_package_is_named_with_its_own_install(monkeypatch):
 
 
 def test_auto_without_a_gpu_says_why_it_chose_dali_cpu(index_data, caplog, monkeypatch):
-    """Without a GPU, auto takes dali-cpu and logs the reason (the measured comparison with tfdata, and how
-    to compare on this machine); with rotation or colour it also names the faster keras_sequence."""
+    """Without a GPU, auto takes dali-cpu and logs why, with what the measurements say of tfdata and how to
+    compare on this machine; with rotation or colour it also names the faster keras_sequence."""
     import logging
 
     import daliloader.backends as registry

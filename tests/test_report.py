@@ -44,10 +44,10 @@ def test_the_bench_tables_fit_80_columns_and_mark_noise(name):
 
 
 def test_the_vm_table_is_the_one_the_benchmarks_page_shows():
-    """`daliloader report benchmarks/results/vm-2cores-vs-expert-2026-11-27.json --data original` prints the
+    """`daliloader report benchmarks/results/vm-2cores-vs-expert-2026-11-27-v2.json --data original` prints the
     main table that docs/benchmarks.md quotes, line for line."""
     page = (ROOT / "docs" / "benchmarks.md").read_text()
-    name = "vm-2cores-vs-expert-2026-11-27.json"
+    name = "vm-2cores-vs-expert-2026-11-27-v2.json"
     command = f"$ daliloader report benchmarks/results/{name} --data original\n"
     quoted = page.split(command, 1)[1].split("```", 1)[0].splitlines()
     lines = [line.rstrip() for line in printed(read_report(RESULTS / name, data=["original"]))]
