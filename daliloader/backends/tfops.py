@@ -32,7 +32,8 @@ def to_uint8(x):
 def flip_if(flip, axis: int, image, labels):
     """``image`` and ``labels`` reversed along ``axis`` where the scalar ``flip`` is true, else as they are.
     A ``tf.cond``: ``tf.where`` would reverse both whatever the draw and then select every pixel
-    through a broadcast condition, which cost the tfdata loader a sixth of its rate (docs/design.md)."""
+    through a broadcast condition, which slowed the tfdata loader down by much (docs/benchmarks.md,
+    "Two fixes, measured again")."""
     return tf.cond(flip, lambda: (tf.reverse(image, [axis]), tf.reverse(labels, [axis])), lambda: (image, labels))
 
 
