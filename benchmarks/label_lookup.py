@@ -4,8 +4,9 @@ colours turned into classes.
 Colour to class, on a crop of each mask (every way checked against ``ClassMap.map_mask`` first):
   dali-uint16     the DALI graph's mapping (``dali_graph.map_labels``): two lookup tables per group of
                   the palette's (r, g) pairs, the keys computed in uint16 from the uint8 channels
-  dali-int32      the same tables with the keys computed in int32 from a cast mask (the graph's way until
-                  2026-11-27, kept here to measure the change)
+  dali-int32      the same tables with the keys computed in int32 from a cast mask, as the graph computed
+                  them until 2026-11-27 (its tables then differed a little: one prefix table for every
+                  group, and one more multiplication per pixel), kept here to measure the change
   tf-gather       the tfdata backend's (``tfdata.map_labels``): one gather per pixel from the 16 MB table
   tf-hash         the expert's (``bench.expert``): ``tf.lookup.StaticHashTable`` of packed colours
   numpy           the reference (``ClassMap.map_mask``, the OpenCV backend's): one read per pixel, 16 MB table
@@ -79,8 +80,8 @@ def int32_chain(mask, classes):
     return labels
 
 
-def tf_ways(classes, crops: list[np.ndarray], encoded: list[bytes]) -> dict[str, Callable]:
-    """The TensorFlow ways, on one thread: tf-gather, tf-hash (labels) and decode_png (decoding)."""
+def tf_ways(classes, crops: list[np.ndarray], encoded: list[bytes]) -> tuple[dict[str, Callable], Callable]:
+    """The TensorFlow ways, on one thread: the label ways (tf-gather, tf-hash), and ``decode_png``."""
     import tensorflow as tf
 
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -98,9 +99,9 @@ def tf_ways(classes, crops: list[np.ndarray], encoded: list[bytes]) -> dict[str,
 
     gather = tf.function(lambda crop: tfdata.map_labels(crop, classes, lut))
     decode = tf.function(lambda png: tf.io.decode_png(png, channels=3))
-    return {"tf-gather": lambda: [gather(t).numpy() for t in tensors],
-            "tf-hash": lambda: [hashed(t).numpy() for t in tensors],
-            "decode tf.io.decode_png": lambda: [decode(p).numpy() for p in pngs]}
+    return ({"tf-gather": lambda: [gather(t).numpy() for t in tensors],
+             "tf-hash": lambda: [hashed(t).numpy() for t in tensors]},
+            lambda: [decode(p).numpy() for p in pngs])
 
 
 def main() -> None:
@@ -125,15 +126,15 @@ def main() -> None:
     crops = [np.ascontiguousarray(cv2.imdecode(np.frombuffer(e, np.uint8), cv2.IMREAD_COLOR)[:h, :w, ::-1])
              for e in encoded]
     want = [classes.map_mask(c) for c in crops]
+    tf_labels, tf_decode = tf_ways(classes, crops, encoded)
     labels = {"dali-uint16": dali_run(crops, lambda m: dali_graph.map_labels(m, classes)),
-              "dali-int32": dali_run(crops, lambda m: int32_chain(m, classes))}
-    ways = tf_ways(classes, crops, encoded)
-    labels.update({name: ways.pop(name) for name in ("tf-gather", "tf-hash")})
-    labels["numpy"] = lambda: [classes.map_mask(c) for c in crops]
+              "dali-int32": dali_run(crops, lambda m: int32_chain(m, classes)),
+              **tf_labels, "numpy": lambda: [classes.map_mask(c) for c in crops]}
     raw = [np.frombuffer(e, np.uint8) for e in encoded]
     decodes = {"decode dali": dali_run(raw, lambda e: fn.decoders.image(e, device="cpu", output_type=types.RGB),
                                        layout=None),
-               **ways, "decode cv2.imdecode": lambda: [cv2.imdecode(r, cv2.IMREAD_COLOR) for r in raw]}
+               "decode tf.io.decode_png": tf_decode,
+               "decode cv2.imdecode": lambda: [cv2.imdecode(r, cv2.IMREAD_COLOR) for r in raw]}
     for name, way in labels.items():
         got = way()
         if not all(np.array_equal(np.reshape(g, x.shape), x) for g, x in zip(got, want)):

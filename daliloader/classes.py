@@ -54,7 +54,7 @@ class MaskKind(ValueEnum):
 #: (r, g) pairs of the palette per group of :class:`RGBTables`: a pair's number in its group times 256,
 #: plus b, is a key of the group's second table; 255 numbers fill its 16 bits and leave the 256th for
 #: the pairs outside the group.
-PREFIXES_PER_TABLE = 255
+PAIRS_PER_GROUP = 255
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,9 @@ class LookupTable:
 
 @dataclass(frozen=True)
 class RGBGroup:
-    """The two tables of one group of at most :data:`PREFIXES_PER_TABLE` (r, g) pairs of a palette:
+    """The two tables of one group of at most :data:`PAIRS_PER_GROUP` (r, g) pairs of a palette:
     ``pairs`` maps ``r*256 + g`` to the pair's number in the group times 256 (a pair outside the group
-    to ``PREFIXES_PER_TABLE * 256``), and ``colours`` maps that plus ``b`` to the class (anything else
+    to ``PAIRS_PER_GROUP * 256``), and ``colours`` maps that plus ``b`` to the class (anything else
     to the ignore index)."""
 
     pairs: LookupTable
@@ -84,8 +84,8 @@ class RGBTables:
     A 24-bit colour does not fit one DALI lookup table, so the colour is split: the palette's distinct
     (r, g) pairs (``num_pairs``) are cut into groups, each with two tables (:class:`RGBGroup`), and a
     group's class is ``colours[pairs[r*256 + g] + b]``. Every key and every sum stays within 16 bits, so
-    the graph computes them in uint16 from the uint8 channels (on DALI's CPU, arithmetic in wider types
-    and on mixed ones is several times slower: docs/design.md, "What makes the CPU graph fast"). A known
+    the graph computes them in uint16 from the uint8 channels (on DALI's CPU, the same sums on the mask
+    cast to int32 took three times as long: docs/design.md, "What makes the CPU graph fast"). A known
     colour is found in its own group alone, everything else gives the ignore index, which is above every
     class: the class is the least of the groups'. A palette of up to 255 (r, g) pairs is one group: two
     table reads per pixel whatever the number of classes.
@@ -381,11 +381,11 @@ class ClassMap:
         rg = c[:, 0] * 256 + c[:, 1]
         pairs = [int(p) for p in np.unique(rg)]
         groups = []
-        for first in range(0, len(pairs), PREFIXES_PER_TABLE):
-            number = {p: i * 256 for i, p in enumerate(pairs[first:first + PREFIXES_PER_TABLE])}
+        for first in range(0, len(pairs), PAIRS_PER_GROUP):
+            number = {p: i * 256 for i, p in enumerate(pairs[first:first + PAIRS_PER_GROUP])}
             colours = {number[int(k)] + int(b): cls for cls, (k, b) in enumerate(zip(rg, c[:, 2])) if int(k) in number}
             groups.append(RGBGroup(
-                LookupTable(tuple(number), tuple(number.values()), PREFIXES_PER_TABLE * 256),
+                LookupTable(tuple(number), tuple(number.values()), PAIRS_PER_GROUP * 256),
                 LookupTable(tuple(colours), tuple(colours.values()), self.ignore_index)))
         return RGBTables(tuple(groups), len(pairs))
 

@@ -327,6 +327,28 @@ def test_rotation_draws_within_its_range(tmp_path, backend):
     assert np.std(angles) > 2, angles
 
 
+def test_16_bit_grey_masks_read_by_a_colour_map_are_rounded_alike_on_every_backend(tmp_path, backend, monkeypatch):
+    """Grey 16-bit masks with a colour class map, read as they are (no mask cache): each backend reads the
+    grey level g as the colour (g, g, g), rounded to 8 bits, round(x / 257). DALI decoded such masks as 16
+    bits, and its colour keys, summed in 16 bits, wrapped around onto other classes."""
+    import cv2
+
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", "0")
+
+    rng = np.random.default_rng(5)
+    greys = np.array([0, 1, 2, 128, 255])
+    classes = dl.ClassMap.from_palette([(g, g, g) for g in greys])
+    labels = rng.integers(0, len(greys), (24, 32))
+    mask16 = (greys[labels] * 257 - (greys[labels] > 0) * 100).astype(np.uint16)  # rounds up to g
+    for folder, picture in (("images", rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)), ("masks", mask16)):
+        (tmp_path / folder).mkdir()
+        cv2.imwrite(str(tmp_path / folder / "a.png"), picture)
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", classes)
+    assert data.mask_depth == 16 and data.mask_cache is None
+    _, y, _ = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(y[0], labels)
+
+
 def test_16_bit_colour_pictures_are_rounded_alike_on_every_backend(tmp_path, backend):
     """Issue 27: a 16-bit RGB PNG photo came out one level apart: DALI rounds to the nearest 8-bit level,
     OpenCV and tf.image kept the high byte. Every backend rounds now: round(x / 257). The colour masks are

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent("""
     out = {"replicas": strategy.num_replicas_in_sync, "epochs": []}
     ds = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center",
                        label_mode="int", drop_remainder=False, backend="dali-cpu")
-    for epoch in range(2):
+    for epoch in range(3):
         seen = [[], []]
         for x, y, w in ds:
             for r, (xr, wr) in enumerate(zip(strategy.experimental_local_results(x),
@@ -92,7 +92,8 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
         assert {d.split("device:")[1] for _, _, d in seen[0]} == {"CPU:0"}  # placed on the replica's device
         assert {d.split("device:")[1] for _, _, d in seen[1]} == {"CPU:1"}
         orders.append(real)
-    assert orders[0] != orders[1]  # reshuffled between epochs
+    # reshuffled between epochs: three, since two orders of 5 samples a replica agree once in 120 runs
+    assert len({str(order) for order in orders}) > 1
     assert len(out["loss"]) == 2 and all(loss == loss for loss in out["loss"])
     if read != "shards":  # (packs: an epoch may straddle the reader's passes, docs/prepared.md)
         assert all(len(seen) == 8 and len(set(seen)) == 8 for seen in out["after_peek"]), out["after_peek"]

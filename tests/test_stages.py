@@ -76,9 +76,9 @@ def label_maps():
 
 
 def many_colours(n: int):
-    """A palette of about ``n`` random colours (ADE20K-sized: more (r, g) pairs than one group of
-    ``RGBTables`` holds, past 255), with a mask of every colour, of each one's near misses (a bit flipped
-    in each channel) and of random colours."""
+    """A palette of about ``n`` random colours (ADE20K-sized, and more (r, g) pairs than one group of
+    ``RGBTables`` holds past 255: one, two and three groups), with a mask of every colour, of each one's
+    near misses (a bit flipped in each channel) and of random colours."""
     rng = np.random.default_rng(n)
     palette = rng.integers(0, 256, size=(n, 3))
     palette[1] = palette[0] ^ [0, 0, 1]  # two colours that differ in blue alone

@@ -439,11 +439,12 @@ def decode_window(encoded, start, shape, device: str, kind, dtype):
 
 def decode_mask(encoded, start, shape, device: str, data: SegmentationData):
     """decode, for a mask: the part ``(start, shape)`` (:func:`decode_window`), or all of it where ``start``
-    is None (on the CPU only), as the class map reads it: colours, or ids as stored (a 16-bit mask decoded
-    as uint8 would lose its high byte; an 8-bit one decoded as uint16 would be scaled to 0-65535), of one
-    channel where the ids are in one."""
+    is None (on the CPU only), as the class map reads it: colours as 8 bits (16-bit ones rounded, as every
+    backend reads them), or ids as stored (a 16-bit mask decoded as uint8 would lose its high byte; an
+    8-bit one decoded as uint16 would be scaled to 0-65535), of one channel where the ids are in one."""
     kind = types.RGB if data.classes.mask_channels == 3 else types.GRAY
-    dtype = types.UINT16 if data.mask_depth == 16 else types.UINT8
+    wide_ids = data.mask_depth == 16 and data.classes.kind is MaskKind.ID
+    dtype = types.UINT16 if wide_ids else types.UINT8
     if start is None:
         mask = fn.decoders.image(encoded, device="cpu", output_type=kind, dtype=dtype, adjust_orientation=False)
     else:

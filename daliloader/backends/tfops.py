@@ -30,7 +30,8 @@ def to_uint8(x):
 
 
 def flip_if(flip, axis: int, image, labels):
-    """``image`` and ``labels`` reversed along ``axis`` where the scalar ``flip`` is true, else as they are.
+    """``image`` and ``labels`` reversed along ``axis`` where ``flip`` (a scalar bool tensor: ``tf.cond``
+    refuses a Python bool in graph code) is true, else as they are.
     A ``tf.cond``: ``tf.where`` would reverse both whatever the draw and then select every pixel
     through a broadcast condition, which slowed the tfdata loader down by much (docs/benchmarks.md,
     "Two fixes, measured again")."""
