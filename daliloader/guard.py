@@ -187,6 +187,11 @@ class PairGuard:
         if carried is not None:
             return carried
         first_line = _first_line(str(error)) or type(error).__name__
+        if _out_of_memory(error):  # no file is to blame: checking the pairs would only list them all
+            return LoadError(f"loading a batch failed: out of memory ({_allocation(error) or first_line}). A "
+                             "batch takes memory in proportion to its samples times the crop's pixels, and one-hot "
+                             "labels 4 bytes per class per pixel: load smaller batches or crops, or int labels (with "
+                             "a sparse loss) instead of one-hot")
         if self._named.packs is not None:  # the reader picks the samples: none is known to be in flight
             folder = self._named.packs.tars[0].rsplit("/", 1)[0]  # (a path, or an s3:// URL)
             return LoadError(f"loading a batch from the webdataset packs in {folder} failed ({first_line}). "
@@ -238,6 +243,24 @@ def _carried(refused: list[LoadError], error: BaseException) -> LoadError | None
     says nothing of a later error."""
     text = str(error)
     return next((r for r in refused if r is error or str(r).splitlines()[0] in text), None)
+
+
+#: How the libraries say they ran out of memory: TensorFlow ("OOM when allocating", a ResourceExhaustedError),
+#: CUDA and DALI ("out of memory"), C++ (``std::bad_alloc``), the system (ENOMEM).
+_OUT_OF_MEMORY = re.compile(r"OOM when allocating|out of memory|std::bad_alloc|Cannot allocate memory", re.IGNORECASE)
+#: TensorFlow's words for the allocation that failed.
+_ALLOCATION = re.compile(r"OOM when allocating tensor with shape\[[^\]]*\] and type \w+")
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says memory ran out (Python's MemoryError, or the words of :data:`_OUT_OF_MEMORY`)."""
+    return isinstance(error, MemoryError) or _OUT_OF_MEMORY.search(str(error)) is not None
+
+
+def _allocation(error: BaseException) -> str:
+    """TensorFlow's words for the allocation that failed (its shape and type), or ""."""
+    found = _ALLOCATION.search(str(error))
+    return found.group(0) if found else ""
 
 
 def _first_line(text: str) -> str:

@@ -456,6 +456,25 @@ def test_a_file_replaced_mid_run_never_gives_a_misaligned_pair(tmp_path, backend
     assert seen >= 3
 
 
+def test_the_guard_says_memory_ran_out_instead_of_listing_sound_pairs(tmp_path):
+    """A batch too large for memory (bench --image-size 5000 with one-hot labels) failed with "nothing is wrong
+    here with the pairs in flight", every pair listed, and "the cause may not be the data": it says now that
+    memory ran out, with TensorFlow's allocation, and what to change."""
+    tf = pytest.importorskip("tensorflow")
+    from daliloader.guard import PairGuard
+
+    data = good_dataset(tmp_path, n=3)
+    guard = PairGuard(data)
+    for index in range(3):
+        guard.verify(index)
+    with pytest.raises(tf.errors.ResourceExhaustedError) as caught:  # TensorFlow's own, not an imitation
+        tf.zeros([10**6, 10**6], tf.float32)
+    message = str(guard.explain(caught.value))
+    assert "out of memory (OOM when allocating tensor with shape[1000000,1000000] and type float)" in message
+    assert "smaller batches or crops, or int labels" in message
+    assert data.images[0] not in message and "nothing is wrong here" not in message
+
+
 def test_the_guard_hands_on_the_refusal_that_tensorflow_carries(tmp_path):
     """Parallel reads may refuse several pairs at once; explain() names the one whose error TensorFlow
     hands on, not whichever was refused last. A refusal no error carried (an epoch stopped early) says
