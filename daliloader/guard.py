@@ -200,7 +200,7 @@ class PairGuard:
         problems = self._moved_files() or self._problems(recent)
         if problems:
             return LoadError(_message(f"loading a batch failed ({first_line})", problems))
-        return LoadError(f"loading a batch failed ({first_line}); nothing is wrong here with {self._what(recent)}\n"
+        return LoadError(f"loading a batch failed ({first_line}); nothing is wrong here with {self._what(recent)}"
                          f"so the cause may not be the data (`daliloader check` decodes every pair).\nOriginal "
                          f"error:\n{error}")
 
@@ -227,12 +227,14 @@ class PairGuard:
             "cannot", {backend: ""})
 
     def _what(self, pairs: list[int]) -> str:
-        """The pairs vetted last, in words."""
+        """The pairs vetted last, in words: the first :data:`SHOWN` of them, and how many more."""
         if self._named.records is not None:
             files = sorted({part_file(self._named.images[i]) for i in pairs})
             return f"the {len(pairs)} records read last (of {', '.join(files)})"
-        named = self._named
-        return "the pairs in flight:\n" + "\n".join(f"  {named.images[i]} + {named.masks[i]}" for i in pairs)
+        named, more = self._named, len(pairs) - SHOWN
+        return (f"the {len(pairs)} pairs in flight:\n" + "".join(f"  {named.images[i]} + {named.masks[i]}\n"
+                                                                for i in pairs[:SHOWN])
+                + (f"  and {more} more\n" if more > 0 else ""))
 
 
 def _carried(refused: list[LoadError], error: BaseException) -> LoadError | None:
@@ -245,6 +247,8 @@ def _carried(refused: list[LoadError], error: BaseException) -> LoadError | None
     return next((r for r in refused if r is error or str(r).splitlines()[0] in text), None)
 
 
+#: Pairs a message shows of those in flight (the guard remembers more).
+SHOWN = 5
 #: How the libraries say they ran out of memory: TensorFlow ("OOM when allocating", a ResourceExhaustedError),
 #: CUDA and DALI ("out of memory"), C++ (``std::bad_alloc``), the system (ENOMEM).
 _OUT_OF_MEMORY = re.compile(r"OOM when allocating|out of memory|std::bad_alloc|Cannot allocate memory", re.IGNORECASE)

@@ -475,6 +475,21 @@ def test_the_guard_says_memory_ran_out_instead_of_listing_sound_pairs(tmp_path):
     assert data.images[0] not in message and "nothing is wrong here" not in message
 
 
+def test_an_error_of_sound_pairs_shows_five_of_them_and_counts_the_rest(tmp_path):
+    """A failure the pairs do not explain listed every pair in flight (64 lines in the bench); it shows the
+    first five and how many more."""
+    from daliloader.guard import PairGuard
+
+    data = good_dataset(tmp_path, n=8)
+    guard = PairGuard(data)
+    for index in range(8):
+        guard.verify(index)
+    message = str(guard.explain(RuntimeError("a decoder failed")))
+    assert "nothing is wrong here with the 8 pairs in flight:" in message and "  and 3 more\n" in message
+    assert data.images[4] in message and data.images[5] not in message
+    assert "so the cause may not be the data" in message
+
+
 def test_the_guard_hands_on_the_refusal_that_tensorflow_carries(tmp_path):
     """Parallel reads may refuse several pairs at once; explain() names the one whose error TensorFlow
     hands on, not whichever was refused last. A refusal no error carried (an epoch stopped early) says
