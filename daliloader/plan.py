@@ -154,8 +154,19 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
     outputs = batch_outputs(outputs, drop_remainder)
     sampler = Sampler(len(data), batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                       shard_id=shard_id, num_shards=num_shards)
+    refuse_unseeded_shards(caller, num_shards, shuffle, seed)
     return Plan(loaded_data(data, spec), spec, sampler, outputs, device_id=device_id, num_threads=num_threads,
                 prefetch=prefetch)
+
+
+def refuse_unseeded_shards(caller: str, num_shards: int, shuffle: bool, seed: int | None) -> None:
+    """Shards of a shuffled dataset need one seed: each worker draws its own otherwise, and the parts of
+    its order that the workers read overlap and miss samples (on the backends that shuffle before they
+    shard; refused on every backend alike)."""
+    if num_shards > 1 and shuffle and seed is None:
+        raise SpecError(f"{caller}() got num_shards={num_shards} and no seed: each worker would draw its own "
+                        "order of the samples, and the shards would overlap and miss samples. Pass every worker "
+                        "the same seed (seed=0, or a number they share); distribute() draws one itself")
 
 
 def take_options(options: dict, declared: Mapping[str, object]) -> dict:
@@ -250,6 +261,9 @@ ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POS
 #: (:data:`NOT_LOADER_ARGUMENTS`).
 FOREIGN_NAMES = {"size": "image_size", "crop_size": "image_size", "is_training": "training", "train": "training",
                  "num_classes": "classes", "n_classes": "classes", **OPTION_FOREIGN_NAMES}
+#: Foreign names whose values mean something else here: what to write instead.
+FOREIGN_VALUES = {"zoom_range": "Keras' zoom_range=z draws from [1 - z, 1 + z]: pass scale=(1 - z, 1 + z) (a single "
+                                "number is a fixed zoom)"}
 #: Names "did you mean" may point at that are no loader's arguments: where they are given instead.
 NOT_LOADER_ARGUMENTS = {"classes": "The class map belongs to the data: SegmentationData.from_folder(..., classes=N) "
                                    "or from_dirs(..., classes=N)"}
@@ -262,7 +276,7 @@ def _did_you_mean(unknown: str) -> str:
              difflib.get_close_matches(unknown, list(_SIGNATURE.parameters) + list(OPTIONS), n=1))
     if not close:
         return ""
-    where = NOT_LOADER_ARGUMENTS.get(close[0])
+    where = NOT_LOADER_ARGUMENTS.get(close[0]) or FOREIGN_VALUES.get(unknown)
     return f" (did you mean {close[0]!r}?{' ' + where if where else ''})"
 
 
