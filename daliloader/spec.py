@@ -489,18 +489,28 @@ def check_workers(workers):
 
 
 def check_image_size(image_size) -> tuple[int, int]:
-    """``image_size`` as ``(height, width)``: an int (a square) or a pair, each side an integer in
-    1..16384; a SpecError naming it otherwise."""
-    if isinstance(image_size, int) and not isinstance(image_size, bool):
+    """``image_size`` as ``(height, width)``: an int (a square) or a pair (numpy's integers and arrays too),
+    each side an integer in 1..16384; a SpecError naming it, as given, otherwise."""
+    given = image_size
+    if hasattr(image_size, "tolist") and not isinstance(image_size, (str, bytes)):  # a numpy array or scalar
+        image_size = image_size.tolist()
+    if _integer(image_size):
         image_size = (image_size, image_size)
     try:
+        if isinstance(image_size, (str, bytes)):  # "32" would unpack into two characters
+            raise TypeError
         h, w = image_size
     except (TypeError, ValueError):
-        raise SpecError(f"image_size is (height, width), got {image_size!r}") from None
+        raise SpecError(f"image_size is an int or (height, width), got {given!r}") from None
     for v in (h, w):
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 16384:
-            raise SpecError(f"image_size=({h}, {w}): each side must be an integer in 1..16384")
+        if not _integer(v) or not 1 <= v <= 16384:
+            raise SpecError(f"image_size={given!r}: each side must be an integer in 1..16384")
     return int(h), int(w)
+
+
+def _integer(value) -> bool:
+    """Whether ``value`` is an integer (Python's or numpy's), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _triple(name: str, value, positive: bool = False) -> tuple[float, float, float]:

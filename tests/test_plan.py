@@ -67,6 +67,17 @@ def test_seeded_shards_are_disjoint_and_cover_the_data_on_every_backend(index_da
     assert sorted(parts[0] + parts[1]) == list(range(10)), parts
 
 
+def test_image_size_is_read_as_written(index_data):
+    """A string was unpacked into two characters ("32" -> (3, 2)) and a numpy array was refused while numpy
+    integers were taken: a string is refused as what it is, and an array of integers is taken."""
+    with pytest.raises(dl.SpecError, match=r"image_size is an int or \(height, width\), got '32'"):
+        dl.make_plan(index_data, image_size="32")
+    assert dl.make_plan(index_data, image_size=np.array([16, 24])).spec.image_size == (16, 24)
+    assert dl.make_plan(index_data, image_size=np.int64(16)).spec.image_size == (16, 16)
+    with pytest.raises(dl.SpecError, match=r"image_size=\(16\.0, 24\): each side must be an integer"):
+        dl.make_plan(index_data, image_size=(16.0, 24))
+
+
 def test_keras_label_mode_categorical_is_onehot(index_data):
     """Keras' image_dataset_from_directory calls one-hot labels "categorical": the spec reads it as "onehot",
     so that nothing downstream sees another spelling."""
