@@ -279,6 +279,10 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     """
     import tensorflow as tf
 
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise SpecError(f"distribute(strategy, data, ...) takes a tf.distribute strategy first (e.g. "
+                        f"tf.distribute.MirroredStrategy()), got {type(strategy).__name__}; for one device, use "
+                        "tf_dataset(data, ...)")
     global_batch_size = _refuse_distributed(strategy, data, global_batch_size, options)
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**31))
@@ -300,9 +304,14 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
 
     def dataset_fn(ctx: tf.distribute.InputContext):
         pipelines = ctx.num_input_pipelines
-        plan = plan_of(data, "distribute", batch_size=global_batch_size // pipelines, image_size=image_size,
-                       crop=crop, label_mode=label_mode, shuffle=shuffle, seed=seed,
-                       shard_id=ctx.input_pipeline_id, num_shards=pipelines, **options)
+        try:
+            plan = plan_of(data, "distribute", batch_size=global_batch_size // pipelines, image_size=image_size,
+                           crop=crop, label_mode=label_mode, shuffle=shuffle, seed=seed,
+                           shard_id=ctx.input_pipeline_id, num_shards=pipelines, **options)
+        except SpecError as e:  # the plan's batch_size and shards are distribute's own: say what they came from
+            raise SpecError(f"distribute() got global_batch_size={global_batch_size}, which gives each of the "
+                            f"{pipelines} input pipelines (one shard each) batch_size="
+                            f"{global_batch_size // pipelines}: {e}") from None
         device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
         if chosen.gpu:
             from .backends.dali_tf import cuda_ordinal

@@ -122,6 +122,21 @@ def test_distribute_refuses_what_it_sets_itself(index_data, kwargs, message):
         dl.distribute(tf.distribute.get_strategy(), dl.make_plan(index_data, batch_size=4), global_batch_size=4)
 
 
+def test_distribute_names_its_own_arguments_in_its_refusals(index_data):
+    """An outside review: no strategy gave an AttributeError on None, and a global batch too large for the
+    shards was refused as batch_size= with "lower batch_size", an argument distribute() does not take."""
+    import tensorflow as tf
+
+    import daliloader as dl
+
+    with pytest.raises(dl.SpecError, match=r"takes a tf.distribute strategy first .* got NoneType"):
+        dl.distribute(None, index_data, global_batch_size=4)
+    with pytest.raises(dl.SpecError, match=r"distribute\(\) got global_batch_size=12, which gives each of the 1 input "
+                                           r"pipelines \(one shard each\) batch_size=12: batch_size=12 is larger"):
+        dl.distribute(tf.distribute.get_strategy(), index_data, global_batch_size=12, image_size=(24, 32),
+                      backend="dali-cpu")
+
+
 @pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
 def test_the_default_strategy_reads_as_one_replica(index_data, backend):
     """distribute() under the default strategy (no tf.distribute), which its docstring names: it failed
