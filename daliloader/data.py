@@ -589,7 +589,7 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     refuse_other_member(given, published, layout)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
-    return _counted_classes(int(given), masks, published, layout)
+    return _counted_classes(int(given), masks, published, layout, mask_channel)
 
 
 def _as_stored(published, masks: Sequence):
@@ -636,9 +636,11 @@ def refuse_other_member(given, published, layout: str) -> None:
                         f"would read them into wrong labels. Leave classes out, or pass classes={theirs!r}")
 
 
-def _counted_classes(given: int, masks: Sequence[str], published, layout: str) -> ClassMap:
+def _counted_classes(given: int, masks: Sequence[str], published, layout: str, mask_channel: int | None = None
+                     ) -> ClassMap:
     """A class count: the published id table where it has that many classes (else an error: the raw
-    ids are no classes), else palette indices 0..N-1 on palette masks, else ids 0..N-1."""
+    ids are no classes), else palette indices 0..N-1 on palette masks, else ids 0..N-1 (of single-channel
+    masks, or of channel ``mask_channel``: colour masks without it are refused, by the first)."""
     if isinstance(published, ClassMap) and published.palette_masks is None:
         if given != published.num_classes:
             raise DataError(f"classes={given} on {layout or published.source}: its masks hold ids that its published "
@@ -649,7 +651,22 @@ def _counted_classes(given: int, masks: Sequence[str], published, layout: str) -
     palette = published.palette_masks if isinstance(published, ClassMap) else _palette(masks[0]) if masks else None
     if palette is not None:
         return ClassMap.from_palette_indices(palette, given, source=f"{given} palette indices")
+    if mask_channel is None and masks and _mode(masks[0]) in ("RGB", "RGBA"):  # here, not at the first batch
+        raise DataError(f"classes={given} reads ids 0..{given - 1} from single-channel masks, but {masks[0]} is a "
+                        f"colour picture: colour masks need their colours' table (classes='class_dict.csv', "
+                        "name,r,g,b), or mask_channel=K where channel K holds the ids")
     return ClassMap.from_ids(given)
+
+
+def _mode(path: str) -> str | None:
+    """A mask's mode (Pillow's: "RGB", "L", "P", ...); None for an unreadable one (reported later)."""
+    from PIL import UnidentifiedImageError
+
+    try:
+        with open_image(path) as im:
+            return im.mode
+    except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
+        return None
 
 
 def _palette(path: str) -> np.ndarray | None:

@@ -527,7 +527,11 @@ def test_check_reads_colour_masks_by_the_channel_given_or_the_datas(tmp_path):
     cv2.imwrite(str(root / "images" / "0.png"), rgb)
     cv2.imwrite(str(root / "masks" / "0.png"), rgb[..., ::-1])
     assert dl.check(root, classes=4, mask_channel=0).ok
-    assert [p.kind for p in dl.check(root, classes=4).problems] == ["mask_mode"]  # without it: an RGB mask
+    with pytest.raises(dl.DataError, match=r"classes=4 reads ids 0..3 from single-channel masks, but .*0.png is a "
+                                           r"colour picture: .* or mask_channel=K"):  # without it: refused at load
+        dl.check(root, classes=4)
+    with pytest.raises(dl.DataError, match=r"classes=4 reads ids 0..3 from single-channel masks"):  # not at a batch
+        dl.SegmentationData.from_folder(root, classes=4)
     data = dl.SegmentationData.from_folder(root, classes=4, mask_channel=0)
     assert dl.check(data).ok and dl.check(data, classes=5).ok
     from daliloader.cli import main
