@@ -5,8 +5,8 @@ Colour to class, on a crop of each mask (every way checked against ``ClassMap.ma
   dali-uint16     the DALI graph's mapping (``dali_graph.map_labels``): two lookup tables per group of
                   the palette's (r, g) pairs, the keys computed in uint16 from the uint8 channels
   dali-int32      the same tables with the keys computed in int32 from a cast mask, as the graph computed
-                  them until 2026-11-27 (its tables then differed a little: one prefix table for every
-                  group, and one more multiplication per pixel), kept here to measure the change
+                  them until 2026-11-27 (its tables then differed a little: one table of (r, g) pairs for
+                  every group, and one more multiplication per pixel), kept here to measure the change
   tf-gather       the tfdata backend's (``tfdata.map_labels``): one gather per pixel from the 16 MB table
   tf-hash         the expert's (``bench.expert``): ``tf.lookup.StaticHashTable`` of packed colours
   numpy           the reference (``ClassMap.map_mask``, the OpenCV backend's): one read per pixel, 16 MB table

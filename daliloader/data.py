@@ -648,36 +648,28 @@ def _counted_classes(given: int, masks: Sequence[str], published, layout: str, m
                             "would read the raw ids as classes instead, which gives wrong labels. Drop classes= "
                             "(or pass a ClassMap, e.g. ClassMap.from_ids({raw_id: class}), to map the ids yourself)")
         return published
-    palette = published.palette_masks if isinstance(published, ClassMap) else _palette(masks[0]) if masks else None
+    if isinstance(published, ClassMap):  # a layout of palette masks (VOC): read through its palette
+        return ClassMap.from_palette_indices(published.palette_masks, given, source=f"{given} palette indices")
+    mode, palette = _mode_and_palette(masks[0]) if masks else (None, None)
     if palette is not None:
         return ClassMap.from_palette_indices(palette, given, source=f"{given} palette indices")
-    if mask_channel is None and masks and _mode(masks[0]) in ("RGB", "RGBA"):  # here, not at the first batch
+    if mask_channel is None and mode in ("RGB", "RGBA"):  # refused here, not at the first batch
         raise DataError(f"classes={given} reads ids 0..{given - 1} from single-channel masks, but {masks[0]} is a "
                         f"colour picture: colour masks need their colours' table (classes='class_dict.csv', "
                         "name,r,g,b), or mask_channel=K where channel K holds the ids")
     return ClassMap.from_ids(given)
 
 
-def _mode(path: str) -> str | None:
-    """A mask's mode (Pillow's: "RGB", "L", "P", ...); None for an unreadable one (reported later)."""
+def _mode_and_palette(path: str) -> tuple[str | None, np.ndarray | None]:
+    """A mask's mode (Pillow's: "RGB", "L", "P", ...) and, for a palette PNG, its palette as (n, 3) uint8;
+    (None, None) for an unreadable mask (reported later, named)."""
     from PIL import UnidentifiedImageError
 
     try:
         with open_image(path) as im:
-            return im.mode
+            return im.mode, np.asarray(im.getpalette(), np.uint8).reshape(-1, 3) if im.mode == "P" else None
     except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
-        return None
-
-
-def _palette(path: str) -> np.ndarray | None:
-    """A palette PNG's palette as (n, 3) uint8; None for other masks (or an unreadable one, reported later)."""
-    from PIL import UnidentifiedImageError
-
-    try:
-        with open_image(path) as im:
-            return np.asarray(im.getpalette(), np.uint8).reshape(-1, 3) if im.mode == "P" else None
-    except (OSError, UnidentifiedImageError, RecordProblem):  # (a bucket's faults pass on, named)
-        return None
+        return None, None
 
 
 def mask_values(path: str, mask_channel: int | None = None) -> np.ndarray:

@@ -182,25 +182,28 @@ class PairGuard:
         with the pairs it vetted last (reading TFRecords: every record the reader can have read lately)."""
         with self._lock:
             refused, self._refused = list(self._refused), deque(maxlen=self._refused.maxlen)
-            recent = sorted(set(self._recent))
+            newest = list(dict.fromkeys(reversed(self._recent)))  # the pairs vetted last, newest first
         carried = _carried(refused, error)
         if carried is not None:
             return carried
         first_line = _first_line(str(error)) or type(error).__name__
+        moved = self._moved_files()
+        if moved:
+            return LoadError(_message(f"loading a batch failed ({first_line})", moved))
         if _out_of_memory(error):  # no file is to blame: checking the pairs would only list them all
             return LoadError(f"loading a batch failed: out of memory ({_allocation(error) or first_line}). A "
                              "batch takes memory in proportion to its samples times the crop's pixels, and one-hot "
                              "labels 4 bytes per class per pixel: load smaller batches or crops, or int labels (with "
-                             "a sparse loss) instead of one-hot")
+                             f"a sparse loss) instead of one-hot.\nOriginal error:\n{error}")
         if self._named.packs is not None:  # the reader picks the samples: none is known to be in flight
             folder = self._named.packs.tars[0].rsplit("/", 1)[0]  # (a path, or an s3:// URL)
             return LoadError(f"loading a batch from the webdataset packs in {folder} failed ({first_line}). "
                              f"Check the prepared copy against its originals with `daliloader verify "
                              f"{folder.rsplit('/', 1)[0]}`.\nOriginal error:\n{error}")
-        problems = self._moved_files() or self._problems(recent)
+        problems = self._problems(sorted(newest))
         if problems:
             return LoadError(_message(f"loading a batch failed ({first_line})", problems))
-        return LoadError(f"loading a batch failed ({first_line}); nothing is wrong here with {self._what(recent)}"
+        return LoadError(f"loading a batch failed ({first_line}); nothing is wrong here with {self._what(newest)}\n"
                          f"so the cause may not be the data (`daliloader check` decodes every pair).\nOriginal "
                          f"error:\n{error}")
 
@@ -226,15 +229,15 @@ class PairGuard:
         return problem.kind is not ProblemKind.UNDECODABLE or not backend or backend in problem.details.get(
             "cannot", {backend: ""})
 
-    def _what(self, pairs: list[int]) -> str:
-        """The pairs vetted last, in words: the first :data:`SHOWN` of them, and how many more."""
+    def _what(self, newest: list[int]) -> str:
+        """The pairs vetted last (``newest`` first), in words: the newest :data:`SHOWN`, and how many more."""
         if self._named.records is not None:
-            files = sorted({part_file(self._named.images[i]) for i in pairs})
-            return f"the {len(pairs)} records read last (of {', '.join(files)})"
-        named, more = self._named, len(pairs) - SHOWN
-        return (f"the {len(pairs)} pairs in flight:\n" + "".join(f"  {named.images[i]} + {named.masks[i]}\n"
-                                                                for i in pairs[:SHOWN])
-                + (f"  and {more} more\n" if more > 0 else ""))
+            files = sorted({part_file(self._named.images[i]) for i in newest})
+            return f"the {len(newest)} records read last (of {', '.join(files)})"
+        named, more = self._named, len(newest) - SHOWN
+        lines = [f"  {named.images[i]} + {named.masks[i]}" for i in newest[:SHOWN]]
+        return "\n".join([f"the {len(newest)} pairs in flight (the newest first):"] + lines
+                          + ([f"  and {more} more"] if more > 0 else []))
 
 
 def _carried(refused: list[LoadError], error: BaseException) -> LoadError | None:
@@ -251,14 +254,17 @@ def _carried(refused: list[LoadError], error: BaseException) -> LoadError | None
 SHOWN = 5
 #: How the libraries say they ran out of memory: TensorFlow ("OOM when allocating", a ResourceExhaustedError),
 #: CUDA and DALI ("out of memory"), C++ (``std::bad_alloc``), the system (ENOMEM).
-_OUT_OF_MEMORY = re.compile(r"OOM when allocating|out of memory|std::bad_alloc|Cannot allocate memory", re.IGNORECASE)
+_OUT_OF_MEMORY = re.compile(r"OOM when allocating|Failed to allocate memory|out of memory|std::bad_alloc|"
+                            r"Cannot allocate memory", re.IGNORECASE)
 #: TensorFlow's words for the allocation that failed.
 _ALLOCATION = re.compile(r"OOM when allocating tensor with shape\[[^\]]*\] and type \w+")
 
 
 def _out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` says memory ran out (Python's MemoryError, or the words of :data:`_OUT_OF_MEMORY`)."""
-    return isinstance(error, MemoryError) or _OUT_OF_MEMORY.search(str(error)) is not None
+    """Whether ``error`` says memory ran out: Python's MemoryError, TensorFlow's ResourceExhaustedError (by
+    name: the guard imports no TensorFlow), or the words of :data:`_OUT_OF_MEMORY`."""
+    return (isinstance(error, MemoryError) or type(error).__name__ == "ResourceExhaustedError"
+            or _OUT_OF_MEMORY.search(str(error)) is not None)
 
 
 def _allocation(error: BaseException) -> str:

@@ -284,7 +284,8 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
                         f"tf.distribute.MirroredStrategy()), got {type(strategy).__name__}; for one device, use "
                         "tf_dataset(data, ...)")
     global_batch_size = _refuse_distributed(strategy, data, global_batch_size, options)
-    if seed is None:
+    drawn = seed is None  # (one process's draw: workers in other processes would draw others)
+    if drawn:
         seed = int(np.random.SeedSequence().entropy % (2**31))
     chosen = backends.resolve(backend, Product.TF_DATA)
     _refuse_dali_options("distribute", chosen, data, options, AUTOTUNED)
@@ -304,14 +305,21 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
 
     def dataset_fn(ctx: tf.distribute.InputContext):
         pipelines = ctx.num_input_pipelines
+        if drawn and not per_replica and pipelines > 1:  # one input pipeline per worker process
+            raise SpecError(f"distribute() under {type(strategy).__name__} with {pipelines} workers needs seed=: "
+                            "each worker process would draw its own, and their shards would overlap and miss "
+                            "samples. Pass every worker the same seed")
+        batch_size = global_batch_size // pipelines
         try:
-            plan = plan_of(data, "distribute", batch_size=global_batch_size // pipelines, image_size=image_size,
-                           crop=crop, label_mode=label_mode, shuffle=shuffle, seed=seed,
-                           shard_id=ctx.input_pipeline_id, num_shards=pipelines, **options)
-        except SpecError as e:  # the plan's batch_size and shards are distribute's own: say what they came from
+            plan = plan_of(data, "distribute", batch_size=batch_size, image_size=image_size, crop=crop,
+                           label_mode=label_mode, shuffle=shuffle, seed=seed, shard_id=ctx.input_pipeline_id,
+                           num_shards=pipelines, **options)
+        except SpecError as e:  # a batch larger than a shard: said of distribute's own argument
+            if not str(e).startswith(f"batch_size={batch_size} is larger"):
+                raise
+            said = str(e).replace("lower batch_size", "lower global_batch_size")
             raise SpecError(f"distribute() got global_batch_size={global_batch_size}, which gives each of the "
-                            f"{pipelines} input pipelines (one shard each) batch_size="
-                            f"{global_batch_size // pipelines}: {e}") from None
+                            f"{pipelines} input pipelines (one shard each) {said}") from None
         device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
         if chosen.gpu:
             from .backends.dali_tf import cuda_ordinal

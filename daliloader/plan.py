@@ -165,8 +165,9 @@ def refuse_unseeded_shards(caller: str, num_shards: int, shuffle: bool, seed: in
     shard; refused on every backend alike)."""
     if num_shards > 1 and shuffle and seed is None:
         raise SpecError(f"{caller}() got num_shards={num_shards} and no seed: each worker would draw its own "
-                        "order of the samples, and the shards would overlap and miss samples. Pass every worker "
-                        "the same seed (seed=0, or a number they share); distribute() draws one itself")
+                        "order of the samples, and where the whole dataset is shuffled before it is sharded (files, "
+                        "TFRecords on the DALI backends and OpenCV) the shards would overlap and miss samples. "
+                        "Pass every worker the same seed (seed=0, or a number they share)")
 
 
 def take_options(options: dict, declared: Mapping[str, object]) -> dict:
@@ -262,8 +263,9 @@ ARGUMENTS = tuple(n for n, p in _SIGNATURE.parameters.items() if p.kind is p.POS
 FOREIGN_NAMES = {"size": "image_size", "crop_size": "image_size", "is_training": "training", "train": "training",
                  "num_classes": "classes", "n_classes": "classes", **OPTION_FOREIGN_NAMES}
 #: Foreign names whose values mean something else here: what to write instead.
-FOREIGN_VALUES = {"zoom_range": "Keras' zoom_range=z draws from [1 - z, 1 + z]: pass scale=(1 - z, 1 + z) (a single "
-                                "number is a fixed zoom)"}
+FOREIGN_VALUES = {"zoom_range": "Keras' zoom_range=z draws a zoom in [1 - z, 1 + z], below 1 showing less of the "
+                                "picture; here a scale below 1 shows more: pass scale=(1 / (1 + z), 1 / (1 - z)), "
+                                "e.g. (0.83, 1.25) for z=0.2 (a single number is a fixed zoom)"}
 #: Names "did you mean" may point at that are no loader's arguments: where they are given instead.
 NOT_LOADER_ARGUMENTS = {"classes": "The class map belongs to the data: SegmentationData.from_folder(..., classes=N) "
                                    "or from_dirs(..., classes=N)"}

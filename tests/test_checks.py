@@ -477,7 +477,7 @@ def test_the_guard_says_memory_ran_out_instead_of_listing_sound_pairs(tmp_path):
 
 def test_an_error_of_sound_pairs_shows_five_of_them_and_counts_the_rest(tmp_path):
     """A failure the pairs do not explain listed every pair in flight (64 lines in the bench); it shows the
-    first five and how many more."""
+    five vetted last and how many more."""
     from daliloader.guard import PairGuard
 
     data = good_dataset(tmp_path, n=8)
@@ -485,8 +485,9 @@ def test_an_error_of_sound_pairs_shows_five_of_them_and_counts_the_rest(tmp_path
     for index in range(8):
         guard.verify(index)
     message = str(guard.explain(RuntimeError("a decoder failed")))
-    assert "nothing is wrong here with the 8 pairs in flight:" in message and "  and 3 more\n" in message
-    assert data.images[4] in message and data.images[5] not in message
+    assert "nothing is wrong here with the 8 pairs in flight (the newest first):" in message
+    assert "  and 3 more\nso the cause" in message
+    assert data.images[7] in message and data.images[3] in message and data.images[2] not in message
     assert "so the cause may not be the data" in message
 
 

@@ -132,7 +132,8 @@ def test_distribute_names_its_own_arguments_in_its_refusals(index_data):
     with pytest.raises(dl.SpecError, match=r"takes a tf.distribute strategy first .* got NoneType"):
         dl.distribute(None, index_data, global_batch_size=4)
     with pytest.raises(dl.SpecError, match=r"distribute\(\) got global_batch_size=12, which gives each of the 1 input "
-                                           r"pipelines \(one shard each\) batch_size=12: batch_size=12 is larger"):
+                                           r"pipelines \(one shard each\) batch_size=12 is larger .*; lower "
+                                           r"global_batch_size"):
         dl.distribute(tf.distribute.get_strategy(), index_data, global_batch_size=12, image_size=(24, 32),
                       backend="dali-cpu")
 
@@ -188,6 +189,11 @@ WORKER = textwrap.dedent("""
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TF_CONFIG names this worker and its peer
     data = dl.SegmentationData.from_folder(sys.argv[1], classes=sys.argv[2] if len(sys.argv) > 2 else None)
+    try:  # each worker would draw its own seed
+        dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), backend="dali-cpu")
+        unseeded = "accepted"
+    except dl.SpecError as e:
+        unseeded = str(e)
     ds = dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), crop="center", label_mode="int",
                        drop_remainder=False, backend="dali-cpu", seed=5)
     batches, seen = iter(ds), []
@@ -226,7 +232,8 @@ WORKER = textwrap.dedent("""
         fit = "ok"
     except ValueError as e:
         fit = str(e).splitlines()[0]
-    print("RESULT" + json.dumps({"seen": seen, "steps": ds.steps_per_epoch, "loss": losses, "fit": fit}))
+    print("RESULT" + json.dumps({"seen": seen, "steps": ds.steps_per_epoch, "loss": losses, "fit": fit,
+                                 "unseeded": unseeded}))
 """)
 
 
@@ -297,6 +304,7 @@ def test_multi_worker_strategy_two_processes(index_data, read, tmp_path, storage
     assert set(parts[0]).isdisjoint(parts[1])
     assert sorted(parts[0] + parts[1]) == list(range(10))
     for r in results:
+        assert "with 2 workers needs seed=: each worker process would draw its own" in r["unseeded"], r["unseeded"]
         assert len(r["loss"]) == 2 and all(loss == loss for loss in r["loss"])
         assert r["fit"].startswith("Attempt to convert a value (PerReplica"), (
             f"model.fit under multi-worker MWMS: {r['fit']!r}. If it says 'ok', Keras fixed keras#20585: "

@@ -41,8 +41,8 @@ def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, cal
                                            r"data: SegmentationData.from_folder\(\.\.\., classes=N\)"):
         getattr(dl, call)(index_data, num_classes=3)
     # Keras' zoom_range=0.2 is a range about 1; a single number for scale is a fixed zoom
-    with pytest.raises(dl.SpecError, match=r"'zoom_range' \(did you mean 'scale'\? Keras' zoom_range=z draws from "
-                                           r"\[1 - z, 1 \+ z\]: pass scale=\(1 - z, 1 \+ z\)"):
+    with pytest.raises(dl.SpecError, match=r"'zoom_range' \(did you mean 'scale'\? Keras' zoom_range=z draws a zoom "
+                                           r"in \[1 - z, 1 \+ z\], .* pass scale=\(1 / \(1 \+ z\), 1 / \(1 - z\)\)"):
         getattr(dl, call)(index_data, zoom_range=0.2)
 
 

@@ -75,6 +75,17 @@ def real_samples(batches) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------- the container
+def test_an_error_of_sound_records_names_their_files_on_its_own_line(index_records):
+    from daliloader.guard import PairGuard
+
+    guard = PairGuard(index_records)
+    for index in (0, 7):
+        guard.read(index)
+    message = str(guard.explain(RuntimeError("a decoder failed")))
+    assert "nothing is wrong here with the 2 records read last (of " in message
+    assert "b.tfrecord)\nso the cause may not be the data" in message
+
+
 def test_the_index_is_dalis_and_the_parser_reads_what_tensorflow_writes(voc, tmp_path):
     folder, _ = voc
     file = str(folder / "train-00000-of-00002.tfrecord")
