@@ -67,15 +67,14 @@ def int32_chain(mask, classes):
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
+    from daliloader.backends.dali_graph import _lookup
+
     out = types.UINT8 if classes.label_dtype == np.uint8 else types.UINT16
     rgb = fn.cast(mask, dtype=types.INT32)
     pair = rgb[:, :, 0:1] * 256 + rgb[:, :, 1:2]
     labels = None
-    for g in classes.rgb_tables().groups:
-        number = fn.lookup_table(pair, keys=list(g.pairs.keys), values=list(g.pairs.values),
-                                 default_value=g.pairs.default, dtype=types.INT32)
-        found = fn.lookup_table(number + rgb[:, :, 2:3], keys=list(g.colours.keys), values=list(g.colours.values),
-                                default_value=g.colours.default, dtype=out)
+    for group in classes.rgb_tables().groups:
+        found = _lookup(_lookup(pair, group.pairs, types.INT32) + rgb[:, :, 2:3], group.colours, out)
         labels = found if labels is None else dmath.min(labels, found)
     return labels
 

@@ -427,7 +427,7 @@ def _dict_weights(weights: dict, num_classes: int | None, ignore_index: int | No
 
 def class_keys(weights: dict) -> list[int]:
     """The keys of a class_weights dict as ints (numpy integers included, as ``np.unique`` gives them)."""
-    if not all(isinstance(k, numbers.Integral) and not isinstance(k, bool) for k in weights):
+    if not all(_integer(k) for k in weights):
         raise SpecError(f"class_weights={{...}} maps class indices (integers) to weights; got keys "
                         f"{sorted(map(repr, weights))[:5]}")
     return [int(k) for k in weights]
@@ -469,8 +469,7 @@ def check_count(name: str, value):
     count = COUNTS[name]
     if value is None and count.optional:
         return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (
-            count.least is not None and value < count.least):
+    if not _integer(value) or (count.least is not None and value < count.least):
         if count.sized:
             raise SpecError(f"{name} must be a positive integer, got {value!r}")
         least = "" if count.least is None else f" >= {count.least}"
@@ -492,7 +491,7 @@ def check_image_size(image_size) -> tuple[int, int]:
     """``image_size`` as ``(height, width)``: an int (a square) or a pair (numpy's integers and arrays too),
     each side an integer in 1..16384; a SpecError naming it, as given, otherwise."""
     given = image_size
-    if hasattr(image_size, "tolist") and not isinstance(image_size, (str, bytes)):  # a numpy array or scalar
+    if hasattr(image_size, "tolist"):  # a numpy array or scalar
         image_size = image_size.tolist()
     if _integer(image_size):
         image_size = (image_size, image_size)
