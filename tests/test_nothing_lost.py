@@ -50,7 +50,8 @@ def test_evaluation_reads_in_order_every_time_even_after_a_partial_read(index_da
         require_tf()
         ds = dl.tf_dataset(index_data, batch_size=batch_size, training=False, backend=backend, **KW)
         next(iter(ds))  # a peek
-        list(ds.take(1))
+        if backend != "dali-gpu":  # which refuses take(): its batches are on the GPU, where tf.data has no kernels
+            list(ds.take(1))
         reads, weights = [], []
         for _ in range(2):
             batches = [(x.numpy(), w.numpy()) for x, _, w in ds]
