@@ -11,8 +11,8 @@
 # time limit and writes its own report, so a step cut short loses only itself:
 #   1. pytest -m gpu (GPU_CHECK_WORKERS processes, default 8, where pytest-xdist loads; 6 ran 102 of
 #      167 tests in 200 s on an H100), GPU_CHECK_TESTS_S, default 300                          <= 300 s
-#      GPU_CHECK_TESTS: the test files, in the order to run them (default: tests, in name order);
-#      a run cut short at its limit covers the first, so a session can start where the last one stopped
+#      GPU_CHECK_FIRST: test files to run first, the others following in name order: a run cut short at
+#      its limit covers the first, so a session can start where the last one stopped
 #   2. the README quick start on dali-gpu, and every line native libraries print             <=  60 s
 #   3. where dali-gpu's time goes (benchmarks/gpu_where.py: tf_dataset, the expert's tf.data, the
 #      graph alone, the inputs' feed, the graph cut after each stage, the decoder alone)
@@ -71,10 +71,12 @@ if grep -q -- --numprocesses <<<"$help"; then
 else
   "$py" -c "import pytest, xdist; print('pytest', pytest.__version__, '| xdist', xdist.__version__, 'did not load')" 2>&1 | tail -1
 fi
+test_files=(${GPU_CHECK_FIRST:-})  # then every other test file, in name order
+for f in tests/test_*.py; do [[ " ${test_files[*]} " == *" $f "* ]] || test_files+=("$f"); done
 gpu_tests() {  # pytest -m gpu, every test named in "$out-tests.log", what did not pass shown here
   # -v names each test as it ends: on 2026-11-26 a run cut at its limit showed two failures as bare
   # "F"s. SIGINT at the limit lets pytest still print its summary of what ran.
-  timeout -s INT -k 20 "${GPU_CHECK_TESTS_S:-300}" "$py" -m pytest -m gpu -v -rfEs -p no:cacheprovider "${parallel[@]}" ${GPU_CHECK_TESTS:-tests} \
+  timeout -s INT -k 20 "${GPU_CHECK_TESTS_S:-300}" "$py" -m pytest -m gpu -v -rfEs -p no:cacheprovider "${parallel[@]}" "${test_files[@]}" \
     > "$out-tests.log" 2>&1
   local rc=$?
   grep -v -E " (PASSED|SKIPPED) " "$out-tests.log" | tail -40
