@@ -35,6 +35,7 @@ from daliloader import stages
 from daliloader.backends import dali_gpu_count, dali_graph
 from daliloader.bench import machine_info
 from daliloader.classes import ClassMap
+from daliloader.parallel import cores
 from daliloader.report import write_json
 
 BATCH, SIZE, ZOOMED = 8, 512, 724
@@ -56,7 +57,7 @@ def timed(run, seconds: float, repeats: int) -> float:
 
 
 def dali_row(define, inputs, device: str, seconds: float, repeats: int) -> float:
-    @pipeline_def(batch_size=BATCH, num_threads=os.cpu_count(), device_id=0 if device == "gpu" else None,
+    @pipeline_def(batch_size=BATCH, num_threads=cores(), device_id=0 if device == "gpu" else None,
                   prefetch_queue_depth=2)
     def pipe():
         nodes = [fn.external_source(source=[[a] * BATCH], cycle=True, batch=True, layout="HWC") for a in inputs]
@@ -68,7 +69,7 @@ def dali_row(define, inputs, device: str, seconds: float, repeats: int) -> float
 
 
 def threaded(work, seconds: float, repeats: int) -> float:
-    with ThreadPoolExecutor(os.cpu_count()) as pool:
+    with ThreadPoolExecutor(cores()) as pool:
         return timed(lambda: list(pool.map(lambda _: work(), range(BATCH))), seconds, repeats)
 
 

@@ -54,6 +54,7 @@ from daliloader.bench import EXPERT, bench_plan, endless, machine_info, measure
 from daliloader.bench.sources import backend_stream
 from daliloader.bench.stages import dali_stages
 from daliloader.bench.timing import epoch_batches, touched
+from daliloader.parallel import cores
 from daliloader.report import write_json
 from daliloader.synthetic import default_dataset
 
@@ -72,7 +73,7 @@ def decoder_rate(files: list[str], batch: int, seconds: float, repeats: int, **d
         position["next"] = (start + batch) % len(encoded)
         return [encoded[(start + k) % len(encoded)] for k in range(batch)]
 
-    @pipeline_def(batch_size=batch, num_threads=os.cpu_count() or 1, device_id=0, prefetch_queue_depth=2)
+    @pipeline_def(batch_size=batch, num_threads=cores(), device_id=0, prefetch_queue_depth=2)
     def decode():
         jpegs = fn.external_source(source=next_batch, batch=True, dtype=types.UINT8, ndim=1)
         return fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, **decoder_args)
@@ -153,7 +154,7 @@ def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int
     from nvidia.dali.plugin.tf.experimental import DALIDatasetWithInputs, Input
 
     on_gpu = device == "gpu"
-    pipe = Pipeline(batch_size=batch, num_threads=os.cpu_count() or 1, device_id=0 if on_gpu else None,
+    pipe = Pipeline(batch_size=batch, num_threads=cores(), device_id=0 if on_gpu else None,
                     exec_dynamic=True)
     with pipe:
         image, mask = (fn.external_source(name=n, batch=False, dtype=types.UINT8, ndim=1) for n in ("image", "mask"))
@@ -187,7 +188,7 @@ def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int
 
 def expert_rate(data, seconds: float, repeats: int) -> list[float]:
     """The expert's tf.data (int labels, batch 8), built as the bench builds it (on the user's own masks)."""
-    stream = backend_stream(EXPERT, bench_plan(data, 8, CROP, "int"), os.cpu_count() or 1)
+    stream = backend_stream(EXPERT, bench_plan(data, 8, CROP, "int"), cores())
     try:
         return measure(partial(touched, stream), 8, seconds, repeats, warmup_batches=epoch_batches(len(data), 8))
     finally:

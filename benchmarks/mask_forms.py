@@ -35,6 +35,7 @@ from daliloader.backends.dali_graph import lz4_header
 from daliloader.bench import machine_info, measure
 from daliloader.codecs import MASK_PNG_PARAMS, decode_mask, encode_lz4_mask, read
 from daliloader.manifest import read_lz4_mask
+from daliloader.parallel import cores
 from daliloader.report import write_json
 from daliloader.synthetic import default_dataset
 
@@ -72,7 +73,7 @@ class Lz4OnTheCpu:
 
     def __init__(self, files: list[str], batch_size: int):
         self.files, self.batch_size, self.next = files, batch_size, 0
-        self.pool = ThreadPoolExecutor(os.cpu_count())
+        self.pool = ThreadPoolExecutor(cores())
 
     def run(self):
         batch = [self.files[(self.next + k) % len(self.files)] for k in range(self.batch_size)]
@@ -87,7 +88,7 @@ def mask_pipeline(form: str, files: list[str], device: str, batch_size: int):
     if form == "lz4" and not gpu:
         return Lz4OnTheCpu(files, batch_size)
 
-    @pipeline_def(batch_size=batch_size, num_threads=os.cpu_count(), device_id=0 if gpu else None, seed=0)
+    @pipeline_def(batch_size=batch_size, num_threads=cores(), device_id=0 if gpu else None, seed=0)
     def masks():
         if form == "npy":
             return fn.readers.numpy(files=files, device=device, name="r")
@@ -137,7 +138,7 @@ def main() -> None:
               "results": []}
     with tempfile.TemporaryDirectory() as tmp:
         files = write_forms(data, labels, Path(tmp))
-        print(f"{len(labels)} masks of {args.image_size[1]}x{args.image_size[0]}; {os.cpu_count()} CPU threads; "
+        print(f"{len(labels)} masks of {args.image_size[1]}x{args.image_size[0]}; {cores()} CPU threads; "
               f"devices: {', '.join(devices)}")
         print(f"{'form':15} {'device':6} {'KB/mask':>8} {'masks/s':>9} {'min-max':>15}  exact")
         for form, paths in files.items():

@@ -9,8 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def cores() -> int:
-    """The machine's cores as Python sees them (``os.cpu_count()``, 1 where it cannot tell): what "every
-    core" means in each default of threads."""
+    """The cores this process may run on: what "every core" means in each default of threads. That is its
+    CPU affinity where the platform has one (``taskset``, a container's cpuset, a batch scheduler's
+    share), which can be far fewer than the machine's (``os.cpu_count()``, the fallback; 1 where it
+    cannot tell): threads beyond it only wait for each other."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
     return os.cpu_count() or 1
 
 

@@ -12,6 +12,7 @@ import sys
 
 import cv2
 import numpy as np
+import pytest
 
 import daliloader as dl
 from daliloader.cli import main
@@ -121,3 +122,16 @@ def test_a_map_left_early_cancels_what_has_not_started_and_waits_for_what_runs()
     done = len(started)
     time.sleep(0.2)
     assert len(started) == done
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_every_core_means_the_cores_the_process_may_run_on():
+    """Under ``taskset`` or a container's cpuset a process may use fewer cores than the machine has: the
+    threads' defaults (DALI's, the thread pools') and the bench's report count those, not the machine's."""
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+            "from daliloader.parallel import cores\nfrom daliloader.bench.machine import machine_info\n"
+            "print(cores(), machine_info()['cpu_count'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]

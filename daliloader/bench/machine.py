@@ -3,10 +3,11 @@ and the daliloader commit."""
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 from pathlib import Path
+
+from ..parallel import cores
 
 #: The libraries whose versions a report records (those installed).
 LIBRARIES = ("numpy", "cv2", "tensorflow", "keras", "nvidia.dali")
@@ -16,7 +17,7 @@ def machine_info() -> dict:
     """The host, platform, Python, CPU model and count, GPUs (``nvidia-smi``'s name, driver and memory,
     or None), library versions, DALI build and daliloader version, as the report's ``machine``."""
     return {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpu_count": os.cpu_count(), "cpu": _cpu_model(), "gpu": gpus(), "versions": library_versions(),
+            "cpu_count": cores(), "cpu": _cpu_model(), "gpu": gpus(), "versions": library_versions(),
             "dali_build": dali_build(), "daliloader": code_version()}
 
 
