@@ -75,8 +75,9 @@ test_files=(${GPU_CHECK_FIRST:-})  # then every other test file, in name order
 for f in tests/test_*.py; do [[ " ${test_files[*]} " == *" $f "* ]] || test_files+=("$f"); done
 gpu_tests() {  # pytest -m gpu, every test named in "$out-tests.log", what did not pass shown here
   # -v names each test as it ends: on 2026-11-26 a run cut at its limit showed two failures as bare
-  # "F"s. SIGINT at the limit lets pytest still print its summary of what ran.
-  timeout -s INT -k 20 "${GPU_CHECK_TESTS_S:-300}" "$py" -m pytest -m gpu -v -rfEs -p no:cacheprovider "${parallel[@]}" "${test_files[@]}" \
+  # "F"s. SIGINT at the limit lets pytest still print its summary of what ran, with the slowest tests
+  # (8 processes ran 75 tests in 226 s on an H200 on 2026-11-27: which ones take the time is unknown).
+  timeout -s INT -k 20 "${GPU_CHECK_TESTS_S:-300}" "$py" -m pytest -m gpu -v -rfEs --durations=25 -p no:cacheprovider "${parallel[@]}" "${test_files[@]}" \
     > "$out-tests.log" 2>&1
   local rc=$?
   grep -v -E " (PASSED|SKIPPED) " "$out-tests.log" | tail -40
