@@ -47,6 +47,7 @@ class ProblemKind(ValueEnum):
     UNPAIRED_MASK = "unpaired_mask"
     MASK_MODE = "mask_mode"  # a mask the class map cannot read (colour for an id map, ...)
     MASK_PALETTE = "mask_palette"  # a palette other than the class map's
+    SHORT_PALETTE = "short_palette"  # a palette PNG whose pixels use indices past the end of its palette
     PALETTE_MASK = "palette_mask"  # a palette PNG where the map reads ids or colours
     MASK_DEPTH = "mask_depth"  # 8 and 16 bits in one dataset
     UNDECODABLE = "undecodable"  # a format or a size this backend does not decode
@@ -57,7 +58,8 @@ class ProblemKind(ValueEnum):
 
 
 #: Problems that mean the class map cannot read a mask at all.
-MASK_KINDS = (ProblemKind.MASK_MODE, ProblemKind.MASK_PALETTE, ProblemKind.PALETTE_MASK, ProblemKind.MASK_DEPTH)
+MASK_KINDS = (ProblemKind.MASK_MODE, ProblemKind.MASK_PALETTE, ProblemKind.SHORT_PALETTE, ProblemKind.PALETTE_MASK,
+              ProblemKind.MASK_DEPTH)
 
 #: Formats that DALI, OpenCV and (except TIFF) tf.image all decode: those the loaders recognise.
 SUPPORTED_FORMATS = tuple(MAGIC)
@@ -96,6 +98,7 @@ class Header:
     height: int
     mode: str = ""  # Pillow's: "L" (8-bit), "I;16" (16-bit), "P" (palette), "RGB", ...
     palette: tuple[int, ...] | None = None  # a palette image's palette, flat r, g, b, ...
+    past_palette: int | None = None  # the highest index its pixels use, where past its palette's end
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,9 @@ def peek(path, blob: bytes | None = None) -> Header:
     ``path``: a file, or a record's picture (a :class:`~daliloader.tfrecord.RecordPart`, read whole).
 
     Cheap (no decode): what the loaders run on every new pair. A JPEG/PNG without its end marker is
-    decoded once to tell a truncated file from one with trailing data after the marker. ``blob``: the
+    decoded once to tell a truncated file from one with trailing data after the marker, and a palette
+    image of fewer than 256 colours to find whether its pixels use indices past them
+    (:attr:`Header.past_palette`). ``blob``: the
     picture's bytes where they were read already (a record's, checked against its index).
     """
     if blob is None and in_record(path):
@@ -151,6 +156,17 @@ def peek(path, blob: bytes | None = None) -> Header:
     return header
 
 
+def _past_palette(im, palette: tuple[int, ...] | None) -> int | None:
+    """The highest palette index ``im``'s pixels use where it is past the end of its palette, else None.
+    Every decoder (libpng in DALI and OpenCV, TensorFlow's) shows such a pixel as black: a VOC mask saved
+    with the 21 colours of its classes shows its border (index 255) as background. Only a palette of
+    fewer than 256 colours can be too short, so only such an image is decoded."""
+    if palette is None or len(palette) >= 3 * 256:
+        return None
+    top = im.getextrema()[1]  # (a palette image's extrema are its lowest and highest index)
+    return top if top >= len(palette) // 3 else None
+
+
 def _opened(path, blob: bytes | None):
     """A file object on a file, or on a record's picture already read."""
     return io.BytesIO(blob) if blob is not None else open(path, "rb")
@@ -164,7 +180,7 @@ def _read_header(path, blob: bytes | None) -> Header:
     try:
         with open_image(io.BytesIO(blob) if blob is not None else path) as im:
             palette = tuple(im.getpalette() or ()) if im.mode == "P" else None
-            return Header(im.format, im.size[0], im.size[1], im.mode, palette)
+            return Header(im.format, im.size[0], im.size[1], im.mode, palette, _past_palette(im, palette))
     except UnidentifiedImageError:
         with _opened(path, blob) as fh:
             head = fh.read(12)
@@ -258,6 +274,8 @@ def quick_check(image: str, mask: str, expect: Expect | None = None,
         if (im.width, im.height) != (mk.width, mk.height):
             problems.append(Problem(ProblemKind.SIZE_MISMATCH, mask, f"mask is {mk.width}x{mk.height} but its image is "
                                                            f"{im.width}x{im.height}", image))
+    if headers.get(mask) is not None and headers[mask].past_palette is not None:
+        problems.append(_short_palette(mask, image, headers[mask]))
     if expect is not None:
         if expect.decoders is not None:
             problems += [_undecodable(path, partner, headers[path].format, expect)
@@ -269,6 +287,14 @@ def quick_check(image: str, mask: str, expect: Expect | None = None,
             if problem:
                 problems.append(Problem(problem[0], mask, problem[1], image))
     return problems, headers
+
+
+def _short_palette(mask, image, header: Header) -> Problem:
+    colours = len(header.palette) // 3
+    return Problem(ProblemKind.SHORT_PALETTE, mask, f"its pixels use palette index {header.past_palette}, past the end "
+                   f"of its palette ({colours} colours): every decoder reads such pixels as black (0, 0, 0), not as "
+                   "their label. Save the mask with a whole palette (VOC's has 256 colours; 255 marks the borders) "
+                   "or as 8-bit class ids", image)
 
 
 def _undecodable(path, partner, fmt: str, expect: Expect) -> Problem:

@@ -97,6 +97,34 @@ def test_check_still_finds_broken_files_in_a_layout(voc, tmp_path):
         one_epoch("dali-cpu", data, batch_size=1, image_size=(H, W), crop="center")
 
 
+def test_palette_masks_using_indices_past_their_palette_are_refused_on_every_backend(voc, tmp_path, backend):
+    """A VOC mask saved with the 21 colours of its classes still marks its borders 255: every decoder shows
+    an index past the palette as black, the background's colour, so the borders would train as background.
+    Such a mask is refused by name, on every backend and by check; a short palette whose pixels stay
+    within it is read as any other."""
+    import shutil
+
+    root = tmp_path / "VOCdevkit"
+    shutil.copytree(voc[0], root)
+    masks = sorted((root / "VOC2012" / "SegmentationClass").glob("*.png"))
+    for mask in masks:
+        ids = np.asarray(Image.open(mask))
+        short = Image.fromarray(np.where(ids == 255, 0, ids).astype(np.uint8) if mask != masks[0] else ids, "P")
+        short.putpalette(voc_palette()[:21 * 3])
+        short.save(mask)
+    assert np.asarray(Image.open(masks[0])).max() == 255 and len(Image.open(masks[0]).getpalette()) == 21 * 3
+    pairs = [(str(root / "VOC2012" / "JPEGImages" / f"{m.stem}.jpg"), str(m)) for m in masks]
+    data = dl.SegmentationData.from_pairs(pairs, dl.ClassMap.voc())
+    with pytest.raises(dl.LoadError, match=f"{masks[0]}: its pixels use palette index 255, past the end of its "
+                                           "palette \\(21 colours\\): every decoder reads such pixels as black"):
+        one_epoch(backend, data, batch_size=1, image_size=(H, W), crop="center", training=False)
+    within = dl.SegmentationData.from_pairs(pairs[1:], dl.ClassMap.voc())
+    assert len(one_epoch(backend, within, batch_size=1, image_size=(H, W), crop="center", training=False)) == len(
+        pairs) - 1
+    kinds = {(Path(p.path).name, p.kind) for p in dl.check(root, split="trainval").problems}
+    assert (masks[0].name, "short_palette") in kinds
+
+
 def test_an_unknown_layout_lists_every_layout(tmp_path):
     (tmp_path / "stuff").mkdir()
     with pytest.raises(dl.DataError, match="(?s)Cityscapes.*Pascal VOC 2012.*ADE20K.*CamVid.*images/ \\+ masks/.*"
