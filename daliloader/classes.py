@@ -558,6 +558,13 @@ def mask_ending(classes) -> str:
     return MASK_ENDINGS.get(name or "", "")
 
 
+def ending_table(suffix: str) -> ClassMap | None:
+    """The published table whose masks carry this name ending (:data:`MASK_ENDINGS`: Cityscapes' labelIds
+    and trainIds), None for any other ending."""
+    names = [name for name, ending in MASK_ENDINGS.items() if ending == suffix]
+    return ClassMap.named(names[0]) if names else None
+
+
 def default_ignore(num_classes: int) -> int:
     """The ignore index of a map that names none: 255, or 65535 where 255 would be a class."""
     return 255 if num_classes <= 255 else _LUT_KEYS - 1

@@ -22,6 +22,7 @@ from .classes import (
     as_classmap,
     catalogue_name,
     catalogue_of,
+    ending_table,
     is_named,
     mask_ending,
     remap_advice,
@@ -218,7 +219,9 @@ class SegmentationData:
             images: the folder of the images.
             masks: the folder of the masks.
             classes: the class map that reads the masks: see :func:`choose_classes`; None reads the ids in
-                the masks.
+                the masks. A class count on masks whose name ending says which table their ids follow
+                (Cityscapes' ``*_gtFine_labelIds``, ``*_gtFine_labelTrainIds``) must be that table's, and
+                reads them through it, as :meth:`from_folder` does.
             mask_suffix: the suffix a mask's stem carries (CamVid's ``f001_L.png`` for ``f001.png``); None:
                 detect one of :data:`daliloader.pairing.COMMON_MASK_SUFFIXES`.
             image_suffix: stripped from image stems before matching (Cityscapes:
@@ -241,6 +244,10 @@ class SegmentationData:
         hint = (f"{' and '.join(detected)} {'were' if len(detected) > 1 else 'was'} detected; pass image_suffix=/"
                 f"mask_suffix= if that is wrong" if detected else f"mask_suffix={mask_suffix!r}")
         _refuse_unpaired(pairing, hint)
+        published = ending_table(pairing.mask_suffix)  # (Cityscapes' files name what their ids are)
+        if published is not None and isinstance(classes, (int, np.integer)) and not isinstance(classes, bool):
+            classes = choose_classes(classes, [m for _, m in pairing.pairs], published,
+                                     f"masks named *{pairing.mask_suffix}")
         return cls._of(pairing.pairs, classes, mask_channel=mask_channel)
 
     @classmethod
@@ -645,8 +652,9 @@ def _counted_classes(given: int, masks: Sequence[str], published, layout: str, m
         if given != published.num_classes:
             raise DataError(f"classes={given} on {layout or published.source}: its masks hold ids that its published "
                             f"table ({published.source}) maps to {published.num_classes} classes, and classes={given} "
-                            "would read the raw ids as classes instead, which gives wrong labels. Drop classes= "
-                            "(or pass a ClassMap, e.g. ClassMap.from_ids({raw_id: class}), to map the ids yourself)")
+                            "would read the raw ids as classes instead, which gives wrong labels. "
+                            f"{_published_way(published)} (or pass a ClassMap, e.g. ClassMap.from_ids({{raw_id: "
+                            "class}), to map the ids yourself)")
         return published
     if isinstance(published, ClassMap):  # a layout of palette masks (VOC): read through its palette
         return ClassMap.from_palette_indices(published.palette_masks, given, source=f"{given} palette indices")
@@ -658,6 +666,11 @@ def _counted_classes(given: int, masks: Sequence[str], published, layout: str, m
                         f"colour picture: colour masks need their colours' table (classes='class_dict.csv', "
                         "name,r,g,b), or mask_channel=K where channel K holds the ids")
     return ClassMap.from_ids(given)
+
+
+def _published_way(published: ClassMap) -> str:
+    """How to read masks with their published table: by its name, which every constructor takes."""
+    return f"Pass classes={published.catalogue!r}" if published.catalogue else "Leave classes out"
 
 
 def _mode_and_palette(path: str) -> tuple[str | None, np.ndarray | None]:

@@ -137,6 +137,23 @@ def test_two_folders_without_suffixes_pair_by_their_tails_and_take_a_table_by_na
         np.testing.assert_array_equal(got, truth["val"][image])
 
 
+def test_a_class_count_on_masks_named_by_their_table_reads_them_through_it(cityscapes):
+    """from_dirs(..., classes=19) on Cityscapes' labelIds read the raw ids 0-18 as the classes (road, id 7,
+    as class 7; sky and car as ignored), where from_folder maps them: the masks' name ending says which
+    table their ids follow, so a count of that table's classes reads them through it, and another count
+    is refused as from_folder refuses it."""
+    root, truth = cityscapes
+    images, masks = root / "leftImg8bit" / "val", root / "gtFine" / "val"
+    data = dl.SegmentationData.from_dirs(images, masks, 19)
+    assert data.classes.source == dl.ClassMap.cityscapes().source and data.classes.num_classes == 19
+    _, labels, _ = one_epoch("dali-cpu", data, batch_size=2, training=False, label_mode="int")[0]
+    for image, got in zip(data.images, labels):
+        np.testing.assert_array_equal(got, truth["val"][image])
+    with pytest.raises(DataError, match="classes=20 on masks named \\*_gtFine_labelIds: .*would read the raw ids as "
+                                        "classes instead, which gives wrong labels. Pass classes='cityscapes'"):
+        dl.SegmentationData.from_dirs(images, masks, 20)
+
+
 def _gtfine(tmp_path, endings, image_tail="_leftImg8bit"):
     """Two Cityscapes-named images, and beside each in gtFine one mask file per name ending."""
     for i in range(2):
@@ -170,7 +187,7 @@ def test_name_endings_that_pair_alike_are_not_guessed(tmp_path, endings, named):
     with pytest.raises(DataError, match=f"carry several name endings that each pair 2 images \\({named}\\): say "
                                         f"which files are the masks, for example {python} \\({shell}\\), or name"):
         dl.SegmentationData.from_dirs(images, masks, 34)
-    data = dl.SegmentationData.from_dirs(images, masks, 34, mask_suffix=endings[-1], image_suffix=image_tail)
+    data = dl.SegmentationData.from_dirs(images, masks, None, mask_suffix=endings[-1], image_suffix=image_tail)
     assert all(m.endswith(f"{endings[-1]}.png") for m in data.masks)
 
 
