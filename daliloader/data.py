@@ -29,7 +29,7 @@ from .classes import (
 )
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
-from .forms import other_form, refuse_other_form, sample
+from .forms import VOID_IN_EVERY_PICTURE, other_form, refuse_other_form, sample
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
@@ -586,14 +586,18 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     give wrong labels without an error. Anything else goes to :func:`~daliloader.classes.as_classmap`.
     """
     if mask_channel is None and masks and (given is None or is_named(given) or isinstance(given, (int, np.integer))):
-        published = _as_stored(published, masks)  # (a map of one's own needs no look at the masks)
+        # (a map of one's own needs no look at the masks; every split's, where known: one form for all)
+        published = _as_stored(published, masks if dataset is None else dataset() or masks)
     if given is None:
         given, published = published, None
         if given is None:
             return infer_classes(masks if dataset is None else dataset(), progress, mask_channel, unreadable)
     if is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None:
         given = _voc_as_stored(masks)
-    refuse_other_member(given, published, layout)
+    # ADE20K's form is a judgement on a sample of its masks: a table of its family given by name is weighed
+    # against them (refuse_other_form, in SegmentationData._of), not refused by that judgement
+    if catalogue_of(published) not in VOID_IN_EVERY_PICTURE:
+        refuse_other_member(given, published, layout)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
     return _counted_classes(int(given), masks, published, layout, mask_channel)

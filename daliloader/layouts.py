@@ -74,8 +74,9 @@ class Found:
     #: the folders), for the message of an empty dataset (:func:`daliloader.errors.empty_dataset`)
     looked_in: str = ""
     #: the masks of every split the folder holds (the whole dataset), listed when called: what
-    #: ``classes=None`` reads, so that every split of one folder gets the same class map. None: the
-    #: folder holds one split, or its layout publishes its classes
+    #: ``classes=None`` reads, and where ADE20K's form (raw or reduced) is judged, so that every split of
+    #: one folder gets the same class map. None: the folder holds one split, or its layout publishes its
+    #: classes in one form
     every_split: Callable[[], list] | None = field(default=None, compare=False, repr=False)
 
 
@@ -248,8 +249,10 @@ def _ade20k(root: Path, split: str | None) -> Found | None:
     _refuse_missing_split(root, "ADE20K", split, base / "images" / folder, base / "annotations" / folder,
                           {p.name for p in (base / "images").iterdir() if p.is_dir()})
     pairing = pair_files(base / "images" / folder, base / "annotations" / folder, "")
+    annotated = [(base / "images" / p.name, p) for p in sorted((base / "annotations").iterdir()) if p.is_dir()]
     return Found("ADE20K", base, pairing, ClassMap.ade20k(), folder,
-                 looked_in=_under(base / "images" / folder, base / "annotations" / folder))
+                 looked_in=_under(base / "images" / folder, base / "annotations" / folder),
+                 every_split=lambda: _paired_masks(annotated))
 
 
 def _camvid(root: Path, split: str | None) -> Found | None:

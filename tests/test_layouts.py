@@ -540,21 +540,27 @@ def test_test_splits_shipped_without_labels_say_so(tmp_path, voc):
 def test_ade20k_masks_already_reduced_are_read_as_such_by_the_layout(tmp_path, backend):
     """The load-time check named classes='ade20k-reduced' for masks reduced by one, and the layout then
     refused it (another form of its table): no way forward. The layout now reads its masks in the form
-    they are stored in; the other form, given, is refused naming the one that works."""
+    they are stored in, judged on every split's masks: a validation split of two masks without a void
+    pixel was read as raw (every pixel wrong) beside a training split read as reduced. The other form,
+    given, is refused naming the one that works."""
     root, truth = ade20k_tree(tmp_path)
     for split in ("training", "validation"):
         for mask in (root / "annotations" / split).glob("*.png"):
             values = cv2.imread(str(mask), cv2.IMREAD_UNCHANGED)
             cv2.imwrite(str(mask), np.where(values == 0, 255, values - 1).astype(np.uint8))
-    data = dl.SegmentationData.from_folder(root)
-    assert data.classes.catalogue == "ade20k-reduced"
-    assert dl.SegmentationData.from_folder(root, classes="ade20k-reduced").classes == data.classes
-    with pytest.raises(dl.DataError, match="whose masks hold 'ade20k-reduced'.*pass classes='ade20k-reduced'"):
+    assert all(255 not in cv2.imread(str(m), cv2.IMREAD_UNCHANGED)  # (the case: nothing in it says "reduced")
+               for m in (root / "annotations" / "validation").glob("*.png"))
+    for split in ("training", "validation"):
+        data = dl.SegmentationData.from_folder(root, split=split)
+        assert data.classes.catalogue == "ade20k-reduced"
+        assert dl.SegmentationData.from_folder(root, split=split, classes="ade20k-reduced").classes == data.classes
+        batches = one_epoch(backend, data, batch_size=1, image_size=(H, W), crop="center", shuffle=False,
+                            label_mode="int")
+        for image, (_, labels) in zip(data.images, batches):
+            np.testing.assert_array_equal(labels[0], truth[split][image], err_msg=f"{backend}: {image}")
+    with pytest.raises(dl.DataError, match="do not look like 'ade20k'.*but like 'ade20k-reduced'.*Pass "
+                                           "classes='ade20k-reduced'"):
         dl.SegmentationData.from_folder(root, classes="ade20k")
-    batches = one_epoch(backend, data, batch_size=1, image_size=(H, W), crop="center", shuffle=False,
-                        label_mode="int")
-    for image, (_, labels) in zip(data.images, batches):
-        np.testing.assert_array_equal(labels[0], truth["training"][image], err_msg=f"{backend}: {image}")
 
 
 @pytest.mark.parametrize("form", ["colours", "ids"])
