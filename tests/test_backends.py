@@ -349,6 +349,22 @@ def test_16_bit_grey_masks_read_by_a_colour_map_are_rounded_alike_on_every_backe
     np.testing.assert_array_equal(y[0], labels)
 
 
+def test_grey_bmp_id_masks_are_read_as_stored_on_every_backend(tmp_path, backend):
+    """8-bit grey BMP masks of class ids: TensorFlow's BMP decoder takes 0, 3 or 4 channels, not the 1 that
+    tfdata asked of every id mask, and tfdata failed at the first batch (the other backends read them)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 5, (24, 32)).astype(np.uint8)
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+    Image.fromarray(rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)).save(tmp_path / "images" / "a.png")
+    Image.fromarray(labels, "L").save(tmp_path / "masks" / "a.bmp")
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", 5)
+    _, y, _ = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(y[0], labels)
+
+
 def test_16_bit_colour_pictures_are_rounded_alike_on_every_backend(tmp_path, backend):
     """Issue 27: a 16-bit RGB PNG photo came out one level apart: DALI rounds to the nearest 8-bit level,
     OpenCV and tf.image kept the high byte. Every backend rounds now: round(x / 257). The colour masks are

@@ -376,8 +376,15 @@ def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
     if classes.mask_channels == 3:
         rgb = decode_rgb(mask_bytes)
         return rgb if classes.kind is MaskKind.RGB else rgb[..., classes.mask_channel:classes.mask_channel + 1]
-    dtype = tf.uint16 if depth == 16 else tf.uint8
-    return tf.io.decode_image(mask_bytes, channels=1, dtype=dtype, expand_animations=False)
+    if depth == 16:
+        return tf.io.decode_image(mask_bytes, channels=1, dtype=tf.uint16, expand_animations=False)
+
+    def bmp():  # TensorFlow's BMP decoder takes 0, 3 or 4 channels, not 1: a grey BMP is read as stored
+        return tf.ensure_shape(tf.io.decode_bmp(mask_bytes, channels=0)[..., :1], [None, None, 1])
+
+    def others():
+        return tf.io.decode_image(mask_bytes, channels=1, dtype=tf.uint8, expand_animations=False)
+    return tf.cond(tf.strings.substr(mask_bytes, 0, 2) == b"BM", bmp, others)
 
 
 def decode_rgb(encoded):
