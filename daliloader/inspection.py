@@ -315,8 +315,8 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[Problem
                                               f"({classes.source}): its indices cannot be read through its colours; "
                                               "convert the masks to one palette, or to 8-bit ids")
         return None
-    if classes.kind is not MaskKind.ID:
-        return None
+    if classes.kind is MaskKind.RGB:
+        return _grey_under_colours(header, classes)
     if classes.mask_channel is not None:
         if header.mode in SIXTEEN_BIT_MODES:
             return ProblemKind.MASK_MODE, (f"a 16-bit {header.mode} image, but this class map ({classes.source}) reads "
@@ -336,6 +336,23 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[Problem
         return ProblemKind.MASK_DEPTH, (f"a {bits}-bit mask in a dataset of {depth}-bit masks (the depth of its "
                                         "first mask): every mask must have the same depth")
     return None
+
+
+def _grey_under_colours(header: Header, classes: ClassMap) -> tuple[ProblemKind, str] | None:
+    """A single-channel mask under a colour map with colours that are not grey, which no grey mask can
+    hold: its values are class ids, most likely (SegNet's CamVid beside a class_dict.csv), and would load
+    as the grey colours they match, the rest ignored. None for any other mask."""
+    if header.mode not in SINGLE_CHANNEL_MODES:
+        return None
+    colours = classes.colors.astype(int)
+    coloured = int(((colours != colours[:, :1]).any(axis=1)).sum())
+    if not coloured:
+        return None
+    return ProblemKind.MASK_MODE, (f"a single-channel ({header.mode}) image, but this class map ({classes.source}) "
+                                   f"reads colours, and {coloured} of its {len(colours)} colours are not grey, which "
+                                   "no such mask can hold: are its values class ids? Pass the class count "
+                                   "(classes=N, --classes N) or an id table to read them as ids, or store the "
+                                   "masks in the map's colours")
 
 
 def palette_indices(path) -> str:

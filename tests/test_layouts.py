@@ -396,6 +396,27 @@ def test_camvid_without_its_table_takes_classes(tmp_path):
     assert len(dl.SegmentationData.from_folder(tmp_path, classes=tmp_path / "elsewhere.csv")) == 2
 
 
+def test_grey_id_masks_under_a_colour_table_are_refused_on_every_backend(tmp_path, backend):
+    """CamVid as SegNet ships it: grey masks of class ids beside a class_dict.csv of colours. Every backend
+    loaded id 0 as the class drawn in black (Void) and most other pixels as ignored, without an error:
+    a single-channel mask cannot hold the table's colours that are not grey, so it is refused by name,
+    and read as ids where asked."""
+    data = dl.synthetic.make_dataset(tmp_path, n=2, image_size=(24, 32))
+    ids = np.random.default_rng(1).integers(0, 12, (24, 32)).astype(np.uint8)
+    for mask in data.masks:
+        Image.fromarray(ids, "L").save(mask)
+    data = dl.SegmentationData.from_folder(tmp_path)
+    with pytest.raises(dl.LoadError, match=f"{data.masks[0]}: a single-channel \\(L\\) image, but this class map "
+                                           ".*reads colours, and 30 of its 32 colours are not grey.*are its values "
+                                           "class ids\\? Pass the class count"):
+        one_epoch(backend, data, batch_size=1, image_size=(24, 32), crop="center", training=False)
+    assert {p.kind for p in dl.check(data, progress=False).problems} == {"mask_mode"}
+    as_ids = dl.SegmentationData.from_folder(tmp_path, classes=12)
+    _, y = one_epoch(backend, as_ids, batch_size=1, image_size=(24, 32), crop="center", training=False,
+                     label_mode="int")[0][:2]
+    np.testing.assert_array_equal(y[0], ids)
+
+
 def test_images_and_annotations_alone_are_not_ade20k(tmp_path):
     (tmp_path / "images").mkdir()
     (tmp_path / "annotations").mkdir()
