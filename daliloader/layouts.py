@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import buckets, tfds_folder, tfrecord
-from .classes import ClassMap
+from .classes import MASK_ENDINGS, ClassMap
 from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
 from .pairing import Pairing, listing_problems, pair_files, refuse_incomplete
@@ -163,9 +163,12 @@ def _cityscapes(root: Path, split: str | None) -> Found | None:
     if split == "test":
         warnings.warn("Cityscapes' test labels are not public: the gtFine/test masks hold no classes, so every pixel "
                       "loads as the ignore index", stacklevel=user_stacklevel())
-    # gtFine also holds *_color.png, *_instanceIds.png, *_polygons.json: only *_labelIds.png are masks
-    pairing = pair_files(images / split, masks / split, "_gtFine_labelIds", "_leftImg8bit", only_suffixed=True)
-    return Found("Cityscapes", root, pairing, ClassMap.cityscapes(), split,
+    # gtFine also holds *_color.png, *_instanceIds.png, *_polygons.json: only *_labelIds.png are masks, or,
+    # in a copy that kept only what cityscapesScripts' createTrainIdLabelImgs made, *_labelTrainIds.png
+    table = next((name for name, ending in MASK_ENDINGS.items() if next((masks / split).rglob(f"*{ending}.png"), None)),
+                 "cityscapes")
+    pairing = pair_files(images / split, masks / split, MASK_ENDINGS[table], "_leftImg8bit", only_suffixed=True)
+    return Found("Cityscapes", root, pairing, ClassMap.named(table), split,
                  looked_in=_under(images / split, masks / split))
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import one_epoch
 from PIL import Image
-from trees import H, W, ade20k_tree, blocks, photo, voc_palette, voc_tree
+from trees import CITYSCAPES_TRAIN_IDS, H, W, ade20k_tree, blocks, photo, voc_palette, voc_tree
 
 import daliloader as dl
 from daliloader import tfrecord
@@ -415,6 +415,26 @@ def test_grey_id_masks_under_a_colour_table_are_refused_on_every_backend(tmp_pat
     _, y = one_epoch(backend, as_ids, batch_size=1, image_size=(24, 32), crop="center", training=False,
                      label_mode="int")[0][:2]
     np.testing.assert_array_equal(y[0], ids)
+
+
+def test_cityscapes_with_only_its_train_ids_reads_them(cityscapes, tmp_path, backend):
+    """A copy of Cityscapes that kept only what cityscapesScripts' createTrainIdLabelImgs made
+    (*_gtFine_labelTrainIds.png) was "no masks found under gtFine/val", with PNG masks there: it is read
+    with the trainIds table."""
+    import shutil
+
+    root = tmp_path / "cityscapes"
+    shutil.copytree(cityscapes[0], root)
+    for mask in root.glob("gtFine/*/*/*_gtFine_labelIds.png"):
+        ids = cv2.imread(str(mask), cv2.IMREAD_UNCHANGED)
+        train_ids = np.vectorize(lambda i: CITYSCAPES_TRAIN_IDS.get(int(i), 255))(ids).astype(np.uint8)
+        cv2.imwrite(str(mask).replace("_labelIds", "_labelTrainIds"), train_ids)
+        mask.unlink()
+    data = dl.SegmentationData.from_folder(root, split="val")
+    assert data.classes.catalogue == "cityscapes-trainids"
+    batches = one_epoch(backend, data, batch_size=1, training=False, label_mode="int")
+    for image, batch in zip(data.images, batches):
+        np.testing.assert_array_equal(batch[1][0], cityscapes[1]["val"][image.replace(str(root), str(cityscapes[0]))])
 
 
 def test_images_and_annotations_alone_are_not_ade20k(tmp_path):
