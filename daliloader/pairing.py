@@ -57,6 +57,10 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
                         "dataset in one place")
     image_dir, mask_dir = buckets.as_path(images), buckets.as_path(masks)
     image_files, mask_files, broken, unreadable = _listed(image_dir, mask_dir)
+    if _same_folder(image_dir, mask_dir):  # images and masks side by side (a.tif beside a_mask.tif): told apart
+        mask_suffix = mask_suffix if mask_suffix else _side_by_side(image_files, mask_files, mask_dir)
+        image_files = [p for p in image_files if _key(p, image_dir, mask_suffix) is None]
+        only_suffixed = True
     if only_suffixed:
         mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
     for found, kind, folder, extensions in ((image_files, "images", image_dir, IMAGE_EXTENSIONS),
@@ -86,6 +90,23 @@ def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given
     if guessing and counts[best]:
         best = _one_ending(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]], "", prefer)
     return best, counts[best]
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    return a == b or (not buckets.is_url(a) and a.resolve() == b.resolve())
+
+
+def _side_by_side(image_files: list[Path], mask_files: list[Path], folder: Path) -> str:
+    """The mask suffix of a folder that holds images and masks side by side: the common one
+    (:data:`COMMON_MASK_SUFFIXES`) that the most files carry beside a file of the same name without it."""
+    stems = {_key(p, folder, "") for p in image_files}
+    counts = {s: sum(1 for p in mask_files if _key(p, folder, s) in stems) for s in COMMON_MASK_SUFFIXES if s}
+    best = max(counts, key=counts.get)
+    if not counts[best]:
+        raise DataError(f"images and masks are both {folder}, and no file there carries a mask suffix beside an "
+                        f"image of the same name (a.png beside a_mask.png; tried {', '.join(counts)}): pass "
+                        "mask_suffix= (--mask-suffix), or keep the masks in a folder of their own")
+    return best
 
 
 def _lossy_masks(folder: Path) -> str:

@@ -154,6 +154,30 @@ def test_a_class_count_on_masks_named_by_their_table_reads_them_through_it(citys
         dl.SegmentationData.from_dirs(images, masks, 20)
 
 
+@pytest.mark.parametrize("image_ext, mask_ext", [(".jpg", ".png"), (".tif", ".tif")])
+def test_images_and_masks_side_by_side_in_one_folder_pair_by_the_mask_suffix(tmp_path, image_ext, mask_ext, capsys):
+    """Kaggle's layouts keep a.tif beside a_mask.tif in one folder: from_dirs(folder, folder) took the masks
+    for images too, and refused them as images without a mask, even with mask_suffix= given."""
+    rng = np.random.default_rng(0)
+    labels = {}
+    for i in range(3):
+        cv2.imwrite(str(tmp_path / f"case_{i}{image_ext}"), rng.integers(0, 256, (24, 32, 3), dtype=np.uint8))
+        labels[i] = rng.integers(0, 3, (24, 32)).astype(np.uint8)
+        cv2.imwrite(str(tmp_path / f"case_{i}_mask{mask_ext}"), labels[i])
+    for suffix in (None, "_mask"):
+        data = dl.SegmentationData.from_dirs(tmp_path, tmp_path, 3, mask_suffix=suffix)
+        assert [Path(m).name for m in data.masks] == [f"case_{i}_mask{mask_ext}" for i in range(3)]
+        assert [Path(m).name for m in data.images] == [f"case_{i}{image_ext}" for i in range(3)]
+    _, y, _ = one_epoch("dali-cpu", data, batch_size=3, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(y, np.stack(list(labels.values())))
+    assert cli(["check", "--images", str(tmp_path), "--masks", str(tmp_path), "--classes", "3", "--quiet"]) == 0, \
+        capsys.readouterr().out
+    for i in range(3):
+        (tmp_path / f"case_{i}_mask{mask_ext}").rename(tmp_path / f"case_{i}_seg_{mask_ext}")
+    with pytest.raises(DataError, match="images and masks are both .*, and no file there carries a mask suffix"):
+        dl.SegmentationData.from_dirs(tmp_path, tmp_path, 3)
+
+
 def _gtfine(tmp_path, endings, image_tail="_leftImg8bit"):
     """Two Cityscapes-named images, and beside each in gtFine one mask file per name ending."""
     for i in range(2):
