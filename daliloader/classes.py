@@ -640,10 +640,15 @@ def _names(names: Sequence[str] | None, count: int, of: str) -> tuple[str, ...]:
     return names
 
 
-def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], int]:
-    """The id table of ``count`` classes (ids ``0..count-1``) and its ignore index, which lies above them."""
+def check_class_count(count: int) -> None:
+    """A number of classes a map can hold, else a DataError."""
     if not 0 < count < _LUT_KEYS:
         raise DataError(f"the number of classes must be in 1..65535, got {count}")
+
+
+def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], int]:
+    """The id table of ``count`` classes (ids ``0..count-1``) and its ignore index, which lies above them."""
+    check_class_count(count)
     if ignore_index is None:
         ignore_index = default_ignore(count)
     if not isinstance(ignore_index, (int, np.integer)) or not count <= ignore_index < _LUT_KEYS:

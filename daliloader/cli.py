@@ -380,6 +380,8 @@ def _classes(text: str):
     :data:`daliloader.classes.CATALOGUE`; a file of that name wins)."""
     if text.strip().isdigit():
         return int(text)
+    if re.fullmatch(r"\s*-\d+\s*", text):
+        raise argparse.ArgumentTypeError(f"a class count is a whole number from 1, got {text.strip()}")
     return _class_table(text) if re.match(r"\s*\d+\s*:", text) else text
 
 

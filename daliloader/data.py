@@ -22,6 +22,7 @@ from .classes import (
     as_classmap,
     catalogue_name,
     catalogue_of,
+    check_class_count,
     ending_table,
     is_named,
     mask_ending,
@@ -652,6 +653,7 @@ def _counted_classes(given: int, masks: Sequence[str], published, layout: str, m
     """A class count: the published id table where it has that many classes (else an error: the raw
     ids are no classes), else palette indices 0..N-1 on palette masks, else ids 0..N-1 (of single-channel
     masks, or of channel ``mask_channel``: colour masks without it are refused, by the first)."""
+    check_class_count(given)
     if isinstance(published, ClassMap) and published.palette_masks is None:
         if given != published.num_classes:
             raise DataError(f"classes={given} on {layout or published.source}: its masks hold ids that its published "

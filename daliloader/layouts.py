@@ -37,7 +37,7 @@ from . import buckets, tfds_folder, tfrecord
 from .classes import MASK_ENDINGS, ClassMap
 from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
-from .pairing import Pairing, listing_problems, pair_files, refuse_incomplete
+from .pairing import IMAGE_EXTENSIONS, Pairing, listing_problems, pair_files, refuse_incomplete
 
 #: ADE20K names its splits "training" and "validation"; these names are accepted too.
 _ADE_SPLITS = {"train": "training", "training": "training", "val": "validation", "validation": "validation",
@@ -93,6 +93,9 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
     if buckets.is_url(root) and (glob.has_magic(str(root)) or _TFRECORD_NAME.search(str(root))):
         return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
     root = buckets.as_path(root)
+    if root.is_file() and root.suffix.lower() in IMAGE_EXTENSIONS:
+        raise DataError(f"{root} is one image: a dataset is a folder (or TFRecord files); for folders of images "
+                        "and masks of your own, give both (SegmentationData.from_dirs, or --images/--masks)")
     if root.is_file() or (not root.exists() and glob.has_magic(str(root))):
         return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
     if not root.is_dir():

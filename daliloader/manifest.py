@@ -101,6 +101,9 @@ def load_manifest(out: str | Path) -> Manifest:
     out = buckets.as_path(out)
     refuse_incomplete(out)
     path = out / MANIFEST
+    if not out.is_dir():
+        raise DataError(f"{out} does not exist or is not a folder: a prepared dataset is the folder that "
+                        "`daliloader prepare DATA OUT` wrote")
     if not path.is_file():
         raise DataError(f"{out} is not a prepared dataset: {MANIFEST} is missing (run `daliloader prepare DATA OUT`)")
     return read_manifest(path)

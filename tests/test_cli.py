@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from daliloader import cli as cli_module
-from daliloader import environment
+from daliloader import environment, synthetic
 from daliloader.cli import build_parser, native_noise_filtered
 from daliloader.cli import main as cli
 
@@ -132,12 +132,26 @@ def test_classes_takes_a_file_a_count_a_name_or_a_table_of_values(text, classes)
     ("0:0,255:one", "got '255:one'"),
     ("0:0,", "got ''"),
     ("0:0,0:1", "the mask value 0 is given twice in '0:0,0:1'"),
+    ("-1", "a class count is a whole number from 1, got -1"),  # (was read as a file name, not found)
 ])
 def test_a_malformed_table_of_classes_is_refused_as_an_argument(text, message, capsys):
     with pytest.raises(SystemExit) as e:
         cli(["check", "DATA", "--classes", text])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "daliloader check: error: argument --classes: " in err and message in err, err
+
+
+def test_what_is_no_dataset_is_named_for_what_it_is(tmp_path, capsys):
+    """An image given as the dataset was "not a TFRecord file"; a prepared copy that is not there was "not a
+    prepared dataset: manifest.json is missing"; classes=0 on colour masks "reads ids 0..-1"."""
+    data = synthetic.make_dataset(tmp_path / "data", n=2, image_size=(24, 32))
+    for argv, said in ((["check", data.images[0]], f"{data.images[0]} is one image: a dataset is a folder"),
+                       (["verify", str(tmp_path / "nowhere")], f"{tmp_path / 'nowhere'} does not exist or is not a "
+                                                                "folder: a prepared dataset is the folder"),
+                       (["check", str(tmp_path / "data"), "--classes", "0"],
+                        "the number of classes must be in 1..65535, got 0")):
+        assert cli(argv) == 2
+        assert said in capsys.readouterr().err, argv
 
 
 def binary_masks(root: Path) -> Path:
