@@ -759,18 +759,26 @@ def _add_synth(sub, parents: list) -> None:
 #: what libpng writes of a damaged PNG as a decoder meets it: every decoder refuses such a file, and the
 #: commands name it in their own words (check lists it; the loaders' errors name it). Not libjpeg's
 #: "Corrupt JPEG data" lines: the decoders go on with such a JPEG, and outside check that line is the
-#: only sign of it (preview, bench).
+#: only sign of it (preview, bench); but each comes once (:data:`LIBJPEG_WARNINGS`).
 NATIVE_NOISE = re.compile(rf"^({BEFORE_LOGGING}|[IW]\d{{4}} |"
                           r"E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|cuda_executor)|"
                           r"E\d{4} .*oneDNN supports|To enable the following instructions|"
                           r"This TensorFlow binary is optimized|libpng (error|warning): )")
 
+#: What libjpeg writes of a damaged JPEG each time a decoder (OpenCV's, DALI's CPU one) reads it, which a
+#: bench does thousands of times: written the first time, then counted (:data:`REPEATED`).
+LIBJPEG_WARNINGS = re.compile(r"^(Corrupt JPEG data|Premature end of JPEG file|Invalid SOS parameters|"
+                              r"Inconsistent progression sequence|Warning: unknown JFIF)")
+REPEATED = ("daliloader: libjpeg wrote {line!r} {n} more times: a damaged JPEG, decoded each time it is read, "
+            "to garbage pixels; `daliloader check DATA` names it")
+
+
 @contextmanager
 def native_noise_filtered():
     """Run with the native libraries' stderr (file descriptor 2) filtered line by line as it comes: the
-    lines of :data:`NATIVE_NOISE` are dropped, the others written to the real stderr at once
-    (:func:`daliloader.environment.filtered_stderr`)."""
-    with filtered_stderr(NATIVE_NOISE):
+    lines of :data:`NATIVE_NOISE` are dropped, those of :data:`LIBJPEG_WARNINGS` written once each, the
+    others written to the real stderr at once (:func:`daliloader.environment.filtered_stderr`)."""
+    with filtered_stderr(NATIVE_NOISE, once=LIBJPEG_WARNINGS, note=REPEATED):
         yield
 
 

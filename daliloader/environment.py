@@ -90,14 +90,17 @@ def show_native_warnings() -> None:
 
 #: The filter file descriptor 2 is written through by :func:`filtered_stderr`, in a process of its own: it
 #: reads what arrives line by line as it comes, drops the lines that match the pattern it is given
-#: (argv[1]) and writes every other line at once to its stdout, the real stderr; a last line without its
-#: newline when the filtered code ends. Being a process, it outlives a native crash of the code and still
-#: writes the crash's last lines. It ignores Ctrl-C (the code says it was interrupted), and goes on
+#: (argv[1]), writes a line that matches the second (argv[2], where not empty) only the first time it
+#: comes, and every other line at once, to its stdout, the real stderr; a last line without its newline
+#: when the filtered code ends, then for each line it held back the note argv[3] (``{line}``: the line,
+#: ``{n}``: how many more times it came). Being a process, it outlives a native crash of the code and
+#: still writes the crash's last lines. It ignores Ctrl-C (the code says it was interrupted), and goes on
 #: draining when its stdout is gone, so that the code never blocks on it.
 FILTER = r"""
 import os, re, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 noise, pending, out = re.compile(sys.argv[1].encode()), b"", sys.stdout.buffer
+once, note, seen = re.compile(sys.argv[2].encode()) if sys.argv[2] else None, sys.argv[3], {}
 def write(data):
     global out
     if out is None or not data:
@@ -107,10 +110,19 @@ def write(data):
         out.flush()
     except OSError:  # the real stderr is gone: go on draining
         out = None
+def passes(line):
+    if noise.match(line):
+        return False
+    if once is None or not once.match(line):
+        return True
+    seen[line] = seen.get(line, 0) + 1
+    return seen[line] == 1
 while chunk := os.read(0, 65536):
     *lines, pending = (pending + chunk).split(b"\n")
-    write(b"".join(line + b"\n" for line in lines if not noise.match(line)))
-write(b"" if noise.match(pending) else pending)
+    write(b"".join(line + b"\n" for line in lines if passes(line)))
+write(pending if pending and passes(pending) else b"")
+notes = [note.format(line=line.decode(errors="replace"), n=n - 1) for line, n in seen.items() if n > 1]
+write(("\n" if pending and notes else "").encode() + "".join(n + "\n" for n in notes).encode())
 """
 #: Seconds the filtered code waits at its end for the filter to write what it was given (longer only where
 #: a process it started still holds its stderr).
@@ -118,10 +130,12 @@ FILTER_WAIT = 2.0
 
 
 @contextmanager
-def filtered_stderr(noise: re.Pattern, python_direct: bool = True):
+def filtered_stderr(noise: re.Pattern, python_direct: bool = True, once: re.Pattern | None = None, note: str = ""):
     """Run with the native libraries' stderr (file descriptor 2) filtered line by line as it comes: the
     lines that ``noise`` matches are dropped, the others written to the real stderr at once, by a
-    process of its own (:data:`FILTER`) that still writes a native crash's last lines. With
+    process of its own (:data:`FILTER`) that still writes a native crash's last lines; a line that
+    ``once`` matches only the first time it comes, and at the end ``note`` (``{line}``, ``{n}``: how many
+    more times) for each such line that came again. With
     ``python_direct``, Python's own ``sys.stderr`` (warnings, errors) is a file on the real stderr
     meanwhile, outside the filter: for code that does not keep ``sys.stderr`` (a command); without it,
     Python's writes pass through the filter too (an import, whose loggers keep the ``sys.stderr`` they find).
@@ -136,7 +150,7 @@ def filtered_stderr(noise: re.Pattern, python_direct: bool = True):
         yield
         return
     try:
-        fil = _start_filter(terminal, noise)
+        fil = _start_filter(terminal, noise, once, note)
     except OSError:
         os.close(terminal)
         yield
@@ -158,14 +172,14 @@ def filtered_stderr(noise: re.Pattern, python_direct: bool = True):
             _wait_for(fil)
 
 
-def _start_filter(terminal: int, noise: re.Pattern) -> subprocess.Popen:
+def _start_filter(terminal: int, noise: re.Pattern, once: re.Pattern | None, note: str) -> subprocess.Popen:
     """The :data:`FILTER` process writing to ``terminal``, with file descriptor 2 now the pipe it reads."""
     if not sys.executable:
         raise OSError("no Python executable to run the filter")
     read_end, write_end = os.pipe()
     try:
-        fil = subprocess.Popen([sys.executable, "-I", "-S", "-c", FILTER, noise.pattern], stdin=read_end,
-                               stdout=terminal)
+        fil = subprocess.Popen([sys.executable, "-I", "-S", "-c", FILTER, noise.pattern,
+                                once.pattern if once is not None else "", note], stdin=read_end, stdout=terminal)
     except BaseException:
         os.close(write_end)
         raise

@@ -507,6 +507,20 @@ def test_native_lines_pass_as_they_come_and_noise_is_dropped(tmp_path):
                     "Python's stderr again\n"), text
 
 
+def test_libjpegs_warning_of_a_damaged_jpeg_comes_once_with_a_count(tmp_path):
+    """bench on a dataset with one damaged JPEG printed libjpeg's line at every decode, 6783 times: each
+    such line now comes once, and at the end how many more times it came and what to run."""
+    with stderr_to(tmp_path / "stderr") as stderr_file, native_noise_filtered():
+        for _ in range(500):
+            os.write(2, b"Corrupt JPEG data: 77 extraneous bytes before marker 0xd9\n")
+        os.write(2, b"Corrupt JPEG data: premature end of data segment\nanother line\n")
+    assert stderr_file.read_text().splitlines() == [
+        "Corrupt JPEG data: 77 extraneous bytes before marker 0xd9",
+        "Corrupt JPEG data: premature end of data segment", "another line",
+        "daliloader: libjpeg wrote 'Corrupt JPEG data: 77 extraneous bytes before marker 0xd9' 499 more times: a "
+        "damaged JPEG, decoded each time it is read, to garbage pixels; `daliloader check DATA` names it"]
+
+
 def test_a_line_written_in_parts_is_judged_whole(tmp_path):
     """A native write after a partial line completes it: noise in two parts is dropped, a line in two
     parts passes once whole, and a last line without its newline is shown at the end."""
@@ -525,7 +539,7 @@ def test_the_filter_ends_and_fd_2_comes_back_when_the_command_is_interrupted(tmp
     started = []
     start = environment._start_filter
     monkeypatch.setattr(environment, "_start_filter",
-                        lambda terminal, noise: started.append(start(terminal, noise)) or started[-1])
+                        lambda *args: started.append(start(*args)) or started[-1])
     with stderr_to(tmp_path / "stderr") as stderr_file:
         python_stderr = sys.stderr
         with pytest.raises(KeyboardInterrupt), native_noise_filtered():
