@@ -227,5 +227,5 @@ def _pairing_problems(pairing: Pairing) -> list[Problem]:
                                                        "not checked; make it readable")
                for folder, why in pairing.unreadable]
             + [Problem(ProblemKind.MISSING, p, f"listed in {where}, but missing") for p, where in pairing.missing]
-            + [Problem(ProblemKind.UNPAIRED_IMAGE, p, "image without a mask") for p in pairing.unpaired_images]
+            + [Problem(ProblemKind.UNPAIRED_IMAGE, p, pairing.unpaired_image(p)) for p in pairing.unpaired_images]
             + [Problem(ProblemKind.UNPAIRED_MASK, p, "mask without an image") for p in pairing.unpaired_masks])

@@ -538,7 +538,7 @@ def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
     if not (pairing.unpaired_images or pairing.unpaired_masks or pairing.missing):
         return
     lines = [f"  listed in {where} but missing: {p}" for p, where in pairing.missing[:20]]
-    lines += [f"  image without mask: {p}" for p in pairing.unpaired_images[:20]]
+    lines += [f"  {pairing.unpaired_image(p)}: {p}" for p in pairing.unpaired_images[:20]]
     lines += [f"  mask without image: {p}" for p in pairing.unpaired_masks[:20]]
     more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) + len(pairing.missing) - len(lines)
     if more > 0:

@@ -16,6 +16,10 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 MASK_EXTENSIONS = (".png", ".bmp", ".tif", ".tiff")
 #: Lossy formats, which are no masks: looked for where a mask folder holds none, to say why.
 LOSSY_MASK_EXTENSIONS = (".jpg", ".jpeg", ".webp")
+#: Why a JPEG or WebP file is no mask, and what to do.
+LOSSY_WHY = ("compression changes the class ids near every edge into values of other classes or of none. Save "
+             "the masks as PNG from their source (converting these files keeps the damage: each pixel would "
+             "first have to be set to its nearest class value)")
 #: Mask-name suffixes tried, in this order, when ``mask_suffix`` is not given.
 COMMON_MASK_SUFFIXES = ("", "_L", "_mask", "_masks", "_label", "_labels", "_gt", "_seg",
                         "_segmentation", "_labelIds", "_gtFine_labelIds", "_gtFine_labelTrainIds", "-mask",
@@ -38,6 +42,14 @@ class Pairing:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     #: the tail stripped from image names before pairing (given, or detected: see :func:`detect_tails`)
     image_suffix: str = ""
+    #: an image without a mask -> the JPEG or WebP file of its mask's name there (no mask: lossy)
+    lossy_masks: dict[str, str] = field(default_factory=dict)
+
+    def unpaired_image(self, image: str) -> str:
+        """Why ``image`` has no partner, in words: no mask, or a mask in a lossy format."""
+        lossy = self.lossy_masks.get(image)
+        return "image without a mask" + (f" ({lossy}, of its mask's name, is in a lossy format, which no mask can "
+                                         f"be: {LOSSY_WHY})" if lossy else "")
 
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
@@ -76,8 +88,9 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         if tails is not None:
             return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
     pairs, unpaired_images, unpaired_masks = _match(image_keys, mask_files, mask_dir, best)
+    lossy = {} if _same_folder(image_dir, mask_dir) else _lossy_partners(unpaired_images, image_keys, mask_dir, best)
     return Pairing(pairs, sorted(unpaired_images + unsuffixed), unpaired_masks, best, broken_links=broken,
-                   unreadable=unreadable, image_suffix=image_suffix)
+                   unreadable=unreadable, image_suffix=image_suffix, lossy_masks=lossy)
 
 
 def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given: str | None,
@@ -109,6 +122,14 @@ def _side_by_side(image_files: list[Path], mask_files: list[Path], folder: Path)
     return best
 
 
+def _lossy_partners(unpaired: list[str], image_keys: dict, mask_dir: Path, suffix: str) -> dict[str, str]:
+    """Each image of ``unpaired`` whose mask's name is there in a lossy format (JPEG, WebP): -> that file."""
+    if not unpaired:
+        return {}
+    lossy = {_key(p, mask_dir, suffix): str(p) for p in _list(mask_dir, LOSSY_MASK_EXTENSIONS)[0]}
+    return {str(image): lossy[key] for key, image in image_keys.items() if str(image) in unpaired and key in lossy}
+
+
 def _lossy_masks(folder: Path) -> str:
     """Why a mask folder without masks holds none, where it holds JPEG or WebP files (the end of the
     message), else ""."""
@@ -116,9 +137,7 @@ def _lossy_masks(folder: Path) -> str:
     if not lossy:
         return ""
     return (f", but {len(lossy)} JPEG/WebP file(s) are there ({lossy[0]}{', ...' if len(lossy) > 1 else ''}). "
-            "Masks cannot be stored in a lossy format: compression changes the class ids near every edge into "
-            "values of other classes or of none. Save the masks as PNG from their source (converting these files "
-            "keeps the damage: each pixel would first have to be set to its nearest class value)")
+            f"Masks cannot be stored in a lossy format: {LOSSY_WHY}")
 
 
 def _listed(image_dir: Path, mask_dir: Path):

@@ -638,7 +638,7 @@ def test_images_without_the_layouts_name_ending_are_listed_not_a_type_error(city
     city = next((root / "leftImg8bit" / "train").iterdir())
     for name in ("preview.png", "preview2.png"):
         cv2.imwrite(str(city / name), np.zeros((H, W, 3), np.uint8))
-        with pytest.raises(dl.DataError, match=f"(?s)have no partner.*image without mask: \\S*{name}"):
+        with pytest.raises(dl.DataError, match=f"(?s)have no partner.*image without a mask: \\S*{name}"):
             dl.SegmentationData.from_folder(root)
     kinds = {(Path(p.path).name, p.kind) for p in dl.check(root, progress=False).problems}
     assert {("preview.png", "unpaired_image"), ("preview2.png", "unpaired_image")} <= kinds

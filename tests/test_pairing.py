@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 
 import cv2
@@ -69,9 +70,23 @@ def test_unpaired_files_are_listed(tmp_path, csv_path):
     with pytest.raises(DataError) as e:
         dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "lab", csv_path)
     msg = str(e.value)
-    assert "image without mask: " in msg and "c.jpg" in msg
+    assert "image without a mask: " in msg and "c.jpg" in msg
     assert "mask without image: " in msg and "zzz_L.png" in msg
     assert "'_L' was detected" in msg
+
+
+def test_one_jpeg_mask_among_png_masks_is_named(tmp_path, csv_path, capsys):
+    """A mask saved as JPEG among PNG masks: its image was "without a mask", and the JPEG never named."""
+    for stem in ("a", "b"):
+        _touch_png(tmp_path / "img" / f"{stem}.png")
+    _touch_png(tmp_path / "lab" / "a.png")
+    _touch_png(tmp_path / "lab" / "b.jpg")
+    why = f"image without a mask ({tmp_path / 'lab' / 'b.jpg'}, of its mask's name, is in a lossy format"
+    with pytest.raises(DataError, match=f"{re.escape(why)}.*: {tmp_path / 'img' / 'b.png'}"):
+        dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "lab", csv_path)
+    assert cli(["check", "--images", str(tmp_path / "img"), "--masks", str(tmp_path / "lab"), "--classes",
+                str(csv_path), "--quiet"]) == 1
+    assert why in capsys.readouterr().out
 
 
 def test_missing_folders_and_empty(tmp_path, csv_path):
