@@ -106,6 +106,8 @@ def part_stem(part: Part) -> str:
 MAGIC = {"JPEG": (b"\xff\xd8\xff",), "PNG": (b"\x89PNG",), "BMP": (b"BM",), "TIFF": (b"II*\x00", b"MM\x00*"),
          "WEBP": (b"RIFF",)}
 SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "BMP": ".bmp", "TIFF": ".tif", "WEBP": ".webp"}
+#: The format a file's name says it holds, by its suffix.
+FORMAT_OF_SUFFIX = {**{suffix: fmt for fmt, suffix in SUFFIXES.items()}, ".jpeg": "JPEG", ".tiff": "TIFF"}
 
 
 def sniff(head: bytes) -> str | None:

@@ -184,6 +184,29 @@ def test_the_expert_skips_data_its_random_crop_cannot_take(synth_data, fakes):
                             "4096x4096") for w in report.warnings)
 
 
+def test_by_default_what_cannot_decode_the_datas_formats_is_left_out_saying_so(tmp_path, fakes):
+    """A dataset with a TIFF image: bench's default backends stopped at it, before any figure, as tfdata
+    and the references (TensorFlow's decoders) read no TIFF; they are left out, saying so, and the others
+    measured. Asked for by name, such a backend still stops at the file."""
+    import cv2
+    import numpy as np
+
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+    for i, ext in enumerate((".jpg", ".tif")):
+        cv2.imwrite(str(tmp_path / "images" / f"{i}{ext}"), np.full((40, 48, 3), 90, np.uint8))
+        cv2.imwrite(str(tmp_path / "masks" / f"{i}.png"), np.zeros((40, 48), np.uint8))
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", 2)
+    report = fakes.run(data, stages=False)
+    tiff = f"its decoders do not read TIFF ({tmp_path / 'images' / '1.tif'})"
+    assert {r.name for r in report.results} - {"dali-gpu"} == {"dali-cpu", "opencv"}  # (dali-gpu with a GPU)
+    for name in ("tfdata", "tf-expert", "tfdata-naive"):
+        assert f"{name}: not measured: {tiff}; asked for by --backends, it stops at that file" in report.warnings
+        assert any(line.startswith(f"{name}: not measured: {tiff}") for line in fakes.said)
+    assert [b for b in report.settings.backends if b != "dali-gpu"] == ["dali-cpu", "opencv"]
+    assert {r.name for r in fakes.run(data, backends=("tfdata",), stages=False).results} == {"tfdata"}  # (faked)
+
+
 def test_a_run_says_how_many_figures_and_each_as_it_is_measured(synth_data, fakes):
     fakes.run(synth_data, backends=("dali-cpu", "opencv"), stages=False)
     assert fakes.said == ["measuring 2 figures, each at least 3 windows of 0.5 s after a warm-up epoch: 3 s or more",

@@ -230,6 +230,18 @@ def choose_backends(settings: Settings) -> list[str]:
     return chosen
 
 
+def unread_formats(name: str, data: SegmentationData) -> str | None:
+    """Why backend ``name`` is left out of a bench of ``data`` by default, as the report's warning: its
+    decoders do not read a format of the data's files (by their names). None where they read them all.
+    The references decode with TensorFlow's ops, as tfdata does."""
+    formats = backends.BACKENDS[name].formats if name in backends.BACKENDS else backends.TF_FORMATS
+    unread = backends.unread_format(formats, (*data.images, *data.masks))
+    if unread is None:
+        return None
+    return (f"{name}: not measured: its decoders do not read {unread[0]} ({unread[1]}); asked for by --backends, "
+            "it stops at that file")
+
+
 class Job:
     """One bench run: the settings resolved, the data measured (by :class:`~.record.Data`), and the
     report it fills. ``status(what, fn)`` runs ``fn`` while showing ``what``; ``say`` prints a line."""
@@ -238,6 +250,12 @@ class Job:
         settings = batch_within(settings, len(data), say)
         self.data, self.settings, self.status, self.say = data, settings, status, say
         self.names = choose_backends(settings)
+        # (a backend asked for by name is refused at the first file it cannot read, naming it)
+        left_out = {} if settings.backends is not None else {
+            name: why for name in self.names if (why := unread_formats(name, data)) is not None}
+        self.names = [name for name in self.names if name not in left_out]
+        for why in left_out.values():
+            say(why)
         self.plan()  # settings the data cannot take fail here, before anything is measured
         if not has_tensorflow():
             say("TensorFlow is not installed: DALI backends are timed through pipeline.run, opencv without Keras")
@@ -256,7 +274,8 @@ class Job:
                                  label_modes=list(settings.label_modes), seconds=settings.seconds,
                                  repeats=settings.repeats, workers=self.workers, backends=self.names,
                                  augment=plain(AUGMENT) if settings.augment else None,
-                                 mask_cache=maskcache.wanted(data)))
+                                 mask_cache=maskcache.wanted(data)),
+            warnings=list(left_out.values()))
 
     def plan(self) -> Plan:
         """The plan of the stage breakdowns and training: the original pairs, the first labels."""
