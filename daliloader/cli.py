@@ -527,7 +527,8 @@ def _add_bench(sub, parents: list) -> None:
     add_data_arguments(bench, default=True)
     bench.add_argument("--n", type=_positive_int, default=64, help="pairs in the embedded dataset (default 64)")
     bench.add_argument("--backends", type=_choices(BENCH_BACKENDS), default=None,
-                       help=f"comma-separated, from {','.join(BENCH_BACKENDS)} (default: all this machine has)")
+                       help=f"comma-separated, from {','.join(BENCH_BACKENDS)} (default: all this machine has, but "
+                            "those whose decoders do not read the data's formats, which it names)")
     bench.add_argument("--batch-size", type=_positive_int, default=8, help="samples per batch (default: 8)")
     add_image_size(bench, (512, 512), "the crops' size")
     bench.add_argument("--label-mode", type=_choices(("onehot", "int")), default=["onehot"],
