@@ -586,22 +586,26 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     labelIds, ADE20K), ``N`` must be that table's class count: reading the raw ids as classes would
     give wrong labels without an error. Anything else goes to :func:`~daliloader.classes.as_classmap`.
     """
-    if mask_channel is None and masks and (given is None or is_named(given) or isinstance(given, (int, np.integer))):
-        # (a map of one's own needs no look at the masks; every split's, where known: one form for all)
-        published = _as_stored(published, masks if dataset is None else dataset() or masks)
+    published = _published_as_stored(published, given, masks, mask_channel, dataset)
     if given is None:
         given, published = published, None
         if given is None:
             return infer_classes(masks if dataset is None else dataset(), progress, mask_channel, unreadable)
     if is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None:
         given = _voc_as_stored(masks)
-    # ADE20K's form is a judgement on a sample of its masks: a table of its family given by name is weighed
-    # against them (refuse_other_form, in SegmentationData._of), not refused by that judgement
-    if catalogue_of(published) not in VOID_IN_EVERY_PICTURE:
-        refuse_other_member(given, published, layout)
+    refuse_other_member(given, published, layout)
     if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
         return as_classmap(given)
     return _counted_classes(int(given), masks, published, layout, mask_channel)
+
+
+def _published_as_stored(published, given, masks: Sequence, mask_channel: int | None, dataset):
+    """``published`` in the form the masks are stored in (:func:`_as_stored`), judged on every split's
+    masks where ``dataset`` lists them (one form for all), where the masks decide what ``given`` reads:
+    not for a map of one's own, nor for ids read from a channel."""
+    if mask_channel is None and masks and (given is None or is_named(given) or isinstance(given, (int, np.integer))):
+        return _as_stored(published, masks if dataset is None else dataset() or masks)
+    return published
 
 
 def _as_stored(published, masks: Sequence):
@@ -640,8 +644,12 @@ def refuse_other_member(given, published, layout: str) -> None:
     """A published table given for a layout that publishes another table of the same dataset
     (:data:`~daliloader.classes.FAMILIES`: ``classes="ade20k"`` on TFDS's scene_parse150, whose masks hold
     ADE20K's instance categories; ``"cityscapes-trainids"`` on the Cityscapes download's labelIds): the
-    layout knows its masks, and the other table would read them into wrong labels."""
+    layout knows its masks, and the other table would read them into wrong labels. Not ADE20K's: its form
+    is a judgement on a sample of its masks, so a table of its family given by name is weighed against
+    them instead (``refuse_other_form``, in :meth:`SegmentationData._of`)."""
     mine, theirs = catalogue_of(given), catalogue_of(published)
+    if theirs in VOID_IN_EVERY_PICTURE:
+        return
     if mine and theirs and mine != theirs and FAMILIES.get(mine) == FAMILIES.get(theirs) is not None:
         raise DataError(f"classes={mine!r} on {layout or 'this dataset'}, whose masks hold {theirs!r} "
                         f"({ClassMap.named(theirs).source}): {mine!r} is another form of that dataset's table and "

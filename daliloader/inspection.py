@@ -133,7 +133,7 @@ def peek(path, blob: bytes | None = None) -> Header:
     Cheap (no decode): what the loaders run on every new pair. A JPEG/PNG without its end marker is
     decoded once to tell a truncated file from one with trailing data after the marker, and a palette
     image of fewer than 256 colours to find whether its pixels use indices past them
-    (:attr:`Header.past_palette`). ``blob``: the
+    (``Header.past_palette``). ``blob``: the
     picture's bytes where they were read already (a record's, checked against its index).
     """
     if blob is None and in_record(path):
@@ -269,13 +269,7 @@ def quick_check(image: str, mask: str, expect: Expect | None = None,
             headers[path] = peek(path, (blobs or {}).get(path))
         except FileProblem as e:
             problems.append(Problem(e.kind, path, str(e), partner))
-    if len(headers) == 2:
-        im, mk = headers[image], headers[mask]
-        if (im.width, im.height) != (mk.width, mk.height):
-            problems.append(Problem(ProblemKind.SIZE_MISMATCH, mask, f"mask is {mk.width}x{mk.height} but its image is "
-                                                           f"{im.width}x{im.height}", image))
-    if headers.get(mask) is not None and headers[mask].past_palette is not None:
-        problems.append(_short_palette(mask, image, headers[mask]))
+    problems += _header_problems(image, mask, headers)
     if expect is not None:
         if expect.decoders is not None:
             problems += [_undecodable(path, partner, headers[path].format, expect)
@@ -287,6 +281,19 @@ def quick_check(image: str, mask: str, expect: Expect | None = None,
             if problem:
                 problems.append(Problem(problem[0], mask, problem[1], image))
     return problems, headers
+
+
+def _header_problems(image: str, mask: str, headers: dict[str, Header]) -> list[Problem]:
+    """What the headers of a pair say whatever reads it: sizes that differ, a palette too short."""
+    problems = []
+    if len(headers) == 2:
+        im, mk = headers[image], headers[mask]
+        if (im.width, im.height) != (mk.width, mk.height):
+            problems.append(Problem(ProblemKind.SIZE_MISMATCH, mask, f"mask is {mk.width}x{mk.height} but its image is "
+                                                           f"{im.width}x{im.height}", image))
+    if mask in headers and headers[mask].past_palette is not None:
+        problems.append(_short_palette(mask, image, headers[mask]))
+    return problems
 
 
 def _short_palette(mask, image, header: Header) -> Problem:

@@ -93,9 +93,7 @@ def find(root: str | Path, split: str | None = None, image_key: str | None = Non
     if buckets.is_url(root) and (glob.has_magic(str(root)) or _TFRECORD_NAME.search(str(root))):
         return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
     root = buckets.as_path(root)
-    if root.is_file() and root.suffix.lower() in IMAGE_EXTENSIONS:
-        raise DataError(f"{root} is one image: a dataset is a folder (or TFRecord files); for folders of images "
-                        "and masks of your own, give both (SegmentationData.from_dirs, or --images/--masks)")
+    _refuse_one_image(root)
     if root.is_file() or (not root.exists() and glob.has_magic(str(root))):
         return _records(tfrecord.expand(str(root)), root, None, keys, "TFRecord files")
     if not root.is_dir():
@@ -156,6 +154,12 @@ def _prepared(root: Path, split: str | None) -> Found | None:
     return Found("prepared copy", root, Pairing(pairs, [], [], ""), prepared_classes(manifest), made_from)
 
 
+def _refuse_one_image(root: Path) -> None:
+    if root.is_file() and root.suffix.lower() in IMAGE_EXTENSIONS:
+        raise DataError(f"{root} is one image: a dataset is a folder (or TFRecord files); for folders of images "
+                        "and masks of your own, give both (SegmentationData.from_dirs, or --images/--masks)")
+
+
 def _cityscapes(root: Path, split: str | None) -> Found | None:
     images, masks = root / "leftImg8bit", root / "gtFine"
     if not (images.is_dir() and masks.is_dir()):
@@ -166,13 +170,23 @@ def _cityscapes(root: Path, split: str | None) -> Found | None:
     if split == "test":
         warnings.warn("Cityscapes' test labels are not public: the gtFine/test masks hold no classes, so every pixel "
                       "loads as the ignore index", stacklevel=user_stacklevel())
-    # gtFine also holds *_color.png, *_instanceIds.png, *_polygons.json: only *_labelIds.png are masks, or,
-    # in a copy that kept only what cityscapesScripts' createTrainIdLabelImgs made, *_labelTrainIds.png
-    table = next((name for name, ending in MASK_ENDINGS.items() if next((masks / split).rglob(f"*{ending}.png"), None)),
-                 "cityscapes")
-    pairing = pair_files(images / split, masks / split, MASK_ENDINGS[table], "_leftImg8bit", only_suffixed=True)
+    pairing, table = _cityscapes_pairing(images / split, masks / split)
     return Found("Cityscapes", root, pairing, ClassMap.named(table), split,
                  looked_in=_under(images / split, masks / split))
+
+
+def _cityscapes_pairing(images: Path, masks: Path) -> tuple[Pairing, str]:
+    """The pairs of a Cityscapes split and the table of their masks. gtFine also holds *_color.png,
+    *_instanceIds.png, *_polygons.json: the *_labelIds.png are the masks, or, in a copy that kept only
+    what cityscapesScripts' createTrainIdLabelImgs made, the *_labelTrainIds.png."""
+    try:
+        return pair_files(images, masks, MASK_ENDINGS["cityscapes"], "_leftImg8bit", only_suffixed=True), "cityscapes"
+    except DataError as labelids:
+        try:
+            return (pair_files(images, masks, MASK_ENDINGS["cityscapes-trainids"], "_leftImg8bit", only_suffixed=True),
+                    "cityscapes-trainids")
+        except DataError:
+            raise labelids from None
 
 
 def _voc(root: Path, split: str | None) -> Found | None:
@@ -255,10 +269,15 @@ def _ade20k(root: Path, split: str | None) -> Found | None:
     _refuse_missing_split(root, "ADE20K", split, base / "images" / folder, base / "annotations" / folder,
                           {p.name for p in (base / "images").iterdir() if p.is_dir()})
     pairing = pair_files(base / "images" / folder, base / "annotations" / folder, "")
-    annotated = [(base / "images" / p.name, p) for p in sorted((base / "annotations").iterdir()) if p.is_dir()]
     return Found("ADE20K", base, pairing, ClassMap.ade20k(), folder,
                  looked_in=_under(base / "images" / folder, base / "annotations" / folder),
-                 every_split=lambda: _paired_masks(annotated))
+                 every_split=lambda: _paired_masks(_annotated(base)))
+
+
+def _annotated(base: Path) -> list[tuple[Path, Path]]:
+    """ADE20K's (images, annotations) folder pairs, one per split that has annotations."""
+    return [(base / "images" / p.name, p) for p in sorted((base / "annotations").iterdir(), key=lambda p: p.name)
+            if p.is_dir()]
 
 
 def _camvid(root: Path, split: str | None) -> Found | None:

@@ -75,11 +75,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         only_suffixed = True
     if only_suffixed:
         mask_files = [p for p in mask_files if _key(p, mask_dir, mask_suffix or "") is not None]
-    for found, kind, folder, extensions in ((image_files, "images", image_dir, IMAGE_EXTENSIONS),
-                                            (mask_files, "masks", mask_dir, MASK_EXTENSIONS)):
-        if not found:
-            raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}"
-                            + (_lossy_masks(folder) if kind == "masks" else ""))
+    _refuse_none_found(image_files, image_dir, mask_files, mask_dir)
     image_keys, unsuffixed = _image_keys(image_files, image_dir, image_suffix)
     guessing = mask_suffix is None and not image_suffix
     best, paired = _mask_suffix(mask_files, mask_dir, image_keys, mask_suffix, guessing, prefer)
@@ -88,7 +84,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
         if tails is not None:
             return pair_files(images, masks, tails[1], tails[0], only_suffixed=True)
     pairs, unpaired_images, unpaired_masks = _match(image_keys, mask_files, mask_dir, best)
-    lossy = {} if _same_folder(image_dir, mask_dir) else _lossy_partners(unpaired_images, image_keys, mask_dir, best)
+    lossy = _lossy_partners(unpaired_images, image_keys, mask_dir, best)
     return Pairing(pairs, sorted(unpaired_images + unsuffixed), unpaired_masks, best, broken_links=broken,
                    unreadable=unreadable, image_suffix=image_suffix, lossy_masks=lossy)
 
@@ -103,6 +99,14 @@ def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given
     if guessing and counts[best]:
         best = _one_ending(mask_dir, counts[best], [s for s in suffixes if counts[s] == counts[best]], "", prefer)
     return best, counts[best]
+
+
+def _refuse_none_found(image_files: list[Path], image_dir: Path, mask_files: list[Path], mask_dir: Path) -> None:
+    for found, kind, folder, extensions in ((image_files, "images", image_dir, IMAGE_EXTENSIONS),
+                                            (mask_files, "masks", mask_dir, MASK_EXTENSIONS)):
+        if not found:
+            raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}"
+                            + (_lossy_masks(folder) if kind == "masks" else ""))
 
 
 def _same_folder(a: Path, b: Path) -> bool:

@@ -10,6 +10,7 @@ import daliloader as dl
 from daliloader.bench import job
 from daliloader.bench.record import SCHEMA, Data, StageCut, StageTime, TrainRow
 from daliloader.bench.timing import Rates
+from daliloader.parallel import cores
 
 CPU_BACKENDS = ("dali-cpu", "tfdata", "opencv", "tfdata-naive")
 #: Fake rates (one per repeat) of each backend; the pair-decode ceiling is 100 images/s.
@@ -139,13 +140,12 @@ def test_the_ceilings_decode_on_every_core_whatever_workers_opencv_gets(synth_da
     """--workers lowered the ceilings (and opencv's threads) but not DALI's threads or tf.data's: with one
     worker, tf-expert and dali-cpu passed a ceiling decoded on one thread. The ceilings bound every
     backend on every core; --workers is opencv's."""
-    import os
 
     used = []
     monkeypatch.setattr(job, "cpu_decode_ceiling", lambda data, workers, seconds, repeats, what:
                         used.append(workers) or Rates(CEILING[:repeats], [10] * repeats))
     report = fakes.run(synth_data, backends=("dali-cpu", "opencv"), label_modes=("int",), workers=1)
-    assert used and set(used) == {os.cpu_count()} and report.settings.workers == 1
+    assert used and set(used) == {cores()} and report.settings.workers == 1
 
 
 def test_a_bad_mask_stops_the_bench_before_the_ceilings_naming_the_users_file(tmp_path, fakes):

@@ -18,6 +18,7 @@ tf = pytest.importorskip("tensorflow")
 from gpu_path import dali_problems, multi_device_iterator, placed, pretend_gpu, tf_problems  # noqa: E402
 
 from daliloader.backends.dali_graph import SAMPLES_PER_THREAD, host_batch_size, threads  # noqa: E402
+from daliloader.parallel import cores  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -195,12 +196,11 @@ def test_mirrored_strategy_places_one_pipeline_per_gpu(monkeypatch, datasets, wh
 
 def test_mirrored_strategy_shares_the_cores(monkeypatch, synth_data):
     """Each replica's pipeline gets its share of the host's cores, not all of them."""
-    import os
 
     build = pretend_gpu(monkeypatch, gpus=2)
     built = build(lambda: dl.distribute(mirrored(2), synth_data, global_batch_size=4, image_size=(32, 48),
                                         backend="dali-gpu"))
-    assert [op.get_attr("num_threads") for op in built.dali_ops()] == [max(1, (os.cpu_count() or 1) // 2)] * 2
+    assert [op.get_attr("num_threads") for op in built.dali_ops()] == [max(1, cores() // 2)] * 2
 
 
 def test_multi_worker_strategy_hands_the_batches_over_on_the_host(monkeypatch, synth_data):

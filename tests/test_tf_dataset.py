@@ -304,6 +304,7 @@ def test_dali_runs_large_batches_on_the_host(synth_data, monkeypatch):
 
     assert SAMPLES_PER_THREAD >= 2
     monkeypatch.setattr("os.cpu_count", lambda: 64)  # planned as on a 64-core machine (threads are bounded by cores)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)), raising=False)
     big = synth_data.subset(list(range(len(synth_data))) * 100)  # 800 pairs: no epoch cap below
     for batch, threads in ((8, 64), (8, 2), (3, 4), (1, 64), (32, 64)):
         plan = make_plan(big, batch_size=batch, num_threads=threads, drop_remainder=False)
