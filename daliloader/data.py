@@ -646,7 +646,7 @@ def refuse_other_member(given, published, layout: str) -> None:
     ADE20K's instance categories; ``"cityscapes-trainids"`` on the Cityscapes download's labelIds): the
     layout knows its masks, and the other table would read them into wrong labels. Not ADE20K's: its form
     is a judgement on a sample of its masks, so a table of its family given by name is weighed against
-    them instead (``refuse_other_form``, in :meth:`SegmentationData._of`)."""
+    them instead (``refuse_other_form``, in ``SegmentationData._of``)."""
     mine, theirs = catalogue_of(given), catalogue_of(published)
     if theirs in VOID_IN_EVERY_PICTURE:
         return

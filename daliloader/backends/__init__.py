@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 
 from ..errors import MissingDependency, SpecError, ValueEnum, user_stacklevel
-from ..parts import FORMAT_OF_SUFFIX, MAGIC, RecordPart
+from ..parts import FORMAT_OF_SUFFIX, MAGIC, in_record
 
 log = logging.getLogger("daliloader")
 
@@ -187,10 +187,10 @@ def pair_guard(data, backend: str, **options):
 
 def unread_format(formats: tuple[str, ...], parts) -> tuple[str, str] | None:
     """The first of ``parts`` whose name says it holds a format not among ``formats`` (a backend's
-    :attr:`Backend.formats`), as (format, file); None where every one is (a record's picture, which has
+    ``Backend.formats``), as (format, file); None where every one is (a record's picture, which has
     no name, is not judged: a backend's vetting refuses it, naming it)."""
     for part in parts:
-        if isinstance(part, RecordPart):
+        if in_record(part):
             return None
         fmt = FORMAT_OF_SUFFIX.get(str(part)[str(part).rfind("."):].lower())
         if fmt is not None and fmt not in formats:
