@@ -59,39 +59,46 @@ def compiled_unet(plan: Plan):
 
 
 def fed_step(plan: Plan, source, steps: int) -> tuple[float, int]:
-    """Seconds per step of ``model.fit`` fed by ``source`` (what users run), after a traced warm-up, and the
-    steps it ran: ``steps``, for a ``tf.data`` source (read through its epochs) as for a ``PyDataset``
-    (at most its length: Keras does not run one past its end). The time is divided by the steps Keras
-    ran, counted, never by those asked for: a fit that runs out of data ends early."""
+    """Seconds per step of ``model.fit`` fed by ``source`` (what users run) in its steady state, and the
+    steps timed: one fit of :data:`WARM_STEPS` more steps, timed from the end of its last warm-up step to
+    its return, so that a fit's start (its iterator, the loader's workers or DALI pipeline, the step's
+    trace) is in no timed step; a fit of 8 steps timed whole read that start as waiting for input.
+    ``steps``, for a ``tf.data`` source (read through its epochs) as for a ``PyDataset`` (at most its
+    length less the warm-up: Keras does not run one past its end). The time is divided by the steps
+    Keras ran, counted, never by those asked for: a fit that runs out of data ends early."""
     import tensorflow as tf
 
     model = compiled_unet(plan)
     if isinstance(source, tf.data.Dataset):
-        source = source.repeat()
+        source, warm = source.repeat(), WARM_STEPS
     else:
-        steps = min(steps, len(source))
-    # shuffle=False: the loader shuffles (no Keras warning that it ignores shuffle)
-    model.fit(source, steps_per_epoch=min(WARM_STEPS, steps), epochs=1, verbose=0, shuffle=False)
-    counted = _step_counter()
+        warm = min(WARM_STEPS, len(source) - 1)
+        steps = min(steps, len(source) - warm)
+    clock = _step_clock()
     start = time.perf_counter()
-    model.fit(source, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[counted])
-    elapsed = time.perf_counter() - start
-    if counted.steps != steps:
-        raise RuntimeError(f"model.fit ran {counted.steps} of the {steps} steps asked for: the source ran out")
-    return elapsed / steps, steps
+    # shuffle=False: the loader shuffles (no Keras warning that it ignores shuffle)
+    model.fit(source, steps_per_epoch=warm + steps, epochs=1, verbose=0, shuffle=False, callbacks=[clock])
+    done = time.perf_counter()
+    if len(clock.ends) != warm + steps:
+        raise RuntimeError(f"model.fit ran {len(clock.ends)} of the {warm + steps} steps asked for: the source ran "
+                           "out")
+    return (done - (clock.ends[warm - 1] if warm else start)) / steps, steps
 
 
-def _step_counter():
-    """A Keras callback whose ``steps`` counts the training steps run (Keras imported when one is made)."""
+def _step_clock():
+    """A Keras callback whose ``ends`` holds when each training step ended (``time.perf_counter``; Keras
+    imported when one is made)."""
     import keras
 
-    class Counted(keras.callbacks.Callback):
-        steps = 0
+    class Clock(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.ends = []
 
         def on_train_batch_end(self, batch, logs=None):
-            self.steps += 1
+            self.ends.append(time.perf_counter())
 
-    return Counted()
+    return Clock()
 
 
 def floor_step(plan: Plan, batch, steps: int) -> float:
