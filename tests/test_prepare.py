@@ -115,8 +115,8 @@ def test_refuses_a_used_folder_and_a_bad_pair_leaves_no_dataset(colour_data, tmp
         prepare(broken, tmp_path / "out", progress=False)
     assert broken.masks[1] in str(e.value)
     assert not (tmp_path / "out" / MANIFEST).exists()
-    with pytest.raises(DataError, match="not a prepared dataset"):
-        dl.SegmentationData.from_prepared(tmp_path / "out")
+    with pytest.raises(DataError, match="out does not exist or is not a folder: a prepared dataset is the folder"):
+        dl.SegmentationData.from_prepared(tmp_path / "out")  # (nothing left behind: the copy was never renamed in)
 
 
 def test_prepare_command(colour_data, tmp_path, capsys):
