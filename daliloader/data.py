@@ -776,6 +776,28 @@ def _refuse_lone_255(ids: np.ndarray, ignore: int) -> None:
                         "classes, 255 is ignored. A class of its own? Pass classes=256")
 
 
+#: The smallest common step of the ids in masks whose ids read as grey levels spread apart for viewing
+#: (0 and 128, or 0, 85 and 170) rather than as class numbers.
+SPREAD_STEP = 8
+
+
+def _refuse_spread_ids(ids: np.ndarray, ignored: int | None) -> None:
+    """Refuse masks whose ids are all multiples of one step of at least :data:`SPREAD_STEP` (0/128, or
+    0/1000/2000 in 16-bit masks): labels saved as grey levels spread apart, most likely, where a class per
+    id would make a model of mostly classes that never occur (129 scores for 2 classes)."""
+    step = int(np.gcd.reduce(ids.astype(np.int64)))
+    if len(ids) < 2 or step < SPREAD_STEP:
+        return
+    shown = ", ".join(str(int(i)) for i in ids[:8]) + (", ..." if len(ids) > 8 else "")
+    count = int(ids.max()) + 1
+    besides = f" (besides {ignored}, the ignore value)" if ignored is not None else ""
+    raise DataError(f"classes=None (no --classes): the masks hold the ids {shown}{besides}, all multiples of "
+                    f"{step}: grey levels spread apart for viewing? A class per id would "
+                    f"make {count} classes, {count - len(ids)} of which never occur. Pass "
+                    f"{remap_advice({int(v): k for k, v in enumerate(ids)})} to number them, or classes={count} "
+                    f"(--classes {count}) if they are the class ids")
+
+
 def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int | None = None,
                   unreadable: list | None = None) -> ClassMap | None:
     """``classes=None``: the id masks' values, read from every mask given (on all cores), give the classes
@@ -805,5 +827,6 @@ def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int
         raise DataError(f"classes=None (no --classes): the masks hold no class id (only {ignore}, the ignore value); "
                         "pass classes=N (--classes N)")
     _refuse_lone_255(ids, ignore)
+    _refuse_spread_ids(ids, ignore if ignore in found else None)
     count = int(ids.max()) + 1
     return ClassMap.from_ids(count, ignore_index=ignore, source=f"ids 0-{count - 1}, read from {len(masks)} masks")

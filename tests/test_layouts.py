@@ -343,6 +343,25 @@ def test_train_ids_saved_as_16_bit_masks_are_asked_about_255(tmp_path):
     assert dl.SegmentationData.from_folder(tmp_path, classes=256).classes.num_classes == 256
 
 
+@pytest.mark.parametrize("values, depth, table", [([0, 128, 255], 8, "0:0,128:1"),
+                                                  ([0, 85, 170, 255], 8, "0:0,85:1,170:2"),
+                                                  ([0, 1000, 2000, 3000], 16, "0:0,1000:1,2000:2,3000:3")])
+def test_ids_spread_apart_as_grey_levels_are_asked_about(tmp_path, values, depth, table):
+    """Masks of 0, 128 (and 255) made 129 classes, 127 never seen, and check said nothing (a review): ids
+    that are all multiples of one large step read as grey levels spread apart for viewing, so they are
+    asked about, and both answers load."""
+    id_tree(tmp_path, values, depth=depth)
+    count = max(v for v in values if v not in (255 if depth == 8 else 65535, )) + 1
+    with pytest.raises(dl.DataError, match=f"all multiples of {values[1]}: grey levels spread apart for viewing\\? A "
+                                           f"class per id would make {count} classes.*--classes {table}\\) to "
+                                           f"number them, or classes={count}"):
+        dl.SegmentationData.from_folder(tmp_path)
+    assert cli(["check", str(tmp_path), "--quiet"]) == 2
+    assert dl.SegmentationData.from_folder(tmp_path, classes=count).classes.num_classes == count
+    assert dl.SegmentationData.from_folder(tmp_path, classes={v: k for k, v in enumerate(values[:3])}
+                                           ).classes.num_classes == 3
+
+
 def test_binary_16_bit_masks_are_asked_about_as_8_bit_ones(tmp_path):
     """16-bit masks of 0 and 255 alone: binary masks or background and ignore, as 8-bit ones (not 256
     classes, which the lone-255 refusal would have offered)."""
