@@ -770,8 +770,8 @@ NATIVE_NOISE = re.compile(rf"^({BEFORE_LOGGING}|[IW]\d{{4}} |"
 #: bench does thousands of times: written the first time, then counted (:data:`REPEATED`).
 LIBJPEG_WARNINGS = re.compile(r"^(Corrupt JPEG data|Premature end of JPEG file|Invalid SOS parameters|"
                               r"Inconsistent progression sequence|Warning: unknown JFIF)")
-REPEATED = ("daliloader: libjpeg wrote {line!r} {n} more times: a damaged JPEG, decoded each time it is read, "
-            "to garbage pixels; `daliloader check DATA` names it")
+REPEATED = ("daliloader: libjpeg wrote {line!r} {n} more time{s}: damaged JPEG data, decoded to garbage pixels "
+            "each time it is read; `daliloader check DATA` names the file")
 
 
 @contextmanager

@@ -32,7 +32,7 @@ from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
 from .forms import VOID_IN_EVERY_PICTURE, other_form, refuse_other_form, sample
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
-from .pairing import Pairing, pair_files, refuse_incomplete
+from .pairing import LOSSY_WHY, Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 from .parts import as_part, in_bucket, open_image
 from .tfrecord import RecordPart, RecordProblem, Records
@@ -543,6 +543,8 @@ def _refuse_unpaired(pairing: Pairing, hint: str) -> None:
     more = len(pairing.unpaired_images) + len(pairing.unpaired_masks) + len(pairing.missing) - len(lines)
     if more > 0:
         lines.append(f"  ... and {more} more")
+    if pairing.lossy_masks:
+        lines.append(f"Masks cannot be stored in a lossy format: {LOSSY_WHY}")
     what = f"{len(pairing.unpaired_images)} image(s) and {len(pairing.unpaired_masks)} mask(s) have no partner"
     if pairing.missing:
         what = f"{len(pairing.missing)} listed file(s) are missing, " + what
@@ -603,7 +605,8 @@ def _published_as_stored(published, given, masks: Sequence, mask_channel: int | 
     """``published`` in the form the masks are stored in (:func:`_as_stored`), judged on every split's
     masks where ``dataset`` lists them (one form for all), where the masks decide what ``given`` reads:
     not for a map of one's own, nor for ids read from a channel."""
-    if mask_channel is None and masks and (given is None or is_named(given) or isinstance(given, (int, np.integer))):
+    if published is not None and mask_channel is None and masks and (
+            given is None or is_named(given) or isinstance(given, (int, np.integer))):
         return _as_stored(published, masks if dataset is None else dataset() or masks)
     return published
 
@@ -644,11 +647,11 @@ def refuse_other_member(given, published, layout: str) -> None:
     """A published table given for a layout that publishes another table of the same dataset
     (:data:`~daliloader.classes.FAMILIES`: ``classes="ade20k"`` on TFDS's scene_parse150, whose masks hold
     ADE20K's instance categories; ``"cityscapes-trainids"`` on the Cityscapes download's labelIds): the
-    layout knows its masks, and the other table would read them into wrong labels. Not ADE20K's: its form
-    is a judgement on a sample of its masks, so a table of its family given by name is weighed against
-    them instead (``refuse_other_form``, in ``SegmentationData._of``)."""
+    layout knows its masks, and the other table would read them into wrong labels. Not between ADE20K's
+    raw and reduced forms: which one the masks are in is a judgement on a sample of them, so the form
+    given by name is weighed against them instead (``refuse_other_form``, in ``SegmentationData._of``)."""
     mine, theirs = catalogue_of(given), catalogue_of(published)
-    if theirs in VOID_IN_EVERY_PICTURE:
+    if {mine, theirs} <= VOID_IN_EVERY_PICTURE:
         return
     if mine and theirs and mine != theirs and FAMILIES.get(mine) == FAMILIES.get(theirs) is not None:
         raise DataError(f"classes={mine!r} on {layout or 'this dataset'}, whose masks hold {theirs!r} "

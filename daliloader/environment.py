@@ -93,9 +93,10 @@ def show_native_warnings() -> None:
 #: (argv[1]), writes a line that matches the second (argv[2], where not empty) only the first time it
 #: comes, and every other line at once, to its stdout, the real stderr; a last line without its newline
 #: when the filtered code ends, then for each line it held back the note argv[3] (``{line}``: the line,
-#: ``{n}``: how many more times it came). Being a process, it outlives a native crash of the code and
-#: still writes the crash's last lines. It ignores Ctrl-C (the code says it was interrupted), and goes on
-#: draining when its stdout is gone, so that the code never blocks on it.
+#: ``{n}``: how many more times it came, ``{s}``: "s" where that is more than one). Being a process, it
+#: outlives a native crash of the code and still writes the crash's last lines. It ignores Ctrl-C (the
+#: code says it was interrupted), and goes on draining when its stdout is gone, so that the code never
+#: blocks on it.
 FILTER = r"""
 import os, re, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -120,9 +121,9 @@ def passes(line):
 while chunk := os.read(0, 65536):
     *lines, pending = (pending + chunk).split(b"\n")
     write(b"".join(line + b"\n" for line in lines if passes(line)))
-write(pending if pending and passes(pending) else b"")
-notes = [note.format(line=line.decode(errors="replace"), n=n - 1) for line, n in seen.items() if n > 1]
-write(("\n" if pending and notes else "").encode() + "".join(n + "\n" for n in notes).encode())
+last = pending if pending and passes(pending) else b""
+notes = [note.format(line=line.decode(errors="replace"), n=n - 1, s="s" * (n > 2)) for line, n in seen.items() if n > 1]
+write(last + (b"\n" if last and notes else b"") + "".join(n + "\n" for n in notes).encode())
 """
 #: Seconds the filtered code waits at its end for the filter to write what it was given (longer only where
 #: a process it started still holds its stderr).
@@ -135,7 +136,7 @@ def filtered_stderr(noise: re.Pattern, python_direct: bool = True, once: re.Patt
     lines that ``noise`` matches are dropped, the others written to the real stderr at once, by a
     process of its own (:data:`FILTER`) that still writes a native crash's last lines; a line that
     ``once`` matches only the first time it comes, and at the end ``note`` (``{line}``, ``{n}``: how many
-    more times) for each such line that came again. With
+    more times, ``{s}``: a plural's "s") for each such line that came again. With
     ``python_direct``, Python's own ``sys.stderr`` (warnings, errors) is a file on the real stderr
     meanwhile, outside the filter: for code that does not keep ``sys.stderr`` (a command); without it,
     Python's writes pass through the filter too (an import, whose loggers keep the ``sys.stderr`` they find).

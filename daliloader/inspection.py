@@ -271,16 +271,43 @@ def quick_check(image: str, mask: str, expect: Expect | None = None,
             problems.append(Problem(e.kind, path, str(e), partner))
     problems += _header_problems(image, mask, headers)
     if expect is not None:
-        if expect.decoders is not None:
-            problems += [_undecodable(path, partner, headers[path].format, expect)
-                         for path, partner in ((image, mask), (mask, image))
-                         if path in headers and headers[path].format not in expect.decoders[expect.backend]]
-        problems += backend_size_problems(image, mask, headers, expect)
+        problems += _decoder_problems(image, mask, headers, expect) + backend_size_problems(image, mask, headers,
+                                                                                               expect)
         if mask in headers and expect.classes is not None:
-            problem = mask_problem(headers[mask], expect.classes, expect.mask_depth)
-            if problem:
-                problems.append(Problem(problem[0], mask, problem[1], image))
+            problems += _map_problems(mask, image, headers[mask], expect, (blobs or {}).get(mask))
     return problems, headers
+
+
+def _map_problems(mask, image, header: Header, expect: Expect, blob: bytes | None) -> list[Problem]:
+    """Why the class map cannot read the mask: its header (:func:`mask_problem`), else, for a grey mask
+    under a colour table, its levels (:func:`grey_ids_problem`)."""
+    problem = mask_problem(header, expect.classes, expect.mask_depth)
+    if problem:
+        return [Problem(problem[0], mask, problem[1], image)]
+    grey = grey_ids_problem(mask, image, header, expect.classes, blob)
+    return [grey] if grey else []
+
+
+#: Backends whose BMP decoder reads a palette or 1-bit BMP's indices instead of its colours, or fails on it
+#: (TensorFlow's ``decode_bmp``), with Pillow's modes of such BMPs.
+INDEXED_BMP = {"tfdata": ("1", "P")}
+
+
+def _decoder_problems(image, mask, headers: dict[str, Header], expect: Expect) -> list[Problem]:
+    """The files of a pair whose format (or, for a BMP, kind) ``expect.backend``'s decoders do not read."""
+    if expect.decoders is None:
+        return []
+    problems = []
+    for path, partner in ((image, mask), (mask, image)):
+        header = headers.get(path)
+        if header is not None and header.format not in expect.decoders[expect.backend]:
+            problems.append(_undecodable(path, partner, header.format, expect))
+        elif header is not None and header.format == "BMP" and header.mode in INDEXED_BMP.get(expect.backend, ()):
+            kind = "1-bit" if header.mode == "1" else "palette"
+            problems.append(Problem(ProblemKind.UNDECODABLE, path, f"a {kind} BMP, whose palette TensorFlow's BMP "
+                                    f"decoder does not apply (backend={expect.backend!r} would read its indices, or "
+                                    "fail): convert it to PNG, or use another backend", partner))
+    return problems
 
 
 def _header_problems(image: str, mask: str, headers: dict[str, Header]) -> list[Problem]:
@@ -322,8 +349,8 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[Problem
                                               f"({classes.source}): its indices cannot be read through its colours; "
                                               "convert the masks to one palette, or to 8-bit ids")
         return None
-    if classes.kind is MaskKind.RGB:
-        return _grey_under_colours(header, classes)
+    if classes.kind is not MaskKind.ID:
+        return None
     if classes.mask_channel is not None:
         if header.mode in SIXTEEN_BIT_MODES:
             return ProblemKind.MASK_MODE, (f"a 16-bit {header.mode} image, but this class map ({classes.source}) reads "
@@ -345,21 +372,30 @@ def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[Problem
     return None
 
 
-def _grey_under_colours(header: Header, classes: ClassMap) -> tuple[ProblemKind, str] | None:
-    """A single-channel mask under a colour map with colours that are not grey, which no grey mask can
-    hold: its values are class ids, most likely (SegNet's CamVid beside a class_dict.csv), and would load
-    as the grey colours they match, the rest ignored. None for any other mask."""
-    if header.mode not in SINGLE_CHANNEL_MODES:
+def grey_ids_problem(mask, image, header: Header, classes: ClassMap, blob: bytes | None = None) -> Problem | None:
+    """An 8-bit single-channel mask under a colour table with colours that are not grey, whose grey levels
+    include some that are no colour of the table: class ids, most likely (SegNet's CamVid beside a
+    class_dict.csv), which would load as ignored, and id 0 as the class drawn in black. Its pixels are
+    read (only such a mask's). A grey mask whose levels are all grey colours of the table (a mask of Void
+    alone, one an optimiser stored as grey) is read as any other; so is any grey mask under a table of
+    grey colours only."""
+    if classes.kind is not MaskKind.RGB or header.mode not in ("L", "1"):
         return None
-    colours = classes.colors.astype(int)
-    coloured = int(((colours != colours[:, :1]).any(axis=1)).sum())
-    if not coloured:
+    colours = classes.colors if classes.ignore_colors is None else np.concatenate([classes.colors,
+                                                                                 classes.ignore_colors])
+    colours = colours.astype(int)
+    greys = {int(c[0]) for c in colours if c[0] == c[1] == c[2]}
+    if len(greys) == len(colours):
         return None
-    return ProblemKind.MASK_MODE, (f"a single-channel ({header.mode}) image, but this class map ({classes.source}) "
-                                   f"reads colours, and {coloured} of its {len(colours)} colours are not grey, which "
-                                   "no such mask can hold: are its values class ids? Pass the class count "
-                                   "(classes=N, --classes N) or an id table to read them as ids, or store the "
-                                   "masks in the map's colours")
+    with open_image(io.BytesIO(blob) if blob is not None else mask) as im:
+        levels = [int(v) for v in np.unique(np.asarray(im.convert("L"))) if int(v) not in greys]
+    if not levels:
+        return None
+    shown = ", ".join(map(str, levels[:8])) + (", ..." if len(levels) > 8 else "")
+    return Problem(ProblemKind.MASK_MODE, mask, f"a single-channel ({header.mode}) mask under a colour table "
+                   f"({classes.source}) whose grey levels {shown} are no colour of it: are its values class ids? "
+                   "They would load as ignored. Pass the class count (classes=N, --classes N) or an id table to "
+                   "read them as ids, or store the masks in the table's colours", image)
 
 
 def palette_indices(path) -> str:

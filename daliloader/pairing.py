@@ -48,8 +48,8 @@ class Pairing:
     def unpaired_image(self, image: str) -> str:
         """Why ``image`` has no partner, in words: no mask, or a mask in a lossy format."""
         lossy = self.lossy_masks.get(image)
-        return "image without a mask" + (f" ({lossy}, of its mask's name, is in a lossy format, which no mask can "
-                                         f"be: {LOSSY_WHY})" if lossy else "")
+        return "image without a mask" + (f" (its mask's name is there as {lossy}: a lossy format, which no mask "
+                                         "can be)" if lossy else "")
 
 
 def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = None,
@@ -70,7 +70,10 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     image_dir, mask_dir = buckets.as_path(images), buckets.as_path(masks)
     image_files, mask_files, broken, unreadable = _listed(image_dir, mask_dir)
     if _same_folder(image_dir, mask_dir):  # images and masks side by side (a.tif beside a_mask.tif): told apart
-        mask_suffix = mask_suffix if mask_suffix else _side_by_side(image_files, mask_files, mask_dir)
+        mask_suffix = _side_by_side(image_files, mask_files, mask_dir) if mask_suffix is None else mask_suffix
+        if not mask_suffix:
+            raise DataError(f"images and masks are both in {mask_dir}: mask_suffix='' tells no mask from an image; "
+                            "pass the suffix the masks' names carry (a_mask.png beside a.png: '_mask')")
         image_files = [p for p in image_files if _key(p, image_dir, mask_suffix) is None]
         only_suffixed = True
     if only_suffixed:
@@ -120,7 +123,7 @@ def _side_by_side(image_files: list[Path], mask_files: list[Path], folder: Path)
     counts = {s: sum(1 for p in mask_files if _key(p, folder, s) in stems) for s in COMMON_MASK_SUFFIXES if s}
     best = max(counts, key=counts.get)
     if not counts[best]:
-        raise DataError(f"images and masks are both {folder}, and no file there carries a mask suffix beside an "
+        raise DataError(f"images and masks are both in {folder}, and no file there carries a mask suffix beside an "
                         f"image of the same name (a.png beside a_mask.png; tried {', '.join(counts)}): pass "
                         "mask_suffix= (--mask-suffix), or keep the masks in a folder of their own")
     return best

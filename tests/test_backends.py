@@ -365,6 +365,27 @@ def test_grey_bmp_id_masks_are_read_as_stored_on_every_backend(tmp_path, backend
     np.testing.assert_array_equal(y[0], labels)
 
 
+def test_palette_and_1_bit_bmp_masks_are_read_through_their_palette_or_refused(tmp_path, backend):
+    """TensorFlow's BMP decoder returns a palette BMP's indices, not its colours, and fails on a 1-bit one,
+    where OpenCV and DALI apply the palette (an outside review: tfdata gave other labels than the others,
+    silently). tfdata refuses such masks by name; the others read them."""
+    from PIL import Image
+
+    bits = np.random.default_rng(3).integers(0, 2, (24, 32)).astype(bool)
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+    Image.fromarray(np.full((24, 32, 3), 90, np.uint8)).save(tmp_path / "images" / "a.png")
+    Image.fromarray(bits).save(tmp_path / "masks" / "a.bmp")  # mode "1": 0 and 255 once decoded
+    data = dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", {0: 0, 255: 1})
+    if backend == "tfdata":
+        with pytest.raises(dl.LoadError, match="a.bmp: a 1-bit BMP, whose palette TensorFlow's BMP decoder does "
+                                               "not apply"):
+            one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")
+        return
+    _, y, _ = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(y[0], bits.astype(int))
+
+
 def test_16_bit_colour_pictures_are_rounded_alike_on_every_backend(tmp_path, backend):
     """Issue 27: a 16-bit RGB PNG photo came out one level apart: DALI rounds to the nearest 8-bit level,
     OpenCV and tf.image kept the high byte. Every backend rounds now: round(x / 257). The colour masks are

@@ -514,11 +514,14 @@ def test_libjpegs_warning_of_a_damaged_jpeg_comes_once_with_a_count(tmp_path):
         for _ in range(500):
             os.write(2, b"Corrupt JPEG data: 77 extraneous bytes before marker 0xd9\n")
         os.write(2, b"Corrupt JPEG data: premature end of data segment\nanother line\n")
+        os.write(2, b"Premature end of JPEG file\nPremature end of JPEG file")  # (the last without its newline)
     assert stderr_file.read_text().splitlines() == [
         "Corrupt JPEG data: 77 extraneous bytes before marker 0xd9",
-        "Corrupt JPEG data: premature end of data segment", "another line",
-        "daliloader: libjpeg wrote 'Corrupt JPEG data: 77 extraneous bytes before marker 0xd9' 499 more times: a "
-        "damaged JPEG, decoded each time it is read, to garbage pixels; `daliloader check DATA` names it"]
+        "Corrupt JPEG data: premature end of data segment", "another line", "Premature end of JPEG file",
+        "daliloader: libjpeg wrote 'Corrupt JPEG data: 77 extraneous bytes before marker 0xd9' 499 more times: "
+        "damaged JPEG data, decoded to garbage pixels each time it is read; `daliloader check DATA` names the file",
+        "daliloader: libjpeg wrote 'Premature end of JPEG file' 1 more time: damaged JPEG data, decoded to garbage "
+        "pixels each time it is read; `daliloader check DATA` names the file"]
 
 
 def test_a_line_written_in_parts_is_judged_whole(tmp_path):

@@ -81,8 +81,9 @@ def test_one_jpeg_mask_among_png_masks_is_named(tmp_path, csv_path, capsys):
         _touch_png(tmp_path / "img" / f"{stem}.png")
     _touch_png(tmp_path / "lab" / "a.png")
     _touch_png(tmp_path / "lab" / "b.jpg")
-    why = f"image without a mask ({tmp_path / 'lab' / 'b.jpg'}, of its mask's name, is in a lossy format"
-    with pytest.raises(DataError, match=f"{re.escape(why)}.*: {tmp_path / 'img' / 'b.png'}"):
+    why = f"image without a mask (its mask's name is there as {tmp_path / 'lab' / 'b.jpg'}: a lossy format"
+    with pytest.raises(DataError, match=f"{re.escape(why)}.*: {tmp_path / 'img' / 'b.png'}\nMasks cannot be stored in "
+                                        "a lossy format: compression changes"):
         dl.SegmentationData.from_dirs(tmp_path / "img", tmp_path / "lab", csv_path)
     assert cli(["check", "--images", str(tmp_path / "img"), "--masks", str(tmp_path / "lab"), "--classes",
                 str(csv_path), "--quiet"]) == 1
@@ -189,8 +190,10 @@ def test_images_and_masks_side_by_side_in_one_folder_pair_by_the_mask_suffix(tmp
         capsys.readouterr().out
     for i in range(3):
         (tmp_path / f"case_{i}_mask{mask_ext}").rename(tmp_path / f"case_{i}_seg_{mask_ext}")
-    with pytest.raises(DataError, match="images and masks are both .*, and no file there carries a mask suffix"):
+    with pytest.raises(DataError, match="images and masks are both in .*, and no file there carries a mask suffix"):
         dl.SegmentationData.from_dirs(tmp_path, tmp_path, 3)
+    with pytest.raises(DataError, match="mask_suffix='' tells no mask from an image"):
+        dl.SegmentationData.from_dirs(tmp_path, tmp_path, 3, mask_suffix="")
 
 
 def _gtfine(tmp_path, endings, image_tail="_leftImg8bit"):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 
 from ..errors import MissingDependency, SpecError, ValueEnum, user_stacklevel
-from ..parts import FORMAT_OF_SUFFIX, MAGIC, in_record
+from ..parts import FORMAT_OF_SUFFIX, MAGIC, image_suffix, in_record
 
 log = logging.getLogger("daliloader")
 
@@ -192,7 +192,7 @@ def unread_format(formats: tuple[str, ...], parts) -> tuple[str, str] | None:
     for part in parts:
         if in_record(part):
             return None
-        fmt = FORMAT_OF_SUFFIX.get(str(part)[str(part).rfind("."):].lower())
+        fmt = FORMAT_OF_SUFFIX.get(image_suffix(part))
         if fmt is not None and fmt not in formats:
             return fmt, str(part)
     return None
