@@ -69,6 +69,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
                         "dataset in one place")
     image_dir, mask_dir = buckets.as_path(images), buckets.as_path(masks)
     image_files, mask_files, broken, unreadable = _listed(image_dir, mask_dir)
+    image_files, mask_files = _apart(image_files, image_dir, mask_files, mask_dir)
     if _same_folder(image_dir, mask_dir):  # images and masks side by side (a.tif beside a_mask.tif): told apart
         mask_suffix = _side_by_side(image_files, mask_files, mask_dir) if mask_suffix is None else mask_suffix
         if not mask_suffix:
@@ -110,6 +111,25 @@ def _refuse_none_found(image_files: list[Path], image_dir: Path, mask_files: lis
         if not found:
             raise DataError(f"no {kind} ({', '.join(extensions)}) found under {folder}"
                             + (_lossy_masks(folder) if kind == "masks" else ""))
+
+
+def _apart(image_files: list[Path], image_dir: Path, mask_files: list[Path], mask_dir: Path
+           ) -> tuple[list[Path], list[Path]]:
+    """The files of a mask folder inside the image folder (data/ + data/masks/) are no images, and those of
+    an image folder inside the mask folder no masks."""
+    if not _same_folder(image_dir, mask_dir):
+        if _inside(mask_dir, image_dir):
+            image_files = [p for p in image_files if not _inside(p, mask_dir)]
+        elif _inside(image_dir, mask_dir):
+            mask_files = [p for p in mask_files if not _inside(p, image_dir)]
+    return image_files, mask_files
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies under ``folder`` (both as given, or made absolute where one is relative)."""
+    if not buckets.is_url(path):
+        path, folder = os.path.abspath(path), os.path.abspath(folder)
+    return str(path).startswith(str(folder).rstrip("/") + "/")
 
 
 def _same_folder(a: Path, b: Path) -> bool:

@@ -196,6 +196,19 @@ def test_images_and_masks_side_by_side_in_one_folder_pair_by_the_mask_suffix(tmp
         dl.SegmentationData.from_dirs(tmp_path, tmp_path, 3, mask_suffix="")
 
 
+def test_a_mask_folder_inside_the_image_folder_holds_no_images(tmp_path, monkeypatch):
+    """data/ + data/masks/: the masks were listed as images too, each an image without a mask (an outside
+    review). Spelled relative or absolute alike."""
+    for i in range(2):
+        _touch_png(tmp_path / "data" / f"{i}.jpg")
+        _touch_png(tmp_path / "data" / "masks" / f"{i}.png", shape=(4, 4))
+    monkeypatch.chdir(tmp_path)
+    for images, masks in ((tmp_path / "data", tmp_path / "data" / "masks"), ("data", "data/masks"),
+                          (tmp_path / "data", "data/masks")):
+        data = dl.SegmentationData.from_dirs(images, masks, 3)
+        assert [Path(i).name for i in data.images] == ["0.jpg", "1.jpg"], (images, masks)
+
+
 def _gtfine(tmp_path, endings, image_tail="_leftImg8bit"):
     """Two Cityscapes-named images, and beside each in gtFine one mask file per name ending."""
     for i in range(2):
