@@ -817,7 +817,7 @@ def main(argv=None) -> int:
         with quiet, one_line_warnings(f"daliloader {args.command}"):
             return args.func(args)
     except (DaliloaderError, ImportError) as e:
-        print(f"daliloader {args.command}: error: {e}", file=sys.stderr)
+        print(f"daliloader {args.command}: error: {in_flag_words(e, args)}", file=sys.stderr)
         return 2
     except OSError as e:  # the system refused something daliloader did not expect to fail: still one line
         print(f"daliloader {args.command}: error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}",
@@ -826,6 +826,18 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # what was being written is removed (prepare writes into a temporary folder)
         print(f"daliloader {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def in_flag_words(error: Exception, args: argparse.Namespace) -> str:
+    """An error as the command line says it: a refusal of a loader's option that the command was given as
+    a flag is said of the flag, as argparse says its own (``argument --rotate: (-500, 500) must satisfy
+    ...``, not ``rotate=(-500, 500) must satisfy ...``); any other as it is."""
+    found = re.match(r"(\w+)(=| )", str(error))
+    name = found.group(1) if found and isinstance(error, SpecError) else None
+    if name not in RECIPE_OPTIONS or getattr(args, name, None) is None:
+        return str(error)
+    rest = str(error)[len(name) + 1:] if found.group(2) == "=" else str(error)
+    return f"argument {flag(name)}: {rest}"
 
 
 @contextmanager

@@ -141,6 +141,18 @@ def test_a_malformed_table_of_classes_is_refused_as_an_argument(text, message, c
     assert e.value.code == 2 and "daliloader check: error: argument --classes: " in err and message in err, err
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["--rotate", "-500,500"], "argument --rotate: (-500, 500) must satisfy -360 <= min <= max <= 360 (degrees)"),
+    (["--scale", "0,2"], "argument --scale: (0, 2) must satisfy 0 < min <= max <= 10"),
+    (["--brightness", "-1"], "argument --brightness: -1.0 must be >= 0"),
+])
+def test_a_loader_option_refused_is_said_of_its_flag(tmp_path, argv, said, capsys):
+    """The loaders' refusal of an option came in the Python API's words (rotate=(-500, 500) must ...) where
+    the command was given --rotate -500,500: it is said of the flag, as argparse says its own."""
+    assert cli(["preview", *argv, "-o", str(tmp_path / "p.png")]) == 2
+    assert f"daliloader preview: error: {said}" in capsys.readouterr().err
+
+
 def test_what_is_no_dataset_is_named_for_what_it_is(tmp_path, capsys):
     """An image given as the dataset was "not a TFRecord file"; a prepared copy that is not there was "not a
     prepared dataset: manifest.json is missing"; classes=0 on colour masks "reads ids 0..-1"."""
