@@ -273,13 +273,20 @@ def _allocation(error: BaseException) -> str:
     return found.group(0) if found else ""
 
 
+#: The lines of a DALI error that say only that there is one: its code, "Critical error in pipeline:".
+_DALI_PREAMBLE = re.compile(r"(Error DALI_ERROR_\w+:|Critical error in pipeline:)$")
+
+
 def _first_line(text: str) -> str:
     """The first line of an error's text that says something, without TensorFlow's ``{{function_node
-    ...}}`` prefix."""
-    for line in text.strip().splitlines():
-        line = re.sub(r"\{\{[^}]*\}\}\s*", "", line).strip()
-        if line:
-            return line
+    ...}}`` prefix; of a DALI error, its cause: the line after "encountered:" (without ``Assert on "..."
+    failed:``), past the operator and the traceback of its definition."""
+    lines = [re.sub(r"\{\{[^}]*\}\}\s*", "", line).strip() for line in text.strip().splitlines()]
+    if "encountered:" in lines:
+        lines = lines[lines.index("encountered:") + 1:]
+    for line in lines:
+        if line and not _DALI_PREAMBLE.match(line):
+            return re.sub(r'^Assert on ".*" failed: ', "", line)
     return ""
 
 

@@ -151,6 +151,21 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
         dl.SegmentationData.from_prepared(old)
 
 
+def test_a_pack_cut_short_fails_with_dalis_cause_in_words(index_data, tmp_path):
+    """A pack cut short (a copy interrupted): the LoadError said "failed (Error DALI_ERROR_INVALID_OPERATION:)",
+    DALI's cause 20 lines further down; it now says the cause, then what to run."""
+    out = tmp_path / "p"
+    prepare(index_data, out, pack_size=5, progress=False)
+    tar = out / "packs" / "00001.tar"
+    tar.write_bytes(tar.read_bytes()[: tar.stat().st_size // 2])
+    require_tf()
+    with pytest.raises(LoadError, match=f"packs in {out / 'packs'} failed \\(Malformed index file at "
+                                        f"\"{out / 'packs' / '00001.idx'}\" line \\d+ - offset is outside of the "
+                                        f"archive file\\). Check the prepared copy .*daliloader verify {out}"):
+        for _ in dl.tf_dataset(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW):
+            pass
+
+
 def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path, capsys):
     out = tmp_path / "p"
     prepare(index_data, out, pack_size=5, progress=False)
