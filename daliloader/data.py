@@ -779,26 +779,32 @@ def _refuse_lone_255(ids: np.ndarray, ignore: int) -> None:
                         "classes, 255 is ignored. A class of its own? Pass classes=256")
 
 
-#: The smallest common step of the ids in masks whose ids read as grey levels spread apart for viewing
-#: (0 and 128, or 0, 85 and 170) rather than as class numbers.
+#: The smallest gap between the levels of masks whose values read as grey levels spread evenly apart for
+#: viewing (0/128/255, 0/85/170/255) rather than as class numbers.
 SPREAD_STEP = 8
 
 
 def _refuse_spread_ids(ids: np.ndarray, ignored: int | None) -> None:
-    """Refuse masks whose ids are all multiples of one step of at least :data:`SPREAD_STEP` (0/128, or
-    0/1000/2000 in 16-bit masks): labels saved as grey levels spread apart, most likely, where a class per
-    id would make a model of mostly classes that never occur (129 scores for 2 classes)."""
-    step = int(np.gcd.reduce(ids.astype(np.int64)))
-    if len(ids) < 2 or step < SPREAD_STEP:
+    """Refuse masks whose values, the ignore value among them where present, are three or more levels from
+    0 evenly spaced at least :data:`SPREAD_STEP` apart (0/128/255, 0/85/170/255, 0/1000/2000 in 16-bit
+    masks): labels saved as grey levels spread apart for viewing, most likely, where a class per id would
+    make a model of mostly classes that never occur (129 scores for 2 or 3 classes), and the top level
+    may be a class rather than the ignore value. Two values are no such evidence (a VOC subset of
+    background and person is 0 and 15)."""
+    levels = sorted({int(v) for v in ids} | ({ignored} if ignored is not None else set()))
+    gaps = np.diff(levels)
+    if len(levels) < 3 or levels[0] != 0 or gaps.min() < SPREAD_STEP or gaps.max() - gaps.min() > 2:
         return
-    shown = ", ".join(str(int(i)) for i in ids[:8]) + (", ..." if len(ids) > 8 else "")
     count = int(ids.max()) + 1
-    besides = f" (besides {ignored}, the ignore value)" if ignored is not None else ""
-    raise DataError(f"classes=None (no --classes): the masks hold the ids {shown}{besides}, all multiples of "
-                    f"{step}: grey levels spread apart for viewing? A class per id would "
-                    f"make {count} classes, {count - len(ids)} of which never occur. Pass "
-                    f"{remap_advice({int(v): k for k, v in enumerate(ids)})} to number them, or classes={count} "
-                    f"(--classes {count}) if they are the class ids")
+    ways = f"Pass {remap_advice({v: k for k, v in enumerate(levels)})} to number them"
+    if ignored is not None:
+        below = remap_advice({int(v): k for k, v in enumerate(ids)})
+        ways += f" ({ignored} a class), {below} if {ignored} marks ignored pixels"
+    ways += ","
+    raise DataError(f"classes=None (no --classes): the masks hold the values {', '.join(map(str, levels))}: grey "
+                    f"levels spread evenly apart for viewing? A class per id would make {count} classes, "
+                    f"{count - len(ids)} of which never occur. {ways} or classes={count} (--classes {count}) if "
+                    "they are the class ids")
 
 
 def infer_classes(masks: Sequence[str], progress: bool = True, mask_channel: int | None = None,

@@ -126,9 +126,9 @@ def _apart(image_files: list[Path], image_dir: Path, mask_files: list[Path], mas
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    """Whether ``path`` lies under ``folder`` (both as given, or made absolute where one is relative)."""
+    """Whether ``path`` lies under ``folder``, their links followed (as :func:`_same_folder` compares)."""
     if not buckets.is_url(path):
-        path, folder = os.path.abspath(path), os.path.abspath(folder)
+        path, folder = os.path.realpath(path), os.path.realpath(folder)
     return str(path).startswith(str(folder).rstrip("/") + "/")
 
 

@@ -343,23 +343,35 @@ def test_train_ids_saved_as_16_bit_masks_are_asked_about_255(tmp_path):
     assert dl.SegmentationData.from_folder(tmp_path, classes=256).classes.num_classes == 256
 
 
-@pytest.mark.parametrize("values, depth, table", [([0, 128, 255], 8, "0:0,128:1"),
-                                                  ([0, 85, 170, 255], 8, "0:0,85:1,170:2"),
-                                                  ([0, 1000, 2000, 3000], 16, "0:0,1000:1,2000:2,3000:3")])
-def test_ids_spread_apart_as_grey_levels_are_asked_about(tmp_path, values, depth, table):
-    """Masks of 0, 128 (and 255) made 129 classes, 127 never seen, and check said nothing (a review): ids
-    that are all multiples of one large step read as grey levels spread apart for viewing, so they are
-    asked about, and both answers load."""
+@pytest.mark.parametrize("values, depth, every, below", [
+    ([0, 128, 255], 8, "0:0,128:1,255:2", "0:0,128:1"),
+    ([0, 85, 170, 255], 8, "0:0,85:1,170:2,255:3", "0:0,85:1,170:2"),
+    ([0, 1000, 2000, 3000], 16, "0:0,1000:1,2000:2,3000:3", None)])
+def test_ids_spread_evenly_apart_as_grey_levels_are_asked_about(tmp_path, values, depth, every, below):
+    """Masks of 0, 128 and 255 made 129 classes, 127 never seen, and check said nothing (a review): three
+    or more levels from 0, evenly spaced, read as grey levels spread apart for viewing, so they are asked
+    about (255 among them: a class, or the ignore value?), and every answer loads."""
     id_tree(tmp_path, values, depth=depth)
-    count = max(v for v in values if v not in (255 if depth == 8 else 65535, )) + 1
-    with pytest.raises(dl.DataError, match=f"all multiples of {values[1]}: grey levels spread apart for viewing\\? A "
-                                           f"class per id would make {count} classes.*--classes {table}\\) to "
-                                           f"number them, or classes={count}"):
+    count = max(v for v in values if v != (255 if depth == 8 else 65535)) + 1
+    either = (f" \\({values[-1]} a class\\), classes=.* \\(--classes {below}\\) if 255 marks ignored pixels"
+              if below else "")
+    with pytest.raises(dl.DataError, match=f"the masks hold the values {', '.join(map(str, values))}: grey levels "
+                                           f"spread evenly apart for viewing\\? A class per id would make {count} "
+                                           f"classes.*\\(--classes {every}\\) to number them{either}, or "
+                                           f"classes={count}"):
         dl.SegmentationData.from_folder(tmp_path)
     assert cli(["check", str(tmp_path), "--quiet"]) == 2
     assert dl.SegmentationData.from_folder(tmp_path, classes=count).classes.num_classes == count
-    assert dl.SegmentationData.from_folder(tmp_path, classes={v: k for k, v in enumerate(values[:3])}
-                                           ).classes.num_classes == 3
+    numbered = dl.SegmentationData.from_folder(tmp_path, classes={v: k for k, v in enumerate(values)})
+    assert numbered.classes.num_classes == len(values)
+
+
+@pytest.mark.parametrize("values", [[0, 15, 255], [0, 13], [0, 8], [0, 8, 16, 40], [10, 20, 30]])
+def test_ids_of_a_subset_of_classes_are_not_taken_for_grey_levels(tmp_path, values):
+    """A VOC subset of background and person (0, 15, 255), a Cityscapes subset of road and car (0, 13):
+    the first version of that question refused any two ids with a common step (an outside review)."""
+    id_tree(tmp_path, values)
+    assert dl.SegmentationData.from_folder(tmp_path).classes.num_classes == max(v for v in values if v != 255) + 1
 
 
 def test_binary_16_bit_masks_are_asked_about_as_8_bit_ones(tmp_path):

@@ -203,8 +203,9 @@ def test_a_mask_folder_inside_the_image_folder_holds_no_images(tmp_path, monkeyp
         _touch_png(tmp_path / "data" / f"{i}.jpg")
         _touch_png(tmp_path / "data" / "masks" / f"{i}.png", shape=(4, 4))
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "link").symlink_to(tmp_path / "data")
     for images, masks in ((tmp_path / "data", tmp_path / "data" / "masks"), ("data", "data/masks"),
-                          (tmp_path / "data", "data/masks")):
+                          (tmp_path / "data", "data/masks"), ("link", "data/masks"), ("data", "link/masks")):
         data = dl.SegmentationData.from_dirs(images, masks, 3)
         assert [Path(i).name for i in data.images] == ["0.jpg", "1.jpg"], (images, masks)
 
