@@ -67,8 +67,23 @@ def require_stack() -> None:
 def pytest_configure(config):
     # pytest suspends its capture while plugins configure: file descriptor 2 is the terminal's stderr here
     _TERMINAL_STDERR.append(os.dup(2))
+    _share_the_cores()
     if os.environ.get("DALILOADER_TESTS_REQUIRE") == "all":
         require_stack()
+
+
+def _share_the_cores() -> None:
+    """In a pytest-xdist worker, where there are at least two cores per worker, run on the worker's share
+    of them (worker k of n: every n-th core from the k-th), so that each worker's DALI threads and
+    TensorFlow's pools, sized from the cores the process may run on (daliloader.parallel.cores), do not
+    each take every core: on the GPU machine, 8 workers each ran 16 DALI threads beside TensorFlow's on
+    16 cores. With fewer cores (CI's two, two workers) every worker keeps them all."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and count.isdigit() and hasattr(os, "sched_setaffinity")):
+        return
+    cores, n = sorted(os.sched_getaffinity(0)), int(count)
+    if len(cores) >= 2 * n:
+        os.sched_setaffinity(0, cores[int(worker[2:]) % n::n])
 
 
 @pytest.hookimpl(hookwrapper=True)
