@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .draws import NUMPY, check_choice, check_probability, check_range, draw, uniform_offset
+from .draws import NUMPY, check_choice, check_probability, check_range, draw, is_integer, uniform_offset
 from .errors import SpecError, flag
 
 #: The draws of the prologue (zoom, top, left, flip, angle, brightness, contrast, saturation, hue:
@@ -118,7 +118,7 @@ def _ratio_range(name: str, value):
 
 
 def _level(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= 255:
+    if not is_integer(value) or not 0 <= value <= 255:
         raise SpecError(f"{name} is a pixel value, an integer in 0..255, got {value!r}")
     return int(value)
 

@@ -38,6 +38,7 @@ from .catalog import (
     VOC_IGNORE,
     voc_colormap,
 )
+from .draws import is_integer
 from .errors import DataError, SpecError, ValueEnum
 
 #: DALI's ``fn.lookup_table`` accepts keys in [0, 65535] only.
@@ -233,7 +234,7 @@ class ClassMap:
         index that is one of them is refused. With a class count, masks may hold the ignore index itself
         (the common convention: VOC, Cityscapes trainIds); it is not an unknown id.
         """
-        if isinstance(id_to_class, (int, np.integer)) and not isinstance(id_to_class, bool):
+        if is_integer(id_to_class):
             table, ignore_index = _count_table(int(id_to_class), ignore_index)
         elif isinstance(id_to_class, Mapping):
             table, ignore_index = _remap_table(id_to_class, ignore_index)
@@ -666,9 +667,8 @@ def _remap_table(id_to_class: Mapping[int, int], ignore_index: int | None) -> tu
     where the table maps ids to 255), 65535 above 255 classes. Without an ignore index, a table that maps
     ids to 255 while its other classes reach 254 is refused (:func:`_refuse_ambiguous_255`)."""
     given = dict(id_to_class)
-    whole = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool)  # noqa: E731
-    if not all(whole(k) and whole(v) for k, v in given.items()):
-        bad = next((k, v) for k, v in given.items() if not (whole(k) and whole(v)))
+    if not all(is_integer(k) and is_integer(v) for k, v in given.items()):
+        bad = next((k, v) for k, v in given.items() if not (is_integer(k) and is_integer(v)))
         raise DataError(f"a remap table maps integer mask ids to integer classes; got {bad[0]!r}: {bad[1]!r} in "
                         f"{given!r:.80}")
     table = {int(k): int(v) for k, v in given.items()}

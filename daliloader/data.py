@@ -28,6 +28,7 @@ from .classes import (
     mask_ending,
     remap_advice,
 )
+from .draws import is_integer
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
 from .forms import VOID_IN_EVERY_PICTURE, other_form, refuse_other_form, sample
@@ -246,7 +247,7 @@ class SegmentationData:
                 f"mask_suffix= if that is wrong" if detected else f"mask_suffix={mask_suffix!r}")
         _refuse_unpaired(pairing, hint)
         published = ending_table(pairing.mask_suffix)  # (Cityscapes' files name what their ids are)
-        if published is not None and isinstance(classes, (int, np.integer)) and not isinstance(classes, bool):
+        if published is not None and is_integer(classes):
             classes = choose_classes(classes, [m for _, m in pairing.pairs], published,
                                      f"masks named *{pairing.mask_suffix}")
         return cls._of(pairing.pairs, classes, mask_channel=mask_channel)
@@ -596,7 +597,7 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     if is_named(given) and catalogue_name(given) == "voc" and masks and mask_channel is None:
         given = _voc_as_stored(masks)
     refuse_other_member(given, published, layout)
-    if not isinstance(given, (int, np.integer)) or isinstance(given, bool):
+    if not is_integer(given):
         return as_classmap(given)
     return _counted_classes(int(given), masks, published, layout, mask_channel)
 

@@ -11,6 +11,7 @@ graph DALI's, so that all three compute a sample's parameters with this very cod
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from types import SimpleNamespace
 
@@ -58,6 +59,11 @@ def check_choice(name: str, value, choices: Sequence[str]) -> None:
     if value not in choices:
         listed = " or ".join(map(repr, choices)) if len(choices) == 2 else "one of " + ", ".join(map(repr, choices))
         raise SpecError(f"{name}={value!r} is not supported; use {listed}")
+
+
+def is_integer(value) -> bool:
+    """Whether ``value`` is an integer (Python's or numpy's), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_probability(name: str, value) -> float:

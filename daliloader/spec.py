@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import numbers
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from .augment import FOREIGN_NAMES as STAGE_FOREIGN_NAMES
 from .augment import OPTIONS as STAGE_OPTIONS
 from .augment import Stage, keyword_parameter, make_stages
 from .augment import options_table as stage_rows
-from .draws import NUMPY, REDRAWS, Range, check_choice, check_probability, check_range, window_side
+from .draws import NUMPY, REDRAWS, Range, check_choice, check_probability, check_range, is_integer, window_side
 from .errors import SpecError, user_stacklevel
 from .parallel import cores
 
@@ -427,7 +426,7 @@ def _dict_weights(weights: dict, num_classes: int | None, ignore_index: int | No
 
 def class_keys(weights: dict) -> list[int]:
     """The keys of a class_weights dict as ints (numpy integers included, as ``np.unique`` gives them)."""
-    if not all(_integer(k) for k in weights):
+    if not all(is_integer(k) for k in weights):
         raise SpecError(f"class_weights={{...}} maps class indices (integers) to weights; got keys "
                         f"{sorted(map(repr, weights))[:5]}")
     return [int(k) for k in weights]
@@ -469,7 +468,7 @@ def check_count(name: str, value):
     count = COUNTS[name]
     if value is None and count.optional:
         return value
-    if not _integer(value) or (count.least is not None and value < count.least):
+    if not is_integer(value) or (count.least is not None and value < count.least):
         if count.sized:
             raise SpecError(f"{name} must be a positive integer, got {value!r}")
         least = "" if count.least is None else f" >= {count.least}"
@@ -493,7 +492,7 @@ def check_image_size(image_size) -> tuple[int, int]:
     given = image_size
     if hasattr(image_size, "tolist"):  # a numpy array or scalar
         image_size = image_size.tolist()
-    if _integer(image_size):
+    if is_integer(image_size):
         image_size = (image_size, image_size)
     try:
         if isinstance(image_size, (str, bytes)):  # "32" would unpack into two characters
@@ -502,14 +501,9 @@ def check_image_size(image_size) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise SpecError(f"image_size is an int or (height, width), got {given!r}") from None
     for v in (h, w):
-        if not _integer(v) or not 1 <= v <= 16384:
+        if not is_integer(v) or not 1 <= v <= 16384:
             raise SpecError(f"image_size={given!r}: each side must be an integer in 1..16384")
     return int(h), int(w)
-
-
-def _integer(value) -> bool:
-    """Whether ``value`` is an integer (Python's or numpy's), not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _triple(name: str, value, positive: bool = False) -> tuple[float, float, float]:
