@@ -286,7 +286,7 @@ def _first_line(text: str) -> str:
         lines = lines[lines.index("encountered:") + 1:]
     for line in lines:
         if line and not _DALI_PREAMBLE.match(line):
-            return re.sub(r'^Assert on ".*" failed: ', "", line)
+            return re.sub(r'^Assert on ".*?" failed: ', "", line)
     return ""
 
 

@@ -383,10 +383,10 @@ def grey_ids_problem(mask, image, header: Header, classes: ClassMap, blob: bytes
         return None
     colours = classes.colors if classes.ignore_colors is None else np.concatenate([classes.colors,
                                                                                  classes.ignore_colors])
-    colours = colours.astype(int)
-    greys = {int(c[0]) for c in colours if c[0] == c[1] == c[2]}
-    if len(greys) == len(colours):
+    grey = (colours == colours[:, :1]).all(axis=1)
+    if grey.all():
         return None
+    greys = set(colours[grey, 0].tolist())
     with open_image(io.BytesIO(blob) if blob is not None else mask) as im:
         levels = [int(v) for v in np.unique(np.asarray(im.convert("L"))) if int(v) not in greys]
     if not levels:

@@ -154,6 +154,7 @@ def _lossy_partners(unpaired: list[str], image_keys: dict, mask_dir: Path, suffi
     if not unpaired:
         return {}
     lossy = {_key(p, mask_dir, suffix): str(p) for p in _list(mask_dir, LOSSY_MASK_EXTENSIONS)[0]}
+    unpaired = set(unpaired)
     return {str(image): lossy[key] for key, image in image_keys.items() if str(image) in unpaired and key in lossy}
 
 
