@@ -14,7 +14,8 @@
 #      GPU_CHECK_FIRST: test files to run first, the others following in name order: a run cut short at
 #      its limit covers the first, so a session can start where the last one stopped
 #   2. the README quick start on dali-gpu, and every line native libraries print             <=  60 s
-#   3. where dali-gpu's time goes (benchmarks/gpu_where.py: tf_dataset, the expert's tf.data, the
+#   3. where dali-gpu's time goes (benchmarks/gpu_where.py: tf_dataset, the expert's tf.data, dali-cpu
+#      on every core against its pair-decode ceiling, the
 #      graph alone, the inputs' feed, the graph cut after each stage, the decoder alone)
 #      GPU_CHECK_WHERE_S, default 180, + 30 s for the figure in flight                          <= 210 s
 # full adds the bench of every backend (one-hot and int, prepared copy and packs, training), the decoder,

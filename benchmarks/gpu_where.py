@@ -3,7 +3,8 @@
 of its own (on an H200 the same graph ran markedly slower as a process's fifteenth pipeline than as its
 first: docs/gpu.md, "Where the time goes"). The groups below are measured in an interleaved order (see
 ``figures``): the loader, the expert and nvJPEG's ceiling first, so that a time-boxed call keeps the
-ratios the GPU issue asks for from one run; then the hardware JPEG engines' share, the larger batch,
+ratios the GPU issue asks for from one run; then the hardware JPEG engines' share, dali-cpu against
+its ceiling on every core, the larger batch,
 the graph alone and the feed.
 
   tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
@@ -18,6 +19,9 @@ the graph alone and the feed.
                and at batch 8 with every JPEG on the hardware engines (dali_graph.HW_DECODER_LOAD = 1):
                what DALI's per-batch costs take at the loader's batch
   stages       that graph at batch 8 cut after each stage (the bench's stage cuts; one process for all)
+  cpu          dali-cpu through tf_dataset on every core (int labels, batch 8) and the ceiling of as many
+               OpenCV threads reading and decoding pairs, nothing else (benchmarks/cpu_scaling.py's figures
+               at every core): the GPU issue's target for dali-cpu on the GPU machine's 16 cores
   decoder      DALI's nvJPEG decoder alone on the embedded photos held in memory (no file reading), at the
                loader's batch and at a large one, with and without jpeg_fancy_upsampling, and with the
                share of JPEGs sent to the GPU's hardware JPEG engines (hw_decoder_load) at 0 and 1 beside
@@ -50,7 +54,7 @@ import numpy as np
 
 import daliloader as dl
 from daliloader.backends import dali_graph
-from daliloader.bench import EXPERT, bench_plan, endless, machine_info, measure
+from daliloader.bench import EXPERT, bench_plan, cpu_decode_ceiling, endless, machine_info, measure
 from daliloader.bench.sources import backend_stream
 from daliloader.bench.stages import dali_stages
 from daliloader.bench.timing import epoch_batches, touched
@@ -195,6 +199,16 @@ def expert_rate(data, seconds: float, repeats: int) -> list[float]:
         stream.close()
 
 
+def dali_cpu_rate(data, seconds: float, repeats: int) -> list[float]:
+    """dali-cpu through ``tf_dataset`` with a DALI thread per core, int labels, batch 8."""
+    plan = bench_plan(data, 8, CROP, "int", num_threads=cores())
+    stream = endless(dl.tf_dataset(plan, backend="dali-cpu"))
+    try:
+        return measure(partial(touched, stream), 8, seconds, repeats, warmup_batches=epoch_batches(len(data), 8))
+    finally:
+        stream.close()
+
+
 def figures(data, seconds: float, repeats: int):
     """(group, name, thunk) of every figure, in the order measured."""
     files = list(data.images)
@@ -202,14 +216,19 @@ def figures(data, seconds: float, repeats: int):
     # first what a time-boxed call must not lose: the loader as fit reads it, the expert's reference and
     # the decoder's ceiling at the loader's settings (the H200 run of 2026-11-27 got as far as the batch-32
     # figure in its 150 s, and had no ceiling); then whether every photo on the hardware engines pays in
-    # the loader, and the larger batch
+    # the loader, dali-cpu against its ceiling on every core (never measured on this version), and the
+    # larger batch
     yield "tf", "int, batch 8, prefetch 2", partial(tf_rate, data, 8, "int", **timing)
     yield "expert", "int, batch 8", partial(expert_rate, data, **timing)
     yield "decoder", "batch 8, fancy on", partial(decoder_rate, files, 8, jpeg_fancy_upsampling=True, **timing)
     yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
     yield "decoder", "batch 8, fancy on, hw_decoder_load 1", partial(
         decoder_rate, files, 8, jpeg_fancy_upsampling=True, hw_decoder_load=1.0, **timing)
+    yield "cpu", "pair-decode ceiling, every core", partial(cpu_decode_ceiling, data, cores(), **timing)
+    yield "cpu", "dali-cpu, int, batch 8, every core", partial(dali_cpu_rate, data, **timing)
     yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
+    yield "tf", "int, batch 32, hw_decoder_load 1", partial(
+        with_share, 1.0, partial(tf_rate, data, 32, "int", **timing))
     yield "alone", "int, batch 8", partial(alone_rate, data, 8, **timing)
     yield "alone", "int, batch 32", partial(alone_rate, data, 32, **timing)
     yield "tf", "onehot, batch 8, prefetch 2", partial(tf_rate, data, 8, "onehot", **timing)
