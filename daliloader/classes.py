@@ -357,8 +357,9 @@ class ClassMap:
 
     @property
     def label_dtype(self) -> np.dtype:
-        """Smallest dtype that holds every class and the ignore index (``ignore_index < 65536``). Unsigned,
-        because DALI's ``fn.resize`` takes uint8 and uint16 labels but not int32."""
+        """Smallest dtype that holds every class and the ignore index (``ignore_index < 65536``): the
+        labels' type through every backend's graph, in which DALI's ``lookup_table`` gives them and the
+        host hand-over (``GraphSpec.host_finish``) passes them to TensorFlow, a byte per pixel where it can."""
         return np.dtype(np.uint8) if self.ignore_index <= 255 else np.dtype(np.uint16)
 
     @property
@@ -400,7 +401,7 @@ class ClassMap:
     # ----------------------------------------------------------------- numpy
     @cached_property
     def lookup_table(self) -> np.ndarray:
-        """Packed colour ``(r << 16) | (g << 8) | b`` (or id) -> class index, ``ignore_index`` elsewhere.
+        """Packed colour (:func:`packed_colour`, or id) -> class index, ``ignore_index`` elsewhere.
 
         Built on first use (16 MB for colour maps) and kept: the CPU backends' one read per pixel.
         """
@@ -708,9 +709,14 @@ def _class_count(table: Mapping[int, int], ignore_index: int) -> int:
     return len(classes)
 
 
+def packed_colour(rgb):
+    """Each pixel's colour as one integer, ``r * 65536 + g * 256 + b``: the key of
+    :attr:`ClassMap.lookup_table`. ``rgb``: integers of at least 32 bits ``[..., 3]`` (numpy or TensorFlow)."""
+    return rgb[..., 0] * 65536 + rgb[..., 1] * 256 + rgb[..., 2]
+
+
 def _pack(rgb: np.ndarray) -> np.ndarray:
-    rgb = rgb.astype(np.int64)
-    return (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
+    return packed_colour(rgb.astype(np.int64))
 
 
 def as_classmap(classes: ClassMap | str | Path | int | Mapping[int, int] | Sequence) -> ClassMap:

@@ -124,6 +124,14 @@ RECIPE_OPTIONS = ("crop",) + tuple(spec.PROLOGUE) + tuple(augment.OPTIONS)
 PREVIEW_DEFAULTS = {"scale": AUGMENT["scale"]}
 
 
+def described(options: dict) -> str:
+    """Loader options as the help says them: ``scale 0.5-2, rotate 15, ...``."""
+    def said(value) -> str:
+        return "-".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value:g}"
+
+    return ", ".join(f"{name} {said(value)}" for name, value in options.items())
+
+
 def cmd_preview(args) -> int:
     """``daliloader preview``: the grid of a recipe's samples, and what it holds; 0."""
     from daliloader.previews import preview
@@ -531,7 +539,7 @@ def _add_bench(sub, parents: list) -> None:
                             "those whose decoders do not read the data's formats, which it names)")
     bench.add_argument("--batch-size", type=_positive_int, default=8, help="samples per batch (default: 8)")
     add_image_size(bench, (512, 512), "the crops' size")
-    bench.add_argument("--label-mode", type=_choices(("onehot", "int")), default=["onehot"],
+    bench.add_argument("--label-mode", type=_choices(spec.LABEL_MODES), default=["onehot"],
                        help="onehot, int or onehot,int (default onehot)")
     bench.add_argument("--seconds", type=spec.positive_number, default=3.0,
                        help="length of one timed repeat (default 3)")
@@ -559,8 +567,7 @@ def _add_bench_extras(bench: argparse.ArgumentParser) -> None:
                        help="with --prepared: the prepared copy's folder (made there, with packs, if absent)")
     bench.add_argument("--augment", action="store_true",
                        help="also measure each backend with every photometric option, rotation and zoom on "
-                            "(scale 0.5-2, rotate 15, brightness/contrast/saturation 0.3, hue 10), and say how much "
-                            "of its throughput that keeps")
+                            f"({described(AUGMENT)}), and say how much of its throughput that keeps")
     bench.add_argument("--tfrecord", action="store_true",
                        help="also measure every backend on the same pairs in the other container: files written into "
                             "TFRecord files (or TFRecords written out as files), byte for byte, once in the cache; "
@@ -607,13 +614,13 @@ def _add_preview(sub, parents: list) -> None:
                          help="the loader that makes the samples (default: dali-cpu)")
     preview.add_argument("--eval", action="store_true",
                          help="the evaluation recipe (training=False): crop 'fit', nothing random, the dataset's order")
-    preview.add_argument("--crop", choices=("random", "center", "resize", "fit"), default=None,
+    preview.add_argument("--crop", choices=spec.CROPS, default=None,
                          help="as the loaders' crop= (default: random; with --eval: fit)")
     add_option_flags(preview)
     preview.add_argument("--seed", type=int, default=0, help="the seed of the order and the draws (default: 0)")
     preview.add_argument("--augment", action="store_true",
-                         help="also rotation and colour jitter, as bench --augment (rotate 15, brightness/contrast/"
-                              "saturation 0.3, hue 10)")
+                         help="also rotation and colour jitter, as bench --augment ("
+                              f"{described({k: v for k, v in AUGMENT.items() if k not in PREVIEW_DEFAULTS})})")
     preview.set_defaults(func=cmd_preview)
 
 

@@ -21,6 +21,20 @@ class SpecError(DaliloaderError, ValueError):
     """An argument of a loader call is invalid."""
 
 
+class BatchTooLarge(SpecError):
+    """A batch larger than the samples of a shard, with drop_remainder: no full batch in an epoch. Its
+    figures let a caller whose own argument set the batch say so (:meth:`said_of`)."""
+
+    def __init__(self, batch_size: int, per_shard: int, samples: int, shards: int):
+        self.batch_size, self.per_shard, self.samples, self.shards = batch_size, per_shard, samples, shards
+        super().__init__(self.said_of("batch_size"))
+
+    def said_of(self, argument: str) -> str:
+        """The message, its remedy asking to lower ``argument``."""
+        return (f"batch_size={self.batch_size} is larger than the {self.per_shard} samples per shard "
+                f"({self.samples} samples, {self.shards} shard(s)); lower {argument} or pass drop_remainder=False")
+
+
 class LoadError(DaliloaderError, RuntimeError):
     """Loading a batch failed; the message names the files involved."""
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import backends
 from .backends import Product
-from .errors import SpecError
+from .errors import BatchTooLarge, SpecError
 from .parallel import cores
 from .parts import in_bucket
 from .plan import BATCH_SIZE, LABEL_MODE, Plan, make_plan, plan_of, with_keywords
@@ -314,12 +314,9 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
             plan = plan_of(data, "distribute", batch_size=batch_size, image_size=image_size, crop=crop,
                            label_mode=label_mode, shuffle=shuffle, seed=seed, shard_id=ctx.input_pipeline_id,
                            num_shards=pipelines, **options)
-        except SpecError as e:  # a batch larger than a shard: said of distribute's own argument
-            if not str(e).startswith(f"batch_size={batch_size} is larger"):
-                raise
-            said = str(e).replace("lower batch_size", "lower global_batch_size")
+        except BatchTooLarge as e:  # said of distribute's own argument
             raise SpecError(f"distribute() got global_batch_size={global_batch_size}, which gives each of the "
-                            f"{pipelines} input pipelines (one shard each) {said}") from None
+                            f"{pipelines} input pipelines (one shard each) {e.said_of('global_batch_size')}") from None
         device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
         if chosen.gpu:
             from .backends.dali_tf import cuda_ordinal

@@ -16,8 +16,9 @@ runs. Only the masks are written: the images are read where they are.
   fails naming it. A mask that does not decode when the cache is made gets no entry: the loaders meet
   it where they would without the cache, at its pair, and fail naming it (``daliloader check`` lists
   them all at once). Errors name the user's files, never the cache's.
-- The LZ4 form is written where DALI sees a GPU and every mask's class indices fit 8 bits: dali-gpu
-  then reads it for every pair, or for none.
+- The LZ4 form is written where :func:`with_gpu_form` says (DALI sees a GPU; files, not objects; no
+  ``cat_max_ratio``) and every mask's class indices fit 8 bits: dali-gpu then reads it for every pair,
+  or for none.
 - Labels are the same as without the cache, bit for bit: the same mapping
   (:meth:`~daliloader.classes.ClassMap.map_mask`), stored losslessly. ``DALILOADER_MASK_CACHE=0`` turns
   it off; ``=1`` also caches id masks, whose class indices then need no lookup (and dali-gpu inflates
@@ -40,7 +41,7 @@ from .buckets import absolute
 from .cache import MASK_CACHE, write_whole
 from .classes import ClassMap, MaskKind
 from .codecs import MASK_PNG_PARAMS, encode, encode_lz4_mask, mask_labels, write_file
-from .data import SegmentationData
+from .data import Container, SegmentationData
 from .environment import cache_dir, cache_way_out
 from .errors import DataError, LoadError, StorageError, StorageFault
 from .folders import made_once
@@ -56,9 +57,17 @@ ENTRIES = "entries.json"
 SETTINGS = {"0": "off", "": "colours", "auto": "colours", "1": "all"}
 
 
+def with_gpu_form(data: SegmentationData, gpu: bool, chooses_window: bool = False) -> bool:
+    """Whether ``data``'s cache holds the masks' LZ4 form too, which dali-gpu inflates on the GPU: where
+    DALI sees a GPU (``gpu``), for files (objects are fed to the graph as bytes, with their PNG masks),
+    and not for ``cat_max_ratio`` (``chooses_window``: its window is chosen from the whole mask, on the CPU)."""
+    return gpu and not chooses_window and data.container is Container.FILES
+
+
 def wanted(data: SegmentationData) -> bool:
-    """Whether ``data``'s masks are read from the cache (see the module's docstring): files, not already
-    class indices, colour masks (every mask with ``DALILOADER_MASK_CACHE=1``; none with ``=0``)."""
+    """Whether ``data``'s masks are read from the cache (see the module's docstring): files or objects
+    (:attr:`~daliloader.data.Container.caches_masks`), not already class indices, colour masks (every mask
+    with ``DALILOADER_MASK_CACHE=1``; none with ``=0``)."""
     setting = os.environ.get("DALILOADER_MASK_CACHE", "").strip().lower()
     if setting not in SETTINGS:
         raise DataError(f"DALILOADER_MASK_CACHE={setting!r}: 0 (off), 1 (every mask) or unset (colour masks)")
@@ -91,7 +100,7 @@ class MaskCache:
     @classmethod
     def made_for(cls, data: SegmentationData, gpu: bool = False) -> MaskCache:
         """The cache of ``data``'s masks, made first if it is not there (once, on all cores, saying so on a
-        terminal); ``gpu``: with the LZ4 form too."""
+        terminal); ``gpu``: with the LZ4 form too (:func:`with_gpu_form`)."""
         folder = cache_dir() / f"{PREFIX}{_digest(data)}"
         entries = folder / ENTRIES
         made_once(folder, ENTRIES, "daliloader's mask cache", cache_way_out(), lambda out: _make(data, out, gpu))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import augment, maskcache
 from .backends import dali_gpu_count
-from .data import Container, SegmentationData
+from .data import SegmentationData
 from .errors import DataError, SpecError
 from .sampler import Sampler
 from .spec import FOREIGN_NAMES as OPTION_FOREIGN_NAMES
@@ -204,7 +204,7 @@ def loaded_data(data: SegmentationData, spec: Preprocess) -> SegmentationData:
     ``cat_max_ratio``, the masks as PNG (the window is chosen from the whole mask's classes, on the CPU),
     never their GPU form."""
     if maskcache.wanted(data):  # (no GPU form for pairs fed as bytes: objects come with their PNG masks)
-        gpu = dali_gpu_count() > 0 and not spec.chooses_window and data.container is Container.FILES
+        gpu = maskcache.with_gpu_form(data, dali_gpu_count() > 0, spec.chooses_window)
         data = maskcache.MaskCache.made_for(data, gpu=gpu).view()
     return data.without_gpu_form() if spec.chooses_window else data
 

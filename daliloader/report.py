@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .bench.record import PREPARED_KEY, Data, Report, on_prepared, read
-from .bench.timing import noisy, spread
+from .bench.timing import NOISY, noisy, spread
 
 #: Short names of the ceilings in the table.
 CEILING_NAMES = {"cpu_decode_pairs": "CPU pairs", "cpu_decode_images": "CPU images", "cpu_decode_masks": "CPU masks",
@@ -236,7 +236,7 @@ def chart(report):
         color, linestyle = ceiling_style(k)
         ax.axvline(c.median, color=color, linestyle=linestyle, label=f"ceiling: {key.replace('_', ' ')}")
     ax.invert_yaxis()
-    ax.set_xlabel("images/s (median of repeats; whiskers: min-max; grey: spread over 25%, noisy)")
+    ax.set_xlabel(f"images/s (median of repeats; whiskers: min-max; grey: spread over {NOISY:.0%}, noisy)")
     ax.set_title(_chart_title(report), fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from .errors import SpecError
+from .errors import BatchTooLarge, SpecError
 
 
 class Sampler:
@@ -48,10 +48,7 @@ class Sampler:
             raise SpecError(f"num_shards={num_shards} is more than the {n} samples: each shard needs at least "
                             f"one sample (use at most {n} shards, or more data)")
         if self.steps == 0:
-            raise SpecError(
-                f"batch_size={batch_size} is larger than the {per_shard_min} samples per shard "
-                f"({n} samples, {num_shards} shard(s)); lower batch_size or pass drop_remainder=False"
-            )
+            raise BatchTooLarge(batch_size, per_shard_min, n, num_shards)
         self._orders: dict[int, np.ndarray] = {}  # the few most recent epochs
         self._lock = threading.Lock()  # sources call in from DALI and tf.data threads
 
@@ -111,7 +108,8 @@ SHUFFLE_BUFFER = 1024
 
 
 class ReaderEpochs:
-    """The stream of DALI's own reader, for data read from packs (webdataset tars), fitted to a Sampler's epochs.
+    """The stream of a container's own reader (DALI's of packs, webdataset tars; tf.data's of TFRecord
+    files), fitted to a Sampler's epochs.
 
     With ``stick_to_shard=True`` the reader gives shard ``i`` of ``n`` the contiguous samples
     ``[i * N // n, (i + 1) * N // n)`` (``size`` of them), in passes: each pass holds every sample once,
@@ -136,7 +134,6 @@ class ReaderEpochs:
         n, shards, shard = sampler.n, sampler.num_shards, sampler.shard_id
         self.batch_size = sampler.batch_size
         self.padded = not sampler.drop_remainder
-        self.shuffled = sampler.shuffle
         self.start = shard * n // shards  # the worker's first sample
         self.size = (shard + 1) * n // shards - self.start
         self.reader_steps = sampler.steps  # padded, the sampler's own: ceil(ceil(n / shards) / batch_size)
@@ -151,17 +148,3 @@ class ReaderEpochs:
         if not self.padded:
             return position >= 0
         return position % self.period < self.size
-
-    def sample(self, position, as_int=int):
-        """The sample the reader reads at its stream position, in its worker's order (padding: the last
-        sample again): the sample it outputs there unless it shuffles. ``as_int`` turns a truth value
-        into 0 or 1 in the caller's arithmetic (``int``, or a cast for tensors)."""
-        if not self.padded:
-            return self.start + position % self.size
-        offset = position % self.period
-        return self.start + offset + as_int(offset >= self.size) * (self.size - 1 - offset)
-
-    def index(self, position, as_int=int):
-        """The sample index at a stream position, -1 on padding, for a reader that does not shuffle (a
-        shuffling reader outputs the samples it read in another order)."""
-        return as_int(self.real(position)) * (self.sample(position, as_int) + 1) - 1

@@ -209,12 +209,14 @@ def test_by_default_what_cannot_decode_the_datas_formats_is_left_out_saying_so(t
 
 def test_a_run_says_how_many_figures_and_each_as_it_is_measured(synth_data, fakes):
     fakes.run(synth_data, backends=("dali-cpu", "opencv"), stages=False)
-    assert fakes.said == ["measuring 2 figures, each at least 3 windows of 0.5 s after a warm-up epoch: 3 s or more",
+    assert fakes.said == [("measuring 2 figures, each 2 windows of 0.5 s after a warm-up epoch and at least two "
+                           "shorter windows: 2.5 s or more"),
                           "  1/2 dali-cpu / onehot / original: 40.5 images/s",
                           "  2/2 opencv / onehot / original: 120.5 images/s"]
     fakes.said.clear()
     fakes.run(synth_data, backends=("opencv",), seconds=0.2, repeats=1, stages=False)
-    assert fakes.said[0] == "measuring 1 figure, each at least 2 windows of 0.2 s after a warm-up epoch: 0.4 s or more"
+    assert fakes.said[0] == ("measuring 1 figure, each 1 window of 0.2 s after a warm-up epoch and at least two "
+                            "shorter windows: 0.3 s or more")
     assert [job.duration(s) for s in (0.04, 2.0, 9.6, 12.4, 120.0)] == ["0.04", "2", "9.6", "12", "120"]
 
 

@@ -52,6 +52,10 @@ SCRIPT = textwrap.dedent("""
     next(iter(peeked))
     out["after_peek"] = [[int(round(v * 25.5)) for x, y in peeked for xr in strategy.experimental_local_results(x)
                           for v in xr.numpy()[:, 0, 0, 0]] for _ in range(3)]
+    try:  # a global batch larger than two shards: said of global_batch_size
+        dl.distribute(strategy, data, global_batch_size=12, image_size=(24, 32), backend="dali-cpu")
+    except dl.SpecError as e:
+        out["too_large"] = str(e)
     try:  # tf.data reads one pipeline per worker: two replicas would each get a whole global batch
         dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), backend="tfdata")
     except dl.SpecError as e:
@@ -98,6 +102,9 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
     if read != "shards":  # (packs: an epoch may straddle the reader's passes, docs/prepared.md)
         assert all(len(seen) == 8 and len(set(seen)) == 8 for seen in out["after_peek"]), out["after_peek"]
     assert "MirroredStrategy with 2 replicas on this worker and backend='tfdata'" in out["tfdata"]
+    assert out["too_large"].startswith("distribute() got global_batch_size=12, which gives each of the 2 input "
+                                       "pipelines (one shard each) batch_size=6 is larger than the 5 samples per "
+                                       "shard") and "lower global_batch_size" in out["too_large"], out["too_large"]
 
 
 @pytest.mark.parametrize("kwargs, message", [

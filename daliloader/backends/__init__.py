@@ -223,8 +223,7 @@ def _why_on_the_cpu(plan) -> str:
     """Why auto takes dali-cpu without a GPU, and what the committed measurements say of the others
     (docs/benchmarks.md, whose figures stay there, with their machine)."""
     why = ("; without a GPU it runs on the CPU the DALI graph that dali-gpu runs. In the committed benchmarks "
-           "(docs/benchmarks.md) tfdata was as fast or up to 10% faster on the plain recipe, and faster with "
-           "augmentation: "
+           "(docs/benchmarks.md) tfdata was as fast or faster on the plain recipe, and faster with augmentation: "
            "compare on this machine and recipe with `daliloader bench --backends dali-cpu,tfdata,opencv`")
     if plan is not None and (plan.spec.rotates or plan.spec.colours):
         why += (". With rotation or colour jitter, keras_sequence (OpenCV, a Keras PyDataset) was the fastest "

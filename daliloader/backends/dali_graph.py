@@ -274,6 +274,14 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
             "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
 
 
+def reads_index(plan: Plan) -> bool:
+    """Whether :func:`graph`'s outputs use each position's sample index (or padding mark): the weights
+    and the index, and in evaluation the labels (a padding sample's are ignored, :func:`unpadded`). DALI
+    drops unused nodes, and refuses an input that a used node needs and nothing feeds."""
+    evaluates = not plan.sampler.drop_remainder
+    return bool({"weight", "index"} & set(plan.outputs)) or ("labels" in plan.outputs and evaluates)
+
+
 def same_size(image_size, mask_size):
     """``image_size``, through a check that stops the pipeline where the image and the mask it read differ
     in size, before they become a misaligned pair: the guard vets each pair's headers before DALI reads
@@ -634,7 +642,8 @@ def flip_and_normalize(image, labels, flip, spec: Preprocess, host_finish: bool 
                                      std=list(std))
     # float16: computed in float32 and rounded once, as the other backends do. Asked for float16 itself,
     # DALI's GPU kernel for HWC uint8 computes in half precision (1/255 itself rounded to a half), which
-    # put 3% of the values one half-precision step off the float32 images rounded (H200, 2026-11-27)
+    # put values a half-precision step off the float32 images rounded (docs/gpu.md, "On an H200,
+    # 2026-11-27, later")
     return (fn.cast(image, dtype=types.FLOAT16) if spec.dtype == "float16" else image), labels
 
 

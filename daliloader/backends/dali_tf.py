@@ -46,6 +46,7 @@ from ..tfprivate import variant
 from . import tfloader
 from .dali_graph import (
     DRAWS_INPUT,
+    INPUTS,
     PACK_INPUTS,
     RECORD_INPUTS,
     GraphSpec,
@@ -57,6 +58,7 @@ from .dali_graph import (
     outputs_on,
     pack_pair,
     path_row,
+    reads_index,
 )
 from .tfloader import refuse_class_weight
 from .tfops import encode, normalize
@@ -130,8 +132,11 @@ class EpochDataset(tfloader.EpochDataset):
                  epochs: Epochs | None = None, by_reader: bool = False, restart: bool = False):
         _OPEN.add(self)
         self._epochs, self._first_only = epochs, by_reader and not restart
-        super().__init__(stream, steps, guard, variant(self._one_epoch(stream, steps, epochs, self._first_only)),
-                         restart)
+        super().__init__(stream, steps, guard, variant(self._graph(stream, steps)), restart)
+
+    def _graph(self, stream: tf.data.Dataset, steps: int) -> tf.data.Dataset:
+        """What a chained transformation reads: one epoch (:meth:`_one_epoch`)."""
+        return self._one_epoch(stream, steps, self._epochs, self._first_only)
 
     def _end_part_read(self) -> None:
         """A new pipeline claims a fresh epoch; a pack reader's would replay its first pass, so there the
@@ -184,9 +189,12 @@ class GPUEpochDataset(EpochDataset):
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
                  epochs: Epochs | None = None, restart: bool = False):
-        _OPEN.add(self)
-        self._epochs, self._first_only = epochs, False
-        tfloader.EpochDataset.__init__(self, stream, steps, guard, variant(stream), restart)
+        super().__init__(stream, steps, guard, epochs, by_reader=False, restart=restart)
+
+    def _graph(self, stream: tf.data.Dataset, steps: int) -> tf.data.Dataset:
+        """The stream itself: one epoch's graph would put tf.data ops with no GPU kernel after the DALI
+        dataset (and chaining one is refused anyway)."""
+        return stream
 
 
 def _refusing(name: str):
@@ -287,9 +295,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     batch padded to its longest: :func:`.dali_graph.graph_input`), and are copied to the dataset's device
     when that is a GPU, as the plugin asks."""
     data, make = plan.data, _Streams(plan, reader, guard, epochs, batch)
-    # (in evaluation the labels read it too: a padding sample's are ignored, dali_graph.unpadded)
-    positional = bool({"weight", "index"} & set(plan.outputs)) or (
-        "labels" in plan.outputs and not plan.sampler.drop_remainder)
+    positional = reads_index(plan)
     with tf.device("/cpu:0"):
         streams = STREAMS[data.container](make, data, masks, positional)
         if plan.spec.draws_at_random:
@@ -305,8 +311,9 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
 def _file_streams(make: _Streams, data, masks, positional: bool) -> dict:
     """Files: the two paths of each position (the mask's whatever the outputs: the graph checks that it
     has its image's size), and its sample index where an output uses it."""
-    streams = {"image_path": make.paths(data.images, vet=True), "mask_path": make.paths(masks, vet=False)}
-    return {**streams, "index": make.indices(vet=False)} if positional else streams
+    image_path, mask_path, index = INPUTS
+    streams = {image_path: make.paths(data.images, vet=True), mask_path: make.paths(masks, vet=False)}
+    return {**streams, index: make.indices(vet=False)} if positional else streams
 
 
 def _pack_streams(make: _Streams, data, masks, positional: bool) -> dict:

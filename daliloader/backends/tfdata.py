@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from .. import stages
 from ..buckets import FETCHES
-from ..classes import ClassMap, MaskKind
+from ..classes import ClassMap, MaskKind, packed_colour
 from ..data import Container, SegmentationData
 from ..guard import PairGuard
 from ..parallel import mapped
@@ -417,7 +417,7 @@ def to_8bit(pixels):
 def map_labels(mask, classes: ClassMap, lut):
     """labels: one gather per pixel from :attr:`ClassMap.lookup_table`, as in the OpenCV backend."""
     m = tf.cast(mask, tf.int32)
-    code = (m[..., 0] * 65536 + m[..., 1] * 256 + m[..., 2]) if classes.kind is MaskKind.RGB else m[..., 0]
+    code = packed_colour(m) if classes.kind is MaskKind.RGB else m[..., 0]
     return tf.gather(lut, code)
 
 

@@ -1,7 +1,7 @@
 """Throughput benchmarks: every backend on the same files, next to the decode ceilings that bound it.
 
 Method (see docs/benchmarks.md): each figure is the median of ``repeats`` timed windows of ``seconds`` each,
-after a warm-up of one epoch and then until the rate is steady (two windows within 10%); batches are
+after a warm-up of one epoch and then until the rate is steady (two windows within ``timing.STEADY``); batches are
 forced to exist (one element read back) before the clock counts them. A report warns when windows
 held too few batches for the figures they give, when a warm-up never settled, and when a stage cost
 comes out negative (noise). Ceilings are all CPU cores decoding the same files and doing nothing else (and, with a

@@ -73,7 +73,9 @@ def expert_dataset(plan: Plan):
 
 
 def _class_table(classes: ClassMap):
-    """The hash table from packed colour ``r << 16 | g << 8 | b`` (or id) to class, unknown -> 255."""
+    """The hash table from packed colour ``r << 16 | g << 8 | b`` (or id) to class, unknown -> the ignore
+    index. (The expert's code packs colours itself, as its 40 lines would: it is the reference the loaders
+    are judged against, not one of them.)"""
     import tensorflow as tf
 
     if classes.kind is MaskKind.RGB:

@@ -42,7 +42,7 @@ from .sources import (
     via,
 )
 from .stages import dali_stages, opencv_stages
-from .timing import Rates, epoch_batches, measure_in_turn, noisy, timing_warnings
+from .timing import Rates, epoch_batches, measure_in_turn, noisy, short_window, timing_warnings
 from .training import train_bound
 
 #: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
@@ -305,7 +305,8 @@ class Job:
             self.ceiling(ceiling_key("nvjpeg_images"), "images/s",
                          partial(nvjpeg_ceiling, decoded, s.batch_size, s.seconds, s.repeats))
         if maskcache.wanted(decoded):  # the backends read the masks' class indices from the mask cache
-            cached = self.status("the mask cache", partial(maskcache.MaskCache.made_for, decoded, self.gpu)).view()
+            cached = self.status("the mask cache", partial(maskcache.MaskCache.made_for, decoded,
+                                                                maskcache.with_gpu_form(decoded, self.gpu))).view()
             for what in ("pairs", "masks") if self.gpu else ("pairs",):
                 self.ceiling(ceiling_key(f"cpu_decode_{what}", cached=True), f"{what}/s",
                              partial(cpu_decode_ceiling, cached, self.cores, s.seconds, s.repeats, what))
@@ -347,8 +348,10 @@ class Job:
         s = self.settings
         groups = [g for g in map(self.runnable, cell_groups(self.datasets, self.names, s)) if g]
         count = sum(map(len, groups))
-        self.say(f"measuring {count} figure{'s' * (count != 1)}, each at least {s.repeats + 1} windows of "
-                 f"{s.seconds:g} s after a warm-up epoch: {duration(count * (s.repeats + 1) * s.seconds)} s or more")
+        least = s.repeats * s.seconds + 2 * short_window(s.seconds)  # and the warm-up epoch
+        windows = f"{s.repeats} window{'s' * (s.repeats != 1)} of {s.seconds:g} s"
+        self.say(f"measuring {count} figure{'s' * (count != 1)}, each {windows} after a warm-up epoch and at least "
+                 f"two shorter windows: {duration(count * least)} s or more")
         for group in groups:
             for cell, rates in zip(group, self.measure(group)):
                 self.report.warnings.extend(timing_warnings(cell.what, rates))

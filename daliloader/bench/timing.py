@@ -89,7 +89,7 @@ def measure_in_turn(sources: list, batch_size: int, seconds: float, repeats: int
     gives an endless stream, closed once used), warms it up (:func:`warm_up`) and takes one timed window,
     so that a machine that slows down or speeds up during the run weighs on all of them alike, and no
     stream runs beside the one timed (a stream left open goes on filling its prefetch buffers, tf.data's
-    up to a share of the machine's memory, which slowed the next one timed by up to half). One
+    up to a share of the machine's memory, which slowed the next one timed: docs/benchmarks.md). One
     :class:`Rates` per source, in order; it is steady where every warm-up was."""
     windows: list[list] = [[] for _ in sources]
     steady = [True for _ in sources]
