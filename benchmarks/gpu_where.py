@@ -3,9 +3,9 @@
 of its own (on an H200 the same graph ran markedly slower as a process's fifteenth pipeline than as its
 first: docs/gpu.md, "Where the time goes"). The groups below are measured in an interleaved order (see
 ``figures``): the loader, the expert and nvJPEG's ceiling first, so that a time-boxed call keeps the
-ratios the GPU issue asks for from one run; then the hardware JPEG engines' share, dali-cpu against
-its ceiling on every core, the larger batch,
-the graph alone and the feed.
+ratios the GPU issue asks for from one run; then the graph alone, with its window fixed, and by stage
+(what binds at batch 8 once the decoder does not), the larger batch, the hardware JPEG engines' share,
+dali-cpu against its ceiling on every core, and the feed.
 
   tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
                DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
@@ -16,8 +16,9 @@ the graph alone and the feed.
   expert       the expert's tf.data on every core (daliloader.bench.expert), int labels, batch 8: the
                reference of the ratios
   alone        the loader's DALI graph through pipeline.run (no TensorFlow), int labels, at batch 8 and 32,
-               and at batch 8 with every JPEG on the hardware engines (dali_graph.HW_DECODER_LOAD = 1):
-               what DALI's per-batch costs take at the loader's batch
+               at batch 8 with every JPEG on the hardware engines (dali_graph.HW_DECODER_LOAD = 1), and at
+               batch 8 with a fixed window in place of its arithmetic (also through tf_dataset): what
+               DALI's per-batch costs take at the loader's batch
   stages       that graph at batch 8 cut after each stage (the bench's stage cuts; one process for all)
   cpu          dali-cpu through tf_dataset on every core (int labels, batch 8) and the ceiling of as many
                OpenCV threads reading and decoding pairs, nothing else (benchmarks/cpu_scaling.py's figures
@@ -125,6 +126,26 @@ def with_share(share: float, thunk):
         dali_graph.HW_DECODER_LOAD = default
 
 
+def fixed_window(size, spec, u=None):
+    """:func:`dali_graph.crop_window`'s outputs without its arithmetic: one window inside every embedded
+    photo, flipped by a draw (so that the draws stay an input of the graph)."""
+    from nvidia.dali import types
+
+    return (types.Constant(np.array([100, 200], np.int32), device="cpu"), np.array(spec.image_size, np.int32),
+            u[0] < 0.5)
+
+
+def with_fixed_window(thunk):
+    """``thunk()`` with the loader's graphs built meanwhile taking :func:`fixed_window` for their window: what
+    the window's arithmetic costs (some 40 of the GPU graph's 74 CPU operators at batch 8, each run once per
+    batch: docs/gpu.md, "For the next run")."""
+    drawn, dali_graph.crop_window = dali_graph.crop_window, fixed_window
+    try:
+        return thunk()
+    finally:
+        dali_graph.crop_window = drawn
+
+
 def alone_rate(data, batch: int, seconds: float, repeats: int) -> list[float]:
     """The loader's DALI graph (int labels) through ``pipeline.run``, ``batch`` samples per run."""
     pipe, _ = dl.dali_pipeline(data, batch_size=batch, image_size=CROP, label_mode="int", backend="dali-gpu", seed=0)
@@ -214,30 +235,32 @@ def figures(data, seconds: float, repeats: int):
     files = list(data.images)
     timing = dict(seconds=seconds, repeats=repeats)
     # first what a time-boxed call must not lose: the loader as fit reads it, the expert's reference and
-    # the decoder's ceiling at the loader's settings (the H200 run of 2026-11-27 got as far as the batch-32
-    # figure in its 150 s, and had no ceiling); then whether every photo on the hardware engines pays in
-    # the loader, dali-cpu against its ceiling on every core (never measured on this version), and the
-    # larger batch
+    # the decoder's ceiling at the loader's settings (a call of 2026-11-27 measured seven figures in its
+    # 170 s); then what sets the loader's second bound at batch 8, which the hardware engines left
+    # (docs/gpu.md): the graph alone, with and without its window's arithmetic, and by stage; then the
+    # larger batch, and again the figures that call took (the engines, dali-cpu on every core)
     yield "tf", "int, batch 8, prefetch 2", partial(tf_rate, data, 8, "int", **timing)
     yield "expert", "int, batch 8", partial(expert_rate, data, **timing)
     yield "decoder", "batch 8, fancy on", partial(decoder_rate, files, 8, jpeg_fancy_upsampling=True, **timing)
+    yield "alone", "int, batch 8", partial(alone_rate, data, 8, **timing)
+    yield "alone", "int, batch 8, window fixed", partial(with_fixed_window, partial(alone_rate, data, 8, **timing))
+    yield "tf", "int, batch 8, window fixed", partial(with_fixed_window, partial(tf_rate, data, 8, "int", **timing))
+    yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats)
+    yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
+    yield "alone", "int, batch 32", partial(alone_rate, data, 32, **timing)
     yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
     yield "decoder", "batch 8, fancy on, hw_decoder_load 1", partial(
         decoder_rate, files, 8, jpeg_fancy_upsampling=True, hw_decoder_load=1.0, **timing)
     yield "cpu", "pair-decode ceiling, every core", partial(cpu_decode_ceiling, data, cores(), **timing)
     yield "cpu", "dali-cpu, int, batch 8, every core", partial(dali_cpu_rate, data, **timing)
-    yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
     yield "tf", "int, batch 32, hw_decoder_load 1", partial(
         with_share, 1.0, partial(tf_rate, data, 32, "int", **timing))
-    yield "alone", "int, batch 8", partial(alone_rate, data, 8, **timing)
-    yield "alone", "int, batch 32", partial(alone_rate, data, 32, **timing)
     yield "tf", "onehot, batch 8, prefetch 2", partial(tf_rate, data, 8, "onehot", **timing)
     for batched in (False, True):
         yield "feed", f"batch 8, inputs per {'batch' if batched else 'sample'}", partial(
             feed_rate, files[0], 8, batched, **timing)
     yield "tf", "int, batch 8, prefetch 4", partial(tf_rate, data, 8, "int", prefetch=4, **timing)
     yield "alone", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(alone_rate, data, 8, **timing))
-    yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats)
     yield "decoder", "batch 8, fancy off", partial(decoder_rate, files, 8, jpeg_fancy_upsampling=False, **timing)
     for fancy in (True, False):
         yield "decoder", f"batch 64, fancy {'on' if fancy else 'off'}", partial(
