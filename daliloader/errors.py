@@ -10,7 +10,20 @@ import warnings
 
 
 class DaliloaderError(Exception):
-    """Base class of daliloader's own errors."""
+    """Base class of daliloader's own errors. Their messages are valid UTF-8 whatever file names they hold:
+    the bytes of a name that is not (which Python keeps as lone surrogates) show as escapes, ``caf\\xe9.png``
+    (:func:`printable`), so that the message survives TensorFlow, which hands on only UTF-8 text (an
+    error raised inside a tf.data graph reached the user with its words gone), and a terminal that is
+    strict about it."""
+
+    def __init__(self, *args):
+        super().__init__(*(printable(a) if isinstance(a, str) else a for a in args))
+
+
+def printable(text: str) -> str:
+    """``text`` with the undecodable bytes of file names (surrogates, as ``os.fsdecode`` keeps them) as
+    ``\\xNN`` escapes: valid UTF-8, and unchanged where it was already."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class DataError(DaliloaderError, ValueError):

@@ -258,6 +258,28 @@ def test_a_tfrecord_file_whose_name_is_no_utf8_loads(tmp_path, index_data, backe
     assert dl.check(os.fsdecode(name), classes=index_data.classes).ok
 
 
+def test_a_bad_file_whose_name_is_no_utf8_is_named_on_every_backend(tmp_path, backend):
+    """A truncated image named in Latin-1 (bytes no UTF-8 decoding gives): the LoadError names its sample
+    and file, the name's undecodable byte as an escape. Through TensorFlow, which hands on only UTF-8
+    text, the DALI and tf.data backends lost the guard's words and said TensorFlow's iterator instead."""
+    root = os.fsencode(tmp_path)
+    for folder in (b"images", b"masks"):
+        os.makedirs(os.path.join(root, folder))
+    rng = np.random.default_rng(0)
+    for k, name in enumerate((b"a.png", b"b.png", b"caf\xe9.png", b"d.png")):
+        image = cv2.imencode(".png", rng.integers(0, 255, (24, 32, 3), np.uint8))[1].tobytes()
+        mask = cv2.imencode(".png", rng.integers(0, 3, (24, 32), np.uint8))[1].tobytes()
+        Path(os.fsdecode(os.path.join(root, b"images", name))).write_bytes(image[:100] if k == 2 else image)
+        Path(os.fsdecode(os.path.join(root, b"masks", name))).write_bytes(mask)
+    data = dl.SegmentationData.from_dirs(os.fsdecode(os.path.join(root, b"images")),
+                                         os.fsdecode(os.path.join(root, b"masks")), classes=3)
+    with pytest.raises(dl.LoadError) as raised:
+        one_epoch(backend, data, tf=backend != "opencv", batch_size=2, image_size=(16, 16), label_mode="int")
+    first, named = str(raised.value).splitlines()[:2]
+    assert first.startswith("cannot load sample 2 (") and "caf\\xe9.png + " in first, first
+    assert named.strip().startswith(f"{tmp_path}/images/caf\\xe9.png: truncated PNG"), named
+
+
 def test_bytes_paths_and_other_types_are_taken_or_named(tmp_path, index_data):
     root = Path(index_data.images[0]).parent.parent
     assert len(dl.SegmentationData.from_folder(os.fsencode(root))) == len(index_data)
