@@ -343,3 +343,39 @@ def test_an_evaluation_plan_without_weights_feeds_its_padding_marks(synth_data, 
     batches = [tuple(t.numpy() for t in batch) for batch in dl.tf_dataset(plan, backend=dali_backend)]
     assert len(batches) == 3 and all(len(b) == 2 for b in batches)  # 8 pairs in batches of 3: one padding sample
     assert (batches[-1][1][2] == synth_data.classes.ignore_index).all() and (batches[-1][1][:2] != 255).any()
+
+
+EXITS = """
+import sys
+import daliloader as dl
+data = dl.SegmentationData.from_folder(sys.argv[1])
+ds = dl.tf_dataset(data, backend=sys.argv[2], batch_size=2, image_size=32, label_mode="int")
+for x, y in ds:
+    pass
+print("read", flush=True)
+"""
+
+
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
+def test_a_script_that_read_a_training_stream_exits(tmp_path, backend):
+    """A script whose last act was reading a training stream of colour masks (a global dataset, its
+    persistent iterator alive) ends with its own exit status: tfdata's hung in the interpreter's
+    finalisation, its parallel map waiting on the vetting's numpy_function, in 7 of 7 runs of a review
+    (once the mask cache was made). Three runs at once, each in a fresh process."""
+    import subprocess
+    import sys
+
+    from daliloader.synthetic import make_dataset
+
+    make_dataset(tmp_path / "camvid", n=6, image_size=(48, 64))
+    # the mask cache made here first: the runs read it, as every run after a dataset's first does
+    dl.tf_dataset(dl.SegmentationData.from_folder(tmp_path / "camvid"), backend=backend, batch_size=2, image_size=32)
+    runs = [subprocess.Popen([sys.executable, "-c", EXITS, str(tmp_path / "camvid"), backend], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    for run in runs:
+        try:
+            out, err = run.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            pytest.fail(f"{backend}: the script read its stream, then did not exit within 120 s")
+        assert run.returncode == 0 and out.strip() == "read", (run.returncode, out, err[-2000:])

@@ -21,11 +21,8 @@ read stopped part-way (a peek,
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import warnings
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -62,21 +59,6 @@ from .dali_graph import (
 )
 from .tfloader import refuse_class_weight
 from .tfops import encode, normalize
-
-#: The DALI datasets of this process, whose iterators may hold a running pipeline (see :func:`_let_go`).
-_OPEN: weakref.WeakSet = weakref.WeakSet()
-
-
-@atexit.register
-def _let_go() -> None:
-    """Let go of every daliloader DALI iterator before the interpreter shuts down. A DALI pipeline still
-    alive when the process exits (a training script that stops on a LoadError while its dataset is a
-    global) ends the process with "terminate called without an active exception" (SIGABRT, exit 134)
-    instead of the script's own exit status."""
-    for ds in list(_OPEN):
-        ds._iterator = None
-    gc.collect()
-
 
 #: The epochs a pipeline started by iterating the dataset itself may read: it reads on, epoch after epoch,
 #: for as long as it lives, so a pipeline started after it takes its epochs after these.
@@ -130,7 +112,6 @@ class EpochDataset(tfloader.EpochDataset):
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
                  epochs: Epochs | None = None, by_reader: bool = False, restart: bool = False):
-        _OPEN.add(self)
         self._epochs, self._first_only = epochs, by_reader and not restart
         super().__init__(stream, steps, guard, variant(self._graph(stream, steps)), restart)
 

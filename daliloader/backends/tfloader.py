@@ -18,6 +18,10 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
+import weakref
+
 import tensorflow as tf
 
 from ..environment import find_devices_quietly
@@ -103,6 +107,23 @@ class LoaderDataset(unary_dataset()):
         return super().map(map_func, *args, **kwargs)
 
 
+#: The datasets of this process whose persistent iterators may hold a running stream (see :func:`_let_go`).
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _let_go() -> None:
+    """Let go of every daliloader iterator before the interpreter shuts down. Its stream still alive when
+    the process exits: a DALI pipeline ends the process with "terminate called without an active
+    exception" (SIGABRT, exit 134) instead of the script's own exit status (a training script that stops
+    on a LoadError while its dataset is a global); tf.data's parallel map, with the vetting's
+    ``numpy_function`` in flight, never returns to the interpreter's finalisation, which waits for it,
+    and a script that read a tfdata training stream hung at its end."""
+    for ds in list(_OPEN):
+        ds._iterator = None
+    gc.collect()
+
+
 class EpochDataset(LoaderDataset):
     """An endless stream presented as epochs of ``steps`` batches: iterated itself (``for batch in ds``,
     ``model.fit(ds)``), it hands out one persistent iterator, and each ``iter()`` starts the next epoch of
@@ -120,6 +141,7 @@ class EpochDataset(LoaderDataset):
         self._steps = steps
         self._restart = restart
         self._iterator: EpochIterator | None = None
+        _OPEN.add(self)
         super().__init__(stream, guard, graph)
 
     def cardinality(self):
