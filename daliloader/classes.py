@@ -730,4 +730,15 @@ def as_classmap(classes: ClassMap | str | Path | int | Mapping[int, int] | Seque
         return ClassMap.from_csv(classes)
     if isinstance(classes, (int, np.integer, Mapping)):
         return ClassMap.from_ids(classes)
+    if isinstance(classes, Sequence | np.ndarray) and len(classes) and all(isinstance(c, str) for c in classes):
+        raise DataError(f"classes={list(classes)[:4]}{'...' if len(classes) > 4 else ''} looks like class names: "
+                        f"{CLASSES_TAKES}. Names go with a table: ClassMap.from_ids({len(classes)}, "
+                        f"names=[...]) for id masks, ClassMap.from_palette(colours, names=[...]) for colour masks")
+    if not isinstance(classes, Sequence | np.ndarray):
+        raise DataError(f"classes={classes!r} ({type(classes).__name__}): {CLASSES_TAKES}")
     return ClassMap.from_palette(classes)
+
+
+#: What ``classes=`` takes, for the messages that refuse something else.
+CLASSES_TAKES = ("classes takes a ClassMap, a catalogue name (e.g. 'cityscapes', 'voc'), a class_dict.csv path, "
+                 "a class count (an integer), an id table {id: class} or a palette [(r, g, b), ...]")

@@ -64,6 +64,7 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     of the masks the class map reads: :func:`daliloader.classes.mask_ending`) is taken if it is one of
     them; otherwise they are refused, named (``_one_ending``).
     """
+    _refuse_extension_suffix(mask_suffix=mask_suffix, image_suffix=image_suffix)
     if buckets.is_url(images) != buckets.is_url(masks):
         raise DataError(f"images {images} and masks {masks}: one is in a bucket (s3://) and one on a disk; keep a "
                         "dataset in one place")
@@ -91,6 +92,16 @@ def pair_files(images: str | Path, masks: str | Path, mask_suffix: str | None = 
     lossy = _lossy_partners(unpaired_images, image_keys, mask_dir, best)
     return Pairing(pairs, sorted(unpaired_images + unsuffixed), unpaired_masks, best, broken_links=broken,
                    unreadable=unreadable, image_suffix=image_suffix, lossy_masks=lossy)
+
+
+def _refuse_extension_suffix(**suffixes: str | None) -> None:
+    """A suffix is what a mask's (or image's) name adds to the pair's stem before the extension; one that
+    ends with an extension ('.png') matched no file, and was said as "no masks found"."""
+    for name, suffix in suffixes.items():
+        if suffix and suffix.lower().endswith(tuple(IMAGE_EXTENSIONS) + tuple(MASK_EXTENSIONS)):
+            raise DataError(f"{name}={suffix!r} ends with a file extension: the suffix is what a name adds to the "
+                            "pair's stem before its extension (a_mask.png for a.jpg: '_mask'; the extension is "
+                            "found by itself)")
 
 
 def _mask_suffix(mask_files: list[Path], mask_dir: Path, image_keys: dict, given: str | None,

@@ -30,6 +30,7 @@ from .spec import (
     LabelMode,
     Preprocess,
     check_count,
+    check_flag,
     make_spec,
     prologue_parameters,
     random_crop_options,
@@ -135,8 +136,9 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
         raise DataError(f"data must be a SegmentationData (see SegmentationData.from_dirs), got {type(data).__name__}")
     declared, prologue = take_options(options, augment.OPTIONS), take_options(options, PROLOGUE)
     refuse_keywords(caller, options)
-    if not isinstance(training, bool):
-        raise SpecError(f"training must be True (training batches) or False (evaluation), got {training!r}")
+    training = check_flag("training", training)
+    shuffle, drop_remainder = (check_flag(name, value, unset="as training") for name, value in (
+        ("shuffle", shuffle), ("drop_remainder", drop_remainder)))
     if not training:  # before make_spec, whose crop check would name a crop the user never passed
         refuse_random_crop_options(caller, prologue)
     if crop is None:

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+import numpy as np
+
 from .augment import FOREIGN_NAMES as STAGE_FOREIGN_NAMES
 from .augment import OPTIONS as STAGE_OPTIONS
 from .augment import Stage, keyword_parameter, make_stages
@@ -353,6 +355,7 @@ def make_spec(
     if isinstance(label_mode, str):
         label_mode = LABEL_MODE_SPELLINGS.get(label_mode, label_mode)
     check_choice("label_mode", label_mode, LABEL_MODES)
+    dtype = type_name(dtype)
     check_choice("dtype", dtype, DTYPES)
     spec = Preprocess(
         image_size=size, crop=crop, label_mode=label_mode,
@@ -461,6 +464,32 @@ COUNTS = {"batch_size": Count(1, sized=True), "global_batch_size": Count(1, size
           "workers": Count(1, sized=True, most=most_threads, of="workers"), "prefetch": Count(1),
           "device_id": Count(0), "shard_id": Count(None), "num_shards": Count(1), "seed": Count(0, optional=True),
           "num_threads": Count(1, optional=True, most=most_threads, of="DALI CPU threads")}
+
+
+def type_name(value):
+    """A type given as TensorFlow's, numpy's or ml_dtypes' object (``tf.float16``, ``np.dtype("float16")``,
+    ``np.float16``, ``tf.bfloat16``) by its name, as the loaders take it; anything else as it is (its check
+    names it). Compared with a name, ``tf.float16 == "float16"`` holds, but the loaders look names up."""
+    if isinstance(value, str):
+        return value
+    name = getattr(value, "name", None)  # a tf.DType, a numpy dtype
+    if isinstance(name, str):
+        return name
+    try:
+        return np.dtype(value).name  # a numpy scalar type
+    except (TypeError, ValueError):
+        return value
+
+
+def check_flag(name: str, value, unset: str = ""):
+    """``value`` as a bool if it is one (numpy's too), else a SpecError naming argument ``name``: a string
+    such as "False", from a config file, is true to Python. ``unset``: what None means, where it is
+    allowed (then None is returned)."""
+    if value is None and unset:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SpecError(f"{name} must be True or False{f' (or None: {unset})' if unset else ''}, got {value!r}")
 
 
 def check_count(name: str, value):

@@ -172,6 +172,20 @@ def test_half_precision_images_are_the_float32_images_rounded(synth_data, backen
     np.testing.assert_array_equal(x, want.astype(x.dtype))
 
 
+def test_dtype_objects_are_taken_by_name(synth_data, backend):
+    """dtype=tf.float16 (Keras users' habit), np.dtype("float16") or np.float16 give what "float16" gives;
+    TensorFlow's passed the name check (tf.float16 == "float16") and then failed deep in the TF backends."""
+    import tensorflow as tf
+
+    options = dict(batch_size=2, image_size=(40, 50), label_mode="int", tf=backend != "opencv", **DETERMINISTIC)
+    want = one_epoch(backend, synth_data, dtype="float16", **options)[0][0]
+    for given in (tf.float16, np.dtype("float16"), np.float16):
+        x = one_epoch(backend, synth_data, dtype=given, **options)[0][0]
+        assert x.dtype == np.float16 and np.array_equal(x, want), given
+    with pytest.raises(dl.SpecError, match="dtype='float64' is not supported"):
+        dl.make_plan(synth_data, batch_size=2, dtype=tf.float64)
+
+
 def _edge_case_files(root):
     """Grayscale and RGBA images, a 16-bit PNG, a palette-mode PNG mask, odd sizes, an EXIF-rotated JPEG."""
     from PIL import Image

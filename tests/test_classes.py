@@ -4,6 +4,8 @@ exact colour tables, the wide ignore index past 255 classes, repeated names refu
 map_mask.
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -166,3 +168,16 @@ def test_a_remap_table_of_other_than_integers_is_named_not_truncated():
     for table in ({0: 0, 1: 1.5}, {"a": 0}, {0: True}):
         with pytest.raises(dl.DataError, match="a remap table maps integer mask ids to integer classes"):
             dl.ClassMap.from_ids(table)
+
+
+def test_classes_that_are_names_or_a_float_are_said_for_what_they_are(synth_data):
+    """classes=['road', 'car', ...] raised int()'s ValueError, classes=5.0 a palette's shape: both now a
+    DataError that says what classes takes, and for names, where they go."""
+    images, masks = (str(Path(synth_data.images[0]).parent), str(Path(synth_data.masks[0]).parent))
+    with pytest.raises(dl.DataError, match=r"classes=\['road', 'car', 'sky'\] looks like class names: .*"
+                                           r"ClassMap.from_ids\(3, names=\[\.\.\.\]\)"):
+        dl.SegmentationData.from_dirs(images, masks, classes=["road", "car", "sky"])
+    for given in (5.0, np.float32(3)):
+        with pytest.raises(dl.DataError, match=r"classes=.* \(float(32)?\): classes takes a ClassMap, .* a class count "
+                                               r"\(an integer\)"):
+            dl.SegmentationData.from_dirs(images, masks, classes=given)

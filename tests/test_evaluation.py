@@ -7,8 +7,9 @@ test_predictions.py.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from conftest import batch_indices, eval_batches
+from conftest import batch_indices, eval_batches, one_epoch
 
 import daliloader as dl
 
@@ -29,6 +30,17 @@ def test_evaluation_mode_defaults(index_data):
             dl.tf_dataset(index_data, batch_size=3, training=False, backend="dali-cpu", **option)
     with pytest.raises(dl.SpecError, match="training must be True"):
         dl.make_plan(index_data, training="no")
+
+
+def test_shuffle_and_drop_remainder_take_booleans_only(index_data, backend):
+    """shuffle="False" or drop_remainder="False" (a config file's strings) are true to Python: evaluation was
+    shuffled, or lost its last samples, silently. Refused by name on every backend; numpy's bools count."""
+    for name in ("shuffle", "drop_remainder"):
+        with pytest.raises(dl.SpecError, match=f"{name} must be True or False \\(or None: as training\\), got 'False'"):
+            one_epoch(backend, index_data, tf=backend != "opencv", batch_size=3, image_size=(24, 32),
+                      training=False, **{name: "False"})
+    plan = dl.make_plan(index_data, batch_size=3, training=False, shuffle=np.False_, drop_remainder=np.bool_(0))
+    assert plan.sampler.shuffle is False and plan.sampler.drop_remainder is False
 
 
 def test_evaluation_sees_every_sample_once_in_order_on_every_backend(index_data, backend):

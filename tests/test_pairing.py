@@ -359,3 +359,17 @@ def test_a_folder_that_cannot_be_read_is_named_not_its_marker(tmp_path, monkeypa
     (tmp_path / "masks").mkdir()
     monkeypatch.setattr(Path, "exists", exists)
     refuse_incomplete(tmp_path / "masks")  # no marker known: the listing says what cannot be read
+
+
+def test_a_suffix_with_its_extension_is_refused_by_name(tmp_path):
+    """mask_suffix='.png' (the extension, not the suffix) matched no file: "no masks found" in a folder of
+    PNG masks. Now said for what it is."""
+    from daliloader.pairing import pair_files
+
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.png").write_bytes(b"")
+    with pytest.raises(dl.DataError, match=r"mask_suffix='\.png' ends with a file extension: .* '_mask'"):
+        pair_files(tmp_path / "images", tmp_path / "masks", mask_suffix=".png")
+    with pytest.raises(dl.DataError, match=r"image_suffix='_leftImg8bit\.PNG' ends with a file extension"):
+        pair_files(tmp_path / "images", tmp_path / "masks", image_suffix="_leftImg8bit.PNG")
