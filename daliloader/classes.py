@@ -653,7 +653,7 @@ def _count_table(count: int, ignore_index: int | None) -> tuple[dict[int, int], 
     check_class_count(count)
     if ignore_index is None:
         ignore_index = default_ignore(count)
-    if not isinstance(ignore_index, (int, np.integer)) or not count <= ignore_index < _LUT_KEYS:
+    if not is_integer(ignore_index) or not count <= ignore_index < _LUT_KEYS:
         raise DataError(f"ignore_index={ignore_index!r} with {count} classes: the ignore index is no "
                         f"class, so it must lie in {count}..65535. Leave it out (255), or, where an id "
                         f"below {count} means 'ignore' (ADE20K's 0), map the ids yourself: "

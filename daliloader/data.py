@@ -607,7 +607,7 @@ def _published_as_stored(published, given, masks: Sequence, mask_channel: int | 
     masks where ``dataset`` lists them (one form for all), where the masks decide what ``given`` reads:
     not for a map of one's own, nor for ids read from a channel."""
     if published is not None and mask_channel is None and masks and (
-            given is None or is_named(given) or isinstance(given, (int, np.integer))):
+            given is None or is_named(given) or is_integer(given)):
         return _as_stored(published, masks if dataset is None else dataset() or masks)
     return published
 

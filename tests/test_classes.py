@@ -181,3 +181,9 @@ def test_classes_that_are_names_or_a_float_are_said_for_what_they_are(synth_data
         with pytest.raises(dl.DataError, match=r"classes=.* \(float(32)?\): classes takes a ClassMap, .* a class count "
                                                r"\(an integer\)"):
             dl.SegmentationData.from_dirs(images, masks, classes=given)
+
+
+def test_a_bool_is_no_ignore_index():
+    """ignore_index=True passed the integer test (a bool is an int to Python) and read as 1."""
+    with pytest.raises(DataError, match="ignore_index=True with 1 classes"):
+        dl.ClassMap.from_ids(1, ignore_index=True)
