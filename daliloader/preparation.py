@@ -292,17 +292,17 @@ def file_stem(index: int, path) -> str:
 
 def summary(manifest: dict, out: str | Path) -> str:
     """What ``prepare`` made, in a few lines (the CLI prints it): ``manifest`` as :func:`prepare` returns
-    it, of the copy in ``out``, whose files it measures."""
-    m = manifest
+    it, of the copy in ``out`` (a folder, or a bucket's prefix, listed once), whose files it measures."""
+    m, root = manifest, buckets.as_path(out)
     lines = [f"prepared {len(m['pairs'])} pairs into {out} in {m['seconds']} s: masks as 8-bit class indices "
              f"({m['masks']['unknown_pixels']} pixels of unknown values -> ignore index "
              f"{m['classes']['ignore_index']}, in {len(m['masks']['pairs_with_unknown_values'])} masks)"]
     lines.append(_images_line(m["images"]))
-    gpu_line = _gpu_line(m["masks"].get(GPU_FORM), Path(out))
+    gpu_line = _gpu_line(m["masks"].get(GPU_FORM), root)
     if gpu_line:
         lines.append(gpu_line)
     if m[PACKS]:
-        lines.append(_packs_line(m, Path(out)))
+        lines.append(_packs_line(m, root))
     lines.append(f"  load it with dl.SegmentationData.from_prepared({str(out)!r}{', packs=True' if m[PACKS] else ''})")
     return "\n".join(lines)
 
@@ -314,19 +314,27 @@ def _images_line(images: dict) -> str:
     return "  images copied byte for byte"
 
 
-def _gpu_line(gpu_form: dict | None, root: Path) -> str | None:
+def _bytes(root, names) -> int:
+    """The total size of the copy's files ``names`` under ``root``: a folder, or a bucket's prefix (its
+    listing, read once: no request per file)."""
+    if isinstance(root, buckets.BucketPath):
+        return sum((root / name).part.size for name in names)
+    return sum((root / name).stat().st_size for name in names)
+
+
+def _gpu_line(gpu_form: dict | None, root) -> str | None:
     if gpu_form and gpu_form.get("files"):
-        size = sum((root / f).stat().st_size for f in gpu_form["files"]) / len(gpu_form["files"]) / 1024
+        size = _bytes(root, gpu_form["files"]) / len(gpu_form["files"]) / 1024
         return f"  masks also LZ4-compressed for dali-gpu, which inflates them on the GPU ({size:.1f} KB per mask)"
     if gpu_form:
         return f"  no GPU form of the masks: {gpu_form['left_out']}"
     return None
 
 
-def _packs_line(m: dict, root: Path) -> str:
+def _packs_line(m: dict, root) -> str:
     packs = m[PACKS]
-    size = sum((root / t).stat().st_size for t in packs["tars"]) / 2**20
-    files = sum((root / f).stat().st_size for pair in m["pairs"] for f in pair) / 2**20
+    size = _bytes(root, packs["tars"]) / 2**20
+    files = _bytes(root, [f for pair in m["pairs"] for f in pair]) / 2**20
     return (f"  {len(packs['tars'])} pack(s) (webdataset tars) of up to {packs['samples_per_pack']} samples: "
             f"{size:.1f} MB beside the {files:.1f} MB of prepared files, which they hold again (the DALI "
             "backends read the packs; opencv, tfdata and `daliloader verify` read the files)")

@@ -25,6 +25,7 @@ from trees import ade20k_tree, cityscapes_tree, voc_tree  # noqa: E402
 import daliloader as dl  # noqa: E402
 from daliloader.errors import DataError, LoadError, MissingDependency, StorageError, StorageFault  # noqa: E402
 from daliloader.guard import PairGuard  # noqa: E402
+from daliloader.preparation import summary  # noqa: E402
 
 EVAL = {"batch_size": 4, "image_size": (64, 64), "training": False}
 
@@ -433,7 +434,11 @@ def test_prepare_from_a_bucket_and_verify_against_it(into, synth, server, tmp_pa
     local, url = synth
     remote = dl.SegmentationData.from_folder(url)
     out = str(tmp_path / "prepared") if into == "a local folder" else f"s3://data/prepared-{time.monotonic_ns()}"
-    dl.prepare(remote, out, pack_size=4, progress=False)
+    manifest = dl.prepare(remote, out, pack_size=4, progress=False)
+    # what `daliloader prepare` prints of it: the sizes of a copy in a bucket measured there (they were
+    # looked for on the local disk, and the command failed after a complete upload)
+    said = summary(manifest, out)
+    assert "2 pack(s) (webdataset tars) of up to 4 samples" in said and f"from_prepared({out!r}, packs=True)" in said
     copy = dl.SegmentationData.from_prepared(out)
     assert len(copy) == len(remote) and (copy.container is dl.data.Container.OBJECTS) == (into == "a bucket")
     report = dl.verify(out, progress=False)
