@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -96,7 +96,7 @@ class RGBTables:
     num_pairs: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ClassMap:
     """The classes of a dataset and how mask pixels map to them.
 
@@ -121,6 +121,16 @@ class ClassMap:
     #: The catalogue name of the published table this map is (:data:`CATALOGUE`), None for any other map:
     #: a published table is checked against the masks at load time (:mod:`daliloader.forms`).
     catalogue: str | None = field(default=None, repr=False)
+
+    def __eq__(self, other) -> bool:
+        """Every field equal, the colour arrays by value (a dataclass's own ``==`` compared them as numpy
+        does, element by element, and raised asking which truth value was meant)."""
+        if not isinstance(other, ClassMap):
+            return NotImplemented
+        return all(_same(getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
+
+    def __hash__(self) -> int:
+        return hash((self.names, self.kind, self.ignore_index, self.source, self.mask_channel, self.catalogue))
 
     def __post_init__(self):
         object.__setattr__(self, "kind", MaskKind(self.kind))
@@ -640,6 +650,14 @@ def _names(names: Sequence[str] | None, count: int, of: str) -> tuple[str, ...]:
     if len(names) != count:
         raise DataError(f"{len(names)} names for {count} {of}")
     return names
+
+
+def _same(a, b) -> bool:
+    """Two field values equal: arrays by shape, type and value, anything else by ``==``."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and np.array_equal(a, b))
+    return a == b
 
 
 def check_class_count(count: int) -> None:

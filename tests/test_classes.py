@@ -187,3 +187,14 @@ def test_a_bool_is_no_ignore_index():
     """ignore_index=True passed the integer test (a bool is an int to Python) and read as 1."""
     with pytest.raises(DataError, match="ignore_index=True with 1 classes"):
         dl.ClassMap.from_ids(1, ignore_index=True)
+
+
+def test_class_maps_compare_by_value():
+    """``train.classes == val.classes``: a dataclass's own == compared the colour arrays element by element
+    and raised; now equal maps are equal (and hash alike), and a map that differs in a colour is not."""
+    a, b = dl.ClassMap.camvid(), dl.ClassMap.camvid()
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    colours = a.colors.copy()
+    colours[3] = (1, 2, 3)
+    assert a != dl.ClassMap.from_palette(colours, names=a.names) and a != "camvid"
+    assert dl.ClassMap.from_ids(5) == dl.ClassMap.from_ids(5) != dl.ClassMap.from_ids(6)
