@@ -339,6 +339,10 @@ def _undecodable(path, partner, fmt: str, expect: Expect) -> Problem:
 
 def mask_problem(header: Header, classes: ClassMap, depth: int) -> tuple[ProblemKind, str] | None:
     """Why the class map cannot read a mask with this header, as (kind, message); None when it can."""
+    if header.format in LOSSY_MASK_FORMATS:  # (folders never pair such masks: the pairing names them)
+        return ProblemKind.LOSSY_MASK, (f"mask stored as {header.format}, a lossy format: its edges carry values of "
+                                        "no class, which the decoders round differently (the backends would give "
+                                        "different labels); store masks as PNG")
     if classes.palette_masks is not None:
         if header.mode != "P":
             return ProblemKind.MASK_MODE, (f"a {header.mode} image, but this class map ({classes.source}) reads the "
@@ -433,8 +437,8 @@ def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_de
 
 
 def _mask_problems(mask, image, header: Header, classes: ClassMap) -> list[Problem]:
-    """What a mask's values and format say: values of no class, stray palette indices, a binary mask whose
-    foreground is the ignore index, a lossy format."""
+    """What a mask's values say: values of no class, stray palette indices, a binary mask whose foreground
+    is the ignore index (a lossy format is :func:`mask_problem`'s)."""
     problems = []
     m = mask_pixels(np.frombuffer(read_part(mask), np.uint8), classes)
     if m is None:
@@ -452,10 +456,6 @@ def _mask_problems(mask, image, header: Header, classes: ClassMap) -> list[Probl
             problems.append(Problem(ProblemKind.BINARY_MASK, mask, f"holds only the ids 0 and {ignore}, and {ignore} "
                                     f"is the ignore index: a binary mask with foreground {ignore}? Its foreground "
                                     f"would load as ignored; pass {remap_advice({0: 0, ignore: 1})}", image))
-    if header.format in LOSSY_MASK_FORMATS:
-        problems.append(Problem(ProblemKind.LOSSY_MASK, mask, f"mask stored as {header.format}, a lossy format: its "
-                                                              "edges carry values of no class; store masks as PNG",
-                                image))
     return problems
 
 

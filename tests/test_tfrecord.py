@@ -563,6 +563,25 @@ def test_masks_stored_as_raw_pixels_are_refused_saying_how_to_store_them(tmp_pat
     assert any("raw pixels? store each picture encoded" in p.message for p in report.problems), report.problems
 
 
+def test_jpeg_masks_in_records_are_refused_on_every_backend(tmp_path, backend):
+    """A folder never pairs a JPEG mask (the pairing names it); records holding one loaded, and the
+    backends' decoders gave different labels at its edges (dali-cpu 1920 pixels of class 1, tfdata
+    1728). Now refused at the pair, naming it, on every backend; ``check`` says the same."""
+    rng = np.random.default_rng(0)
+    mask = np.zeros((48, 64), np.uint8)
+    mask[:, 20:40], mask[24:] = 1, 2
+    with tf.io.TFRecordWriter(str(tmp_path / "train.tfrecord")) as writer:
+        for _ in range(4):
+            feature = {key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[tf.io.encode_jpeg(p).numpy()]))
+                       for key, p in (("image/encoded", rng.integers(0, 255, (48, 64, 3), np.uint8)),
+                                      ("image/segmentation/class/encoded", mask[..., None]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    data = dl.SegmentationData.from_tfrecord(tmp_path / "train.tfrecord", classes=3)
+    with pytest.raises(dl.LoadError, match="mask stored as JPEG, a lossy format: .*store masks as PNG"):
+        one_epoch(backend, data, tf=backend != "opencv", batch_size=2, training=False, label_mode="int")
+    assert {p.kind.value for p in dl.check(data, progress=False).problems} == {"lossy_mask"}
+
+
 def test_shards_named_one_by_one_or_numbered_from_one_are_read_as_given():
     """The closing review's cases: objects of a bucket named one by one were judged as a set, each alone
     (a whole set refused); sets numbered from 1 (00001-of-00002, 00002-of-00002) were called short of
