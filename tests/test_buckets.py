@@ -293,6 +293,20 @@ def test_packs_in_a_bucket_are_read_by_dalis_own_reader(backend, stored):
             np.testing.assert_array_equal(x, y)
 
 
+def test_packs_a_bucket_refuses_are_named_with_what_to_run(dali_backend, stored, server):
+    """DALI's own pack reader (which neither retries nor names its faults as daliloader's readers do)
+    failed while the pipeline was built, with DALI's raw RuntimeError; now the LoadError that names the
+    packs' folder and `daliloader verify`, with DALI's words for the cause."""
+    url = stored["prepared"][1]
+    remote = dl.SegmentationData.from_prepared(url, packs=True)
+    server.fail(Fault(path=remote.packs.tars[0][4:], times=None))  # (its HEAD, as the pipeline is built, too)
+    try:
+        with pytest.raises(LoadError, match=f"the webdataset packs in {url}/packs failed .*daliloader verify {url}"):
+            one_epoch(dali_backend, remote, tf=True, **EVAL)
+    finally:
+        server.clear_faults()
+
+
 def test_a_tfrecord_object_is_indexed_once_and_again_when_replaced(stored, server, tmp_path, monkeypatch):
     monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
     local, url = stored["tfrecord"]

@@ -166,6 +166,23 @@ def test_a_pack_cut_short_fails_with_dalis_cause_in_words(index_data, tmp_path):
             pass
 
 
+@pytest.mark.parametrize("product", ["tf_dataset", "dali_pipeline"])
+def test_an_index_short_of_a_line_is_named_when_the_pipeline_is_built(index_data, tmp_path, product):
+    """DALI's pack reader reads its index files when the pipeline is built: an index that lost a sample's
+    line (its header still counting it) failed there with DALI's raw RuntimeError; now the LoadError that
+    names the packs' folder and what to run."""
+    out = tmp_path / "p"
+    prepare(index_data, out, pack_size=5, progress=False)
+    index = out / "packs" / "00000.idx"
+    index.write_text("\n".join(index.read_text().splitlines()[:-1]) + "\n")
+    if product == "tf_dataset":
+        require_tf()
+    with pytest.raises(LoadError, match=f"packs in {out / 'packs'} failed \\(Malformed index file at "
+                                        f"\"{index}\" line \\d+ - no extensions provided for the sample\\)\\. "
+                                        f"Check the prepared copy .*daliloader verify {out}"):
+        getattr(dl, product)(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW)
+
+
 def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path, capsys):
     out = tmp_path / "p"
     prepare(index_data, out, pack_size=5, progress=False)

@@ -204,6 +204,15 @@ class SegmentationPipeline(Pipeline):
             return tuple(o.cpu() for o in out)
         return tuple(o.gpu() if o.device == "cpu" else o for o in out)  # the sample index
 
+    def build(self, *args, **kwargs):
+        """``Pipeline.build``, DALI's errors explained as :meth:`run`'s are: DALI's pack reader reads its
+        index files when the pipeline is built (by ``dali_pipeline``, or by the TF plugin as ``tf_dataset``
+        makes its dataset), and a damaged or unreachable one failed there with DALI's own error."""
+        try:
+            return super().build(*args, **kwargs)
+        except RuntimeError as e:
+            raise self.guard.explain(e) from e
+
     def run(self, *args, **kwargs):
         try:
             return super().run(*args, **kwargs)
