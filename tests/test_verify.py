@@ -210,3 +210,12 @@ def test_a_prepared_file_that_cannot_be_read_is_reported_not_raised(colour_data,
     report = verify(out, progress=False)
     assert not report.ok and f"{denied}: cannot read it (Permission denied)" in report.mismatches
     assert report.masks_checked == len(colour_data) - 1
+
+
+def test_a_prepared_image_that_is_gone_is_said_once(colour_data, tmp_path):
+    """With packs, the pairs' check and the packs' each found the deleted image and said so: twice."""
+    out = tmp_path / "p"
+    prepare(colour_data, out, pack_size=4, progress=False)
+    image = sorted((out / "images").iterdir())[2]
+    image.unlink()
+    assert dl.verify(out, progress=False).mismatches == [f"{image}: cannot read it (No such file or directory)"]
