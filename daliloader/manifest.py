@@ -280,16 +280,22 @@ def gpu_files(manifest: Manifest) -> list[str] | None:
 
 
 def index_samples(index_file: str | Path) -> int:
-    """The sample count in the header (``v1.2 N``) of a DALI webdataset index file."""
+    """The sample count of a DALI webdataset index file: its header's (``v1.2 N``), which must be the
+    number of sample lines that follow (DALI trusts the header, and a line lost failed only when a
+    pipeline was built, with DALI's words; a few bytes per sample to read)."""
     try:
         with open(index_file, "rb") as fh:
             head = fh.readline(64).decode("ascii", errors="replace").split()
+            lines = sum(1 for line in fh if line.strip())
     except OSError as e:
         raise DataError(f"cannot read the pack index {index_file} ({e.strerror or e}): run `daliloader verify` on the "
                         "prepared copy") from None
     if len(head) != 2 or head[0] != INDEX_VERSION or not head[1].isdigit():
         raise DataError(f"{index_file} is not a DALI webdataset index (its first line should be '{INDEX_VERSION} N'): "
                         "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again")
+    if lines != int(head[1]):
+        raise DataError(f"{index_file} lists {lines} samples where its header says {head[1]}: the prepared copy is "
+                        "damaged; run `daliloader verify` on it, or prepare it again")
     return int(head[1])
 
 

@@ -139,7 +139,11 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
     copy = tmp_path / "copy"
     prepare(index_data, copy, pack_size=3, progress=False)
     index = copy / "packs" / "00001.idx"
-    index.write_text(index.read_text().replace("v1.2 3", "v1.2 2", 1))
+    whole = index.read_text()
+    index.write_text(whole.replace("v1.2 3", "v1.2 2", 1))
+    with pytest.raises(DataError, match=f"{index} lists 3 samples where its header says 2: .*daliloader verify"):
+        shards(copy)
+    index.write_text("\n".join(whole.replace("v1.2 3", "v1.2 2", 1).splitlines()[:-1]) + "\n")  # one sample less
     with pytest.raises(DataError, match="list 9 samples, the manifest 10 pairs"):
         shards(copy)
 
@@ -167,18 +171,23 @@ def test_a_pack_cut_short_fails_with_dalis_cause_in_words(index_data, tmp_path):
 
 
 @pytest.mark.parametrize("product", ["tf_dataset", "dali_pipeline"])
-def test_an_index_short_of_a_line_is_named_when_the_pipeline_is_built(index_data, tmp_path, product):
-    """DALI's pack reader reads its index files when the pipeline is built: an index that lost a sample's
-    line (its header still counting it) failed there with DALI's raw RuntimeError; now the LoadError that
-    names the packs' folder and what to run."""
+def test_a_damaged_index_is_named_when_the_pipeline_is_built(index_data, tmp_path, product):
+    """DALI's pack reader reads its index files when the pipeline is built: an index whose last sample
+    line lost its members failed there with DALI's raw RuntimeError; now the LoadError that names the
+    packs' folder and what to run. (An index short of a line is refused as the copy is loaded.)"""
     out = tmp_path / "p"
     prepare(index_data, out, pack_size=5, progress=False)
     index = out / "packs" / "00000.idx"
-    index.write_text("\n".join(index.read_text().splitlines()[:-1]) + "\n")
+    lines = index.read_text().splitlines()
+    index.write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(DataError, match=f"{index} lists 4 samples where its header says 5: .*daliloader verify"):
+        shards(out)
+    index.write_text("\n".join(lines[:-1] + ["jpg"]) + "\n")
     if product == "tf_dataset":
         require_tf()
     with pytest.raises(LoadError, match=f"packs in {out / 'packs'} failed \\(Malformed index file at "
-                                        f"\"{index}\" line \\d+ - no extensions provided for the sample\\)\\. "
+                                        f"\"{index}\" line \\d+ - Could not find all necessary component "
+                                        "parameters .*\\)\\. "
                                         f"Check the prepared copy .*daliloader verify {out}"):
         getattr(dl, product)(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW)
 
