@@ -146,7 +146,17 @@ def _zoom(name: str, value, crop: str) -> tuple[float, float]:
                          what="zoom factors", open_low=True)
     if crop != "random" and (lo, hi) != (1.0, 1.0):
         raise SpecError(f"{name} jitter needs crop='random'; crop={crop!r} does not zoom")
+    if (lo, hi) == TORCHVISION_SCALE:
+        warnings.warn(f"{name}={TORCHVISION_SCALE} is torchvision's RandomResizedCrop default, a share of the "
+                      "image's area; here it is a zoom factor (mmsegmentation's ratio_range), and a zoom of "
+                      f"{lo:g} makes windows {1 / lo:g} times the crop's side, mostly padding. A share a of the "
+                      "image's area is a zoom of (crop side / image side) / sqrt(a)", UserWarning,
+                      stacklevel=user_stacklevel())
     return lo, hi
+
+
+#: torchvision's RandomResizedCrop(scale=...) default: the share of the image's area a crop takes.
+TORCHVISION_SCALE = (0.08, 1.0)
 
 
 def _flip(name: str, value, crop: str) -> float:
@@ -229,7 +239,8 @@ def range_value(text: str) -> float | tuple[float, float]:
 #: The prologue's options, in the order of the draws (:mod:`daliloader.stages`), by name.
 PROLOGUE: dict[str, PrologueOption] = {o.name: o for o in (
     PrologueOption("scale", _zoom, "zoom `s ~ U(lo, hi)` (random crops): `s < 1` shows more of the image, `s > 1` "
-                   "less", "S|MIN,MAX", default_doc="`(1, 1)`", form="=(lo, hi)", foreign=("zoom_range",),
+                   "less (torchvision's area share `(0.08, 1.0)` warns)", "S|MIN,MAX", default_doc="`(1, 1)`",
+                   form="=(lo, hi)", foreign=("zoom_range",),
                    random_crops_only=True),
     PrologueOption("flip", _flip, "mirror left-right with probability `flip`", "P",
                    default_doc='0.5 for `"random"`, else 0', annotation="float", foreign=("hflip", "horizontal_flip")),

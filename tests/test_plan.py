@@ -7,6 +7,7 @@ ClassMap.from_csv with a header and no class, and with a class named twice.)
 import dataclasses
 import inspect
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -94,6 +95,18 @@ def test_hue_in_turns_warns(index_data):
         with pytest.warns(UserWarning, match=r"hue=0.1 is in degrees .* torchvision's hue=0.1 .* is hue=36") as seen:
             call(index_data, hue=0.1)
         assert seen[0].filename == __file__  # attributed to the caller's line, not to daliloader's
+
+
+def test_torchvisions_area_share_as_scale_warns(index_data):
+    """scale=(0.08, 1.0), torchvision's RandomResizedCrop default (a share of the area), was taken as a
+    zoom of 0.08 to 1 without a word: samples up to 98% padding. It warns now; a zoom range does not."""
+    with pytest.warns(UserWarning, match=r"scale=\(0.08, 1.0\) is torchvision's RandomResizedCrop default, .* "
+                                         r"zoom factor .* 12.5 times the crop's side") as seen:
+        dl.make_plan(index_data, image_size=(8, 8), scale=(0.08, 1.0))
+    assert seen[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dl.make_plan(index_data, image_size=(8, 8), scale=(0.5, 2.0))
 
 
 @pytest.mark.parametrize("given", [dict(batch_size=5), dict(batch_size=8), dict(label_mode="onehot"),
