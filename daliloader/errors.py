@@ -42,6 +42,9 @@ class BatchTooLarge(SpecError):
         self.batch_size, self.per_shard, self.samples, self.shards = batch_size, per_shard, samples, shards
         super().__init__(self.said_of("batch_size"))
 
+    def __reduce__(self):  # (an exception is pickled with its args, here the message: one per figure instead)
+        return type(self), (self.batch_size, self.per_shard, self.samples, self.shards)
+
     def said_of(self, argument: str) -> str:
         """The message, its remedy asking to lower ``argument``."""
         return (f"batch_size={self.batch_size} is larger than the {self.per_shard} samples per shard "

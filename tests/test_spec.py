@@ -40,6 +40,17 @@ def test_bad_loader_arguments_fail_at_call_time(index_data, kwargs, match):
         dl.dali_pipeline(index_data, **args)
 
 
+def test_a_batch_larger_than_a_shard_pickles_back_whole(index_data):
+    """Raised in a worker process and pickled back, an exception is rebuilt from its args: BatchTooLarge,
+    which takes its figures, failed to unpickle (a TypeError in place of the refusal)."""
+    import pickle
+
+    with pytest.raises(SpecError) as raised:
+        dl.make_plan(index_data, batch_size=64, image_size=(8, 8))
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert type(again) is type(raised.value) and str(again) == str(raised.value) and again.per_shard == 10
+
+
 def test_data_must_be_segmentation_data():
     with pytest.raises(dl.DataError, match="SegmentationData"):
         dl.dali_pipeline(["a.png"], image_size=(8, 8))
