@@ -16,8 +16,8 @@ class DaliloaderError(Exception):
     error raised inside a tf.data graph reached the user with its words gone), and a terminal that is
     strict about it."""
 
-    def __init__(self, *args):
-        super().__init__(*(printable(a) if isinstance(a, str) else a for a in args))
+    def __init__(self, *args, **kwargs):  # (kwargs: ImportError's name= and path=, for MissingDependency)
+        super().__init__(*(printable(a) if isinstance(a, str) else a for a in args), **kwargs)
 
 
 def printable(text: str) -> str:
