@@ -52,6 +52,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from cpu_scaling import rate as dali_cpu_rate  # (a script beside this one: dali-cpu on T threads)
 
 import daliloader as dl
 from daliloader.backends import dali_graph
@@ -220,16 +221,6 @@ def expert_rate(data, seconds: float, repeats: int) -> list[float]:
         stream.close()
 
 
-def dali_cpu_rate(data, seconds: float, repeats: int) -> list[float]:
-    """dali-cpu through ``tf_dataset`` with a DALI thread per core, int labels, batch 8."""
-    plan = bench_plan(data, 8, CROP, "int", num_threads=cores())
-    stream = endless(dl.tf_dataset(plan, backend="dali-cpu"))
-    try:
-        return measure(partial(touched, stream), 8, seconds, repeats, warmup_batches=epoch_batches(len(data), 8))
-    finally:
-        stream.close()
-
-
 def figures(data, seconds: float, repeats: int):
     """(group, name, thunk) of every figure, in the order measured."""
     files = list(data.images)
@@ -252,7 +243,8 @@ def figures(data, seconds: float, repeats: int):
     yield "decoder", "batch 8, fancy on, hw_decoder_load 1", partial(
         decoder_rate, files, 8, jpeg_fancy_upsampling=True, hw_decoder_load=1.0, **timing)
     yield "cpu", "pair-decode ceiling, every core", partial(cpu_decode_ceiling, data, cores(), **timing)
-    yield "cpu", "dali-cpu, int, batch 8, every core", partial(dali_cpu_rate, data, **timing)
+    yield "cpu", "dali-cpu, int, batch 8, every core", partial(  # benchmarks/cpu_scaling.py's figure
+        dali_cpu_rate, data, 8, cores(), dali_graph.SAMPLES_PER_THREAD, **timing)
     yield "tf", "int, batch 32, hw_decoder_load 1", partial(
         with_share, 1.0, partial(tf_rate, data, 32, "int", **timing))
     yield "tf", "onehot, batch 8, prefetch 2", partial(tf_rate, data, 8, "onehot", **timing)

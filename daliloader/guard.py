@@ -220,7 +220,7 @@ class PairGuard:
         return [p for i in pairs
                 for p in check_pair(self._named.images[i], self._named.masks[i], self._named.classes, min_side=0,
                                     mask_depth=self._named.mask_depth)
-                if p.kind not in (ProblemKind.UNKNOWN_VALUES, ProblemKind.LOSSY_MASK) and self._fails_here(p)]
+                if p.kind is not ProblemKind.UNKNOWN_VALUES and self._fails_here(p)]
 
     def _fails_here(self, problem: Problem) -> bool:
         """Whether a problem stops this guard's backend: a picture too large for another backend's decoders

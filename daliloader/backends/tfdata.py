@@ -22,7 +22,7 @@ from ..classes import ClassMap, MaskKind, packed_colour
 from ..data import Container, SegmentationData
 from ..guard import PairGuard
 from ..parallel import mapped
-from ..parts import in_bucket
+from ..parts import MAGIC, in_bucket
 from ..plan import Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
@@ -384,7 +384,8 @@ def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
 
     def others():
         return tf.io.decode_image(mask_bytes, channels=1, dtype=tf.uint8, expand_animations=False)
-    return tf.cond(tf.strings.substr(mask_bytes, 0, 2) == b"BM", bmp, others)
+    bmp_magic = MAGIC["BMP"][0]
+    return tf.cond(tf.strings.substr(mask_bytes, 0, len(bmp_magic)) == bmp_magic, bmp, others)
 
 
 def decode_rgb(encoded):

@@ -42,7 +42,7 @@ from .sources import (
     via,
 )
 from .stages import dali_stages, opencv_stages
-from .timing import Rates, epoch_batches, measure_in_turn, noisy, short_window, timing_warnings
+from .timing import Rates, epoch_batches, least_warm_up, measure_in_turn, noisy, timing_warnings
 from .training import train_bound
 
 #: ``--augment``: every photometric option, rotation and zoom on (a typical training recipe).
@@ -348,7 +348,7 @@ class Job:
         s = self.settings
         groups = [g for g in map(self.runnable, cell_groups(self.datasets, self.names, s)) if g]
         count = sum(map(len, groups))
-        least = s.repeats * s.seconds + 2 * short_window(s.seconds)  # and the warm-up epoch
+        least = s.repeats * s.seconds + least_warm_up(s.seconds)  # and the warm-up epoch
         windows = f"{s.repeats} window{'s' * (s.repeats != 1)} of {s.seconds:g} s"
         self.say(f"measuring {count} figure{'s' * (count != 1)}, each {windows} after a warm-up epoch and at least "
                  f"two shorter windows: {duration(count * least)} s or more")

@@ -60,6 +60,12 @@ def short_window(seconds: float) -> float:
     return max(seconds / 4, SHORTEST_WINDOW)
 
 
+def least_warm_up(seconds: float) -> float:
+    """The shortest :func:`warm_up` after its batches, for timed windows of ``seconds``: two short windows,
+    since it compares two in a row."""
+    return 2 * short_window(seconds)
+
+
 def warm_up(next_batch, batch_size: int, seconds: float, warmup_batches: int, clock=time.perf_counter) -> bool:
     """``warmup_batches`` batches, then short windows until two in a row agree within :data:`STEADY` (at
     most :data:`STEADY_WINDOWS`); whether they did."""
