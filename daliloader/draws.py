@@ -5,8 +5,10 @@ Every random option of the spec (:mod:`daliloader.spec`) and of the declared sta
 :func:`check_choice`), so that one kind of option reads the same refusal everywhere, and drawn here
 (:func:`draw`, :func:`uniform_offset`) with the math of a framework: the arithmetic is written once, with
 Python operators and the few functions of a ``Math`` namespace (floor, ceil, abs, maximum, minimum, sqrt,
-exp, sum, casts). Numpy's is the reference (:data:`NUMPY`); the tf.data backend passes TensorFlow's and the DALI
-graph DALI's, so that all three compute a sample's parameters with this very code, on their own tensors.
+exp, sum, stack, casts). Numpy's is the reference (:data:`NUMPY`); the tf.data backend passes TensorFlow's
+and the DALI graph DALI's, so that all three compute a sample's parameters with this very code, on their
+own tensors. The operators apply elementwise, so a formula written for one number computes a ``[y, x]``
+pair as well, in one operation per step (:func:`daliloader.stages.window_pairs`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ Range = float | tuple[float, float]
 #: The functions the draws' arithmetic needs beyond operators; numpy's is the reference. Floats are
 #: float32, as in TensorFlow and DALI, so that the same draws give the same parameters everywhere.
 NUMPY = SimpleNamespace(floor=np.floor, ceil=np.ceil, abs=np.abs, maximum=np.maximum, minimum=np.minimum, sqrt=np.sqrt,
-                        exp=np.exp, sum=np.sum, to_int=lambda x: np.asarray(x).astype(np.int64),
+                        exp=np.exp, sum=np.sum, stack=np.stack, to_int=lambda x: np.asarray(x).astype(np.int64),
                         to_float=lambda x: np.asarray(x, np.float32))
 
 
@@ -39,7 +41,8 @@ def draw(bounds: tuple[float, float], u):
 def uniform_offset(slack, u, m=NUMPY):
     """An offset drawn uniformly from the ``|slack| + 1`` integers in ``[0, slack]`` (``[slack, 0]`` when
     the window overhangs the image by ``-slack`` pixels)."""
-    steps = m.minimum(m.to_int(m.floor(u * m.to_float(m.abs(slack) + 1))), m.abs(slack))
+    reach = m.abs(slack)
+    steps = m.minimum(m.to_int(m.floor(u * m.to_float(reach + 1))), reach)
     return steps * (m.to_int(slack >= 0) * 2 - 1)
 
 

@@ -101,20 +101,28 @@ class Window(Generic[Value]):
 # ---------------------------------------------------------------- draws (once per sample)
 def draw_window(spec: Preprocess, height, width, u, m=NUMPY) -> Window:
     """The window of an image of ``height`` x ``width`` from the draws ``u`` (see :func:`draw_count`), with
-    math ``m`` (its numbers are ``m``'s: see :class:`Window`)."""
-    h, w = spec.image_size
+    math ``m`` (its numbers are ``m``'s: see :class:`Window`): :func:`window_pairs`, one number each."""
+    start, shape, flip = window_pairs(spec, m.stack([height, width]), u, m)
+    return Window(start[0], start[1], shape[0], shape[1], flip)
+
+
+def window_pairs(spec: Preprocess, extent, u, m=NUMPY) -> tuple:
+    """The window of an image of ``extent`` (its ``[height, width]``, a pair of ``m``'s) as ``(start, shape,
+    flip)``: ``[top, left]`` and ``[height, width]`` pairs of ``m``'s (the shape an int32 numpy pair where
+    it is ``image_size``), and the flip. Each step computes both axes at once (``TOP`` and ``LEFT`` are
+    adjacent draws), so that a graph of one operator per operation (DALI's, whose operators each cost a
+    fixed time per batch) computes the window in half the operators of the two axes apart."""
+    size = np.array(spec.image_size, np.int32)
     flip = (u[FLIP] < spec.flip) if spec.flip > 0 else False
     if spec.crop == "center":
-        return Window(center_offset(height, h, m), center_offset(width, w, m), h, w, flip)
+        return center_offset(extent, size, m), size, flip
     if spec.crop in ("resize", "fit"):
-        return Window(0 * height, 0 * width, height, width, flip)  # (0 * x: a zero of the framework's own type)
-    win_h, win_w = h, w
+        return 0 * extent, extent, flip  # (0 * x: a zero of the framework's own type)
+    shape = size
     if spec.scale != (1.0, 1.0):
         zoom = draw(spec.scale, u[ZOOM])
-        win_h, win_w = (window_side(side, zoom, m) for side in (h, w))
-    top = uniform_offset(height - win_h, u[TOP], m)
-    left = uniform_offset(width - win_w, u[LEFT], m)
-    return Window(top, left, win_h, win_w, flip)
+        shape = m.stack([window_side(side, zoom, m) for side in spec.image_size])
+    return uniform_offset(extent - shape, u[TOP:LEFT + 1], m), shape, flip
 
 
 def window(spec: Preprocess, height: int, width: int, u) -> Window[int]:
@@ -193,9 +201,12 @@ def draw_colour(spec: Preprocess, u):
                                                                   ("saturation", SATURATION), ("hue", HUE)))
 
 
-def center_offset(extent, size: int, m=NUMPY):
-    """``(extent - size) // 2`` when the window fits, ``-((size - extent) // 2)`` when it overhangs (as TF)."""
-    return m.maximum(extent - size, 0) // 2 - m.maximum(size - extent, 0) // 2
+def center_offset(extent, size, m=NUMPY):
+    """``(extent - size) // 2`` when the window fits, ``-((size - extent) // 2)`` when it overhangs (as TF);
+    ``extent`` comes first in each operation, so that a numpy ``size`` meets a framework's ``extent`` in
+    the framework's operator (numpy's would apply it to each element on its own)."""
+    slack = extent - size
+    return m.maximum(slack, 0) // 2 - m.maximum(-slack, 0) // 2
 
 
 # ---------------------------------------------------------------- applied to image and labels

@@ -109,7 +109,7 @@ def test_dalis_operator_chooses_the_references_window(name, tmp_path, monkeypatc
     def pipe():
         labels = fn.external_source(source=[[m[..., None] for m in masks]], cycle=True, batch=True, layout="HWC")
         u = fn.external_source(source=[draws], cycle=True, batch=True)
-        start, _, _ = choose_window(labels.shape(dtype=types.INT32), spec, u, labels, classes)
+        start, _, _ = choose_window(labels.shape(dtype=types.INT32)[0:2], spec, u, labels, classes)
         return start
 
     p = pipe()

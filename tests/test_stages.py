@@ -129,12 +129,12 @@ def test_dali_window_is_the_reference(name):
     sizes, u = draws()
     n = len(sizes)
 
-    def define(size, u):
-        start, shape, flip = crop_window(fn.cast(size, dtype=types.INT32), spec, u)
-        flip = DALI_MATH.to_int(flip) if flip is not False else fn.cast(size[0] * 0, dtype=types.INT32)
+    def define(extent, u):
+        start, shape, flip = crop_window(fn.cast(extent, dtype=types.INT32), spec, u)
+        flip = DALI_MATH.to_int(flip) if flip is not False else fn.cast(extent[0] * 0, dtype=types.INT32)
         return fn.cast(start, dtype=types.INT32), fn.cast(shape, dtype=types.INT32), flip
 
-    out = run_dali("cpu", {"size": [np.array([h, w, 3], np.int32) for h, w in sizes], "u": list(u)}, define, n)
+    out = run_dali("cpu", {"extent": [np.array([h, w], np.int32) for h, w in sizes], "u": list(u)}, define, n)
     starts, shapes, flips = out[:n], out[n:2 * n], out[2 * n:]
     got = [(int(s[0]), int(s[1]), int(sh[0]), int(sh[1]), bool(f)) for s, sh, f in zip(starts, shapes, flips)]
     assert got == [as_tuple(w) for w in reference_windows(spec, sizes, u)]

@@ -245,16 +245,16 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
     # PNG is decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
     gpu_masks = reads_gpu_masks(data, device)  # (never with cat_max_ratio: make_plan's data has no GPU form then)
-    size = same_size(fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32),
+    extent = same_size(fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32),
                      lz4_header(mask_bytes)[0] if gpu_masks else
                      fn.peek_image_shape(mask_bytes, adjust_orientation=False, dtype=types.INT32))
     whole = None  # cat_max_ratio: the whole mask's classes, on the CPU, from which the window is chosen
     if spec.chooses_window:
         whole = map_labels(decode_mask(mask_bytes, None, None, "cpu", data), data.classes)
-        start, shape, flip = choose_window(size, spec, u, whole, data.classes)
+        start, shape, flip = choose_window(extent, spec, u, whole, data.classes)
     else:
-        start, shape, flip = crop_window(size, spec, u)
-    inside_start, inside_shape = _inside(start, shape, size)
+        start, shape, flip = crop_window(extent, spec, u)
+    inside_start, inside_shape = _inside(start, shape, extent)
     # jpeg_fancy_upsampling: nvJPEG upsamples chroma like libjpeg-turbo on the CPU (OpenCV, TensorFlow,
     # DALI's CPU decoder) instead of by pixel replication, which differs by tens of levels at colour edges.
     image = decode_window(image_bytes, inside_start, inside_shape, device, types.RGB, types.UINT8)
@@ -298,10 +298,11 @@ def same_size(image_size, mask_size):
     DALI has no assertion: one byte is reshaped to ``2 - same`` bytes, which fails exactly when the sizes
     differ, and the size comes out plus that byte (0), so that every output waits for the check (an op
     kept with ``preserve`` may fail only after its iteration's outputs are out). The guard's ``explain``
-    then names the file, which now fails its vetting."""
-    same = fn.reductions.min(fn.cast(image_size[0:2] == mask_size[0:2], dtype=types.INT32))
+    then names the file, which now fails its vetting. Returns the image's ``[height, width]``."""
+    extent = image_size[0:2]
+    same = fn.reductions.min(fn.cast(extent == mask_size[0:2], dtype=types.INT32))
     zero = fn.reshape(fn.constant(idata=[0], dtype=types.UINT8), shape=fn.stack(2 - same))
-    return image_size + fn.cast(zero[0], dtype=types.INT32)
+    return extent + fn.cast(zero[0], dtype=types.INT32)
 
 
 def reads_gpu_masks(data: SegmentationData, device: str) -> bool:
@@ -511,35 +512,33 @@ def _lookup(keys, table: LookupTable, dtype):
                            dtype=dtype)
 
 
-def crop_window(size, spec: Preprocess, u=None):
-    """window (:func:`daliloader.stages.draw_window`, evaluated on DALI nodes): ``(start, shape)`` in source
-    pixels, ``[y, x]`` int32, and the flip; the window may overhang the image, which is then padded.
-    ``u``: the sample's draws (None when the spec draws nothing)."""
-    win = stages.draw_window(spec, size[0], size[1], u, DALI_MATH)
-    shape = fn.stack(win.height, win.width) if spec.resizes else np.array(spec.image_size, dtype=np.int32)
-    return fn.stack(win.top, win.left), shape, win.flip
+def crop_window(extent, spec: Preprocess, u=None):
+    """window (:func:`daliloader.stages.window_pairs`, evaluated on DALI nodes) of an image of ``extent``
+    (``[height, width]``): ``(start, shape)`` in source pixels, ``[y, x]`` int32, and the flip; the window
+    may overhang the image, which is then padded. ``u``: the sample's draws (None when the spec draws
+    nothing)."""
+    return stages.window_pairs(spec, extent, u, DALI_MATH)
 
 
-def choose_window(size, spec: Preprocess, u, labels, classes: ClassMap):
+def choose_window(extent, spec: Preprocess, u, labels, classes: ClassMap):
     """window with ``cat_max_ratio`` (:func:`daliloader.stages.choose_window`): :func:`crop_window`'s window
     and its :func:`daliloader.stages.redraws` on DALI nodes, checked on the whole mask's class indices
     ``labels`` (CPU) by daliloader's operator (:mod:`.dali_native`); returns what :func:`crop_window` does,
     the chosen window's corner for its own."""
     dali_native.load_operators()
-    first, shape, flip = crop_window(size, spec, u)
+    first, shape, flip = crop_window(extent, spec, u)
     win_h, win_w = (shape[0], shape[1]) if spec.resizes else spec.image_size
     starts = fn.stack(fn.cast(first, dtype=types.INT32), *(
         fn.cast(fn.stack(top, left), dtype=types.INT32) for top, left in
-        stages.redraws(size[0], size[1], win_h, win_w, u, DALI_MATH)))
+        stages.redraws(extent[0], extent[1], win_h, win_w, u, DALI_MATH)))
     sizes = fn.cast(shape, dtype=types.INT32) if spec.resizes else types.Constant(shape, device="cpu")
     start = fn.daliloader.cat_max_ratio_window(labels, starts, sizes, num_classes=classes.num_classes,
                                                ratio=repr(spec.cat_max_ratio))
     return start, shape, flip
 
 
-def _inside(start, shape, size):
-    """The part of the window ``(start, shape)`` that lies inside an image of ``size`` (H, W, C)."""
-    extent = size[0:2]
+def _inside(start, shape, extent):
+    """The part of the window ``(start, shape)`` that lies inside an image of ``extent`` (``[H, W]``)."""
     lo = dmath.clamp(start, 0, extent)
     return lo, dmath.clamp(start + shape, 0, extent) - lo
 

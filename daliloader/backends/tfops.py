@@ -21,7 +21,8 @@ def _to_float(x):
 #: The draws' arithmetic (:mod:`daliloader.draws`) on TensorFlow tensors (named functions, which
 #: autograph can read, unlike two lambdas on one line).
 TF_MATH = SimpleNamespace(floor=tf.floor, ceil=tf.math.ceil, abs=tf.abs, maximum=tf.maximum, minimum=tf.minimum,
-                          sqrt=tf.sqrt, exp=tf.exp, sum=tf.reduce_sum, to_int=_to_int, to_float=_to_float)
+                          sqrt=tf.sqrt, exp=tf.exp, sum=tf.reduce_sum, stack=tf.stack, to_int=_to_int,
+                          to_float=_to_float)
 
 
 def to_uint8(x):
