@@ -3,9 +3,10 @@
 of its own (on an H200 the same graph ran markedly slower as a process's fifteenth pipeline than as its
 first: docs/gpu.md, "Where the time goes"). The groups below are measured in an interleaved order (see
 ``figures``): the loader, the expert and nvJPEG's ceiling first, so that a time-boxed call keeps the
-ratios the GPU issue asks for from one run; then the loader with its window fixed (what binds at batch 8
-once the decoder does not), the ratio at batch 32 (with the hardware JPEG engines too), the graph alone
-and by stage, the hardware JPEG engines' share, dali-cpu against its ceiling on every core, and the feed.
+ratios the GPU issue asks for from one run; then the ratio at batch 32 with the hardware JPEG engines;
+then, with the engines, what binds at batch 8 once the decoder does not (the graph alone, by stage, with
+its window fixed); then the figures without the engines, dali-cpu against its ceiling on every core,
+and the feed.
 
   tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
                DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
@@ -17,9 +18,10 @@ and by stage, the hardware JPEG engines' share, dali-cpu against its ceiling on 
                the reference of the ratios
   alone        the loader's DALI graph through pipeline.run (no TensorFlow), int labels, at batch 8 and 32,
                at batch 8 with every JPEG on the hardware engines (dali_graph.HW_DECODER_LOAD = 1), and at
-               batch 8 with a fixed window in place of its arithmetic (also through tf_dataset): what
-               DALI's per-batch costs take at the loader's batch
-  stages       that graph at batch 8 cut after each stage (the bench's stage cuts; one process for all)
+               batch 8 with a fixed window in place of its arithmetic (with the engines too, and through
+               tf_dataset): what DALI's per-batch costs take at the loader's batch
+  stages       that graph at batch 8 cut after each stage (the bench's stage cuts; one process for all),
+               with DALI's share of the hardware engines and with every JPEG on them
   cpu          dali-cpu through tf_dataset on every core (int labels, batch 8) and the ceiling of as many
                OpenCV threads reading and decoding pairs, nothing else (benchmarks/cpu_scaling.py's figures
                at every core): the GPU issue's target for dali-cpu on the GPU machine's 16 cores
@@ -227,24 +229,28 @@ def figures(data, seconds: float, repeats: int):
     files = list(data.images)
     timing = dict(seconds=seconds, repeats=repeats)
     # first what a time-boxed call must not lose: the loader as fit reads it, the expert's reference and
-    # the decoder's ceiling at the loader's settings (a call of 2026-11-27 measured seven figures in its
-    # 170 s); then what is left of the window's arithmetic at batch 8 (the second bound under the
-    # decoder's, docs/gpu.md); then the ratio at batch 32, with the hardware JPEG engines too (whose
-    # decoder ceiling is 4x nvJPEG's); then the graph alone and by stage, and again the figures that call
-    # took (the engines at batch 8, dali-cpu on every core)
+    # the decoder's ceiling at the loader's settings (calls of 2026-11-27 measured six or seven figures in
+    # their 170-180 s); then the ratio at batch 32 with every JPEG on the hardware engines (whose decoder
+    # ceiling is 4x nvJPEG's at batch 8); then, with the engines, what binds at batch 8 once the decoder
+    # does not (docs/gpu.md, "For the next run"): the graph without TensorFlow, by stage, and with its
+    # window fixed; then the figures measured before (batch 32 without the engines, dali-cpu on every core)
     yield "tf", "int, batch 8, prefetch 2", partial(tf_rate, data, 8, "int", **timing)
     yield "expert", "int, batch 8", partial(expert_rate, data, 8, **timing)
     yield "decoder", "batch 8, fancy on", partial(decoder_rate, files, 8, jpeg_fancy_upsampling=True, **timing)
-    yield "tf", "int, batch 8, window fixed", partial(with_fixed_window, partial(tf_rate, data, 8, "int", **timing))
-    yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
-    yield "expert", "int, batch 32", partial(expert_rate, data, 32, **timing)
     yield "tf", "int, batch 32, hw_decoder_load 1", partial(
         with_share, 1.0, partial(tf_rate, data, 32, "int", **timing))
+    yield "expert", "int, batch 32", partial(expert_rate, data, 32, **timing)
+    yield "alone", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(alone_rate, data, 8, **timing))
+    yield "stages", "int, batch 8, hw_decoder_load 1", partial(
+        with_share, 1.0, partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats))
+    yield "alone", "int, batch 8, hw_decoder_load 1, window fixed", partial(
+        with_share, 1.0, partial(with_fixed_window, partial(alone_rate, data, 8, **timing)))
+    yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
+    yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
     yield "alone", "int, batch 8", partial(alone_rate, data, 8, **timing)
-    yield "alone", "int, batch 8, window fixed", partial(with_fixed_window, partial(alone_rate, data, 8, **timing))
+    yield "tf", "int, batch 8, window fixed", partial(with_fixed_window, partial(tf_rate, data, 8, "int", **timing))
     yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats)
     yield "alone", "int, batch 32", partial(alone_rate, data, 32, **timing)
-    yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
     yield "decoder", "batch 8, fancy on, hw_decoder_load 1", partial(
         decoder_rate, files, 8, jpeg_fancy_upsampling=True, hw_decoder_load=1.0, **timing)
     yield "cpu", "pair-decode ceiling, every core", partial(cpu_decode_ceiling, data, cores(), **timing)
@@ -255,7 +261,6 @@ def figures(data, seconds: float, repeats: int):
         yield "feed", f"batch 8, inputs per {'batch' if batched else 'sample'}", partial(
             feed_rate, files[0], 8, batched, **timing)
     yield "tf", "int, batch 8, prefetch 4", partial(tf_rate, data, 8, "int", prefetch=4, **timing)
-    yield "alone", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(alone_rate, data, 8, **timing))
     yield "decoder", "batch 8, fancy off", partial(decoder_rate, files, 8, jpeg_fancy_upsampling=False, **timing)
     for fancy in (True, False):
         yield "decoder", f"batch 64, fancy {'on' if fancy else 'off'}", partial(
