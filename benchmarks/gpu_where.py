@@ -140,8 +140,8 @@ def fixed_window(extent, spec, u=None):
 
 def with_fixed_window(thunk):
     """``thunk()`` with the loader's graphs built meanwhile taking :func:`fixed_window` for their window: what
-    the window's arithmetic costs (some 40 of the GPU graph's 74 CPU operators at batch 8, each run once per
-    batch: docs/gpu.md, "For the next run")."""
+    the window's arithmetic costs (some 15 of the GPU graph's 55 CPU operators, each run once per batch:
+    docs/gpu.md, "On an H200, 2026-11-27, third")."""
     drawn, dali_graph.crop_window = dali_graph.crop_window, fixed_window
     try:
         return thunk()

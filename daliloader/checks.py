@@ -184,7 +184,8 @@ class _Listed:
             return None
         unreadable: list = []
         classes = choose_classes(self.classes, masks, self.published, self.layout, progress,
-                                 mask_channel=self.mask_channel, dataset=self.every_split, unreadable=unreadable)
+                                 mask_channel=self.mask_channel, dataset=self.every_split, unreadable=unreadable,
+                                 vet_count=False)  # (check_pair reports ids of no class, mask by mask)
         own = {str(m) for m in masks}
         self.problems += [Problem(ProblemKind.CORRUPT, m.path, f"{m.why}: a mask of another split, whose class ids "
                                   "classes=None reads too (every split gets one class map), so the loaders of "

@@ -31,7 +31,7 @@ from .classes import (
 from .draws import is_integer
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
-from .forms import VOID_IN_EVERY_PICTURE, other_form, refuse_other_form, sample
+from .forms import VOID_IN_EVERY_PICTURE, beyond_count, other_form, refuse_other_form, sample
 from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
 from .pairing import LOSSY_WHY, Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
@@ -577,7 +577,8 @@ def _packs_folder(packs: Packs, root: Path) -> Path:
 
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
                    layout: str = "", progress: bool = True, mask_channel: int | None = None, *,
-                   dataset: Callable[[], Sequence] | None = None, unreadable: list | None = None) -> ClassMap | None:
+                   dataset: Callable[[], Sequence] | None = None, unreadable: list | None = None,
+                   vet_count: bool = True) -> ClassMap | None:
     """The class map that reads ``masks``: what the user gave, else the layout's ``published`` map (in
     the form its masks are stored in, where copies of a download differ: ``_as_stored``), else the ids
     in the masks (:func:`infer_classes`): in those of the whole ``dataset`` where given (every split of a
@@ -587,7 +588,10 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     A class count ``N`` means ids 0..N-1. On palette PNGs those ids are the palette indices (read
     through the masks' palette). On a layout whose published table remaps its ids (Cityscapes
     labelIds, ADE20K), ``N`` must be that table's class count: reading the raw ids as classes would
-    give wrong labels without an error. Anything else goes to :func:`~daliloader.classes.as_classmap`.
+    give wrong labels without an error. ``vet_count``: a count that would load ids of a sample of the
+    masks as ignored is refused (:func:`~daliloader.forms.beyond_count`; ``check`` reports them per mask
+    instead).
+    Anything else goes to :func:`~daliloader.classes.as_classmap`.
     """
     published = _published_as_stored(published, given, masks, mask_channel, dataset)
     if given is None:
@@ -599,7 +603,10 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
     refuse_other_member(given, published, layout)
     if not is_integer(given):
         return as_classmap(given)
-    return _counted_classes(int(given), masks, published, layout, mask_channel)
+    counted = _counted_classes(int(given), masks, published, layout, mask_channel)
+    if vet_count and counted is not published:
+        _refuse_ids_beyond(counted, masks, published)
+    return counted
 
 
 def _published_as_stored(published, given, masks: Sequence, mask_channel: int | None, dataset):
@@ -684,6 +691,29 @@ def _counted_classes(given: int, masks: Sequence[str], published, layout: str, m
                         f"colour picture: colour masks need their colours' table (classes='class_dict.csv', "
                         "name,r,g,b), or mask_channel=K where channel K holds the ids")
     return ClassMap.from_ids(given)
+
+
+def _refuse_ids_beyond(classes: ClassMap, masks: Sequence, published) -> None:
+    """Refuse a class count ``N`` whose map would load ids of a sample of ``masks`` as ignored
+    (:func:`~daliloader.forms.beyond_count`): those pixels would leave training and the metrics without
+    a word. A map given as a ClassMap reads the rest as ignored on purpose, and is not weighed."""
+    found = beyond_count(classes, masks)
+    if found is None:
+        return
+    n, top = classes.num_classes, max(found.pixels) + 1
+    palette = classes.palette_masks is not None
+    what, one = ("palette indices", "palette index") if palette else ("ids", "id")
+    named = (f"classes={published.catalogue!r} (--classes {published.catalogue}: its {published.num_classes} "
+             "classes) or "
+             if isinstance(published, ClassMap) and published.catalogue else "")
+    own = (f"ClassMap.from_palette_indices(palette, {n})" if palette else
+           f"ClassMap.from_ids({{i: i for i in range({n})}})")
+    raise DataError(f"classes={n} reads {what} 0..{n - 1} as classes and every other one as ignored, but "
+                    f"{len(found.masks)} of the {found.sampled} masks sampled hold "
+                    f"{one if len(found.pixels) == 1 else what} {found.ids()} (e.g. {found.masks[0]}): those pixels "
+                    "would load as ignored, left out of the loss and the metrics, without an error. Pass "
+                    f"{named}classes={top} (--classes {top}: {what} 0..{top - 1}); or, to ignore them on purpose, "
+                    f"a class map that says so ({own}). `daliloader check` lists every mask's")
 
 
 def _published_way(published: ClassMap) -> str:

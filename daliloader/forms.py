@@ -128,6 +128,59 @@ def refuse_other_form(classes: ClassMap, masks: Sequence, where: str = "the data
         raise DataError(found.message(classes, where))
 
 
+@dataclass(frozen=True)
+class BeyondCount:
+    """What a map read from a class count leaves out of a sample of masks: the ids (palette indices) it
+    loads as ignored though they are not the ignore index, with their pixels, and the sampled masks that
+    hold them."""
+
+    pixels: dict[int, int]
+    masks: list[str]
+    sampled: int
+
+    def ids(self) -> str:
+        """The ids, for messages: at most eight, with their pixels."""
+        shown = [f"{i} ({n} pixels)" for i, n in sorted(self.pixels.items())[:8]]
+        return ", ".join(shown) + (", ..." if len(self.pixels) > 8 else "")
+
+
+def beyond_count(classes: ClassMap, masks: Sequence) -> BeyondCount | None:
+    """A map read from a class count ``N`` (ids or palette indices ``0..N-1``, the others ignored:
+    ``ClassMap.from_ids(N)``, ``from_palette_indices``) weighed against a sample of ``masks``: the ids
+    besides the ignore index that it loads as ignored, as the map itself maps them (a palette index of a
+    class's colour loads as that class), else None (also for masks that cannot be read: the loaders and
+    ``check`` name those). VOC's 21 classes read with ``classes=20`` lose tvmonitor (20) this way."""
+    pixels: dict[int, int] = {}
+    holding = []
+    sampled = sample(masks)
+    try:
+        for mask in sampled:
+            counts = _id_counts([mask], classes.mask_channel)
+            ids = np.flatnonzero(counts)
+            lost = ids[(ids != classes.ignore_index) & (_loaded_as(classes, ids) == classes.ignore_index)]
+            for i in lost.tolist():
+                pixels[i] = pixels.get(i, 0) + int(counts[i])
+            if lost.size:
+                holding.append(str(mask))
+    except StorageError:
+        raise  # the bucket's faults say nothing of the mask: named now
+    except (OSError, ValueError, DataError):
+        return None
+    return BeyondCount(pixels, holding, len(sampled)) if pixels else None
+
+
+def _loaded_as(classes: ClassMap, ids: np.ndarray) -> np.ndarray:
+    """The label each id (palette index, for maps that read the masks through their palette) loads as;
+    an index past the palette's end loads as ignored (``check`` names such masks)."""
+    if classes.palette_masks is None:
+        return classes.map_mask(ids[None])[0]
+    palette = classes.palette_masks
+    labels = np.full(ids.shape, classes.ignore_index, np.int64)
+    inside = ids < len(palette)
+    labels[inside] = classes.map_mask(palette[ids[inside]][None])[0]
+    return labels
+
+
 def _id_counts(masks: Sequence, channel: int | None) -> np.ndarray:
     """The pixels of each id over ``masks`` (single-channel masks, or channel ``channel`` of colour ones)."""
     counts = np.zeros(1 << 16, np.int64)

@@ -280,9 +280,10 @@ def test_an_empty_split_is_refused_naming_its_list(tmp_path, capsys):
     assert str(listed) in capsys.readouterr().err
 
 
-def test_a_class_count_on_a_layout_keeps_its_published_table(cityscapes, ade20k, voc):
+def test_a_class_count_on_a_layout_keeps_its_published_table(cityscapes, ade20k, voc, tmp_path):
     """classes=N where the layout publishes a table: the table when N is its class count (Cityscapes 19,
-    ADE20K 150); another N would read the raw ids as classes, which is refused; VOC reads N palette indices."""
+    ADE20K 150); another N would read the raw ids as classes, which is refused; VOC reads N palette indices
+    (a dataset of its own in VOC's layout, its masks holding indices 0..N-1)."""
     assert dl.SegmentationData.from_folder(cityscapes[0], classes=19).classes.id_to_class == \
         dl.ClassMap.cityscapes().id_to_class
     assert dl.SegmentationData.from_folder(ade20k[0], classes=150).classes.id_to_class == \
@@ -291,8 +292,40 @@ def test_a_class_count_on_a_layout_keeps_its_published_table(cityscapes, ade20k,
         dl.SegmentationData.from_folder(cityscapes[0], classes=34)
     with pytest.raises(dl.DataError, match="classes=151 on ADE20K"):
         dl.check(ade20k[0], split="training", classes=151)
-    five = dl.SegmentationData.from_folder(voc[0], classes=5).classes
+    own, _ = voc_tree(tmp_path)
+    for mask in (own / "VOC2012" / "SegmentationClass").glob("*.png"):
+        indices = np.asarray(Image.open(mask))
+        small = Image.fromarray(np.where(indices == 255, 255, indices % 5).astype(np.uint8), mode="P")
+        small.putpalette(voc_palette())
+        small.save(mask)
+    five = dl.SegmentationData.from_folder(own, classes=5).classes
     assert five.num_classes == 5 and five.palette_masks is not None and five.ignore_index == 255
+
+
+@pytest.mark.parametrize("form", ["palette", "ids"])
+def test_a_class_count_that_would_ignore_ids_of_the_masks_is_refused(voc, tmp_path, capsys, form):
+    """classes=N on masks that hold ids (palette indices) N and above, besides the ignore index: those
+    pixels would load as ignored without a word (VOC's 21 classes read with classes=20 lose tvmonitor).
+    Refused by name, with the count that reads them; a class map given reads the rest as ignored on purpose;
+    check reports them mask by mask instead of refusing."""
+    if form == "palette":
+        root, n, top, what = voc[0], 20, 21, "palette index 20"
+    else:
+        root, n, top, what = tmp_path, 6, 10, "id 9"
+        id_tree(root, [0, 3, 9, 255])
+    with pytest.raises(dl.DataError, match=f"classes={n} reads .* hold {what} .*Pass .*classes={top} "):
+        dl.SegmentationData.from_folder(root, classes=n)
+    assert cli(["check", str(root), "--classes", str(n), "--quiet"]) == 1  # (1: problems found)
+    assert "unknown_values" in capsys.readouterr().out
+    assert cli(["bench", str(root), "--classes", str(n), "--backends", "opencv", "--seconds", "0.1"]) == 2
+    assert f"classes={top} (--classes {top}" in capsys.readouterr().err
+    if form == "palette":
+        mine = dl.ClassMap.from_palette_indices(voc_palette(), n)
+        assert dl.SegmentationData.from_folder(root, classes=top).classes.num_classes == top
+    else:
+        mine = dl.ClassMap.from_ids({i: i for i in range(n)})
+        assert dl.SegmentationData.from_folder(root, classes=top).classes.num_classes == top
+    assert dl.SegmentationData.from_folder(root, classes=mine).classes.num_classes == n
 
 
 def test_binary_masks_are_not_read_as_ignored_silently(tmp_path):

@@ -292,13 +292,13 @@ def reads_index(plan: Plan) -> bool:
 
 
 def same_size(image_size, mask_size):
-    """``image_size``, through a check that stops the pipeline where the image and the mask it read differ
-    in size, before they become a misaligned pair: the guard vets each pair's headers before DALI reads
-    it, but a file replaced in the meantime (by a valid picture of another size) is read as it is now.
-    DALI has no assertion: one byte is reshaped to ``2 - same`` bytes, which fails exactly when the sizes
-    differ, and the size comes out plus that byte (0), so that every output waits for the check (an op
-    kept with ``preserve`` may fail only after its iteration's outputs are out). The guard's ``explain``
-    then names the file, which now fails its vetting. Returns the image's ``[height, width]``."""
+    """The image's ``[height, width]`` (``image_size[0:2]``), through a check that stops the pipeline where
+    the image and the mask it read differ in size, before they become a misaligned pair: the guard vets
+    each pair's headers before DALI reads it, but a file replaced in the meantime (by a valid picture of
+    another size) is read as it is now. DALI has no assertion: one byte is reshaped to ``2 - same`` bytes,
+    which fails exactly when the sizes differ, and the size comes out plus that byte (0), so that every
+    output waits for the check (an op kept with ``preserve`` may fail only after its iteration's outputs
+    are out). The guard's ``explain`` then names the file, which now fails its vetting."""
     extent = image_size[0:2]
     same = fn.reductions.min(fn.cast(extent == mask_size[0:2], dtype=types.INT32))
     zero = fn.reshape(fn.constant(idata=[0], dtype=types.UINT8), shape=fn.stack(2 - same))
