@@ -12,8 +12,9 @@ and the feed.
                DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
                batch 32
   feed         how the graph's inputs reach a GPU DALIDatasetWithInputs: a graph that only reads three
-               inputs like the loader's (two paths, nine draws per sample), fed per sample (the loader's
-               way) or per batch (Input(batch=True)), each copied to the GPU as the plugin requires
+               inputs like the loader's (two paths, nine draws per sample), fed per sample or per batch
+               (Input(batch=True), the loader's way), each copied to the GPU as the plugin requires; the
+               same bytes in one input per batch; and a graph of no input (the plugin's floor)
   expert       the expert's tf.data on every core (daliloader.bench.expert), int labels, batch 8 and 32:
                the reference of the ratios
   alone        the loader's DALI graph through pipeline.run (no TensorFlow), int labels, at batch 8 and 32,
@@ -167,9 +168,12 @@ def tf_rate(data, batch: int, label_mode: str, seconds: float, repeats: int, **o
         stream.close()
 
 
-def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int, device: str = "gpu") -> list[float]:
-    """Positions/s of a ``DALIDatasetWithInputs`` on ``device`` whose graph only reads three inputs shaped
-    like the loader's (two paths, the draws), fed one element per sample or one per batch
+def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int, device: str = "gpu",
+              inputs: int = 3) -> list[float]:
+    """Positions/s of a ``DALIDatasetWithInputs`` on ``device`` whose graph only reads inputs shaped like
+    the loader's: ``inputs`` 3, the loader's three (two paths, the draws); 1, the same bytes in one row per
+    position (what the loader's inputs would cost packed into one stream); 0, none (the graph draws its
+    own: the plugin's floor per batch without a feed). Fed one element per sample or one per batch
     (``Input(batch=True)``, as the loader feeds them since this figure), each stream copied to the GPU as
     the plugin requires (``device="cpu"``: left on the host, for a check without a GPU). ``path``: what
     every position's paths hold (one length, so that a batch of them is a dense tensor; the loader pads
@@ -184,10 +188,19 @@ def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int
     on_gpu = device == "gpu"
     pipe = Pipeline(batch_size=batch, num_threads=cores(), device_id=0 if on_gpu else None,
                     exec_dynamic=True)
+    draw_bytes = 9 * 4
     with pipe:
-        image, mask = (fn.external_source(name=n, batch=False, dtype=types.UINT8, ndim=1) for n in ("image", "mask"))
-        draws = fn.external_source(name="draws", batch=False, dtype=types.FLOAT, ndim=1)
-        outputs = (image.shape()[0] + mask.shape()[0], draws)
+        if inputs == 3:
+            image, mask = (fn.external_source(name=n, batch=False, dtype=types.UINT8, ndim=1)
+                           for n in ("image", "mask"))
+            draws = fn.external_source(name="draws", batch=False, dtype=types.FLOAT, ndim=1)
+            outputs = (image.shape()[0] + mask.shape()[0], draws)
+        elif inputs == 1:  # the draws' bytes, then the two paths
+            row = fn.external_source(name="row", batch=False, dtype=types.UINT8, ndim=1)
+            outputs = (row.shape()[0] - draw_bytes, fn.reinterpret(row[0:draw_bytes], dtype=types.FLOAT))
+        else:
+            draws = fn.random.uniform(range=(0.0, 1.0), shape=[9])
+            outputs = (fn.cast(draws[0] * 0, dtype=types.INT64), draws)
         pipe.set_outputs(*(o.gpu() for o in outputs) if on_gpu else outputs)
     path_bytes = tf.constant(np.frombuffer(os.fsencode(path), np.uint8))
 
@@ -197,9 +210,15 @@ def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int
     def the_draws(position):
         return tf.random.stateless_uniform([9], seed=tf.stack([position, position]))
 
+    def the_row(position):
+        draws = tf.reshape(tf.bitcast(the_draws(position), tf.uint8), [-1])
+        return tf.concat([draws, path_bytes, path_bytes], 0)
+
     with tf.device("/cpu:0"):
         positions = tf.data.Dataset.range(np.iinfo(np.int64).max)
-        streams = {"image": positions.map(the_path), "mask": positions.map(the_path), "draws": positions.map(the_draws)}
+        streams = ({"image": positions.map(the_path), "mask": positions.map(the_path),
+                    "draws": positions.map(the_draws)} if inputs == 3 else
+                   {"row": positions.map(the_row)} if inputs == 1 else {})
         if batched:
             streams = {k: v.batch(batch) for k, v in streams.items()}
     where = "/gpu:0" if on_gpu else "/cpu:0"
@@ -245,6 +264,10 @@ def figures(data, seconds: float, repeats: int):
         with_share, 1.0, partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats))
     yield "alone", "int, batch 8, hw_decoder_load 1, window fixed", partial(
         with_share, 1.0, partial(with_fixed_window, partial(alone_rate, data, 8, **timing)))
+    # the plugin's own cost per batch, which the graph's work must beat at batch 8: its three inputs as
+    # the loader feeds them, the same bytes in one input, and no input at all
+    for inputs, name in ((3, "inputs per batch"), (1, "one input per batch"), (0, "no input")):
+        yield "feed", f"batch 8, {name}", partial(feed_rate, files[0], 8, True, inputs=inputs, **timing)
     yield "tf", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(tf_rate, data, 8, "int", **timing))
     yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
     yield "alone", "int, batch 8", partial(alone_rate, data, 8, **timing)
@@ -257,9 +280,7 @@ def figures(data, seconds: float, repeats: int):
     yield "cpu", "dali-cpu, int, batch 8, every core", partial(  # benchmarks/cpu_scaling.py's figure
         dali_cpu_rate, data, 8, cores(), dali_graph.SAMPLES_PER_THREAD, **timing)
     yield "tf", "onehot, batch 8, prefetch 2", partial(tf_rate, data, 8, "onehot", **timing)
-    for batched in (False, True):
-        yield "feed", f"batch 8, inputs per {'batch' if batched else 'sample'}", partial(
-            feed_rate, files[0], 8, batched, **timing)
+    yield "feed", "batch 8, inputs per sample", partial(feed_rate, files[0], 8, False, **timing)
     yield "tf", "int, batch 8, prefetch 4", partial(tf_rate, data, 8, "int", prefetch=4, **timing)
     yield "decoder", "batch 8, fancy off", partial(decoder_rate, files, 8, jpeg_fancy_upsampling=False, **timing)
     for fancy in (True, False):
