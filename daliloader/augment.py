@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .draws import NUMPY, check_choice, check_probability, check_range, draw, is_integer, uniform_offset
-from .errors import SpecError, flag
+from .errors import OptionError, SpecError, flag
 
 #: The draws of the prologue (zoom, top, left, flip, angle, brightness, contrast, saturation, hue:
 #: :mod:`daliloader.stages`), which come first in a sample's draws.
@@ -119,7 +119,7 @@ def _ratio_range(name: str, value):
 
 def _level(name: str, value) -> int:
     if not is_integer(value) or not 0 <= value <= 255:
-        raise SpecError(f"{name} is a pixel value, an integer in 0..255, got {value!r}")
+        raise OptionError(name, f"{name} is a pixel value, an integer in 0..255, got {value!r}")
     return int(value)
 
 

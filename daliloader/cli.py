@@ -19,7 +19,7 @@ from daliloader import augment, spec
 from daliloader.bench import AUGMENT, BENCH_BACKENDS, DATA, REFERENCES
 from daliloader.classes import CATALOGUE
 from daliloader.environment import BEFORE_LOGGING, filtered_stderr, quiet_tensorflow_warnings, show_native_warnings
-from daliloader.errors import DaliloaderError, SpecError, flag
+from daliloader.errors import DaliloaderError, OptionError, SpecError, flag
 
 
 def cmd_bench(args) -> int:
@@ -839,12 +839,10 @@ def in_flag_words(error: Exception, args: argparse.Namespace) -> str:
     """An error as the command line says it: a refusal of a loader's option that the command was given as
     a flag is said of the flag, as argparse says its own (``argument --rotate: (-500, 500) must satisfy
     ...``, not ``rotate=(-500, 500) must satisfy ...``); any other as it is."""
-    found = re.match(r"(\w+)(=| )", str(error))
-    name = found.group(1) if found and isinstance(error, SpecError) else None
-    if name not in RECIPE_OPTIONS or getattr(args, name, None) is None:
+    if not isinstance(error, OptionError) or error.option not in RECIPE_OPTIONS \
+            or getattr(args, error.option, None) is None:
         return str(error)
-    rest = str(error)[len(name) + 1:] if found.group(2) == "=" else str(error)
-    return f"argument {flag(name)}: {rest}"
+    return f"argument {flag(error.option)}: {error.after_name()}"
 
 
 @contextmanager

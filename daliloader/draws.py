@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .errors import SpecError
+from .errors import OptionError
 
 #: A random option's range as a user gives it: one number (its meaning per option: :func:`check_range`'s
 #: ``symmetric``) or a ``(min, max)`` pair.
@@ -61,7 +61,7 @@ def check_choice(name: str, value, choices: Sequence[str]) -> None:
     """Refuse a value that is not one of ``choices``, listing them."""
     if value not in choices:
         listed = " or ".join(map(repr, choices)) if len(choices) == 2 else "one of " + ", ".join(map(repr, choices))
-        raise SpecError(f"{name}={value!r} is not supported; use {listed}")
+        raise OptionError(name, f"{name}={value!r} is not supported; use {listed}")
 
 
 def is_integer(value) -> bool:
@@ -72,7 +72,7 @@ def is_integer(value) -> bool:
 def check_probability(name: str, value) -> float:
     """A probability in [0, 1], as a float."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
-        raise SpecError(f"{name} is a probability in [0, 1], got {value!r}")
+        raise OptionError(name, f"{name} is a probability in [0, 1], got {value!r}")
     return float(value)
 
 
@@ -84,15 +84,16 @@ def check_range(name: str, value, symmetric: str | None, low: float, high: float
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         v = float(value)
         if symmetric is not None and v < 0:
-            raise SpecError(f"{name}={value!r} must be >= 0 (or a (min, max) pair of {what})")
+            raise OptionError(name, f"{name}={value!r} must be >= 0 (or a (min, max) pair of {what})")
         value = {"factor": (max(0.0, 1.0 - v), 1.0 + v), "angle": (-v, v), None: (v, v)}[symmetric]
     try:
         if isinstance(value, (str, bytes)):  # (a string of two digits would read as a pair)
             raise TypeError
         lo, hi = (float(x) for x in value)
     except (TypeError, ValueError):
-        raise SpecError(f"{name} must be a number or a (min, max) pair of {what}, got {value!r}") from None
+        raise OptionError(name, f"{name} must be a number or a (min, max) pair of {what}, got {value!r}") from None
     if not (low < lo if open_low else low <= lo) or not lo <= hi <= high:
-        raise SpecError(f"{name}=({lo:g}, {hi:g}) must satisfy {low:g} {'<' if open_low else '<='} min <= max <= "
-                        f"{high:g} ({what})")
+        raise OptionError(name,
+                          f"{name}=({lo:g}, {hi:g}) must satisfy {low:g} {'<' if open_low else '<='} min <= max <= "
+                          f"{high:g} ({what})")
     return lo, hi

@@ -34,6 +34,25 @@ class SpecError(DaliloaderError, ValueError):
     """An argument of a loader call is invalid."""
 
 
+class OptionError(SpecError):
+    """An argument's value refused, by the argument's name (:attr:`option`): the message starts with that
+    name, then ``=value`` or a word (``rotate=(-500, 500) must satisfy ...``, ``flip is a probability
+    ...``), so that a command can say it of the flag that gave the value (:meth:`after_name`)."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(message)
+
+    def __reduce__(self):  # (an exception is pickled with its args, here the message alone)
+        return type(self), (self.option, str(self))
+
+    def after_name(self) -> str:
+        """The message without ``option=`` at its start (``(-500, 500) must satisfy ...``); whole where the
+        name is followed by a word (``flip is a probability ...``)."""
+        text = str(self)
+        return text[len(self.option) + 1:] if text.startswith(f"{self.option}=") else text
+
+
 class BatchTooLarge(SpecError):
     """A batch larger than the samples of a shard, with drop_remainder: no full batch in an epoch. Its
     figures let a caller whose own argument set the batch say so (:meth:`said_of`)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from . import augment, maskcache
 from .backends import dali_gpu_count
 from .data import SegmentationData
-from .errors import DataError, SpecError
+from .errors import DataError, OptionError, SpecError
 from .sampler import Sampler
 from .spec import FOREIGN_NAMES as OPTION_FOREIGN_NAMES
 from .spec import (
@@ -234,7 +234,7 @@ def batch_outputs(outputs, drop_remainder: bool) -> tuple[str, ...]:
         return ("image", "labels") if drop_remainder else ("image", "labels", "weight")
     outputs = tuple(outputs)
     if not outputs or set(outputs) - set(OUTPUTS):
-        raise SpecError(f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
+        raise OptionError("outputs", f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
     return outputs
 
 

@@ -38,7 +38,7 @@ from .augment import OPTIONS as STAGE_OPTIONS
 from .augment import Stage, keyword_parameter, make_stages
 from .augment import options_table as stage_rows
 from .draws import NUMPY, REDRAWS, Range, check_choice, check_probability, check_range, is_integer, window_side
-from .errors import SpecError, user_stacklevel
+from .errors import OptionError, user_stacklevel
 from .parallel import cores
 
 #: random: a window placed at random (zoomed with ``scale``); center: the centre window; resize: the
@@ -145,7 +145,7 @@ def _zoom(name: str, value, crop: str) -> tuple[float, float]:
     lo, hi = check_range(name, (1.0, 1.0) if value is None else value, symmetric=None, low=0.0, high=10.0,
                          what="zoom factors", open_low=True)
     if crop != "random" and (lo, hi) != (1.0, 1.0):
-        raise SpecError(f"{name} jitter needs crop='random'; crop={crop!r} does not zoom")
+        raise OptionError(name, f"{name} jitter needs crop='random'; crop={crop!r} does not zoom")
     if (lo, hi) == TORCHVISION_SCALE:
         warnings.warn(f"{name}={TORCHVISION_SCALE} is torchvision's RandomResizedCrop default, a share of the "
                       "image's area; here it is a zoom factor (mmsegmentation's ratio_range), and a zoom of "
@@ -194,11 +194,13 @@ def _class_ratio(name: str, value, crop: str) -> float:
     if value is None:
         return 1.0
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
-        raise SpecError(f"{name} is the largest share of a crop's labelled pixels one class may cover, a fraction in "
-                        f"(0, 1] (mmsegmentation's cat_max_ratio=0.75; 1 is off), got {value!r}")
+        raise OptionError(name,
+                          f"{name} is the largest share of a crop's labelled pixels one class may cover, a fraction in "
+                          f"(0, 1] (mmsegmentation's cat_max_ratio=0.75; 1 is off), got {value!r}")
     if crop != "random" and value < 1.0:
-        raise SpecError(f"{name} redraws random crop windows; crop={crop!r} has one window: use crop='random' or "
-                        f"leave {name} out")
+        raise OptionError(name,
+                          f"{name} redraws random crop windows; crop={crop!r} has one window: use crop='random' or "
+                          f"leave {name} out")
     return float(value)
 
 
@@ -386,9 +388,10 @@ def _refuse_empty_windows(spec: Preprocess) -> None:
     :func:`daliloader.stages.draw_window` computes it), and every backend's resize fails on an empty one."""
     side, zoom = min(spec.image_size), spec.scale[1]
     if window_side(side, NUMPY.to_float(zoom)) < 1:
-        raise SpecError(f"scale={spec.scale}: at zoom {zoom:g} a random crop's window for image_size={spec.image_size} "
-                        f"is {side}/{zoom:g} pixels, which rounds to none; keep the largest zoom at most {2 * side} "
-                        "(twice the smaller side) or ask for a larger image_size")
+        raise OptionError("scale", f"scale={spec.scale}: at zoom {zoom:g} a random crop's window for image_size="
+                                   f"{spec.image_size} is {side}/{zoom:g} pixels, which rounds to none; keep the "
+                                   f"largest zoom at most {2 * side} (twice the smaller side) or ask for a larger "
+                                   "image_size")
 
 
 def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float, float]:
@@ -396,8 +399,8 @@ def _units(name: str, values: tuple[float, float, float]) -> tuple[float, float,
     if max(values) > 1.0 or min(values) < 0.0:
         converted = tuple(round(v / 255.0, 4) for v in values)
         hint = f" Did you mean {name}={converted} (the values / 255)?" if max(values) > 1.0 and min(values) >= 0 else ""
-        raise SpecError(f"{name}={values} is outside [0, 1]: daliloader takes {name} in [0, 1] units, as "
-                        f"torchvision's Normalize on tensors in [0, 1].{hint}")
+        raise OptionError(name, f"{name}={values} is outside [0, 1]: daliloader takes {name} in [0, 1] units, as "
+                                f"torchvision's Normalize on tensors in [0, 1].{hint}")
     return values
 
 
@@ -413,36 +416,41 @@ def class_weight_list(weights, num_classes: int | None, ignore_index: int | None
     try:
         out = tuple(float(w) for w in weights)
     except (TypeError, ValueError):
-        raise SpecError(f"class_weights must be one number per class (a sequence or a dict), got {weights!r}") from None
+        raise OptionError("class_weights", "class_weights must be one number per class (a sequence or a dict), "
+                                           f"got {weights!r}") from None
     if not out or not all(math.isfinite(w) and w >= 0 for w in out):
-        raise SpecError(f"class_weights must be finite and non-negative, one per class; got {weights!r}")
+        raise OptionError("class_weights",
+                          f"class_weights must be finite and non-negative, one per class; got {weights!r}")
     if num_classes is not None and len(out) != num_classes:
-        raise SpecError(f"class_weights has {len(out)} weights for the {num_classes} classes of {source}: give one "
-                        "per class")
+        raise OptionError("class_weights",
+                          f"class_weights has {len(out)} weights for the {num_classes} classes of {source}: give one "
+                          "per class")
     return out
 
 
 def _dict_weights(weights: dict, num_classes: int | None, ignore_index: int | None, source: str) -> list:
     """Keras' ``class_weight`` dict as one weight per class, those it leaves out at 1."""
     if num_classes is None:
-        raise SpecError("class_weights={...} needs num_classes=, to know the classes it leaves out")
+        raise OptionError("class_weights", "class_weights={...} needs num_classes=, to know the classes it leaves out")
     keys = dict(zip(class_keys(weights), weights.values()))
     if ignore_index is None:  # labels that are no class are ignored: named with 0, they say so
         keys = {k: w for k, w in keys.items() if 0 <= k < num_classes or w != 0}
     elif ignore_index in keys and keys.pop(ignore_index) != 0:
-        raise SpecError(f"class_weights names the ignore index {ignore_index} with a weight: ignored pixels "
-                        "always weigh 0; leave it out")
+        raise OptionError("class_weights",
+                          f"class_weights names the ignore index {ignore_index} with a weight: ignored pixels "
+                          "always weigh 0; leave it out")
     strays = sorted(k for k in keys if not 0 <= k < num_classes)
     if strays:
-        raise SpecError(f"class_weights names {strays[:5]}, not classes of {source} (0..{num_classes - 1})")
+        raise OptionError("class_weights",
+                          f"class_weights names {strays[:5]}, not classes of {source} (0..{num_classes - 1})")
     return [keys.get(k, 1.0) for k in range(num_classes)]
 
 
 def class_keys(weights: dict) -> list[int]:
     """The keys of a class_weights dict as ints (numpy integers included, as ``np.unique`` gives them)."""
     if not all(is_integer(k) for k in weights):
-        raise SpecError(f"class_weights={{...}} maps class indices (integers) to weights; got keys "
-                        f"{sorted(map(repr, weights))[:5]}")
+        raise OptionError("class_weights", f"class_weights={{...}} maps class indices (integers) to weights; got keys "
+                                           f"{sorted(map(repr, weights))[:5]}")
     return [int(k) for k in weights]
 
 
@@ -500,7 +508,7 @@ def check_flag(name: str, value, unset: str = ""):
         return None
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise SpecError(f"{name} must be True or False{f' (or None: {unset})' if unset else ''}, got {value!r}")
+    raise OptionError(name, f"{name} must be True or False{f' (or None: {unset})' if unset else ''}, got {value!r}")
 
 
 def check_count(name: str, value):
@@ -510,13 +518,14 @@ def check_count(name: str, value):
         return value
     if not is_integer(value) or (count.least is not None and value < count.least):
         if count.sized:
-            raise SpecError(f"{name} must be a positive integer, got {value!r}")
+            raise OptionError(name, f"{name} must be a positive integer, got {value!r}")
         least = "" if count.least is None else f" >= {count.least}"
-        raise SpecError(f"{name} must be an integer{least}{' or None' if count.optional else ''}, got {value!r}")
+        raise OptionError(name,
+                          f"{name} must be an integer{least}{' or None' if count.optional else ''}, got {value!r}")
     if count.most is not None and value > count.most():
-        raise SpecError(f"{name}={value} is more than this machine can use: it has {cores()} cores, "
-                        f"and daliloader takes at most {count.most()} {count.of} ({THREADS_PER_CORE} per core). "
-                        "Pass at most that")
+        raise OptionError(name, f"{name}={value} is more than this machine can use: it has {cores()} cores, and "
+                                f"daliloader takes at most {count.most()} {count.of} ({THREADS_PER_CORE} per core). "
+                                "Pass at most that")
     return int(value)
 
 
@@ -539,19 +548,19 @@ def check_image_size(image_size) -> tuple[int, int]:
             raise TypeError
         h, w = image_size
     except (TypeError, ValueError):
-        raise SpecError(f"image_size is an int or (height, width), got {given!r}") from None
+        raise OptionError("image_size", f"image_size is an int or (height, width), got {given!r}") from None
     for v in (h, w):
         if not is_integer(v) or not 1 <= v <= 16384:
-            raise SpecError(f"image_size={given!r}: each side must be an integer in 1..16384")
+            raise OptionError("image_size", f"image_size={given!r}: each side must be an integer in 1..16384")
     return int(h), int(w)
 
 
 def _triple(name: str, value, positive: bool = False) -> tuple[float, float, float]:
     vals = [value] * 3 if isinstance(value, (int, float)) else list(value)
     if len(vals) != 3:
-        raise SpecError(f"{name} must be one number or three (R, G, B), got {value!r}")
+        raise OptionError(name, f"{name} must be one number or three (R, G, B), got {value!r}")
     vals = [float(v) for v in vals]
     if positive and min(vals) <= 0:
-        raise SpecError(f"{name} must be positive, got {value!r}")
+        raise OptionError(name, f"{name} must be positive, got {value!r}")
     return tuple(vals)
 

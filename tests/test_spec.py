@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import daliloader as dl
+from daliloader import augment, spec
 from daliloader.errors import SpecError
 
 
@@ -49,6 +50,23 @@ def test_a_batch_larger_than_a_shard_pickles_back_whole(index_data):
         dl.make_plan(index_data, batch_size=64, image_size=(8, 8))
     again = pickle.loads(pickle.dumps(raised.value))
     assert type(again) is type(raised.value) and str(again) == str(raised.value) and again.per_shard == 10
+
+
+@pytest.mark.parametrize("option", ["crop", "image_size", "batch_size", "label_mode", "dtype", "shuffle", "mean",
+                                    *spec.PROLOGUE, *augment.OPTIONS])
+def test_a_refused_option_is_named_by_its_error(index_data, option):
+    """Every refusal of one option's value is an OptionError carrying the option's name (the command line
+    says it of the flag from that, not from the message's words), and pickles back whole."""
+    import pickle
+
+    from daliloader.errors import OptionError
+
+    bad = {"image_size": -1, "batch_size": 0, "shuffle": "False", "crop": "middle"}
+    with pytest.raises(OptionError) as raised:
+        dl.make_plan(index_data, **{"batch_size": 2, "image_size": (8, 8), option: bad.get(option, "nonsense")})
+    assert raised.value.option == option and str(raised.value).startswith(option), raised.value
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert type(again) is OptionError and again.option == option and str(again) == str(raised.value)
 
 
 def test_data_must_be_segmentation_data():
