@@ -80,12 +80,15 @@ def check_range(name: str, value, symmetric: str | None, low: float, high: float
                 open_low: bool = False) -> tuple[float, float]:
     """A ``(min, max)`` range from a pair, or from one number: ``symmetric="factor"``: ``(max(0, 1 - v),
     1 + v)``; ``"angle"``: ``(-v, v)``; None: ``(v, v)``. ``low``/``high`` bound it (``open_low``: min
-    must exceed ``low``); ``what`` names its units in the refusal."""
+    must exceed ``low``); ``what`` names its units in the refusal, which says a number given as the number
+    and the range it stands for (``gamma=20 (the range (0, 21)) must satisfy ...``)."""
+    given = ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         v = float(value)
         if symmetric is not None and v < 0:
             raise OptionError(name, f"{name}={value!r} must be >= 0 (or a (min, max) pair of {what})")
         value = {"factor": (max(0.0, 1.0 - v), 1.0 + v), "angle": (-v, v), None: (v, v)}[symmetric]
+        given = f"{v:g} (the range "
     try:
         if isinstance(value, (str, bytes)):  # (a string of two digits would read as a pair)
             raise TypeError
@@ -93,7 +96,6 @@ def check_range(name: str, value, symmetric: str | None, low: float, high: float
     except (TypeError, ValueError):
         raise OptionError(name, f"{name} must be a number or a (min, max) pair of {what}, got {value!r}") from None
     if not (low < lo if open_low else low <= lo) or not lo <= hi <= high:
-        raise OptionError(name,
-                          f"{name}=({lo:g}, {hi:g}) must satisfy {low:g} {'<' if open_low else '<='} min <= max <= "
-                          f"{high:g} ({what})")
+        raise OptionError(name, f"{name}={given}({lo:g}, {hi:g}){')' if given else ''} must satisfy {low:g} "
+                                f"{'<' if open_low else '<='} min <= max <= {high:g} ({what})")
     return lo, hi

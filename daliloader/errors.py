@@ -35,7 +35,7 @@ class SpecError(DaliloaderError, ValueError):
 
 
 class OptionError(SpecError):
-    """An argument's value refused, by the argument's name (:attr:`option`): the message starts with that
+    """An argument's value refused, by the argument's name (``option``): the message starts with that
     name, then ``=value`` or a word (``rotate=(-500, 500) must satisfy ...``, ``flip is a probability
     ...``), so that a command can say it of the flag that gave the value (:meth:`after_name`)."""
 

@@ -255,7 +255,8 @@ def test_vertical_flip_rate_and_its_own_draw(tmp_path, backend):
 # ---------------------------------------------------------------- the options, as declared
 @pytest.mark.parametrize("options, message", [
     (dict(vflip=1.5), "vflip is a probability in [0, 1]"),
-    (dict(blur=-1), "blur=(-1, -1) must satisfy 0.01 <= min"),
+    (dict(blur=-1), "blur=-1 (the range (-1, -1)) must satisfy 0.01 <= min"),
+    (dict(gamma=20), "gamma=20 (the range (0, 21)) must satisfy 0 < min"),  # (a number: said as given)
     (dict(blur=(2.0, 1.0)), "blur=(2, 1) must satisfy"),
     (dict(blur=(1.0, 30.0)), "pixels (sigma)"),
     (dict(blur=1e-46), "must satisfy 0.01 <= min"),

@@ -144,6 +144,7 @@ def test_a_malformed_table_of_classes_is_refused_as_an_argument(text, message, c
 @pytest.mark.parametrize("argv, said", [
     (["--rotate", "-500,500"], "argument --rotate: (-500, 500) must satisfy -360 <= min <= max <= 360 (degrees)"),
     (["--scale", "0,2"], "argument --scale: (0, 2) must satisfy 0 < min <= max <= 10"),
+    (["--rotate", "500"], "argument --rotate: 500 (the range (-500, 500)) must satisfy -360 <= min <= max <= 360"),
     (["--brightness", "-1"], "argument --brightness: -1.0 must be >= 0"),
 ])
 def test_a_loader_option_refused_is_said_of_its_flag(tmp_path, argv, said, capsys):
