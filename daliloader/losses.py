@@ -56,8 +56,11 @@ class _Weighted(keras.losses.Loss):
     def _per_class(self, classes: int):
         """The weight of each of the ``classes`` classes (float32 ``[classes]``), checked against num_classes."""
         if self.num_classes is not None and self.num_classes != classes:
-            raise ValueError(f"{self.name}: {len(self.class_weights or ())} class weights (num_classes="
-                             f"{self.num_classes}) for predictions with {classes} scores per pixel")
+            given = (f"{len(self.class_weights)} class weights (num_classes={self.num_classes})"
+                     if self.class_weights else f"num_classes={self.num_classes}")
+            raise ValueError(f"{self.name}: {given} for predictions with {classes} scores per pixel: give the model "
+                             "one output per class of the dataset (an int label it has no output for would count as "
+                             "ignored)")
         return ops.convert_to_tensor(weight_table(classes, self.class_weights)[:classes])
 
     def get_config(self):

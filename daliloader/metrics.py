@@ -44,20 +44,35 @@ def class_labels(y_true, y_pred, ignore_class: int | None, who: str):
     (0 where unknown), for predictions ``y_pred`` ``[B, H, W, C]`` (see the module's docstring).
 
     Labels with the predictions' rank are one-hot when their last axis is ``C``, int when it is 1 (Keras'
-    ``[B, H, W, 1]``); any other depth raises, naming both numbers, instead of being misread."""
+    ``[B, H, W, 1]``); any other depth raises, naming both numbers, instead of being misread, and so do
+    labels whose rank or depth is not known when traced (which of the two they are cannot be told) and
+    predictions of one score per pixel (a sigmoid output, whose argmax is always 0)."""
     y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
     classes, rank = y_pred.shape[-1], len(y_pred.shape)
-    if len(y_true.shape) == rank and y_true.shape[-1] not in (classes, None):
+    if classes == 1:
+        raise ValueError(f"{who}: the predictions score 1 class per pixel (a sigmoid output?), whose argmax is "
+                         "always class 0, so every pixel would count as right: give the model one output per class "
+                         "(2 for a binary mask; a class map counts its background), or use Keras' "
+                         "BinaryCrossentropy and BinaryIoU for one sigmoid output")
+    try:
+        true_rank = len(y_true.shape)
+    except ValueError:  # (TensorFlow's shape of an unknown rank)
+        true_rank = None
+    if true_rank is None or (true_rank == rank and y_true.shape[-1] is None):
+        raise ValueError(f"{who}: labels shaped {y_true.shape} (a rank or a last axis not known when traced) cannot "
+                         f"be told int [B, H, W, 1] from one-hot [B, H, W, {classes}]: give them a static shape "
+                         "(tf.ensure_shape, or set_shape in a tf.data map)")
+    if true_rank == rank and y_true.shape[-1] != classes:
         if y_true.shape[-1] != 1:
             raise ValueError(f"{who}: the labels, shaped {tuple(y_true.shape)}, are one-hot over {y_true.shape[-1]} "
                              f"classes, but the predictions score {classes} (num_classes={classes}); give both the "
                              "dataset's number of classes (label_mode='onehot' gives one column per class of its "
                              "ClassMap), or pass int labels [B, H, W]")
-        y_true = ops.squeeze(y_true, axis=-1)  # int labels [B, H, W, 1]
-    if len(y_true.shape) == rank:  # one-hot: an all-zero row is an ignored pixel
+        y_true, true_rank = ops.squeeze(y_true, axis=-1), rank - 1  # int labels [B, H, W, 1]
+    if true_rank == rank:  # one-hot: an all-zero row is an ignored pixel
         known = ops.max(y_true, axis=-1) > 0
         labels = ops.cast(ops.argmax(y_true, axis=-1), "int32")
-    elif len(y_true.shape) == rank - 1:
+    elif true_rank == rank - 1:
         labels = ops.cast(y_true, "int32")
         known = ops.logical_and(labels >= 0, labels < classes)
     else:
@@ -101,7 +116,12 @@ class _PixelMean(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels, known = class_labels(y_true, y_pred, self.ignore_class, self.name)
         weight = pixel_weights(known, sample_weight)
-        values = ops.cast(self.values(labels, ops.convert_to_tensor(y_pred)), "float64")
+        # scores in float32 at least, as Keras' losses compute (float16 or bfloat16 logits under a mixed
+        # precision policy would give another cross-entropy than the loss's)
+        scores = ops.convert_to_tensor(y_pred)
+        if scores.dtype in ("float16", "bfloat16"):
+            scores = ops.cast(scores, "float32")
+        values = ops.cast(self.values(labels, scores), "float64")
         self.total.assign_add(ops.sum(ops.where(known, values * weight, 0.0)))
         self.count.assign_add(ops.sum(weight))
 
@@ -152,6 +172,12 @@ class Crossentropy(_PixelMean):
         return {**super().get_config(), "from_logits": self.from_logits}
 
 
+def _entry(class_name: str) -> str:
+    """The log entry of a class's IoU: ``iou_`` and its name, characters other than letters, digits and _
+    as _."""
+    return f"iou_{re.sub(r'[^0-9A-Za-z_]+', '_', class_name)}"
+
+
 @keras.saving.register_keras_serializable(package="daliloader")
 class MeanIoU(keras.metrics.Metric):
     """Mean intersection over union of ``num_classes`` classes (see the module's docstring).
@@ -169,6 +195,11 @@ class MeanIoU(keras.metrics.Metric):
             raise ValueError(f"class_names has {len(class_names)} names for num_classes={num_classes}")
         self.num_classes, self.ignore_class, self.per_class = num_classes, ignore_class, per_class
         self.class_names = list(class_names) if class_names is not None else [str(k) for k in range(num_classes)]
+        keys = [_entry(name) for name in self.class_names]
+        same = sorted({k for k in keys if keys.count(k) > 1})
+        if same:
+            raise ValueError(f"class_names give two classes the same log entry {same[0]!r} (each name's characters "
+                             "other than letters, digits and _ become _): one would hide the other; name them apart")
         self.confusion = self.add_variable(shape=(num_classes, num_classes), initializer="zeros", dtype="float64",
                                            name="confusion")  # [label, prediction]
         self._direction = "up"  # for EarlyStopping and ModelCheckpoint without mode=, as Keras' own metrics
@@ -199,7 +230,7 @@ class MeanIoU(keras.metrics.Metric):
             return mean
         entries = {self.name: mean}
         for k, name in enumerate(self.class_names):
-            entries[f"iou_{re.sub(r'[^0-9A-Za-z_]+', '_', name)}"] = ious[k]
+            entries[_entry(name)] = ious[k]  # (0 for a class absent from labels and predictions)
         return entries
 
     def per_class_iou(self) -> np.ndarray:

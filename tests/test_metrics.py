@@ -177,3 +177,57 @@ def test_early_stopping_and_checkpoints_know_which_way_each_metric_improves(moni
     stop = keras.callbacks.EarlyStopping(monitor=monitor)
     model.fit(x, y, validation_data=(x, y), epochs=2, verbose=0, callbacks=[stop])  # refused here before
     assert best(1.0, 2.0) == (1.0 if bool(stop.monitor_op(1.0, 2.0)) else 2.0)
+
+
+def test_one_score_per_pixel_and_labels_of_no_known_shape_are_refused():
+    """A one-output (sigmoid) model scored 1.0 and lost 0 (the argmax of one score is always class 0, and
+    int labels other than 0 count as no class); labels whose depth or rank is unknown when traced were read
+    as one-hot (or crashed): each is refused, in the metrics and the losses."""
+    import tensorflow as tf
+
+    labels = np.array([[[0, 1], [1, 255]]])
+    for make in (dl.metrics.Accuracy, lambda: dl.metrics.MeanIoU(1), dl.metrics.Crossentropy):
+        with pytest.raises(ValueError, match="1 class per pixel .* BinaryIoU"):
+            make().update_state(labels, np.zeros((1, 2, 2, 1), np.float32))
+    with pytest.raises(ValueError, match="1 class per pixel"):
+        dl.losses.SparseCategoricalCrossentropy()(labels, np.zeros((1, 2, 2, 1), np.float32))
+    logits = tf.constant(np.zeros((1, 2, 2, 3), np.float32))
+    metric = dl.metrics.Accuracy()
+    for shape in ([None, None, None, None], None):
+        update = tf.function(lambda y: metric.update_state(y, logits), input_signature=[tf.TensorSpec(shape, tf.int32)])
+        with pytest.raises(ValueError, match="cannot be told int .* from one-hot .* static shape"):
+            update.get_concrete_function()
+
+
+def test_the_crossentropy_metric_is_the_loss_for_half_precision_logits():
+    """The metric computed bfloat16 logits in bfloat16 (1.8e-4 off the loss, which Keras computes in
+    float32): it now casts them as the loss does."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(11)
+    labels = rng.choice([0, 1, 2, 255], size=(2, 8, 8))
+    logits = rng.normal(scale=4.0, size=(2, 8, 8, 3)).astype(np.float32)
+    for dtype in (tf.bfloat16, tf.float16):
+        half = tf.cast(logits, dtype)
+        metric = dl.metrics.Crossentropy()
+        metric.update_state(labels, half)
+        loss = dl.losses.SparseCategoricalCrossentropy()(labels, tf.cast(half, tf.float32))
+        assert float(metric.result()) == pytest.approx(float(loss), rel=1e-6)
+
+
+def test_class_names_that_share_a_log_entry_are_refused():
+    """Two class names that differ only in characters a log entry cannot hold ("road side", "road-side")
+    gave one entry iou_road_side, the second class's IoU in place of the first's."""
+    with pytest.raises(ValueError, match="same log entry 'iou_road_side'"):
+        dl.metrics.MeanIoU(3, per_class=True, class_names=["road side", "road-side", "sky"])
+
+
+def test_num_classes_refuses_a_model_with_fewer_outputs_than_the_dataset_has_classes():
+    """An int label the model has no output for counts as no class: a model of 5 outputs on data of 6
+    classes would leave class 5 out without an error. Given the dataset's num_classes, the loss (and
+    MeanIoU) refuse such a model."""
+    labels, logits = np.array([[[0, 5]]]), np.zeros((1, 1, 2, 5), np.float32)
+    with pytest.raises(ValueError, match="num_classes=6 for predictions with 5 scores per pixel: give the model"):
+        dl.losses.SparseCategoricalCrossentropy(num_classes=6)(labels, logits)
+    with pytest.raises(ValueError, match="5 scores per pixel for num_classes=6"):
+        dl.metrics.MeanIoU(6).update_state(labels, logits)
