@@ -53,6 +53,17 @@ class Sampler:
         self._lock = threading.Lock()  # sources call in from DALI and tf.data threads
 
     @property
+    def draw_seed(self) -> int:
+        """The seed of this shard's random draws (crop windows, flips, colour...): the shared seed on shard 0
+        (so one shard draws as it always did), a seed of its own on every other shard. The DALI and OpenCV
+        backends draw by stream position, which every shard runs through alike, and with one seed all
+        replicas cropped and flipped in lockstep; the permutation, which the shards must agree on, stays
+        the shared seed's."""
+        if self.shard_id == 0:
+            return self.seed
+        return int(np.random.SeedSequence([self.seed % 2**63, self.shard_id]).generate_state(1, np.uint64)[0] % 2**63)
+
+    @property
     def training(self) -> bool:
         """Whether this is a training stream: shuffled, and full batches only."""
         return self.shuffle and self.drop_remainder

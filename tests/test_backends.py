@@ -424,3 +424,30 @@ def test_16_bit_colour_pictures_are_rounded_alike_on_every_backend(tmp_path, bac
     x, y, _ = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
     np.testing.assert_array_equal(np.rint(x[0] * 255).astype(np.uint8), np.rint(photo16 / 257).astype(np.uint8))
     np.testing.assert_array_equal(y[0], labels)
+
+
+def test_shards_draw_their_own_windows_and_flips(tmp_path, backend):
+    """Two shards of one seed (distribute's replicas, or workers) cropped and flipped in lockstep on the
+    DALI and OpenCV backends, which draw by stream position: 20 of 20 positions alike. Each shard now draws
+    with a seed of its own (the permutation stays shared). The pictures are gradients, so that a crop's
+    corner and its flip can be read off its pixels."""
+    images, masks = tmp_path / "images", tmp_path / "masks"
+    images.mkdir()
+    masks.mkdir()
+    for i in range(40):
+        picture = np.zeros((24, 32, 3), np.uint8)
+        picture[..., 1] = (np.arange(24) * 10)[:, None]
+        picture[..., 2] = (np.arange(32) * 8)[None, :]
+        cv2.imwrite(str(images / f"{i:03d}.png"), picture[..., ::-1].copy())
+        cv2.imwrite(str(masks / f"{i:03d}.png"), np.zeros((24, 32), np.uint8))
+    data = dl.SegmentationData.from_dirs(images, masks, 4)
+
+    def windows(shard: int) -> list[tuple]:
+        batches = one_epoch(backend, data, tf=backend != "opencv", image_size=(16, 16), label_mode="int",
+                            batch_size=4, seed=11, flip=0.5, shard_id=shard, num_shards=2)
+        pixels = [np.round(x * 255).astype(int) for batch in batches for x in batch[0]]
+        return [(p[0, 0, 1] // 10, min(p[0, 0, 2], p[0, -1, 2]) // 8, bool(p[0, 0, 2] > p[0, -1, 2])) for p in pixels]
+
+    first, second = windows(0), windows(1)
+    assert len(first) == len(second) == 20
+    assert sum(a == b for a, b in zip(first, second)) < 5, (first, second)

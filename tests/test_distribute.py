@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tensorflow")
@@ -160,6 +161,35 @@ def test_the_default_strategy_reads_as_one_replica(index_data, backend):
     batches = iter(ds)
     seen = [i for _ in range(ds.steps_per_epoch) for i in batch_indices(next(batches)[0].numpy())]
     assert ds.steps_per_epoch == 2 and len(seen) == 8 and len(set(seen)) == 8
+
+
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
+def test_each_iterator_of_a_worker_stream_reads_fresh_epochs_and_evaluation_ends(index_data, backend):
+    """Under the default strategy (and MultiWorkerMirroredStrategy), dali-cpu's per-worker stream replayed
+    the first epoch's order at every new iterator (each fit() call), and its evaluation stream never ended
+    (model.evaluate ran on, endless). Each iterator now claims epochs of its own; evaluation reads one
+    epoch, every sample once, and ends."""
+    import keras
+    import tensorflow as tf
+    from conftest import batch_indices
+
+    import daliloader as dl
+
+    strategy = tf.distribute.get_strategy()
+    train = dl.distribute(strategy, index_data, global_batch_size=4, image_size=(24, 32), crop="center",
+                          label_mode="int", seed=1, backend=backend)
+    orders = [[i for _, batch in zip(range(2), iter(train)) for i in batch_indices(batch[0].numpy())]
+              for _ in range(3)]
+    assert len({tuple(o) for o in orders}) == 3, orders
+    evaluation = dl.distribute(strategy, index_data, global_batch_size=4, image_size=(24, 32), crop="center",
+                               label_mode="int", training=False, backend=backend)
+    for _ in range(2):
+        seen = [(i, bool(np.any(w))) for x, _, ws in evaluation
+                for i, w in zip(batch_indices(x.numpy()), ws.numpy())]
+        assert [i for i, real in seen if real] == list(range(10)), seen
+    model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(10, 1)])
+    model.compile("sgd", dl.losses.SparseCategoricalCrossentropy(num_classes=10))
+    assert np.isfinite(model.evaluate(evaluation, verbose=0))  # (it did not return: an endless stream)
 
 
 MWMS = textwrap.dedent("""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import batch_indices, eval_batches, one_epoch
+from conftest import DALI_BACKENDS, batch_indices, eval_batches, one_epoch, require_tf
 
 import daliloader as dl
 
@@ -60,3 +60,47 @@ def test_image_size_left_out_takes_the_images_own_size_or_names_the_sizes(index_
     with pytest.raises(dl.DataError, match=r"image_size was left out.*6 sizes: .*90x130 \(1 image\).*Pass "
                                            r"image_size=\(height, width\)"):
         dl.tf_dataset(mirror_data, batch_size=2, backend="dali-cpu")
+
+
+def _recording_model(seen: list):
+    """A one-layer Keras model whose test and train steps record each batch's sample indices (index_data's
+    images carry them) and weights, as the compiled function reads them."""
+    import keras
+    import tensorflow as tf
+
+    def record(x, w):
+        real = np.asarray(w).reshape(len(x), -1).any(1)
+        seen.append([(i, bool(r)) for i, r in zip(batch_indices(x.numpy()), real)])
+        return np.int32(0)
+
+    class Recording(keras.Model):
+        def test_step(self, data):
+            x, _, w = data
+            tf.py_function(record, [x, w], tf.int32)
+            return super().test_step(data)
+
+        def train_step(self, data):
+            x = data[0]
+            tf.py_function(record, [x, tf.ones(tf.shape(x)[:1])], tf.int32)
+            return super().train_step(data)
+
+    inputs = keras.Input((24, 32, 3))
+    model = Recording(inputs, keras.layers.Conv2D(10, 1)(inputs))
+    return model
+
+
+@pytest.mark.parametrize("backend", [*DALI_BACKENDS, "tfdata"])
+def test_evaluate_with_steps_per_execution_counts_every_sample_once(index_data, backend):
+    """Keras compiled with steps_per_execution=k reads k batches per call and stops at the first missing
+    one: an evaluation of 4 batches with k=3 read two batches of the endless stream's next epoch on
+    dali-cpu (8 samples counted twice, wrong metrics); the evaluation iterator now ends after its epoch."""
+    require_tf()
+    seen: list = []
+    model = _recording_model(seen)
+    model.compile("sgd", dl.losses.SparseCategoricalCrossentropy(num_classes=10), steps_per_execution=3)
+    ds = dl.tf_dataset(index_data, batch_size=3, image_size=(24, 32), label_mode="int", backend=backend,
+                       training=False)
+    for _ in range(2):
+        seen.clear()
+        model.evaluate(ds, verbose=0)
+        assert [i for batch in seen for i, real in batch if real] == list(range(10)), seen

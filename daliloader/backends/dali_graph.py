@@ -191,7 +191,7 @@ class SegmentationPipeline(Pipeline):
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
         super().__init__(batch_size=batch_size or plan.batch_size, num_threads=threads(plan),
                          device_id=plan.device_id if device == "gpu" else None, prefetch_queue_depth=plan.prefetch,
-                         seed=plan.sampler.seed % 2**31, exec_dynamic=True)
+                         seed=plan.sampler.draw_seed % 2**31, exec_dynamic=True)
 
     def define_graph(self):
         nodes = graph(self.plan.data, self.run_spec, self.plan.sampler, self.device, self.guard, self.fed)

@@ -88,7 +88,11 @@ class Epochs:
     def claim_stream(self) -> int:
         """:data:`STREAM_EPOCHS` epochs for a pipeline about to start (eagerly, before its iterator): the
         first one's number."""
-        return int(self.start.assign(self.free.assign_add(STREAM_EPOCHS) - STREAM_EPOCHS))
+        return int(self.claim_block())
+
+    def claim_block(self) -> tf.Tensor:
+        """:data:`STREAM_EPOCHS` epochs, eagerly or inside a tf.data graph: the first one's number."""
+        return self.start.assign(self.free.assign_add(STREAM_EPOCHS) - STREAM_EPOCHS)
 
 
 class EpochDataset(tfloader.EpochDataset):
@@ -168,6 +172,8 @@ class GPUEpochDataset(EpochDataset):
     kernels only, so chaining one (:data:`CPU_ONLY`) would fail later with a placement error that names
     neither daliloader nor a way out; here it fails at once, and says what to do."""
 
+    ends_in_graph = False  # (take has no GPU kernel)
+
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
                  epochs: Epochs | None = None, restart: bool = False):
         super().__init__(stream, steps, guard, epochs, by_reader=False, restart=restart)
@@ -205,9 +211,7 @@ def dataset(plan: Plan, device: str) -> EpochDataset:
     """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
     endless, guard, epochs = _stream(plan, device)
     on_gpu = tf.DeviceSpec.from_string(variant(endless).device).device_type == "GPU"
-    # Evaluation: every epoch alike (every sample once, in a fixed order, nothing drawn), so every iter()
-    # may start from the first batch.
-    restart = not (plan.sampler.drop_remainder or plan.sampler.shuffle or plan.spec.draws_at_random)
+    restart = _restarts(plan)
     if on_gpu:
         return GPUEpochDataset(endless, plan.steps, guard, epochs, restart=restart)
     return EpochDataset(endless, plan.steps, guard, epochs, by_reader=plan.data.container.read_by_reader,
@@ -215,8 +219,29 @@ def dataset(plan: Plan, device: str) -> EpochDataset:
 
 
 def stream(plan: Plan, device: str) -> tf.data.Dataset:
-    """The "stream" product: the endless DALI stream, for the per-worker input of ``distribute``."""
-    return _stream(plan, device)[0]
+    """The "stream" product, for the per-worker input of ``distribute`` (read through a
+    ``MultiDeviceIterator``, not :class:`EpochDataset`'s iterator): in evaluation one epoch, which every
+    iterator reads from its first batch (an endless stream never ended ``model.evaluate``); in training
+    the endless stream, whose every iterator (each ``fit()``) claims epochs no pipeline of it has read
+    (:meth:`Epochs.claim_block`), where a new one replayed the first epoch's order and draws."""
+    endless, _, epochs = _stream(plan, device)
+    if _restarts(plan):
+        return endless.take(plan.steps)
+
+    def claim(_):  # (named functions: autograph cannot tell two lambdas on one line apart)
+        return epochs.claim_block()
+
+    def read(_):
+        return endless
+
+    with tf.device("/cpu:0"):
+        return tf.data.Dataset.range(1).map(claim).flat_map(read)
+
+
+def _restarts(plan: Plan) -> bool:
+    """Evaluation: every epoch alike (every sample once, in a fixed order, nothing drawn), so every iterator
+    may start from the first batch."""
+    return not (plan.sampler.drop_remainder or plan.sampler.shuffle or plan.spec.draws_at_random)
 
 
 def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs]:
@@ -375,7 +400,7 @@ class _Streams:
 
     def draws(self, from_epochs: bool) -> tf.data.Dataset:
         """Each position's random draws, native: no Python per sample or per chunk."""
-        seed, size = tf.constant(self.sampler.seed % 2**63, tf.int64), self.chunk_size
+        seed, size = tf.constant(self.sampler.draw_seed % 2**63, tf.int64), self.chunk_size
         return self.chunks(from_epochs).map(lambda start: tf.random.stateless_uniform(
             [size, self.draw_count], seed=tf.stack([seed, start]))).unbatch()
 

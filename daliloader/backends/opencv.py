@@ -76,7 +76,7 @@ class OpenCVLoader:
         """The ``step``-th batch of the stream: the plan's outputs (images, labels, per-pixel weights, sample
         indices) in its order."""
         indices = self.plan.sampler.batch(step)
-        rng = np.random.default_rng([self.plan.sampler.seed, step, 1])
+        rng = np.random.default_rng([self.plan.sampler.draw_seed, step, 1])
         images, labels = zip(*(self.sample(max(i, 0), rng) for i in indices))
         ignore_index = self.plan.data.classes.ignore_index
         labels = np.stack([stages.unpadded(lab, i >= 0, ignore_index) for lab, i in zip(labels, indices)])

@@ -132,8 +132,17 @@ class EpochDataset(LoaderDataset):
     with ``next(iter(ds))``, a loop left early, the batch Keras' ``fit`` reads to build a model compiled
     under a strategy) ends there: the next ``iter()`` starts a fresh epoch on a new iterator
     (``_end_part_read``), so that no epoch straddles two and holds a sample twice. ``graph`` is the
-    dataset a tf.data transformation chained onto it reads: one epoch. ``len()``/``cardinality()`` give ``steps``, from
-    Python (TF's cardinality op has no GPU kernel)."""
+    dataset a tf.data transformation chained onto it reads: one epoch. ``len()``/``cardinality()`` give
+    ``steps``, from Python (TF's cardinality op has no GPU kernel).
+
+    An evaluation iterator ends after ``steps`` batches in graph code too (``take``): Keras compiled with
+    ``steps_per_execution=k`` reads ``k`` batches per call, ending on the first that is missing, and read
+    the next epoch's first batches into an evaluation of the endless stream (samples counted twice). Where
+    the batches arrive on the GPU (``take`` has no GPU kernel: :attr:`ends_in_graph` False) only eager
+    loops end there."""
+
+    #: Whether an evaluation iterator's stream ends after ``steps`` batches in graph code too.
+    ends_in_graph = True
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None, graph,
                  restart: bool = False):
@@ -162,9 +171,10 @@ class EpochDataset(LoaderDataset):
             self._end_part_read()
         if self._iterator is None or self._restart:
             self._starting()
+            stream = self._stream.take(self._steps) if self._restart and self.ends_in_graph else self._stream
             try:
                 with placed_with(self._stream):
-                    self._iterator = EpochIterator(self._stream, self._steps, self._guard)
+                    self._iterator = EpochIterator(stream, self._steps, self._guard)
             except tf.errors.OpError as e:  # a DALIDataset starts loading when the iterator is made
                 if self._guard is None:
                     raise
