@@ -224,6 +224,29 @@ def test_chained_transformations_read_a_fresh_epoch_every_pass(index_data):
     assert sum(1 for _ in ds.take(2).prefetch(1)) == 2
 
 
+def test_passes_read_at_once_each_read_their_own_epoch_with_image_and_mask_together(index_data):
+    """Passes of one DALI dataset read at once (interleave with parallel calls): every input stream of a
+    pipeline read the epoch the latest pass had claimed as it began, so passes read one epoch alike and a
+    pipeline's image and mask streams could read different epochs (75 of 180 batches paired images with
+    other samples' labels). Each pass now builds its pipeline's streams from its own claim."""
+    import tensorflow as tf
+
+    ds = dl.tf_dataset(index_data, batch_size=2, image_size=(24, 32), crop="center", label_mode="int", seed=5,
+                       backend="dali-cpu")
+
+    def tagged(k):
+        return ds.map(lambda x, y: (x, y, tf.fill(tf.shape(x)[:1], k)))
+
+    passes = tf.data.Dataset.range(6).interleave(tagged, cycle_length=6, num_parallel_calls=6, deterministic=False)
+    per_pass: dict[int, list] = {}
+    for x, y, k in passes:
+        seen = batch_indices(x.numpy())
+        assert seen == y.numpy()[:, 0, 0].tolist()  # each image with its own mask's labels
+        per_pass.setdefault(int(k[0]), []).extend(seen)
+    assert sorted(per_pass) == list(range(6)) and all(sorted(p) == list(range(10)) for p in per_pass.values())
+    assert len({tuple(p) for p in per_pass.values()}) == 6, per_pass  # six epochs, not one read six times
+
+
 def test_model_fit_on_chained_datasets(index_data):
     ds = dl.tf_dataset(index_data, batch_size=2, image_size=(24, 32), crop="random", rotate=10, label_mode="int",
                        seed=9, backend="dali-cpu")

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
@@ -69,11 +71,13 @@ class Epochs:
     """Which epoch each DALI pipeline of one dataset starts at, so that no two read the same epoch (the
     same order and the same draws).
 
-    ``free`` is the first epoch no pipeline has claimed; each pipeline, as it starts, claims epochs from
-    it and writes the first into ``start``, which its input streams read as they begin
-    (:meth:`_Streams.chunks`). A pass of a chained tf.data transformation reads one epoch and claims one
-    (:meth:`claim_pass`, in the graph); a pipeline started by iterating the dataset itself claims
-    :data:`STREAM_EPOCHS` (:meth:`claim_stream`). The first pipeline of a dataset reads from epoch 0.
+    ``free`` is the first epoch no pipeline has claimed. A pass of a chained tf.data transformation
+    claims one (:meth:`claim_pass`, in the graph) and builds its pipeline's input streams from that
+    number (:func:`_passes`): passes read at once (``interleave``) each read their own epoch, in every
+    stream of their pipeline alike. A pipeline started by iterating the dataset itself claims
+    :data:`STREAM_EPOCHS` (:meth:`claim_stream`, eagerly) and writes the first into ``start``, which its
+    input streams read as they begin (:meth:`_Streams.chunks`). The first pipeline of a dataset reads
+    from epoch 0.
     """
 
     def __init__(self):
@@ -83,7 +87,7 @@ class Epochs:
 
     def claim_pass(self) -> tf.Tensor:
         """One epoch for a chained pass (inside its tf.data graph): its number."""
-        return self.start.assign(self.free.assign_add(1) - 1)
+        return self.free.assign_add(1) - 1
 
     def claim_stream(self) -> int:
         """:data:`STREAM_EPOCHS` epochs for a pipeline about to start (eagerly, before its iterator): the
@@ -115,13 +119,14 @@ class EpochDataset(tfloader.EpochDataset):
     """
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
-                 epochs: Epochs | None = None, by_reader: bool = False, restart: bool = False):
-        self._epochs, self._first_only = epochs, by_reader and not restart
+                 epochs: Epochs | None = None, by_reader: bool = False, restart: bool = False,
+                 one_pass: Callable[[tf.Tensor], tf.data.Dataset] | None = None):
+        self._epochs, self._first_only, self._one_pass = epochs, by_reader and not restart, one_pass
         super().__init__(stream, steps, guard, variant(self._graph(stream, steps)), restart)
 
     def _graph(self, stream: tf.data.Dataset, steps: int) -> tf.data.Dataset:
         """What a chained transformation reads: one epoch (:meth:`_one_epoch`)."""
-        return self._one_epoch(stream, steps, self._epochs, self._first_only)
+        return self._one_epoch(self._one_pass, steps, self._epochs, self._first_only)
 
     def _end_part_read(self) -> None:
         """A new pipeline claims a fresh epoch; a pack reader's would replay its first pass, so there the
@@ -138,8 +143,9 @@ class EpochDataset(tfloader.EpochDataset):
             raise SpecError(PACKS_REPLAY)
 
     @staticmethod
-    def _one_epoch(stream: tf.data.Dataset, steps: int, epochs: Epochs | None, by_reader: bool
-                   ) -> tf.data.Dataset:
+    def _one_epoch(one_pass, steps: int, epochs: Epochs | None, by_reader: bool) -> tf.data.Dataset:
+        """One pass: an epoch claimed, and the stream of a pipeline whose inputs start there
+        (``one_pass(first)``), ``steps`` batches of it."""
         def start(_):
             first = epochs.claim_pass()
             if by_reader:  # the reader starts at its first pass whatever the epoch: only the first pipeline may
@@ -148,8 +154,11 @@ class EpochDataset(tfloader.EpochDataset):
                     first = tf.identity(first)
             return first
 
+        def read(first):
+            return one_pass(first).take(steps)
+
         with tf.device("/cpu:0"):
-            epoch = tf.data.Dataset.range(1).map(start).flat_map(lambda _: stream.take(steps))
+            epoch = tf.data.Dataset.range(1).map(start).flat_map(read)
             return epoch.apply(tf.data.experimental.assert_cardinality(steps))
 
 
@@ -176,7 +185,7 @@ class GPUEpochDataset(EpochDataset):
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
                  epochs: Epochs | None = None, restart: bool = False):
-        super().__init__(stream, steps, guard, epochs, by_reader=False, restart=restart)
+        super().__init__(stream, steps, guard, epochs, by_reader=False, restart=restart, one_pass=None)
 
     def _graph(self, stream: tf.data.Dataset, steps: int) -> tf.data.Dataset:
         """The stream itself: one epoch's graph would put tf.data ops with no GPU kernel after the DALI
@@ -209,13 +218,14 @@ def _refuse_on_gpu(name: str, *args, **kwargs):
 
 def dataset(plan: Plan, device: str) -> EpochDataset:
     """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
-    endless, guard, epochs = _stream(plan, device)
+    feed = _Feed.of(plan, device)
+    endless = feed.stream()
     on_gpu = tf.DeviceSpec.from_string(variant(endless).device).device_type == "GPU"
     restart = _restarts(plan)
     if on_gpu:
-        return GPUEpochDataset(endless, plan.steps, guard, epochs, restart=restart)
-    return EpochDataset(endless, plan.steps, guard, epochs, by_reader=plan.data.container.read_by_reader,
-                        restart=restart)
+        return GPUEpochDataset(endless, plan.steps, feed.guard, feed.epochs, restart=restart)
+    return EpochDataset(endless, plan.steps, feed.guard, feed.epochs, by_reader=plan.data.container.read_by_reader,
+                        restart=restart, one_pass=feed.stream)
 
 
 def stream(plan: Plan, device: str) -> tf.data.Dataset:
@@ -224,12 +234,13 @@ def stream(plan: Plan, device: str) -> tf.data.Dataset:
     iterator reads from its first batch (an endless stream never ended ``model.evaluate``); in training
     the endless stream, whose every iterator (each ``fit()``) claims epochs no pipeline of it has read
     (:meth:`Epochs.claim_block`), where a new one replayed the first epoch's order and draws."""
-    endless, _, epochs = _stream(plan, device)
+    feed = _Feed.of(plan, device)
+    endless = feed.stream()  # (built here, once: one reader per worker, whose iterators come one at a time)
     if _restarts(plan):
         return endless.take(plan.steps)
 
     def claim(_):  # (named functions: autograph cannot tell two lambdas on one line apart)
-        return epochs.claim_block()
+        return feed.epochs.claim_block()
 
     def read(_):
         return endless
@@ -244,10 +255,12 @@ def _restarts(plan: Plan) -> bool:
     return not (plan.sampler.drop_remainder or plan.sampler.shuffle or plan.spec.draws_at_random)
 
 
-def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs]:
-    """Wrap the DALI graph in ``DALIDatasetWithInputs``, placed where DALI hands its batches over: the
-    GPU that is CUDA device ``plan.device_id``, or the host (``plan.placement``, a TensorFlow device
-    name, overrides it: a replica's device under ``distribute``).
+@dataclass
+class _Feed:
+    """A DALI graph wrapped for TensorFlow: what every stream of it shares (the pipeline, the guard, the
+    epochs claimed), and :meth:`stream`, which wraps the graph in ``DALIDatasetWithInputs``, placed where
+    DALI hands its batches over: the GPU that is CUDA device ``plan.device_id``, or the host
+    (``plan.placement``, a TensorFlow device name, overrides it: a replica's device under ``distribute``).
 
     Batches handed over on the GPU leave DALI complete (one-hot, weights) and nothing follows the
     DALIDataset: TF's dataset ops after it would need GPU kernels, which map, filter and
@@ -256,35 +269,54 @@ def _stream(plan: Plan, device: str) -> tuple[tf.data.Dataset, PairGuard, Epochs
     parallel map after DALI; DALI runs them in larger batches, which ``rebatch`` splits first
     (:func:`.dali_graph.host_batch_size`).
     """
-    spec, on = plan.spec, outputs_on(device, plan)
-    if on == "gpu" and spec.dtype == "bfloat16":
-        raise SpecError("dtype='bfloat16' with backend='dali-gpu': DALI has no bfloat16 output, and a cast after a "
-                        "GPU DALIDataset would be a tf.data map, which has no GPU kernel. Pass dtype='float32' and "
-                        "keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs to "
-                        "bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
-    run = graph_spec(spec, on)
-    batch = host_batch_size(plan, device)
-    guard = dali_guard(plan, device, batch, CHUNK)
-    pipe = SegmentationPipeline(plan, device, spec=run, fed=True, guard=guard, batch_size=batch)
-    reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
-    dtypes, shapes = output_signature(run, plan.data.classes, batch, plan.outputs)
-    if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
-        leave_gpu_memory_for_dali()
-    where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
-    epochs = Epochs()  # the epoch each pipeline of the dataset starts at
-    with tf.device(where):
-        endless = DALIDatasetWithInputs(
-            pipeline=pipe, batch_size=batch, device_id=pipe.device_id,
-            num_threads=pipe.num_threads, prefetch_queue_depth=plan.prefetch,
-            input_datasets=_inputs(plan, reader, guard, where, epochs, mask_files(plan.data, device), batch),
-            output_dtypes=dtypes, output_shapes=shapes)
-        if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
-            endless = endless.rebatch(plan.batch_size, drop_remainder=True)
-        if run.host_finish:  # what DALI does not output (see graph_spec)
-            classes = plan.data.classes
-            endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, classes),
-                                  num_parallel_calls=tf.data.AUTOTUNE)
-    return endless, guard, epochs
+
+    plan: Plan
+    device: str
+    run: GraphSpec
+    batch: int
+    guard: PairGuard
+    pipe: SegmentationPipeline
+    reader: ReaderEpochs | None
+    where: str
+    epochs: Epochs
+
+    @classmethod
+    def of(cls, plan: Plan, device: str) -> _Feed:
+        spec, on = plan.spec, outputs_on(device, plan)
+        if on == "gpu" and spec.dtype == "bfloat16":
+            raise SpecError("dtype='bfloat16' with backend='dali-gpu': DALI has no bfloat16 output, and a cast after "
+                            "a GPU DALIDataset would be a tf.data map, which has no GPU kernel. Pass dtype='float32' "
+                            "and keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs "
+                            "to bfloat16 in the first layer. Or pass dtype='float16', which DALI outputs.")
+        run = graph_spec(spec, on)
+        batch = host_batch_size(plan, device)
+        guard = dali_guard(plan, device, batch, CHUNK)
+        pipe = SegmentationPipeline(plan, device, spec=run, fed=True, guard=guard, batch_size=batch)
+        reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
+        if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
+            leave_gpu_memory_for_dali()
+        where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
+        return cls(plan, device, run, batch, guard, pipe, reader, where, Epochs())
+
+    def stream(self, first: tf.Tensor | None = None) -> tf.data.Dataset:
+        """The endless stream of a pipeline whose inputs start at epoch ``first`` (a tensor: a chained
+        pass's claim, inside its tf.data graph), or at the epoch its iterator claimed (None)."""
+        plan, run, batch = self.plan, self.run, self.batch
+        dtypes, shapes = output_signature(run, plan.data.classes, batch, plan.outputs)
+        with tf.device(self.where):
+            endless = DALIDatasetWithInputs(
+                pipeline=self.pipe, batch_size=batch, device_id=self.pipe.device_id,
+                num_threads=self.pipe.num_threads, prefetch_queue_depth=plan.prefetch,
+                input_datasets=_inputs(plan, self.reader, self.guard, self.where, self.epochs,
+                                       mask_files(plan.data, self.device), batch, first),
+                output_dtypes=dtypes, output_shapes=shapes)
+            if batch != plan.batch_size:  # on the host: DALI's larger batches split (see host_batch_size)
+                endless = endless.rebatch(plan.batch_size, drop_remainder=True)
+            if run.host_finish:  # what DALI does not output (see graph_spec)
+                spec, classes = plan.spec, plan.data.classes
+                endless = endless.map(lambda *batch: _finish(batch, plan.outputs, spec, classes),
+                                      num_parallel_calls=tf.data.AUTOTUNE)
+        return endless
 
 
 #: Stream positions per Python call in the TF input streams (see :func:`_inputs`).
@@ -292,7 +324,7 @@ CHUNK = 128
 
 
 def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, epochs: Epochs,
-            masks, batch: int) -> dict:
+            masks, batch: int, first: tf.Tensor | None = None) -> dict:
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS_INPUT`` in
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
     when reading packs, only when an output uses them: DALI drops unused nodes, and refuses an input that
@@ -300,7 +332,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched (each
     batch padded to its longest: :func:`.dali_graph.graph_input`), and are copied to the dataset's device
     when that is a GPU, as the plugin asks."""
-    data, make = plan.data, _Streams(plan, reader, guard, epochs, batch)
+    data, make = plan.data, _Streams(plan, reader, guard, epochs, batch, first)
     positional = reads_index(plan)
     with tf.device("/cpu:0"):
         streams = STREAMS[data.container](make, data, masks, positional)
@@ -352,8 +384,10 @@ class _Streams:
     (see :class:`EpochDataset`); the pack reader always starts at its first pass.
     """
 
-    def __init__(self, plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, epochs: Epochs, batch: int):
+    def __init__(self, plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, epochs: Epochs, batch: int,
+                 first: tf.Tensor | None = None):
         self.sampler, self.reader, self.guard, self.epochs, self.batch = plan.sampler, reader, guard, epochs, batch
+        self.first = first  # the epoch a chained pass claimed (None: the one in epochs.start)
         self.draw_count = draw_count(plan.spec)
         # an epoch's worth at most, so that a chunk of a small dataset does not vet pairs epochs ahead
         self.chunk_size = min(CHUNK, self.sampler.per_epoch)
@@ -361,10 +395,12 @@ class _Streams:
     def chunks(self, from_epochs: bool) -> tf.data.Dataset:
         """The first position of each chunk of positions: from the first epoch the pipeline claimed
         (``from_epochs``), or from the start of the stream."""
-        size, per_epoch, epochs = self.chunk_size, self.sampler.per_epoch, self.epochs
+        size, per_epoch, epochs, claimed = self.chunk_size, self.sampler.per_epoch, self.epochs, self.first
         endless = np.iinfo(np.int64).max // (2 * size)
         first = tf.data.Dataset.range(1)
-        if from_epochs:
+        if from_epochs and claimed is not None:
+            first = tf.data.Dataset.from_tensors(tf.cast(claimed, tf.int64) * per_epoch)
+        elif from_epochs:
             first = first.map(lambda _: epochs.start.read_value() * per_epoch)
         return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * size))
 
