@@ -19,7 +19,7 @@ import numpy as np
 
 from . import backends
 from .backends import Product
-from .errors import BatchTooLarge, SpecError
+from .errors import BatchTooLarge, OptionError, SpecError
 from .parallel import cores
 from .parts import in_bucket
 from .plan import BATCH_SIZE, LABEL_MODE, Plan, make_plan, plan_of, with_keywords
@@ -317,6 +317,12 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
         except BatchTooLarge as e:  # said of distribute's own argument
             raise SpecError(f"distribute() got global_batch_size={global_batch_size}, which gives each of the "
                             f"{pipelines} input pipelines (one shard each) {e.said_of('global_batch_size')}") from None
+        except OptionError as e:  # num_shards is distribute's to set: said of what sets it
+            if e.option != "num_shards":
+                raise
+            raise SpecError(f"distribute() under {type(strategy).__name__} reads {len(data)} samples through "
+                            f"{pipelines} input pipelines (one per replica or worker), one shard each, and each shard "
+                            "needs at least one sample: use fewer replicas or workers, or more data") from None
         device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
         if chosen.gpu:
             from .backends.dali_tf import cuda_ordinal

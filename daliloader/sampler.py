@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from .errors import BatchTooLarge, SpecError
+from .errors import BatchTooLarge, OptionError, SpecError
 
 
 class Sampler:
@@ -45,8 +45,8 @@ class Sampler:
         else:
             self.steps = -(-per_shard_max // batch_size)
         if num_shards > n:
-            raise SpecError(f"num_shards={num_shards} is more than the {n} samples: each shard needs at least "
-                            f"one sample (use at most {n} shards, or more data)")
+            raise OptionError("num_shards", f"num_shards={num_shards} is more than the {n} samples: each shard needs "
+                                            f"at least one sample (use at most {n} shards, or more data)")
         if self.steps == 0:
             raise BatchTooLarge(batch_size, per_shard_min, n, num_shards)
         self._orders: dict[int, np.ndarray] = {}  # the few most recent epochs

@@ -57,6 +57,11 @@ SCRIPT = textwrap.dedent("""
         dl.distribute(strategy, data, global_batch_size=12, image_size=(24, 32), backend="dali-cpu")
     except dl.SpecError as e:
         out["too_large"] = str(e)
+    try:  # one sample for two replicas: said of the replicas, not of num_shards (which distribute sets)
+        dl.distribute(strategy, data.subset([0]), global_batch_size=2, image_size=(24, 32), training=False,
+                      backend="dali-cpu")
+    except dl.SpecError as e:
+        out["too_few"] = str(e)
     try:  # tf.data reads one pipeline per worker: two replicas would each get a whole global batch
         dl.distribute(strategy, data, global_batch_size=4, image_size=(24, 32), backend="tfdata")
     except dl.SpecError as e:
@@ -106,6 +111,9 @@ def test_mirrored_strategy_on_two_logical_cpus(index_data, read, tmp_path):
     assert out["too_large"].startswith("distribute() got global_batch_size=12, which gives each of the 2 input "
                                        "pipelines (one shard each) batch_size=6 is larger than the 5 samples per "
                                        "shard") and "lower global_batch_size" in out["too_large"], out["too_large"]
+    too_few = out["too_few"]
+    assert too_few.startswith("distribute() under MirroredStrategy reads 1 samples through 2 input pipelines (one "
+                              "per replica or worker), one shard each") and "num_shards" not in too_few, too_few
 
 
 @pytest.mark.parametrize("kwargs, message", [
