@@ -141,7 +141,7 @@ def fixed_window(extent, spec, u=None):
 
 def with_fixed_window(thunk):
     """``thunk()`` with the loader's graphs built meanwhile taking :func:`fixed_window` for their window: what
-    the window's arithmetic costs (some 15 of the GPU graph's 55 CPU operators, each run once per batch:
+    the window's arithmetic costs (a share of the GPU graph's CPU operators, each run once per batch:
     docs/gpu.md, "On an H200, 2026-11-27, third")."""
     drawn, dali_graph.crop_window = dali_graph.crop_window, fixed_window
     try:
@@ -248,9 +248,9 @@ def figures(data, seconds: float, repeats: int):
     files = list(data.images)
     timing = dict(seconds=seconds, repeats=repeats)
     # first what a time-boxed call must not lose: the loader as fit reads it, the expert's reference and
-    # the decoder's ceiling at the loader's settings (calls of 2026-11-27 measured six or seven figures in
-    # their 170-180 s); then the ratio at batch 32 with every JPEG on the hardware engines (whose decoder
-    # ceiling is 4x nvJPEG's at batch 8); then, with the engines, what binds at batch 8 once the decoder
+    # the decoder's ceiling at the loader's settings (a time-boxed call measures the first few: docs/gpu.md);
+    # then the ratio at batch 32 with every JPEG on the hardware engines (which raise the decoder's ceiling:
+    # docs/gpu.md); then, with the engines, what binds at batch 8 once the decoder
     # does not (docs/gpu.md, "For the next run"): the graph without TensorFlow, by stage, and with its
     # window fixed; then the figures measured before (batch 32 without the engines, dali-cpu on every core)
     yield "tf", "int, batch 8, prefetch 2", partial(tf_rate, data, 8, "int", **timing)

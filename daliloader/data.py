@@ -605,7 +605,8 @@ def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path
         return as_classmap(given)
     counted = _counted_classes(int(given), masks, published, layout, mask_channel)
     if vet_count and counted is not published:
-        _refuse_ids_beyond(counted, masks, published)
+        _refuse_ids_beyond(counted if mask_channel is None else replace(counted, mask_channel=mask_channel), masks,
+                           published)
     return counted
 
 
@@ -708,12 +709,17 @@ def _refuse_ids_beyond(classes: ClassMap, masks: Sequence, published) -> None:
              if isinstance(published, ClassMap) and published.catalogue else "")
     own = (f"ClassMap.from_palette_indices(palette, {n})" if palette else
            f"ClassMap.from_ids({{i: i for i in range({n})}})")
+    ignoring = f"a class map that ignores them ({own})"
+    if set(range(n, top)) <= set(found.pixels):  # they run on from the classes: a count too small
+        remedy = f"Pass {named}classes={top} (--classes {top}: {what} 0..{top - 1}); or, to ignore them, {ignoring}"
+    else:  # scattered ids (a void value?): no count reads them right
+        remedy = (f"If they are void, pass {ignoring}; if they are classes, a class map that maps each to its "
+                  "class (ClassMap.from_ids({id: class, ...}))")
     raise DataError(f"classes={n} reads {what} 0..{n - 1} as classes and every other one as ignored, but "
                     f"{len(found.masks)} of the {found.sampled} masks sampled hold "
                     f"{one if len(found.pixels) == 1 else what} {found.ids()} (e.g. {found.masks[0]}): those pixels "
-                    "would load as ignored, left out of the loss and the metrics, without an error. Pass "
-                    f"{named}classes={top} (--classes {top}: {what} 0..{top - 1}); or, to ignore them on purpose, "
-                    f"a class map that says so ({own}). `daliloader check` lists every mask's")
+                    f"would load as ignored, left out of the loss and the metrics, without an error. {remedy}. "
+                    "`daliloader check` lists them mask by mask")
 
 
 def _published_way(published: ClassMap) -> str:

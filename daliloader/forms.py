@@ -128,6 +128,11 @@ def refuse_other_form(classes: ClassMap, masks: Sequence, where: str = "the data
         raise DataError(found.message(classes, where))
 
 
+#: The values that mean "ignored" by convention, whatever the count (8-bit masks' 255, 16-bit masks' 65535,
+#: which the ids read from the masks also take for the ignore index): not weighed as ids a count leaves out.
+IGNORE_VALUES = (255, 65535)
+
+
 @dataclass(frozen=True)
 class BeyondCount:
     """What a map read from a class count leaves out of a sample of masks: the ids (palette indices) it
@@ -147,9 +152,10 @@ class BeyondCount:
 def beyond_count(classes: ClassMap, masks: Sequence) -> BeyondCount | None:
     """A map read from a class count ``N`` (ids or palette indices ``0..N-1``, the others ignored:
     ``ClassMap.from_ids(N)``, ``from_palette_indices``) weighed against a sample of ``masks``: the ids
-    besides the ignore index that it loads as ignored, as the map itself maps them (a palette index of a
-    class's colour loads as that class), else None (also for masks that cannot be read: the loaders and
-    ``check`` name those). VOC's 21 classes read with ``classes=20`` lose tvmonitor (20) this way."""
+    besides the ignore index (and :data:`IGNORE_VALUES`) that it loads as ignored, as the map itself maps
+    them (a palette index of a class's colour loads as that class), else None (also for masks that cannot
+    be read: the loaders and ``check`` name those). VOC's 21 classes read with ``classes=20`` lose
+    tvmonitor (20) this way."""
     pixels: dict[int, int] = {}
     holding = []
     sampled = sample(masks)
@@ -157,7 +163,8 @@ def beyond_count(classes: ClassMap, masks: Sequence) -> BeyondCount | None:
         for mask in sampled:
             counts = _id_counts([mask], classes.mask_channel)
             ids = np.flatnonzero(counts)
-            lost = ids[(ids != classes.ignore_index) & (_loaded_as(classes, ids) == classes.ignore_index)]
+            lost = ids[~np.isin(ids, IGNORE_VALUES + (classes.ignore_index,))
+                       & (_loaded_as(classes, ids) == classes.ignore_index)]
             for i in lost.tolist():
                 pixels[i] = pixels.get(i, 0) + int(counts[i])
             if lost.size:

@@ -249,9 +249,10 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     GPU and hands its batches over on the host, and TensorFlow copies them to the replica. A worker
     with several replicas is refused: TensorFlow would hand each replica a whole per-worker batch in
     turn (it does not split batches), so ``global_batch_size`` would not hold; run one worker process
-    per GPU. The per-worker stream is endless: pass ``steps_per_epoch=dataset.steps_per_epoch`` (under
-    MirroredStrategy Keras knows the epoch length). All shards share one seed (drawn here when ``seed``
-    is None), so their permutations agree and the shards are disjoint every epoch.
+    per GPU. The per-worker stream is endless in training: pass
+    ``steps_per_epoch=dataset.steps_per_epoch`` (under MirroredStrategy Keras knows the epoch length); in
+    evaluation it is one epoch. All shards share one seed (drawn here when ``seed`` is None), so their
+    permutations agree and the shards are disjoint every epoch.
 
     Args:
         strategy: a ``tf.distribute`` strategy (``MirroredStrategy``, ``MultiWorkerMirroredStrategy``, or
@@ -309,20 +310,8 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
             raise SpecError(f"distribute() under {type(strategy).__name__} with {pipelines} workers needs seed=: "
                             "each worker process would draw its own, and their shards would overlap and miss "
                             "samples. Pass every worker the same seed")
-        batch_size = global_batch_size // pipelines
-        try:
-            plan = plan_of(data, "distribute", batch_size=batch_size, image_size=image_size, crop=crop,
-                           label_mode=label_mode, shuffle=shuffle, seed=seed, shard_id=ctx.input_pipeline_id,
-                           num_shards=pipelines, **options)
-        except BatchTooLarge as e:  # said of distribute's own argument
-            raise SpecError(f"distribute() got global_batch_size={global_batch_size}, which gives each of the "
-                            f"{pipelines} input pipelines (one shard each) {e.said_of('global_batch_size')}") from None
-        except OptionError as e:  # num_shards is distribute's to set: said of what sets it
-            if e.option != "num_shards":
-                raise
-            raise SpecError(f"distribute() under {type(strategy).__name__} reads {len(data)} samples through "
-                            f"{pipelines} input pipelines (one per replica or worker), one shard each, and each shard "
-                            "needs at least one sample: use fewer replicas or workers, or more data") from None
+        plan = _shard_plan(data, strategy, global_batch_size, ctx, image_size=image_size, crop=crop,
+                           label_mode=label_mode, shuffle=shuffle, seed=seed, **options)
         device = devices[ctx.input_pipeline_id] if per_replica else devices[0]
         if chosen.gpu:
             from .backends.dali_tf import cuda_ordinal
@@ -340,6 +329,24 @@ def distribute(strategy: tf.distribute.Strategy, data: SegmentationData, global_
     dist = strategy.distribute_datasets_from_function(dataset_fn, _input_options(per_replica))
     dist.steps_per_epoch = min(steps)  # batches per epoch, the same on every replica
     return dist
+
+
+def _shard_plan(data, strategy, global_batch_size: int, ctx, **options):
+    """The plan of input pipeline ``ctx.input_pipeline_id`` of ``ctx.num_input_pipelines`` (one shard each),
+    its refusals said of what ``distribute`` was given (it sets the shards and the batch itself)."""
+    pipelines = ctx.num_input_pipelines
+    try:
+        return plan_of(data, "distribute", batch_size=global_batch_size // pipelines, shard_id=ctx.input_pipeline_id,
+                       num_shards=pipelines, **options)
+    except BatchTooLarge as e:  # said of distribute's own argument
+        raise SpecError(f"distribute() got global_batch_size={global_batch_size}, which gives each of the "
+                        f"{pipelines} input pipelines (one shard each) {e.said_of('global_batch_size')}") from None
+    except OptionError as e:  # num_shards is distribute's to set: said of what sets it
+        if e.option != "num_shards":
+            raise
+        raise SpecError(f"distribute() under {type(strategy).__name__} reads {len(data)} samples through "
+                        f"{pipelines} input pipelines (one per replica or worker), one shard each, and each shard "
+                        "needs at least one sample: use fewer replicas or workers, or more data") from None
 
 
 def _worker_devices(strategy, backend: backends.Backend) -> list[str]:

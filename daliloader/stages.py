@@ -63,7 +63,7 @@ from .draws import NUMPY, REDRAWS, draw, uniform_offset, window_side
 from .spec import Preprocess
 
 #: The prologue's uniform draws per sample, and where each one is used; the declared stages' follow
-#: (:mod:`daliloader.augment`).
+#: (:mod:`daliloader.augment`). TOP and LEFT are adjacent: :func:`window_pairs` reads them as one pair.
 ZOOM, TOP, LEFT, FLIP, ANGLE, BRIGHTNESS, CONTRAST, SATURATION, HUE = range(augment.FIRST_DRAW)
 #: Where the redraws' draws start (two each: top, left), after the declared stages'.
 FIRST_REDRAW = augment.STAGE_DRAWS

@@ -311,7 +311,7 @@ def test_a_class_count_that_would_ignore_ids_of_the_masks_is_refused(voc, tmp_pa
     if form == "palette":
         root, n, top, what = voc[0], 20, 21, "palette index 20"
     else:
-        root, n, top, what = tmp_path, 6, 10, "id 9"
+        root, n, top, what = tmp_path, 9, 10, "id 9"
         id_tree(root, [0, 3, 9, 255])
     with pytest.raises(dl.DataError, match=f"classes={n} reads .* hold {what} .*Pass .*classes={top} "):
         dl.SegmentationData.from_folder(root, classes=n)
@@ -756,3 +756,28 @@ def test_a_prepared_split_answers_to_the_common_name_of_its_split(tmp_path):
     assert len(dl.SegmentationData.from_folder(tmp_path / "out", split="val")) == 2
     with pytest.raises(dl.DataError, match="prepared copy of split 'val2017'.*drop split='train'"):
         dl.SegmentationData.from_folder(tmp_path / "out", split="train")
+
+
+def test_a_class_count_spares_the_ignore_values_and_weighs_the_masks_channel(tmp_path):
+    """The check of a class count against the masks: 16-bit id masks whose void is 65535 load with
+    classes=4 (65535 is the 16-bit ignore value, as the ids read from masks take it; it was refused, asking
+    for classes=65536, which no map takes); ids in a colour mask's channel (mask_channel) are weighed too
+    (they loaded as ignored); scattered ids (a void value) are not told to become classes by a count."""
+    sixteen = tmp_path / "sixteen"
+    id_tree(sixteen, [0, 1, 2, 3, 65535], depth=16)
+    assert dl.SegmentationData.from_folder(sixteen, classes=4).classes.num_classes == 4
+    scattered = tmp_path / "scattered"
+    id_tree(scattered, [0, 1, 2, 254])
+    with pytest.raises(dl.DataError, match=r"hold id 254 .*If they are void, pass a class map that ignores them"):
+        dl.SegmentationData.from_folder(scattered, classes=3)
+    channel = tmp_path / "channel"
+    for split in ("images", "masks"):
+        (channel / split).mkdir(parents=True)
+    rng = np.random.default_rng(5)
+    for i in range(2):
+        cv2.imwrite(str(channel / "images" / f"{i}.png"), photo(rng))
+        ids = blocks(rng, np.arange(6)).astype(np.uint8)
+        cv2.imwrite(str(channel / "masks" / f"{i}.png"), np.stack([np.zeros_like(ids), ids // 2, ids], -1))  # BGR
+    with pytest.raises(dl.DataError, match="classes=3 reads ids 0..2 .* hold ids 3"):
+        dl.SegmentationData.from_folder(channel, classes=3, mask_channel=0)
+    assert dl.SegmentationData.from_folder(channel, classes=6, mask_channel=0).classes.num_classes == 6

@@ -247,6 +247,23 @@ def test_passes_read_at_once_each_read_their_own_epoch_with_image_and_mask_toget
     assert len({tuple(p) for p in per_pass.values()}) == 6, per_pass  # six epochs, not one read six times
 
 
+def test_epochs_claimed_at_once_are_all_different():
+    """A claim added to the next free epoch and read it back in two operations, so that passes claiming at
+    once could read one number (a few in thousands, from an outside review): one critical section now."""
+    import tensorflow as tf
+
+    from daliloader.backends.dali_tf import Epochs
+
+    epochs = Epochs()
+
+    def one_claim(_):
+        return tf.data.Dataset.range(1).map(lambda _: epochs.claim_pass())
+
+    claims = tf.data.Dataset.range(3000).interleave(one_claim, cycle_length=16, num_parallel_calls=16,
+                                                    deterministic=False)
+    assert sorted(int(c) for c in claims) == list(range(3000))
+
+
 def test_model_fit_on_chained_datasets(index_data):
     ds = dl.tf_dataset(index_data, batch_size=2, image_size=(24, 32), crop="random", rotate=10, label_mode="int",
                        seed=9, backend="dali-cpu")

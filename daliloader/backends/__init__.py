@@ -10,7 +10,7 @@ What a backend can build (its "products", :class:`Product`):
 product    what                                            used by
 =========  ==============================================  ======================================
 tf.data    a ``tf.data.Dataset`` of batches, in epochs      ``tf_dataset``, ``distribute``
-stream     the same batches, endless                        ``distribute`` (per-worker input)
+stream     the batches, endless (evaluation: one epoch)     ``distribute`` (per-worker input)
 keras      a ``keras.utils.PyDataset`` of numpy batches     ``keras_sequence``
 dali       a DALI pipeline, run without TensorFlow          ``dali_pipeline``
 batches    numpy batches in epochs, without Keras           the bench (where Keras is missing),

@@ -71,11 +71,13 @@ class Epochs:
     """Which epoch each DALI pipeline of one dataset starts at, so that no two read the same epoch (the
     same order and the same draws).
 
-    ``free`` is the first epoch no pipeline has claimed. A pass of a chained tf.data transformation
-    claims one (:meth:`claim_pass`, in the graph) and builds its pipeline's input streams from that
-    number (:func:`_passes`): passes read at once (``interleave``) each read their own epoch, in every
-    stream of their pipeline alike. A pipeline started by iterating the dataset itself claims
-    :data:`STREAM_EPOCHS` (:meth:`claim_stream`, eagerly) and writes the first into ``start``, which its
+    ``free`` is the first epoch no pipeline has claimed; a claim adds to it and reads it in one critical
+    section (two claims at once would otherwise read one number). A pass of a chained tf.data
+    transformation claims one epoch (:meth:`claim_pass`, in the graph) and builds its pipeline's input
+    streams from that number (:meth:`_Feed.stream`): passes read at once (``interleave``) each read their
+    own epoch, in every stream of their pipeline alike. A pipeline started by iterating the dataset itself
+    claims :data:`STREAM_EPOCHS` (:meth:`claim_stream`, eagerly; an iterator of ``distribute``'s
+    per-worker stream, :meth:`claim_block` in its graph) and writes the first into ``start``, which its
     input streams read as they begin (:meth:`_Streams.chunks`). The first pipeline of a dataset reads
     from epoch 0.
     """
@@ -84,10 +86,18 @@ class Epochs:
         with tf.device("/cpu:0"):
             self.free = tf.Variable(0, dtype=tf.int64, trainable=False, name="daliloader_free_epoch")
             self.start = tf.Variable(0, dtype=tf.int64, trainable=False, name="daliloader_start_epoch")
+            self._claiming = tf.CriticalSection(name="daliloader_claim")
+
+    def _claim(self, count: int) -> tf.Tensor:
+        """``count`` epochs from ``free``: the first one's number."""
+        def claim():
+            return tf.identity(self.free.assign_add(count)) - count
+
+        return self._claiming.execute(claim)
 
     def claim_pass(self) -> tf.Tensor:
         """One epoch for a chained pass (inside its tf.data graph): its number."""
-        return self.free.assign_add(1) - 1
+        return self._claim(1)
 
     def claim_stream(self) -> int:
         """:data:`STREAM_EPOCHS` epochs for a pipeline about to start (eagerly, before its iterator): the
@@ -96,7 +106,7 @@ class Epochs:
 
     def claim_block(self) -> tf.Tensor:
         """:data:`STREAM_EPOCHS` epochs, eagerly or inside a tf.data graph: the first one's number."""
-        return self.start.assign(self.free.assign_add(STREAM_EPOCHS) - STREAM_EPOCHS)
+        return self.start.assign(self._claim(STREAM_EPOCHS))
 
 
 class EpochDataset(tfloader.EpochDataset):
@@ -121,6 +131,8 @@ class EpochDataset(tfloader.EpochDataset):
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
                  epochs: Epochs | None = None, by_reader: bool = False, restart: bool = False,
                  one_pass: Callable[[tf.Tensor], tf.data.Dataset] | None = None):
+        """``one_pass(first)``: the stream of a pipeline whose inputs start at epoch ``first``, which each
+        chained pass builds (:meth:`_one_epoch`; a subclass that has no passes passes None)."""
         self._epochs, self._first_only, self._one_pass = epochs, by_reader and not restart, one_pass
         super().__init__(stream, steps, guard, variant(self._graph(stream, steps)), restart)
 
@@ -233,11 +245,13 @@ def stream(plan: Plan, device: str) -> tf.data.Dataset:
     ``MultiDeviceIterator``, not :class:`EpochDataset`'s iterator): in evaluation one epoch, which every
     iterator reads from its first batch (an endless stream never ended ``model.evaluate``); in training
     the endless stream, whose every iterator (each ``fit()``) claims epochs no pipeline of it has read
-    (:meth:`Epochs.claim_block`), where a new one replayed the first epoch's order and draws."""
+    (:meth:`Epochs.claim_block`), where a new one replayed the first epoch's order and draws; iterators
+    are taken one at a time (two read at once could read one block). A pack reader still starts at its
+    first pass in every new pipeline (docs/distributed.md)."""
     feed = _Feed.of(plan, device)
     endless = feed.stream()  # (built here, once: one reader per worker, whose iterators come one at a time)
     if _restarts(plan):
-        return endless.take(plan.steps)
+        return endless.take(plan.steps).apply(tf.data.experimental.assert_cardinality(plan.steps))
 
     def claim(_):  # (named functions: autograph cannot tell two lambdas on one line apart)
         return feed.epochs.claim_block()
