@@ -246,8 +246,8 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
     # PNG is decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
     gpu_masks = reads_gpu_masks(data, device)  # (never with cat_max_ratio: make_plan's data has no GPU form then)
     extent = same_size(fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32),
-                     lz4_header(mask_bytes)[0] if gpu_masks else
-                     fn.peek_image_shape(mask_bytes, adjust_orientation=False, dtype=types.INT32))
+                       lz4_header(mask_bytes)[0] if gpu_masks else
+                       fn.peek_image_shape(mask_bytes, adjust_orientation=False, dtype=types.INT32))
     whole = None  # cat_max_ratio: the whole mask's classes, on the CPU, from which the window is chosen
     if spec.chooses_window:
         whole = map_labels(decode_mask(mask_bytes, None, None, "cpu", data), data.classes)

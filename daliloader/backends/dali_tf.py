@@ -128,11 +128,11 @@ class EpochDataset(tfloader.EpochDataset):
     first).
     """
 
-    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
-                 epochs: Epochs | None = None, by_reader: bool = False, restart: bool = False,
-                 one_pass: Callable[[tf.Tensor], tf.data.Dataset] | None = None):
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None,
+                 epochs: Epochs | None, *, one_pass: Callable[[tf.Tensor], tf.data.Dataset] | None,
+                 by_reader: bool = False, restart: bool = False):
         """``one_pass(first)``: the stream of a pipeline whose inputs start at epoch ``first``, which each
-        chained pass builds (:meth:`_one_epoch`; a subclass that has no passes passes None)."""
+        chained pass builds (:meth:`_one_epoch`; None for a subclass without chained passes)."""
         self._epochs, self._first_only, self._one_pass = epochs, by_reader and not restart, one_pass
         super().__init__(stream, steps, guard, variant(self._graph(stream, steps)), restart)
 
@@ -195,9 +195,9 @@ class GPUEpochDataset(EpochDataset):
 
     ends_in_graph = False  # (take has no GPU kernel)
 
-    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None = None,
-                 epochs: Epochs | None = None, restart: bool = False):
-        super().__init__(stream, steps, guard, epochs, by_reader=False, restart=restart, one_pass=None)
+    def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None, epochs: Epochs | None,
+                 restart: bool = False):
+        super().__init__(stream, steps, guard, epochs, one_pass=None, restart=restart)
 
     def _graph(self, stream: tf.data.Dataset, steps: int) -> tf.data.Dataset:
         """The stream itself: one epoch's graph would put tf.data ops with no GPU kernel after the DALI
