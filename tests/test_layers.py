@@ -38,7 +38,7 @@ def layer(name: str) -> int:
     for i, names in enumerate(LAYERS):
         if name in names or (name.count(".") and f"{name.split('.')[0]}.*" in names):
             return i
-    raise AssertionError(f"daliloader.{name} is in no layer: add it to LAYERS (and to the README's diagram)")
+    raise AssertionError(f"daliloader.{name} is in no layer: add it to LAYERS (and to the diagram in docs/design.md)")
 
 
 def is_module(name: str) -> bool:

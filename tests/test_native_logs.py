@@ -1,5 +1,6 @@
 """What native libraries print: DALI's decoder messages go through DALI's own switch, which daliloader
-sets to errors only by default, leaves alone when the user set it, and opens again with --verbose."""
+sets to errors only by default, leaves alone when the user set it, and opens again with --verbose;
+OpenCV's warnings are off once daliloader's codecs load."""
 
 from __future__ import annotations
 
@@ -42,6 +43,23 @@ def test_dali_decoder_messages_follow_daliloaders_default_and_the_users_choice(s
     assert "level 1" in quiet.stdout and "nvimgcodec" not in quiet.stderr
     chatty = run(code, DALI_NVIMGCODEC_LOG_LEVEL="3")
     assert "level 3" in chatty.stdout and "[nvimgcodec]" in chatty.stderr
+
+
+OPENCV_DECODE = """
+import cv2, numpy as np
+{setup}
+png = cv2.imencode(".png", np.zeros((32, 32), np.uint8))[1]
+assert cv2.imdecode(png[: len(png) // 2], cv2.IMREAD_UNCHANGED) is None
+"""
+
+
+def test_opencvs_warnings_about_a_broken_picture_stay_out_of_stderr():
+    """A truncated PNG decoded by OpenCV after daliloader's codecs are loaded writes nothing (the caller
+    names the file); OpenCV alone writes its warning, so the switch is the one OpenCV reads."""
+    quiet = run(OPENCV_DECODE.format(setup="import daliloader.codecs"))
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    chatty = run(OPENCV_DECODE.format(setup=""))
+    assert chatty.returncode == 0 and "WARN" in chatty.stderr and "incomplete" in chatty.stderr, chatty.stderr
 
 
 def test_verbose_restores_dalis_default_unless_the_user_chose(monkeypatch, tmp_path):

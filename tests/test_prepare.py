@@ -187,6 +187,30 @@ def test_prepare_can_leave_the_gpu_form_out(colour_data, tmp_path):
     assert dl.SegmentationData.from_prepared(tmp_path / "none").gpu_masks is None
 
 
+def test_masks_past_nvcomps_chunk_leave_the_gpu_form_out_and_the_manifest_says_why(colour_data, tmp_path,
+                                                                                   monkeypatch):
+    """A mask over nvCOMP's largest LZ4 chunk (16 MiB, lowered here so that the small masks are over it):
+    no GPU form for any mask, neither as files nor in the packs; the manifest and the summary say why,
+    and the copy loads with its PNG masks on every device."""
+    import daliloader.preparation as module
+    from daliloader.backends.dali_graph import mask_files
+
+    monkeypatch.setattr(module, "LZ4_MAX_BYTES", 1000)
+    out = tmp_path / "big"
+    manifest = prepare(colour_data, out, pack_size=4, progress=False)
+    left_out = manifest["masks"]["gpu"]["left_out"]
+    assert left_out.startswith(f"{len(colour_data)} masks are over nvCOMP's 0 MiB (first: ") and \
+        left_out.endswith("dali-gpu reads the PNG masks") and not list(out.glob("masks_lz4/*"))
+    assert f"no GPU form of the masks: {left_out}" in summary(manifest, out)
+    data = dl.SegmentationData.from_prepared(out)
+    assert data.gpu_masks is None and mask_files(data, "gpu") == data.masks
+    packed = dl.SegmentationData.from_prepared(out, packs=True)
+    assert packed.packs.gpu_mask_ext is None
+    for tar in packed.packs.tars:
+        with tarfile.open(tar) as members:
+            assert not [m.name for m in members if m.name.endswith(".labels.lz4")]
+
+
 # ---------------------------------------------------------------- the options and the rows, on fakes
 def test_the_options_are_one_frozen_value_checked_before_anything_is_written(colour_data, tmp_path, monkeypatch):
     import daliloader.preparation as module

@@ -7,9 +7,10 @@ This module imports DALI and never TensorFlow, so the same graph runs under ``DA
 other frameworks). Each stage implements its reference in :mod:`daliloader.stages` with DALI ops; the
 crop window is the reference's own arithmetic evaluated on DALI nodes (:data:`.dali_math.DALI_MATH`).
 
-Reading files: three per-sample inputs (image path, mask path, sample index) are pure functions of
-the stream position through one :class:`~daliloader.sampler.Sampler`, so image and mask are paired by
-construction under shuffling and sharding; ``fn.io.file.read`` reads the bytes in DALI's worker
+Reading files: the per-sample inputs (image path, mask path, and the sample index where an output
+uses it) are pure functions of the stream position through one
+:class:`~daliloader.sampler.Sampler`, so image and mask are paired by construction under shuffling and
+sharding; ``fn.io.file.read`` reads the bytes in DALI's worker
 threads. Reading packs (``data.packs``): one ``fn.readers.webdataset`` reads image, mask and sample
 index from the same record, and one input marks the padding positions
 (:class:`~daliloader.sampler.ReaderEpochs`). Reading TFRecords: the records are read in Python by
