@@ -62,6 +62,27 @@ def test_opencvs_warnings_about_a_broken_picture_stay_out_of_stderr():
     assert chatty.returncode == 0 and "WARN" in chatty.stderr and "incomplete" in chatty.stderr, chatty.stderr
 
 
+LOADERS = """
+import daliloader as dl
+data = dl.synthetic.make_dataset({root!r}, n=4, image_size=(48, 64))
+for training in (True, False):
+    ds = dl.tf_dataset(data, batch_size=2, image_size=(32, 32), backend={backend!r}, training=training)
+    next(iter(ds))
+    next(iter(ds.map(lambda *batch: batch[0])))
+print("read")
+"""
+
+
+@pytest.mark.parametrize("backend", ["dali-cpu", "tfdata"])
+def test_a_loader_read_and_chained_writes_nothing_to_stderr(tmp_path, backend):
+    """The loaders of the quick start, read directly and through a chained transformation, in training
+    and evaluation: nothing on stderr (AutoGraph once warned there, on every dali-cpu dataset, that it
+    could not convert os.fsencode, which the pipeline of a chained pass calls)."""
+    done = run(LOADERS.format(root=str(tmp_path / "data"), backend=backend), timeout=300)
+    assert done.returncode == 0 and "read" in done.stdout, done.stderr
+    assert done.stderr == "", done.stderr
+
+
 def test_verbose_restores_dalis_default_unless_the_user_chose(monkeypatch, tmp_path):
     from daliloader.cli import main
 

@@ -158,6 +158,9 @@ class EpochDataset(tfloader.EpochDataset):
     def _one_epoch(one_pass, steps: int, epochs: Epochs | None, by_reader: bool) -> tf.data.Dataset:
         """One pass: an epoch claimed, and the stream of a pipeline whose inputs start there
         (``one_pass(first)``), ``steps`` batches of it."""
+        # (not converted by AutoGraph: nothing in them branches on a tensor, and a pass's pipeline is built
+        # in Python, where AutoGraph warned that it could not convert os.fsencode, frozen in Python 3.11)
+        @tf.autograph.experimental.do_not_convert
         def start(_):
             first = epochs.claim_pass()
             if by_reader:  # the reader starts at its first pass whatever the epoch: only the first pipeline may
@@ -166,6 +169,7 @@ class EpochDataset(tfloader.EpochDataset):
                     first = tf.identity(first)
             return first
 
+        @tf.autograph.experimental.do_not_convert
         def read(first):
             return one_pass(first).take(steps)
 
