@@ -32,7 +32,7 @@ from .draws import is_integer
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
 from .forms import VOID_IN_EVERY_PICTURE, beyond_count, other_form, refuse_other_form, sample
-from .manifest import PACKS, PACKS_FOLDER, gpu_files, index_samples, load_manifest, prepared_classes
+from .manifest import PACKS, check_pack_index, gpu_files, load_manifest, prepared_classes
 from .pairing import LOSSY_WHY, Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 from .parts import as_part, in_bucket, open_image
@@ -467,12 +467,9 @@ class SegmentationData:
                       tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], p.get("gpu_mask_ext"))
         for f in found.tars + found.indexes:
             if not Path(f).is_file():
-                raise DataError(f"pack file {f} is missing: the prepared copy {root} is incomplete")
-        packed_samples = sum(index_samples(f) for f in found.indexes)
-        if packed_samples != len(data):
-            raise DataError(f"the pack indexes under {_packs_folder(found, root)} list {packed_samples} samples, "
-                            f"the manifest {len(data)} pairs: run `daliloader prepare DATA NEW_OUT --packs N --verify` "
-                            "again")
+                raise DataError(f"pack file {f} is missing: the prepared copy {root} is incomplete; load it with "
+                                "packs=False to read its files, or prepare it again")
+        _check_indexes(found, p["samples_per_pack"], len(data), [Path(t).stat().st_size for t in found.tars])
         return replace(data, packs=found)
 
     @classmethod
@@ -496,8 +493,7 @@ class SegmentationData:
         indexes = tuple(str(buckets.cached_copy((root / x).part, cache_dir() / PACK_INDEXES)) for x in p["indexes"])
         tars = tuple((root / t).part.url for t in p["tars"])  # (a missing tar: a StorageError naming it)
         found = Packs(tars, indexes, tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], None)
-        if sum(index_samples(f) for f in indexes) != len(data):
-            raise DataError(f"the pack indexes of {url} do not list the manifest's {len(data)} pairs: prepare it again")
+        _check_indexes(found, p["samples_per_pack"], len(data))
         return replace(data, packs=found)
 
     def without_gpu_form(self) -> SegmentationData:
@@ -571,9 +567,19 @@ def mask_depth(path: str | Path | RecordPart) -> int:
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
 
-def _packs_folder(packs: Packs, root: Path) -> Path:
-    """The folder a copy's pack indexes are in: that of the first, or the format's where the list is empty."""
-    return Path(packs.indexes[0]).parent if packs.indexes else root / PACKS_FOLDER
+def _check_indexes(packs: Packs, samples_per_pack: int, pairs: int, tar_sizes: list[int] | None = None) -> None:
+    """Refuse packs whose index files do not describe them as ``prepare`` wrote them: ``samples_per_pack``
+    samples per tar, in order, ``pairs`` in all (:func:`~daliloader.manifest.check_pack_index`; the tars'
+    sizes where known)."""
+    if len(packs.tars) != -(-pairs // samples_per_pack):
+        raise DataError(f"the manifest lists {len(packs.tars)} packs for {pairs} pairs of {samples_per_pack} per pack: "
+                        "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again")
+    for k, (tar, index) in enumerate(zip(packs.tars, packs.indexes, strict=True)):
+        first = k * samples_per_pack
+        check_pack_index(index, tar, first, min(samples_per_pack, pairs - first),
+                         tar_sizes[k] if tar_sizes is not None else None)
+
+
 
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
                    layout: str = "", progress: bool = True, mask_channel: int | None = None, *,

@@ -45,6 +45,9 @@ PACK_GPU_MASK_EXT = "labels.lz4"
 PACK_INDEX_EXT = "index"
 #: The first word of a DALI webdataset index file (``wds2idx``'s format version).
 INDEX_VERSION = "v1.2"
+#: A tar's block: each member's header is one, and its data is padded to whole blocks (USTAR, which
+#: ``prepare`` writes).
+TAR_BLOCK = 512
 
 #: The GPU mask form: ``LZ4_MAGIC``, height and width as little-endian int32, then the (H, W) uint8 class
 #: indices, row-major, as one LZ4 block (the format DALI's ``fn.decoders.inflate`` reads, through
@@ -279,24 +282,46 @@ def gpu_files(manifest: Manifest) -> list[str] | None:
     return gpu_form.get("files") if gpu_form else None
 
 
-def index_samples(index_file: str | Path) -> int:
-    """The sample count of a DALI webdataset index file: its header's (``v1.2 N``), which must be the
-    number of sample lines that follow (DALI trusts the header, and a line lost failed only when a
-    pipeline was built, with DALI's words; a few bytes per sample to read)."""
+def check_pack_index(index_file: str | Path, tar: str, first: int, count: int, tar_size: int | None = None) -> None:
+    """Refuse (a DataError naming the index, or the tar) a DALI webdataset index that does not describe the
+    pack ``tar`` as ``prepare`` writes it: samples ``first`` to ``first + count - 1``, each named by its
+    number (:func:`daliloader.packs.member_name`), their members laid out one after another as a USTAR tar
+    holds them (a 512-byte header before each, data padded to 512 bytes), and, where ``tar_size`` is
+    known, inside the tar. DALI's reader trusts its index: one of another pack, or an offset edited, reads
+    other samples' bytes as this sample's image or mask without a word. A few bytes per sample to read;
+    the members' contents are ``verify``'s to compare."""
+    damaged = "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again"
     try:
         with open(index_file, "rb") as fh:
             head = fh.readline(64).decode("ascii", errors="replace").split()
-            lines = sum(1 for line in fh if line.strip())
+            lines = [line.decode("utf-8", errors="replace").split() for line in fh if line.strip()]
     except OSError as e:
         raise DataError(f"cannot read the pack index {index_file} ({e.strerror or e}): run `daliloader verify` on the "
                         "prepared copy") from None
     if len(head) != 2 or head[0] != INDEX_VERSION or not head[1].isdigit():
         raise DataError(f"{index_file} is not a DALI webdataset index (its first line should be '{INDEX_VERSION} N'): "
-                        "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again")
-    if lines != int(head[1]):
-        raise DataError(f"{index_file} lists {lines} samples where its header says {head[1]}: the prepared copy is "
-                        "damaged; run `daliloader verify` on it, or prepare it again")
-    return int(head[1])
+                        f"{damaged}")
+    if len(lines) != int(head[1]):
+        raise DataError(f"{index_file} lists {len(lines)} samples where its header says {head[1]}: {damaged}")
+    if len(lines) != count:
+        raise DataError(f"{index_file} lists {len(lines)} samples where the manifest puts {count} in {tar}: {damaged}")
+    offset = TAR_BLOCK  # the first member's data, after its header
+    for n, words in enumerate(lines, 2):
+        key = f"{first + n - 2:07d}"
+        if len(words) % 4 or not words:
+            raise DataError(f"{index_file}, line {n}: not the 'ext offset size name' of each member: {damaged}")
+        for ext, at, size, name in zip(*[iter(words)] * 4, strict=True):
+            if name != f"{key}.{ext}":
+                raise DataError(f"{index_file}, line {n}: a member {name!r} where sample {key}'s are due: the index is "
+                                f"not {tar}'s: {damaged}")
+            if not (at.isdigit() and size.isdigit()) or int(at) != offset:
+                raise DataError(f"{index_file}, line {n}: {name} at byte {at} of {tar}, where the members before it "
+                                f"end it at {offset}: {damaged}")
+            offset = int(at) + -(-int(size) // TAR_BLOCK) * TAR_BLOCK + TAR_BLOCK
+    end = offset - TAR_BLOCK
+    if tar_size is not None and end > tar_size:
+        raise DataError(f"{tar} holds {tar_size} bytes, where its index {index_file} puts members up to byte {end}: "
+                        f"the pack is truncated: {damaged}")
 
 
 def read_lz4_mask(path: str | Path) -> np.ndarray:

@@ -96,8 +96,9 @@ def sample_index(i: int) -> bytes:
 def members(path: Path, problems: list[str]) -> Iterator[tuple[tarfile.TarInfo, bytes]]:
     """The (member, bytes) of the tar ``path``, read front to back. Where it breaks off (a truncated or
     damaged pack), a problem naming the tar and the byte is appended to ``problems`` and no more
-    members come; a member that is no file is such a problem too, and skipped. Never raises on a
-    damaged tar."""
+    members come (also where a damaged header in the middle reads to Python's tarfile as the end of the
+    archive); a member that is no file is such a problem too, and skipped. Never raises on a damaged
+    tar."""
     offset = None
     try:
         with tarfile.open(path) as tar:
@@ -105,6 +106,10 @@ def members(path: Path, problems: list[str]) -> Iterator[tuple[tarfile.TarInfo, 
                 offset = tar.offset
                 member = tar.next()
                 if member is None:
+                    if _holds_data_from(path, offset):
+                        problems.append(f"{path}: breaks at byte {offset} of {path.stat().st_size} (a member's "
+                                        "header is damaged; the members after it are not read): prepare the "
+                                        "copy again")
                     return
                 if not member.isfile():
                     problems.append(f"{path}: {member.name} is not a file: the pack is damaged; prepare the copy again")
@@ -112,8 +117,18 @@ def members(path: Path, problems: list[str]) -> Iterator[tuple[tarfile.TarInfo, 
                 yield member, tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, OSError) as e:
         size = path.stat().st_size if path.exists() else 0
-        where = f"breaks at byte {offset} of {size}" if offset is not None else "cannot be opened"
+        where = f"breaks at byte {min(offset, size)} of {size}" if offset is not None else "cannot be opened"
         problems.append(f"{path}: {where} ({e}): truncated or damaged; prepare the copy again")
+
+
+def _holds_data_from(path: Path, offset: int) -> bool:
+    """Whether the tar ``path`` holds anything but zeros from byte ``offset`` on (a tar ends in zero blocks)."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while chunk := fh.read(1 << 20):
+            if chunk.count(0) != len(chunk):
+                return True
+    return False
 
 
 def index_text(members: list[tarfile.TarInfo]) -> str:

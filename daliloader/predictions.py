@@ -113,16 +113,17 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size: Imag
     if out_dir is not None:
         original_size, out_dir, stems = True, _ready(Path(out_dir), data), file_stems(data)
     found: dict[int, Prediction] = {}
+    came = Counter()
     for x, indices in chosen.build(product, plan):  # one epoch, every pair once, padding last
         scores = np.asarray(model.predict_on_batch(x))
         _check_scores(scores, plan.spec.image_size, data.classes)
         for labels, i in zip(np.argmax(scores, axis=-1), np.asarray(indices).tolist()):
             if i >= 0:  # (-1: padding, filling the last batch)
+                came[i] += 1
                 found[i] = _prediction(data, plan.spec, i, labels, original_size, out_dir,
                                        stems[i] if stems else None)
-    if sorted(found) != list(range(len(data))):
-        raise DataError(f"predict: {len(found)} of {len(data)} pairs came back from backend {chosen.name!r}; this is "
-                        "a bug in daliloader, please report it")
+    if sorted(came.elements()) != list(range(len(data))):
+        raise _not_once(data, came, chosen.name)
     return [found[i] for i in range(len(data))]
 
 
@@ -175,6 +176,20 @@ def _safe(stem: str, part) -> str:
     if not cleaned.strip("._") and (place := record_place(part)):
         return place
     return cleaned.lstrip(".") or "_"
+
+
+def _not_once(data: SegmentationData, came: Counter, backend: str) -> DataError:
+    """The error of pairs that did not come back once each (``came``: how often each sample number did):
+    in packs, whose index members say each sample's number, damage; elsewhere a bug."""
+    if data.packs is None:
+        return DataError(f"predict: {len(came)} of {len(data)} pairs came back from backend {backend!r}; this is "
+                         "a bug in daliloader, please report it")
+    copy = data.packs.tars[0].rsplit("/", 2)[0]  # (a path, or an s3:// URL)
+    repeated = [str(i) for i, n in sorted(came.items()) if n > 1]
+    missing = [str(i) for i in range(len(data)) if i not in came]
+    return DataError(f"predict: the packs of {copy} hold sample {', '.join(repeated[:5]) or 'none'} more than once "
+                     f"and sample {', '.join(missing[:5]) or 'none'} not at all: their sample numbers are damaged; run "
+                     f"`daliloader verify {copy}`, or prepare the copy again")
 
 
 def _ready(out_dir: Path, data: SegmentationData) -> Path:

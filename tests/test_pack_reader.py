@@ -144,7 +144,7 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
     with pytest.raises(DataError, match=f"{index} lists 3 samples where its header says 2: .*daliloader verify"):
         shards(copy)
     index.write_text("\n".join(whole.replace("v1.2 3", "v1.2 2", 1).splitlines()[:-1]) + "\n")  # one sample less
-    with pytest.raises(DataError, match="list 9 samples, the manifest 10 pairs"):
+    with pytest.raises(DataError, match=f"{index} lists 2 samples where the manifest puts 3 in .*00001.tar: .*verify"):
         shards(copy)
 
     manifest = json.loads((index_shards / MANIFEST).read_text())
@@ -155,18 +155,57 @@ def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
         dl.SegmentationData.from_prepared(old)
 
 
+def _swap_indexes(packs: Path) -> None:
+    first, second = (packs / "00000.idx").read_bytes(), (packs / "00001.idx").read_bytes()
+    (packs / "00000.idx").write_bytes(second)
+    (packs / "00001.idx").write_bytes(first)
+
+
+def _point_a_mask_at_the_next_samples(packs: Path) -> None:
+    """Sample 0's mask entry given sample 1's mask's offset and size: DALI would read sample 1's mask."""
+    lines = (packs / "00000.idx").read_text().splitlines()
+    first, second = lines[1].split(), lines[2].split()
+    first[5:7] = second[5:7]
+    (packs / "00000.idx").write_text("\n".join([lines[0], " ".join(first), *lines[2:]]) + "\n")
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    (_swap_indexes, "00000.idx, line 2: a member '0000003.png' where sample 0000000's are due: the index is not "
+                    ".*00000.tar's"),
+    (_point_a_mask_at_the_next_samples, "00000.idx, line 2: 0000000.labels.png at byte \\d+ of .*00000.tar, where "
+                                        "the members before it end it at \\d+"),
+])
+def test_an_index_that_reads_other_samples_is_refused_as_the_copy_loads(index_data, tmp_path, damage, says):
+    """DALI's pack reader trusts its index: indexes swapped between two packs of one sample count, or an
+    entry pointed at another sample's member, loaded without a word and paired images with other samples'
+    masks (sample 0 with label 1). The copy is now refused as it loads, naming the index."""
+    out = tmp_path / "p"
+    prepare(index_data, out, pack_size=3, progress=False)
+    damage(out / "packs")
+    with pytest.raises(DataError, match=f"{out / 'packs'}/{says}: the prepared copy is damaged; run `daliloader"):
+        shards(out)
+
+
 def test_a_pack_cut_short_fails_with_dalis_cause_in_words(index_data, tmp_path):
-    """A pack cut short (a copy interrupted): the LoadError said "failed (Error DALI_ERROR_INVALID_OPERATION:)",
-    DALI's cause 20 lines further down; it now says the cause, then what to run."""
+    """A pack cut short (a copy interrupted) is refused as the copy loads, naming the tar; cut after the
+    load, the LoadError said "failed (Error DALI_ERROR_INVALID_OPERATION:)", DALI's cause 20 lines further
+    down; it now says the cause, then what to run."""
     out = tmp_path / "p"
     prepare(index_data, out, pack_size=5, progress=False)
     tar = out / "packs" / "00001.tar"
-    tar.write_bytes(tar.read_bytes()[: tar.stat().st_size // 2])
+    whole = tar.read_bytes()
+    tar.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match=f"{tar} holds {len(whole) // 2} bytes, where its index .*00001.idx puts "
+                                        "members up to byte \\d+: the pack is truncated: .*daliloader verify"):
+        shards(out)
+    tar.write_bytes(whole)
+    data = shards(out)
+    tar.write_bytes(whole[: len(whole) // 2])
     require_tf()
     with pytest.raises(LoadError, match=f"packs in {out / 'packs'} failed \\(Malformed index file at "
                                         f"\"{out / 'packs' / '00001.idx'}\" line \\d+ - offset is outside of the "
                                         f"archive file\\). Check the prepared copy .*daliloader verify {out}"):
-        for _ in dl.tf_dataset(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW):
+        for _ in dl.tf_dataset(data, batch_size=5, shuffle=False, backend="dali-cpu", **KW):
             pass
 
 
@@ -174,7 +213,8 @@ def test_a_pack_cut_short_fails_with_dalis_cause_in_words(index_data, tmp_path):
 def test_a_damaged_index_is_named_when_the_pipeline_is_built(index_data, tmp_path, product):
     """DALI's pack reader reads its index files when the pipeline is built: an index whose last sample
     line lost its members failed there with DALI's raw RuntimeError; now the LoadError that names the
-    packs' folder and what to run. (An index short of a line is refused as the copy is loaded.)"""
+    packs' folder and what to run. (An index short of a line, or with a line short of its members, is
+    refused as the copy is loaded: damaged after it.)"""
     out = tmp_path / "p"
     prepare(index_data, out, pack_size=5, progress=False)
     index = out / "packs" / "00000.idx"
@@ -183,13 +223,59 @@ def test_a_damaged_index_is_named_when_the_pipeline_is_built(index_data, tmp_pat
     with pytest.raises(DataError, match=f"{index} lists 4 samples where its header says 5: .*daliloader verify"):
         shards(out)
     index.write_text("\n".join(lines[:-1] + ["jpg"]) + "\n")
+    with pytest.raises(DataError, match=f"{index}, line 6: not the 'ext offset size name' of each member: .*verify"):
+        shards(out)
+    index.write_text("\n".join(lines) + "\n")
+    data = shards(out)
+    index.write_text("\n".join(lines[:-1] + ["jpg"]) + "\n")
     if product == "tf_dataset":
         require_tf()
     with pytest.raises(LoadError, match=f"packs in {out / 'packs'} failed \\(Malformed index file at "
                                         f"\"{index}\" line \\d+ - Could not find all necessary component "
                                         "parameters .*\\)\\. "
                                         f"Check the prepared copy .*daliloader verify {out}"):
-        getattr(dl, product)(shards(out), batch_size=5, shuffle=False, backend="dali-cpu", **KW)
+        getattr(dl, product)(data, batch_size=5, shuffle=False, backend="dali-cpu", **KW)
+
+
+def _set_sample_number(packs: Path, sample: int, number: int) -> None:
+    """Write ``number`` into sample ``sample``'s index member (in the first pack), as damage would."""
+    words = (packs / "00000.idx").read_text().splitlines()[1 + sample].split()
+    offset = int(words[words.index("index") + 1])
+    raw = bytearray((packs / "00000.tar").read_bytes())
+    raw[offset:offset + 8] = np.int64(number).astype("<i8").tobytes()
+    (packs / "00000.tar").write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("number", [-5, 2**40])
+def test_a_damaged_sample_number_stops_the_load_not_the_sample(index_data, tmp_path, number):
+    """A pack's index member read as no sample number: -5 made its sample padding (lost from an evaluation
+    without a word: 9 samples of 10), 2**40 broke ``predict`` with a raw IndexError. Either now stops the
+    load with the LoadError that points to ``verify``."""
+    out = tmp_path / "p"
+    prepare(index_data, out, pack_size=5, progress=False)
+    _set_sample_number(out / "packs", 1, number)
+    require_tf()
+    with pytest.raises(LoadError, match=f"packs in {out / 'packs'} failed.*daliloader verify {out}"):
+        for _ in dl.tf_dataset(shards(out), batch_size=5, drop_remainder=False, shuffle=False, backend="dali-cpu",
+                               **KW):
+            pass
+
+
+def test_predict_tells_packs_whose_sample_numbers_repeat_from_a_bug(index_data, tmp_path):
+    """Sample 1's index member saying 3 (a number of the packs, so no check of the graph stops it): sample 3
+    came back twice and sample 1 not at all, and ``predict`` called it a bug in daliloader; it now says
+    which sample numbers repeat and to run ``verify``."""
+    out = tmp_path / "p"
+    prepare(index_data, out, pack_size=5, progress=False)
+    _set_sample_number(out / "packs", 1, 3)
+
+    class Zeros:
+        def predict_on_batch(self, x):
+            return np.zeros((*np.shape(x)[:3], 32), np.float32)
+
+    with pytest.raises(DataError, match="predict: the packs of .* hold sample 3 more than once and sample 1 not at "
+                                        f"all: their sample numbers are damaged; run `daliloader verify {out}`"):
+        dl.predict(Zeros(), shards(out), batch_size=5, image_size=(24, 32), backend="dali-cpu")
 
 
 def test_a_corrupt_shard_fails_with_a_message_that_names_it(index_data, tmp_path, capsys):

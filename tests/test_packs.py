@@ -89,6 +89,31 @@ def test_the_index_text_is_dalis_own_for_any_tar(tmp_path, monkeypatch, tar_util
     assert index_text(files) == dalis_index(tar_path, tmp_path, tar_utility, monkeypatch)
 
 
+def test_a_damaged_header_midway_is_a_problem_not_the_tars_end(copy):
+    """Python's tarfile reads a damaged member header after the first as the archive's end: the members
+    after it went unread, and verify blamed the index instead. A tar cut inside its last member's padding
+    is named at its own last byte (it was said to break a byte past its end)."""
+    out, pairs, gpu = copy
+    write_pack(out, pairs, range(0, 3), out / "a.tar", gpu)
+    raw = bytearray((out / "a.tar").read_bytes())
+    with tarfile.open(out / "a.tar") as tar:
+        third = tar.getmembers()[2].offset
+    raw[third + 10] ^= 0xFF  # the third member's name, so its header's checksum fails
+    (out / "bad.tar").write_bytes(bytes(raw))
+    problems = []
+    assert len(list(members(out / "bad.tar", problems))) == 2
+    assert problems == [f"{out / 'bad.tar'}: breaks at byte {third} of {len(raw)} (a member's header is damaged; the "
+                        "members after it are not read): prepare the copy again"]
+    ends = len(raw) - 1024
+    while raw[ends - 1] == 0:
+        ends -= 1
+    problems = []
+    (out / "short.tar").write_bytes((out / "a.tar").read_bytes()[:ends + 8])
+    assert len(list(members(out / "short.tar", problems))) == 12
+    (problem,) = problems
+    assert problem.startswith(f"{out / 'short.tar'}: breaks at byte {ends + 8} of {ends + 8} (")
+
+
 def test_a_broken_tar_is_a_problem_named_with_its_byte_not_an_exception(copy):
     out, pairs, gpu = copy
     write_pack(out, pairs, range(0, 3), out / "a.tar", gpu)

@@ -292,18 +292,34 @@ def reads_index(plan: Plan) -> bool:
     return bool({"weight", "index"} & set(plan.outputs)) or ("labels" in plan.outputs and evaluates)
 
 
+def stop_unless(ok):
+    """A zero (uint8) per sample that exists only where ``ok`` (an int32 scalar per sample, 1 or 0) is 1:
+    where it is 0, the pipeline stops. DALI has no assertion: one byte is reshaped to ``2 - ok`` bytes,
+    which fails exactly when ``ok`` is 0. A value that must wait for the check comes out plus this zero,
+    so that every output depends on it (an op kept with ``preserve`` may fail only after its iteration's
+    outputs are out)."""
+    return fn.reshape(fn.constant(idata=[0], dtype=types.UINT8), shape=fn.stack(2 - ok))[0]
+
+
 def same_size(image_size, mask_size):
     """The image's ``[height, width]`` (``image_size[0:2]``), through a check that stops the pipeline where
     the image and the mask it read differ in size, before they become a misaligned pair: the guard vets
     each pair's headers before DALI reads it, but a file replaced in the meantime (by a valid picture of
-    another size) is read as it is now. DALI has no assertion: one byte is reshaped to ``2 - same`` bytes,
-    which fails exactly when the sizes differ, and the size comes out plus that byte (0), so that every
-    output waits for the check (an op kept with ``preserve`` may fail only after its iteration's outputs
-    are out). The guard's ``explain`` then names the file, which now fails its vetting."""
+    another size) is read as it is now. The guard's ``explain`` then names the file, which now fails its
+    vetting."""
     extent = image_size[0:2]
     same = fn.reductions.min(fn.cast(extent == mask_size[0:2], dtype=types.INT32))
-    zero = fn.reshape(fn.constant(idata=[0], dtype=types.UINT8), shape=fn.stack(2 - same))
-    return extent + fn.cast(zero[0], dtype=types.INT32)
+    return extent + fn.cast(stop_unless(same), dtype=types.INT32)
+
+
+def sample_number(member, pairs: int):
+    """The sample number a pack's index member holds (:func:`daliloader.packs.sample_index`), through a
+    check that stops the pipeline where it is no number of the ``pairs``: a damaged member read as -5
+    made its sample padding (lost from an evaluation), read as 254 broke ``predict``. The guard's
+    ``explain`` then points to ``verify``."""
+    number = member[0]
+    ok = fn.cast(number >= 0, dtype=types.INT32) * fn.cast(number < pairs, dtype=types.INT32)
+    return number + fn.cast(stop_unless(ok), dtype=types.INT64)
 
 
 def reads_gpu_masks(data: SegmentationData, device: str) -> bool:
@@ -390,7 +406,7 @@ def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | Non
         num_shards=sampler.num_shards, pad_last_batch=not sampler.drop_remainder, stick_to_shard=True,
         dont_use_mmap=not USE_MMAP, name=READER)
     real = graph_input(PACK_INPUTS[0], None if fed else _RealSource(ReaderEpochs(sampler)), types.INT64, ndim=0)
-    return image_bytes, mask_bytes, real * (index[0] + 1) - 1
+    return image_bytes, mask_bytes, real * (sample_number(index, len(data)) + 1) - 1
 
 
 def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
