@@ -86,7 +86,7 @@ class RGBTables:
     (r, g) pairs (``num_pairs``) are cut into groups, each with two tables (:class:`RGBGroup`), and a
     group's class is ``colours[pairs[r*256 + g] + b]``. Every key and every sum stays within 16 bits, so
     the graph computes them in uint16 from the uint8 channels (on DALI's CPU, the same sums on the mask
-    cast to int32 took three times as long: docs/design.md, "What makes the CPU graph fast"). A known
+    cast to int32 were slower, measured in docs/design.md, "What makes the CPU graph fast"). A known
     colour is found in its own group alone, everything else gives the ignore index, which is above every
     class: the class is the least of the groups'. A palette of up to 255 (r, g) pairs is one group: two
     table reads per pixel whatever the number of classes.

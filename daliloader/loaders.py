@@ -79,7 +79,9 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, imag
     Class weights belong to the loss (:mod:`daliloader.losses`).
 
     The dataset's cardinality is the number of batches per epoch, so ``model.fit(ds, epochs=N)`` needs
-    no ``steps_per_epoch``; each epoch is reshuffled and the DALI pipeline is built once.
+    no ``steps_per_epoch``; each epoch is reshuffled and, where the dataset itself is read (``fit``, a
+    loop), one DALI pipeline serves every training epoch (:mod:`daliloader.backends.dali_tf` says when
+    another is built).
 
     Args:
         data: a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan`` (then the other
@@ -155,7 +157,9 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, 
                    max_queue_size: int = 10, **options: Unpack[KerasSequenceOptions]) -> keras.utils.PyDataset:
     """The same spec decoded with OpenCV on the CPU, as a ``keras.utils.PyDataset`` of numpy batches.
 
-    Shapes, dtypes and epoch order (the shared sampler) are those of :func:`tf_dataset`.
+    Shapes and dtypes are those of :func:`tf_dataset`, and the order is drawn by the same sampler as the
+    DALI backends' (Keras' calls of ``on_epoch_end`` decide which of its epochs a pass reads:
+    :class:`~daliloader.backends.keras_sequence.SegmentationSequence`).
 
     Args:
         data: a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan``.

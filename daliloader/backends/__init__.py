@@ -88,7 +88,7 @@ class Product(ValueEnum):
     def call(self) -> str:
         """What the user calls to get the product."""
         return {Product.TF_DATA: "tf_dataset", Product.STREAM: "distribute", Product.KERAS: "keras_sequence",
-                Product.DALI: "dali_pipeline", Product.BATCHES: "the bench"}[self]
+                Product.DALI: "dali_pipeline", Product.BATCHES: "numpy batches (the bench, predict, preview)"}[self]
 
     @property
     def feeds_tensorflow(self) -> bool:

@@ -104,9 +104,9 @@ def outputs_on(device: str, plan: Plan) -> str:
 
 @dataclass(frozen=True)
 class GraphSpec:
-    """What a graph runs: the ``spec``, and whether TensorFlow finishes its batches (``host_finish``): the
-    graph then outputs uint8 pixels, not normalized, and class indices as stored (uint8, uint16 with more
-    than 255 classes), which TensorFlow normalizes and encodes on whole batches
+    """What a graph runs: the ``spec``, and whether TensorFlow finishes its batches (``host_finish``): the graph
+    then outputs uint8 pixels, not normalized, and class indices as stored (in the class map's ``label_dtype``:
+    uint16 where its ignore index is over 255), which TensorFlow normalizes and encodes on whole batches
     (:func:`daliloader.backends.tfops.normalize`, ``encode``)."""
 
     spec: Preprocess
@@ -233,7 +233,8 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
           guard: PairGuard | None = None, fed: bool = False) -> dict:
     """Define the graph of ``run`` inside a pipeline; returns every named output node.
 
-    ``fed``: the inputs (:data:`INPUTS` or :data:`PACK_INPUTS`) are placeholders to be fed by the caller.
+    ``fed``: the inputs (:data:`INPUTS`, :data:`PACK_INPUTS` or :data:`RECORD_INPUTS`, and
+    :data:`DRAWS_INPUT` where the recipe draws) are placeholders to be fed by the caller.
     """
     spec = run.spec
     image_bytes, mask_bytes, index = read(data, sampler, guard, fed, device)

@@ -7,8 +7,10 @@ want neither an endless epoch nor a pipeline rebuilt per epoch, so :class:`Epoch
 epoch length as its cardinality (Keras then needs no ``steps_per_epoch``) and hands out one
 persistent iterator over the endless DALI stream: each ``iter()`` starts the next epoch of the same
 pipeline, unless Python read the last one part-way (then a new pipeline starts a fresh epoch:
-``tfloader.EpochDataset._end_part_read``). Reading files, epoch ``e`` is exactly the sampler's epoch
-``e``, so no sample repeats within an epoch and the order is reshuffled between epochs (reading packs: see
+``tfloader.EpochDataset._end_part_read``). Reading files, each epoch is exactly one of the sampler's
+epochs, never read by another pipeline of the dataset (the first pipeline reads the sampler's epochs
+from 0 on; each later one claims epochs after those: :class:`Epochs`), so no sample repeats within an
+epoch and the order is reshuffled between epochs (reading packs: see
 :class:`~daliloader.sampler.ReaderEpochs`).
 
 Evaluation datasets (every sample once, in the dataset's order, nothing drawn at random: the

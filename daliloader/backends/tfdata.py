@@ -36,9 +36,11 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 def dataset(plan: Plan) -> LoaderDataset:
-    """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order every epoch), sharded
-    like DALI; with ``drop_remainder=False`` the last batch is filled up with padding samples (index -1,
-    weight 0), as on the other backends, so that every backend gives the same batches. TFRecords are read
+    """The "tf.data" product. Epochs follow tf.data's own reshuffling (a new order every epoch) of the worker's
+    stride of the files (a worker keeps its samples from epoch to epoch, where the sampler of the DALI and OpenCV
+    backends deals the whole dataset out anew each epoch); with ``drop_remainder=False`` the last batch is filled up
+    with padding samples (index -1, weight 0), as on the other backends, so that every backend gives the same
+    batches. TFRecords are read
     with ``tf.data.TFRecordDataset`` (see :func:`_records`). Pairs are vetted by the guard a chunk of
     :data:`VET_CHUNK` at a time, before any of them is read (Python once per chunk, not per sample). The
     parallel map may hand samples over out of order (``deterministic`` off: each sample's draws are its
@@ -204,10 +206,10 @@ def _files(plan: Plan) -> tf.data.Dataset:
 
 
 def _records(plan: Plan) -> tf.data.Dataset:
-    """``(sample index, serialized Example)`` of one epoch of TFRecords, read as DALI's reader reads them
-    (:class:`~daliloader.sampler.ReaderEpochs`): the worker's contiguous range, shuffled within a buffer of
-    :data:`~daliloader.sampler.SHUFFLE_BUFFER` records, an epoch of full batches for training or every
-    record once and padding (index -1) for evaluation."""
+    """``(sample index, serialized Example)`` of one epoch of TFRecords, read in the way of a DALI reader
+    (:class:`~daliloader.sampler.ReaderEpochs`, as DALI's reader reads packs): the worker's contiguous range,
+    shuffled within a buffer of :data:`~daliloader.sampler.SHUFFLE_BUFFER` records, an epoch of full batches for
+    training or every record once and padding (index -1) for evaluation."""
     sampler, epochs = plan.sampler, ReaderEpochs(plan.sampler)
     records = record_stream(plan.data.images).skip(epochs.start).take(epochs.size)
     if sampler.shuffle:
@@ -396,7 +398,7 @@ def decode_rgb(encoded):
         pixels = tf.io.decode_image(encoded, dtype=tf.uint8, expand_animations=False)[..., :3]
         return tf.ensure_shape(pixels, [None, None, 3])
 
-    def png8():  # an 8-bit PNG (the usual mask): decoded as it is stored, twice as fast as through uint16
+    def png8():  # an 8-bit PNG (the usual mask): decoded as it is stored, faster than through uint16
         return tf.io.decode_png(encoded, channels=3, dtype=tf.uint8)
 
     def others():

@@ -20,7 +20,7 @@ def dali_stages(plan: Plan, device: str, seconds: float, repeats: int) -> list[S
     As in ``tf_dataset``, a graph that hands its batches over on the CPU ends with uint8 pixels (flipped,
     not normalized: the ``normalize`` cut is named ``flip``) and class indices, and TensorFlow's
     normalization and encoding of the batch is timed on its own (the last row); and it runs as many
-    samples per DALI batch as ``tf_dataset`` does (:func:`~.backends.dali_graph.host_batch_size`).
+    samples per DALI batch as ``tf_dataset`` does (:func:`~daliloader.backends.dali_graph.host_batch_size`).
     """
     from ..backends.dali_graph import CUTS, graph_spec, host_batch_size, outputs_on
 
