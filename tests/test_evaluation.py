@@ -7,6 +7,8 @@ test_predictions.py.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from conftest import DALI_BACKENDS, batch_indices, eval_batches, one_epoch, require_tf
@@ -87,6 +89,22 @@ def _recording_model(seen: list):
     inputs = keras.Input((24, 32, 3))
     model = Recording(inputs, keras.layers.Conv2D(10, 1)(inputs))
     return model
+
+
+@pytest.mark.parametrize("backend", DALI_BACKENDS)
+@pytest.mark.parametrize("batch_size", [3, 4])
+def test_the_dali_stream_of_an_evaluation_ends_after_its_epoch_by_itself(index_data, backend, batch_size):
+    """The DALI dataset under an evaluation dataset ends after one epoch without a take() after it (none may
+    follow a GPU DALIDataset): its inputs are one epoch's. It was endless, and on dali-gpu an evaluation
+    compiled with steps_per_execution read into the next pass. Every sample once, read again alike."""
+    require_tf()
+    ds = dl.tf_dataset(index_data, batch_size=batch_size, image_size=(24, 32), label_mode="int", backend=backend,
+                       training=False)
+    for _ in range(2):
+        batches = [[np.asarray(t) for t in batch] for batch in itertools.islice(ds._stream, len(ds) + 1)]
+        assert len(batches) == len(ds)
+        found = [i for x, _, w in batches for i, weight in zip(batch_indices(x), w[:, 0, 0]) if weight > 0]
+        assert found == list(range(10))
 
 
 @pytest.mark.parametrize("backend", [*DALI_BACKENDS, "tfdata"])

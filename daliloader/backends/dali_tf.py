@@ -199,7 +199,7 @@ class GPUEpochDataset(EpochDataset):
     kernels only, so chaining one (:data:`CPU_ONLY`) would fail later with a placement error that names
     neither daliloader nor a way out; here it fails at once, and says what to do."""
 
-    ends_in_graph = False  # (take has no GPU kernel)
+    ends_in_graph = False  # (take has no GPU kernel: an evaluation's stream ends by its inputs, see _inputs)
 
     def __init__(self, stream: tf.data.Dataset, steps: int, guard: PairGuard | None, epochs: Epochs | None,
                  restart: bool = False):
@@ -358,6 +358,11 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
         streams = STREAMS[data.container](make, data, masks, positional)
         if plan.spec.draws_at_random:
             streams[DRAWS_INPUT] = make.draws(from_epochs=not data.container.read_by_reader)
+        if _restarts(plan):  # evaluation: the inputs of one epoch, in whole DALI batches, so that the DALI
+            # dataset ends after it, also on the GPU, where no take() may follow it (Keras compiled with
+            # steps_per_execution reads on until a batch is missing)
+            positions = -(-plan.sampler.per_epoch // batch) * batch
+            streams = {k: v.take(positions) for k, v in streams.items()}
         # padded: the paths and records of a batch, zeros up to its longest (pack_pair); the other inputs
         # have one shape
         streams = {k: v.padded_batch(batch, drop_remainder=True) for k, v in streams.items()}

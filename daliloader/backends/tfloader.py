@@ -138,8 +138,8 @@ class EpochDataset(LoaderDataset):
     An evaluation iterator ends after ``steps`` batches in graph code too (``take``): Keras compiled with
     ``steps_per_execution=k`` reads ``k`` batches per call, ending on the first that is missing, and read
     the next epoch's first batches into an evaluation of the endless stream (samples counted twice). Where
-    the batches arrive on the GPU (``take`` has no GPU kernel: :attr:`ends_in_graph` False) only eager
-    loops end there."""
+    the batches arrive on the GPU (``take`` has no GPU kernel: :attr:`ends_in_graph` False) the stream
+    itself must end there (the DALI backends feed an evaluation pipeline one epoch's inputs)."""
 
     #: Whether an evaluation iterator's stream ends after ``steps`` batches in graph code too.
     ends_in_graph = True
