@@ -401,12 +401,12 @@ class ClassMap:
                 LookupTable(tuple(colours), tuple(colours.values()), self.ignore_index)))
         return RGBTables(tuple(groups), len(pairs))
 
-    def id_table(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Keys and values of the id lookup table (kind ``ID``)."""
+    def id_table(self) -> LookupTable:
+        """The id lookup table (kind ``ID``): each known id to its class, every other id to the ignore index."""
         if self.kind is not MaskKind.ID:
             raise SpecError(f"{self.source}: id_table() is for id masks; this map reads colours (rgb_tables())")
         keys = tuple(sorted(self.id_to_class))
-        return keys, tuple(self.id_to_class[k] for k in keys)
+        return LookupTable(keys, tuple(self.id_to_class[k] for k in keys), self.ignore_index)
 
     # ----------------------------------------------------------------- numpy
     @cached_property
@@ -420,8 +420,8 @@ class ClassMap:
         if self.kind is MaskKind.RGB:
             lut[_pack(self.colors)] = np.arange(self.num_classes)
         else:
-            keys, values = self.id_table()
-            lut[list(keys)] = values
+            table = self.id_table()
+            lut[list(table.keys)] = table.values
         return lut
 
     def map_mask(self, mask: np.ndarray) -> np.ndarray:

@@ -35,13 +35,8 @@ from .forms import VOID_IN_EVERY_PICTURE, beyond_count, other_form, refuse_other
 from .manifest import PACKS, check_pack_index, gpu_files, load_manifest, prepared_classes
 from .pairing import LOSSY_WHY, Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
-from .parts import as_part, in_bucket, open_image
+from .parts import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, as_part, in_bucket, open_image
 from .tfrecord import RecordPart, RecordProblem, Records
-
-#: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
-#: read by every decoder as 0 and 255.
-SINGLE_CHANNEL_MODES = ("L", "1", "I;16", "I;16B", "I;16L", "I;16N", "I")
-SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 
 
 @dataclass(frozen=True)

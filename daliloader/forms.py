@@ -32,7 +32,7 @@ import numpy as np
 
 from .classes import OTHER_FORM, ClassMap, MaskKind
 from .errors import DataError, StorageError
-from .parts import open_image
+from .parts import SINGLE_CHANNEL_MODES, open_image
 
 #: Masks read to judge the form, spread evenly over the dataset.
 SAMPLE = 16
@@ -205,7 +205,7 @@ def _palette_form(classes: ClassMap, other: ClassMap, name: str, masks: list) ->
     of other modes are neither: the loaders' vetting names them)."""
     with open_image(masks[0]) as im:
         mode = im.mode
-    if classes.palette_masks is not None and mode in ("L", "I;16", "I;16B", "I;16L", "I"):
+    if classes.palette_masks is not None and mode in SINGLE_CHANNEL_MODES:
         return OtherForm(name, f"they are single-channel {mode} id masks, not palette PNGs")
     if other.palette_masks is not None and classes.kind is MaskKind.ID and mode == "P":
         return OtherForm(name, "they are palette PNGs, whose indices are the labels")

@@ -22,11 +22,21 @@ import numpy as np
 
 from .classes import ClassMap, MaskKind, remap_advice
 from .codecs import decode, mask_pixels
-from .data import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, SegmentationData
+from .data import SegmentationData
 from .data import mask_depth as data_mask_depth
 from .errors import DataError, StorageError, StorageFault, ValueEnum
 from .manifest import LZ4_HEADER, lz4_mask_size
-from .parts import MAGIC, in_record, open_image, open_part, read_checked, read_part, sniff
+from .parts import (
+    MAGIC,
+    SINGLE_CHANNEL_MODES,
+    SIXTEEN_BIT_MODES,
+    in_record,
+    open_image,
+    open_part,
+    read_checked,
+    read_part,
+    sniff,
+)
 from .tfrecord import RecordFault, RecordPart, RecordProblem
 
 

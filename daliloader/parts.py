@@ -154,6 +154,11 @@ class _PixelLimitLifted:
 
 _NO_PIXEL_LIMIT = _PixelLimitLifted()
 
+#: Pillow's modes of single-channel images, and of 16-bit ones among them. A 1-bit image ("1") is
+#: read by every decoder as 0 and 255.
+SINGLE_CHANNEL_MODES = ("L", "1", "I;16", "I;16B", "I;16L", "I;16N", "I")
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+
 
 def open_image(part):
     """``PIL.Image.open`` of a part (a file, a record's picture, or a file object), lazily as Pillow opens: the

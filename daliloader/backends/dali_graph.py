@@ -513,8 +513,7 @@ def map_labels(mask, classes: ClassMap):
     their (r, g) pairs (:class:`~daliloader.classes.RGBTables`), the keys computed in uint16."""
     out = types.UINT8 if classes.label_dtype == np.uint8 else types.UINT16
     if classes.kind is MaskKind.ID:
-        keys, values = classes.id_table()
-        return _lookup(mask, LookupTable(keys, values, classes.ignore_index), out)
+        return _lookup(mask, classes.id_table(), out)
     r, g, b = mask[:, :, 0:1], mask[:, :, 1:2], mask[:, :, 2:3]
     pair = r * types.Constant(256, dtype=types.UINT16) + g  # uint8 channels promoted to uint16, not wider
     labels = None

@@ -83,7 +83,8 @@ def _class_table(classes: ClassMap):
         keys = (c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]
         values = np.arange(classes.num_classes)
     else:
-        keys, values = (np.asarray(v, np.int64) for v in classes.id_table())
+        table = classes.id_table()
+        keys, values = np.asarray(table.keys, np.int64), np.asarray(table.values, np.int64)
     initializer = tf.lookup.KeyValueTensorInitializer(tf.constant(keys, tf.int32), tf.constant(values, tf.int32))
     return tf.lookup.StaticHashTable(initializer, default_value=classes.ignore_index)
 
