@@ -350,8 +350,8 @@ class ClassMap:
         if key is None:
             raise DataError(f"no class table is named {name!r}; the known ones: {', '.join(CATALOGUE)} (or give a "
                             "class_dict.csv, a class count or a ClassMap)")
-        method, options = CATALOGUE[key]
-        return getattr(cls, method)(**options)
+        table = CATALOGUE[key]
+        return getattr(cls, table.make)(**table.options)
 
     def _check_ignore(self) -> None:
         if not self.num_classes <= self.ignore_index < _LUT_KEYS:
@@ -516,23 +516,51 @@ class ClassMap:
         return pal[idx]
 
 
-#: The published class tables by name: what ``classes="cityscapes"`` (``--classes cityscapes``) means,
-#: the :class:`ClassMap` constructor of each and its arguments. Names match with case, ``-`` and ``_`` aside.
-CATALOGUE = {"cityscapes": ("cityscapes", {}), "cityscapes-trainids": ("cityscapes", {"ids": "train"}),
-             "voc": ("voc", {}), "voc-ids": ("voc", {"indexed": False}),
-             "ade20k": ("ade20k", {}), "ade20k-reduced": ("ade20k", {"reduced": True}),
-             "ade20k-instances": ("ade20k_instances", {}),
-             "camvid": ("camvid", {}), "oxford_iiit_pet": ("oxford_iiit_pet", {})}
-#: The other form of the same dataset's table, in which its masks are also found: a map of one form is
-#: checked at load time against masks of the other (:mod:`daliloader.forms`).
-OTHER_FORM = {"cityscapes": "cityscapes-trainids", "cityscapes-trainids": "cityscapes", "voc": "voc-ids",
-              "voc-ids": "voc", "ade20k": "ade20k-reduced", "ade20k-reduced": "ade20k"}
+@dataclass(frozen=True)
+class PublishedTable:
+    """A published class table, as ``classes="NAME"`` names it: the :class:`ClassMap` constructor that
+    makes it (``make``, with ``options``); the dataset it is a form of (``family``: tables of one dataset
+    are checked against each other, a layout that publishes one refusing another:
+    ``daliloader.data.refuse_other_member``); the other form of that dataset's table, in which its masks
+    are also found (``other_form``: a map of one form is checked at load time against masks of the other,
+    :mod:`daliloader.forms`); and the name ending of the mask files it reads, where its dataset ships
+    several id forms side by side (``mask_ending``: gtFine after cityscapesScripts'
+    createTrainIdLabelImgs holds labelIds and labelTrainIds)."""
+
+    make: str
+    options: Mapping = field(default_factory=dict)
+    family: str | None = None
+    other_form: str | None = None
+    mask_ending: str = ""
 
 
-#: The dataset each published table is a form of: tables of one dataset are checked against each other
-#: (a layout that publishes one refuses another: ``daliloader.data.refuse_other_member``).
-FAMILIES = {"cityscapes": "cityscapes", "cityscapes-trainids": "cityscapes", "voc": "voc", "voc-ids": "voc",
-            "ade20k": "ade20k", "ade20k-reduced": "ade20k", "ade20k-instances": "ade20k"}
+#: The published class tables by name: what ``classes="cityscapes"`` (``--classes cityscapes``) means.
+#: Names match with case, ``-`` and ``_`` aside.
+CATALOGUE = {
+    "cityscapes": PublishedTable("cityscapes", family="cityscapes", other_form="cityscapes-trainids",
+                                 mask_ending="_gtFine_labelIds"),
+    "cityscapes-trainids": PublishedTable("cityscapes", {"ids": "train"}, family="cityscapes", other_form="cityscapes",
+                                          mask_ending="_gtFine_labelTrainIds"),
+    "voc": PublishedTable("voc", family="voc", other_form="voc-ids"),
+    "voc-ids": PublishedTable("voc", {"indexed": False}, family="voc", other_form="voc"),
+    "ade20k": PublishedTable("ade20k", family="ade20k", other_form="ade20k-reduced"),
+    "ade20k-reduced": PublishedTable("ade20k", {"reduced": True}, family="ade20k", other_form="ade20k"),
+    "ade20k-instances": PublishedTable("ade20k_instances", family="ade20k"),
+    "camvid": PublishedTable("camvid"),
+    "oxford_iiit_pet": PublishedTable("oxford_iiit_pet"),
+}
+
+
+def published_table(name: str | None) -> PublishedTable | None:
+    """The :data:`CATALOGUE` entry of a catalogue name as the catalogue spells it (``ClassMap.catalogue``),
+    None for None or any other name."""
+    return CATALOGUE.get(name or "")
+
+
+def family_of(name: str | None) -> str | None:
+    """The dataset whose table the catalogue name ``name`` is a form of (``PublishedTable.family``)."""
+    table = published_table(name)
+    return table.family if table is not None else None
 
 
 def catalogue_of(classes) -> str | None:
@@ -558,22 +586,18 @@ def is_named(classes) -> bool:
     return catalogue_name(classes) is not None and not Path(classes).is_file()
 
 
-#: The name ending of the mask files each published table reads, where its dataset ships several id
-#: forms side by side (gtFine after cityscapesScripts' createTrainIdLabelImgs: labelIds and labelTrainIds).
-MASK_ENDINGS = {"cityscapes": "_gtFine_labelIds", "cityscapes-trainids": "_gtFine_labelTrainIds"}
-
-
 def mask_ending(classes) -> str:
     """The name ending of the masks ``classes`` (a ClassMap or a catalogue name, as ``classes=`` takes it)
-    reads, where the pairing must choose between forms (:data:`MASK_ENDINGS`); "" for any other."""
-    name = classes.catalogue if isinstance(classes, ClassMap) else catalogue_name(classes)
-    return MASK_ENDINGS.get(name or "", "")
+    reads, where the pairing must choose between forms (``PublishedTable.mask_ending``); "" for any
+    other."""
+    table = published_table(classes.catalogue if isinstance(classes, ClassMap) else catalogue_name(classes))
+    return table.mask_ending if table is not None else ""
 
 
 def ending_table(suffix: str) -> ClassMap | None:
-    """The published table whose masks carry this name ending (:data:`MASK_ENDINGS`: Cityscapes' labelIds
-    and trainIds), None for any other ending."""
-    names = [name for name, ending in MASK_ENDINGS.items() if ending == suffix]
+    """The published table whose masks carry this name ending (``PublishedTable.mask_ending``:
+    Cityscapes' labelIds and trainIds), None for any other ending."""
+    names = [name for name, table in CATALOGUE.items() if table.mask_ending and table.mask_ending == suffix]
     return ClassMap.named(names[0]) if names else None
 
 

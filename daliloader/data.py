@@ -17,13 +17,13 @@ from PIL import UnidentifiedImageError
 from . import buckets, layouts, tfrecord
 from .cache import PACK_INDEXES
 from .classes import (
-    FAMILIES,
     ClassMap,
     as_classmap,
     catalogue_name,
     catalogue_of,
     check_class_count,
     ending_table,
+    family_of,
     is_named,
     mask_ending,
     remap_advice,
@@ -655,7 +655,7 @@ def _voc_as_stored(masks: Sequence) -> ClassMap:
 
 def refuse_other_member(given, published, layout: str) -> None:
     """A published table given for a layout that publishes another table of the same dataset
-    (:data:`~daliloader.classes.FAMILIES`: ``classes="ade20k"`` on TFDS's scene_parse150, whose masks hold
+    (``PublishedTable.family``: ``classes="ade20k"`` on TFDS's scene_parse150, whose masks hold
     ADE20K's instance categories; ``"cityscapes-trainids"`` on the Cityscapes download's labelIds): the
     layout knows its masks, and the other table would read them into wrong labels. Not between ADE20K's
     raw and reduced forms: which one the masks are in is a judgement on a sample of them, so the form
@@ -663,7 +663,7 @@ def refuse_other_member(given, published, layout: str) -> None:
     mine, theirs = catalogue_of(given), catalogue_of(published)
     if {mine, theirs} <= VOID_IN_EVERY_PICTURE:
         return
-    if mine and theirs and mine != theirs and FAMILIES.get(mine) == FAMILIES.get(theirs) is not None:
+    if mine and theirs and mine != theirs and family_of(mine) == family_of(theirs) is not None:
         raise DataError(f"classes={mine!r} on {layout or 'this dataset'}, whose masks hold {theirs!r} "
                         f"({ClassMap.named(theirs).source}): {mine!r} is another form of that dataset's table and "
                         f"would read them into wrong labels. Leave classes out, or pass classes={theirs!r}")

@@ -1,6 +1,6 @@
 """Which published form of a dataset's class table its masks are in, checked before they load.
 
-Several datasets ship their masks in two forms that one table cannot both read (``classes.OTHER_FORM``):
+Several datasets ship their masks in two forms that one table cannot both read (``PublishedTable.other_form``):
 Cityscapes' labelIds (0-33) and trainIds (0-18, 255); ADE20K's raw values (0 "other", 1-150) and the
 same values reduced by one (0-149, 255); VOC's palette PNGs and its raw id masks. Either form read with
 the other's table loads without an error and with wrong labels (Cityscapes' trainIds read as labelIds
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .classes import OTHER_FORM, ClassMap, MaskKind
+from .classes import ClassMap, MaskKind, published_table
 from .errors import DataError, StorageError
 from .parts import SINGLE_CHANNEL_MODES, open_image
 
@@ -96,10 +96,11 @@ def sample(masks: Sequence) -> list:
 
 
 def other_form(classes: ClassMap, masks: Sequence) -> OtherForm | None:
-    """The other form of ``classes``'s published table (``classes.OTHER_FORM``) where it fits a sample of
+    """The other form of ``classes``'s published table (``PublishedTable.other_form``) where it fits a sample of
     ``masks`` far better, else None (also for maps that are no published table, and masks that cannot
     be read: the loaders and ``check`` name those)."""
-    name = OTHER_FORM.get(classes.catalogue or "")
+    table = published_table(classes.catalogue)
+    name = table.other_form if table is not None else None
     if name is None or not masks:
         return None
     other = ClassMap.named(name)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import buckets, tfds_folder, tfrecord
-from .classes import MASK_ENDINGS, ClassMap
+from .classes import CATALOGUE, ClassMap
 from .errors import DataError, user_stacklevel
 from .manifest import MANIFEST, load_manifest, prepared_classes
 from .pairing import IMAGE_EXTENSIONS, Pairing, listing_problems, pair_files, refuse_incomplete
@@ -180,10 +180,12 @@ def _cityscapes_pairing(images: Path, masks: Path) -> tuple[Pairing, str]:
     *_instanceIds.png, *_polygons.json: the *_labelIds.png are the masks, or, in a copy that kept only
     what cityscapesScripts' createTrainIdLabelImgs made, the *_labelTrainIds.png."""
     try:
-        return pair_files(images, masks, MASK_ENDINGS["cityscapes"], "_leftImg8bit", only_suffixed=True), "cityscapes"
+        ending = CATALOGUE["cityscapes"].mask_ending
+        return pair_files(images, masks, ending, "_leftImg8bit", only_suffixed=True), "cityscapes"
     except DataError as labelids:
         try:
-            return (pair_files(images, masks, MASK_ENDINGS["cityscapes-trainids"], "_leftImg8bit", only_suffixed=True),
+            ending = CATALOGUE["cityscapes-trainids"].mask_ending
+            return (pair_files(images, masks, ending, "_leftImg8bit", only_suffixed=True),
                     "cityscapes-trainids")
         except DataError:
             raise labelids from None

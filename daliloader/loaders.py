@@ -80,7 +80,7 @@ def tf_dataset(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, imag
 
     The dataset's cardinality is the number of batches per epoch, so ``model.fit(ds, epochs=N)`` needs
     no ``steps_per_epoch``; each epoch is reshuffled and, where the dataset itself is read (``fit``, a
-    loop), one DALI pipeline serves every training epoch (:mod:`daliloader.backends.dali_tf` says when
+    loop), one DALI pipeline serves every training epoch (``daliloader.backends.dali_tf`` says when
     another is built).
 
     Args:
@@ -159,7 +159,7 @@ def keras_sequence(data: SegmentationData | Plan, batch_size: int = BATCH_SIZE, 
 
     Shapes and dtypes are those of :func:`tf_dataset`, and the order is drawn by the same sampler as the
     DALI backends' (Keras' calls of ``on_epoch_end`` decide which of its epochs a pass reads:
-    :class:`~daliloader.backends.keras_sequence.SegmentationSequence`).
+    ``daliloader.backends.keras_sequence.SegmentationSequence``).
 
     Args:
         data: a :class:`~daliloader.data.SegmentationData`, or a plan from ``make_plan``.
