@@ -488,7 +488,7 @@ class SegmentationData:
         indexes = tuple(str(buckets.cached_copy((root / x).part, cache_dir() / PACK_INDEXES)) for x in p["indexes"])
         tars = tuple((root / t).part.url for t in p["tars"])  # (a missing tar: a StorageError naming it)
         found = Packs(tars, indexes, tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], None)
-        _check_indexes(found, p["samples_per_pack"], len(data))
+        _check_indexes(found, p["samples_per_pack"], len(data), shown=[(root / x).part.url for x in p["indexes"]])
         return replace(data, packs=found)
 
     def without_gpu_form(self) -> SegmentationData:
@@ -562,17 +562,15 @@ def mask_depth(path: str | Path | RecordPart) -> int:
         return 8  # an unreadable mask is reported, with its name, when it is loaded or checked
 
 
-def _check_indexes(packs: Packs, samples_per_pack: int, pairs: int, tar_sizes: list[int] | None = None) -> None:
+def _check_indexes(packs: Packs, samples_per_pack: int, pairs: int, tar_sizes: list[int] | None = None,
+                   shown: Sequence[str] | None = None) -> None:
     """Refuse packs whose index files do not describe them as ``prepare`` wrote them: ``samples_per_pack``
     samples per tar, in order, ``pairs`` in all (:func:`~daliloader.manifest.check_pack_index`; the tars'
-    sizes where known)."""
-    if len(packs.tars) != -(-pairs // samples_per_pack):
-        raise DataError(f"the manifest lists {len(packs.tars)} packs for {pairs} pairs of {samples_per_pack} per pack: "
-                        "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again")
+    sizes where known; the indexes named as ``shown``, where they are copies)."""
     for k, (tar, index) in enumerate(zip(packs.tars, packs.indexes, strict=True)):
         first = k * samples_per_pack
         check_pack_index(index, tar, first, min(samples_per_pack, pairs - first),
-                         tar_sizes[k] if tar_sizes is not None else None)
+                         tar_sizes[k] if tar_sizes is not None else None, shown[k] if shown is not None else None)
 
 
 

@@ -245,6 +245,9 @@ def _check_keys(m: dict) -> None:
         _need(packs, "image_exts", list, f"{PACKS!r} ", each=lambda v: isinstance(v, str))
         for key in ("mask_ext", "index_ext"):
             _need(packs, key, str, f"{PACKS!r} ")
+        per_pack = _need(packs, "samples_per_pack", int, f"{PACKS!r} ")
+        if per_pack < 1 or len(tars) != -(-n // per_pack):
+            raise _Missing(f"{PACKS!r} lists {len(tars)} tars for {n} pairs of {per_pack} per pack")
         if packs.get("gpu_mask_ext") is not None:
             _need(packs, "gpu_mask_ext", str, f"{PACKS!r} ")
 
@@ -282,46 +285,65 @@ def gpu_files(manifest: Manifest) -> list[str] | None:
     return gpu_form.get("files") if gpu_form else None
 
 
-def check_pack_index(index_file: str | Path, tar: str, first: int, count: int, tar_size: int | None = None) -> None:
-    """Refuse (a DataError naming the index, or the tar) a DALI webdataset index that does not describe the
-    pack ``tar`` as ``prepare`` writes it: samples ``first`` to ``first + count - 1``, each named by its
-    number (:func:`daliloader.packs.member_name`), their members laid out one after another as a USTAR tar
-    holds them (a 512-byte header before each, data padded to 512 bytes), and, where ``tar_size`` is
-    known, inside the tar. DALI's reader trusts its index: one of another pack, or an offset edited, reads
-    other samples' bytes as this sample's image or mask without a word. A few bytes per sample to read;
-    the members' contents are ``verify``'s to compare."""
-    damaged = "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again"
+def check_pack_index(index_file: str | Path, tar: str, first: int, count: int, tar_size: int | None = None,
+                     shown: str | None = None) -> None:
+    """Refuse (a DataError naming the index ``shown``, default ``index_file``, or the tar) a DALI webdataset
+    index that does not describe the pack ``tar`` as ``prepare`` writes it: samples ``first`` to
+    ``first + count - 1``, each named by its number (:func:`daliloader.packs.member_name`), their members
+    laid out one after another as a USTAR tar holds them (a 512-byte header before each, data padded to
+    512 bytes), and, where ``tar_size`` is known, inside the tar. DALI's reader trusts its index: one of
+    another pack, or an offset edited, reads other samples' bytes as this sample's image or mask without
+    a word. A few bytes per sample to read; the members' contents are ``verify``'s to compare."""
+    shown = shown or str(index_file)
+    lines = _index_lines(index_file, shown)
+    if len(lines) != count:
+        raise DataError(f"{shown} lists {len(lines)} samples where the manifest puts {count} in {tar}: {DAMAGED}")
+    end = _members_end(lines, first, tar, shown)
+    if tar_size is not None and end > tar_size:
+        raise DataError(f"{tar} holds {tar_size} bytes, where its index {shown} puts members up to byte {end}: the "
+                        f"pack is truncated: {DAMAGED}")
+
+
+#: What a damaged prepared copy's errors say to do.
+DAMAGED = "the prepared copy is damaged; run `daliloader verify` on it, or prepare it again"
+
+
+def _index_lines(index_file: str | Path, shown: str) -> list[list[str]]:
+    """The sample lines of a DALI webdataset index, split into words, once its header (``v1.2 N``) is
+    checked against them (DALI trusts the header: a line lost failed only when a pipeline was built)."""
     try:
         with open(index_file, "rb") as fh:
             head = fh.readline(64).decode("ascii", errors="replace").split()
             lines = [line.decode("utf-8", errors="replace").split() for line in fh if line.strip()]
     except OSError as e:
-        raise DataError(f"cannot read the pack index {index_file} ({e.strerror or e}): run `daliloader verify` on the "
+        raise DataError(f"cannot read the pack index {shown} ({e.strerror or e}): run `daliloader verify` on the "
                         "prepared copy") from None
     if len(head) != 2 or head[0] != INDEX_VERSION or not head[1].isdigit():
-        raise DataError(f"{index_file} is not a DALI webdataset index (its first line should be '{INDEX_VERSION} N'): "
-                        f"{damaged}")
+        raise DataError(f"{shown} is not a DALI webdataset index (its first line should be '{INDEX_VERSION} N'): "
+                        f"{DAMAGED}")
     if len(lines) != int(head[1]):
-        raise DataError(f"{index_file} lists {len(lines)} samples where its header says {head[1]}: {damaged}")
-    if len(lines) != count:
-        raise DataError(f"{index_file} lists {len(lines)} samples where the manifest puts {count} in {tar}: {damaged}")
+        raise DataError(f"{shown} lists {len(lines)} samples where its header says {head[1]}: {DAMAGED}")
+    return lines
+
+
+def _members_end(lines: list[list[str]], first: int, tar: str, shown: str) -> int:
+    """The byte after the last member's data that index ``lines`` (of samples ``first`` on) describe, once
+    each member is checked: named by its sample's number, where the members before it end."""
     offset = TAR_BLOCK  # the first member's data, after its header
     for n, words in enumerate(lines, 2):
         key = f"{first + n - 2:07d}"
         if len(words) % 4 or not words:
-            raise DataError(f"{index_file}, line {n}: not the 'ext offset size name' of each member: {damaged}")
+            raise DataError(f"{shown}, line {n}: not the 'ext offset size name' of each member: {DAMAGED}")
         for ext, at, size, name in zip(*[iter(words)] * 4, strict=True):
             if name != f"{key}.{ext}":
-                raise DataError(f"{index_file}, line {n}: a member {name!r} where sample {key}'s are due: the index is "
-                                f"not {tar}'s: {damaged}")
+                raise DataError(f"{shown}, line {n}: a member {name!r} where sample {key}'s are due: this pack and "
+                                f"its index hold other samples than the manifest puts in {tar} (packs renamed or "
+                                "swapped?); prepare the copy again")
             if not (at.isdigit() and size.isdigit()) or int(at) != offset:
-                raise DataError(f"{index_file}, line {n}: {name} at byte {at} of {tar}, where the members before it "
-                                f"end it at {offset}: {damaged}")
+                raise DataError(f"{shown}, line {n}: {name} at byte {at} of {tar}, where the members before it "
+                                f"end it at {offset}: {DAMAGED}")
             offset = int(at) + -(-int(size) // TAR_BLOCK) * TAR_BLOCK + TAR_BLOCK
-    end = offset - TAR_BLOCK
-    if tar_size is not None and end > tar_size:
-        raise DataError(f"{tar} holds {tar_size} bytes, where its index {index_file} puts members up to byte {end}: "
-                        f"the pack is truncated: {damaged}")
+    return offset - TAR_BLOCK
 
 
 def read_lz4_mask(path: str | Path) -> np.ndarray:

@@ -293,6 +293,23 @@ def test_packs_in_a_bucket_are_read_by_dalis_own_reader(backend, stored):
             np.testing.assert_array_equal(x, y)
 
 
+def test_a_bucket_copys_pack_index_that_reads_other_samples_is_named_by_its_url(stored, server, tmp_path):
+    """The pack indexes of a copy in a bucket are checked in the cache's copies of them: a refusal named
+    the cache's file, which the user never wrote; it names the bucket's object."""
+    import shutil
+
+    local, _ = stored["prepared"]
+    copy = tmp_path / "copy"
+    shutil.copytree(Path(local.images[0]).parents[1], copy)
+    first, second = (copy / "packs" / "00000.idx").read_bytes(), (copy / "packs" / "00001.idx").read_bytes()
+    (copy / "packs" / "00000.idx").write_bytes(second)
+    (copy / "packs" / "00001.idx").write_bytes(first)
+    url = upload(server.client(), copy, "stored", "swapped")
+    with pytest.raises(DataError, match=f"^{url}/packs/00000.idx, line 2: a member '0000003.jpg' where sample "
+                                        f"0000000's are due: .* manifest puts in {url}/packs/00000.tar "):
+        dl.SegmentationData.from_prepared(url, packs=True)
+
+
 def test_packs_a_bucket_refuses_are_named_with_what_to_run(dali_backend, stored, server):
     """DALI's own pack reader (which neither retries nor names its faults as daliloader's readers do)
     failed while the pipeline was built, with DALI's raw RuntimeError; now the LoadError that names the

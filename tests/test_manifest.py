@@ -61,6 +61,11 @@ def damaged_manifests(manifest: dict) -> dict:
             "no pairs": (without("pairs"), "'pairs' is missing or not a list"),
             "no class names": (without("classes", "names"), "classes 'names' is missing"),
             "no pack list": (without("packs", "tars"), "'packs' 'tars' is missing"),
+            "no pack size": (without("packs", "samples_per_pack"), "'packs' 'samples_per_pack' is missing"),
+            "pack size 0": (json.dumps({**manifest, "packs": {**manifest["packs"], "samples_per_pack": 0}}),
+                            "'packs' lists 2 tars for 6 pairs of 0 per pack"),
+            "another pack size": (json.dumps({**manifest, "packs": {**manifest["packs"], "samples_per_pack": 2}}),
+                                  "'packs' lists 2 tars for 6 pairs of 2 per pack"),
             "pairs of numbers": (json.dumps({**manifest, "pairs": [[1, 2]] * len(manifest["pairs"])}),
                                  "'pairs' holds entries of the wrong type"),
             "fewer sources": (json.dumps({**manifest, "source": {**manifest["source"], "masks": []}}),
@@ -68,7 +73,8 @@ def damaged_manifests(manifest: dict) -> dict:
 
 
 @pytest.mark.parametrize("damage", ["cut short", "not JSON", "no pairs", "no class names", "no pack list",
-                                    "pairs of numbers", "fewer sources"])
+                                    "no pack size", "pack size 0", "another pack size", "pairs of numbers",
+                                    "fewer sources"])
 def test_a_damaged_manifest_is_named_by_verify_and_every_loader(prepared, tmp_path, damage, capsys):
     copy = copy_of(prepared, tmp_path / "copy")
     text, why = damaged_manifests(json.loads((copy / MANIFEST).read_text()))[damage]
