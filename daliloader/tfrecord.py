@@ -233,6 +233,7 @@ def read_record(file: str, record: int, offset: int, size: int, crc: int | None 
             from None
     payload = _payload(blob, file, record, offset, size)
     if crc is not None and _data_crc(blob) != crc:
+        forget_index(file)  # no longer the file's: the next load, which the error asks for, indexes it anew
         raise RecordProblem(RecordFault.CHANGED, file, record, offset, CHANGED_RECORD)
     return payload
 
@@ -500,6 +501,17 @@ def _index_folders(file: str) -> tuple[Path, Path | None]:
         return cache_dir() / INDEXES / hashlib.sha1(file.encode()).hexdigest()[:16], None
     digest = hashlib.sha1(os.path.abspath(file).encode("utf-8", errors="surrogateescape")).hexdigest()[:16]
     return cache_dir() / INDEXES / digest, Path(file).parent / INDEX_FOLDER
+
+
+def forget_index(file: str) -> None:
+    """Remove the kept indexes of ``file`` (in the cache, and beside it): one that a record read showed to
+    be stale (the file rewritten with its size and modification time kept, which an index beside the file
+    is judged by) was trusted again at every load, and the error's advice to load again led nowhere. (An
+    index in a folder that cannot be written stays.)"""
+    for folder in _index_folders(file):
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                (folder / f"{Path(file).name}.json").unlink()
 
 
 def _read_index(folder: Path, file: str, stamp: tuple, travels: bool = False) -> Scan | None:
@@ -778,14 +790,30 @@ def refuse_partial_shards(files: list[str], where: str) -> list[str]:
                             "run again with another shard count beside the old ones, whose records would be read "
                             "twice. Remove the old set")
         count, held = next(iter(counts.items()))
-        base = 1 if 0 not in held and count in held else 0  # (some number their shards from 1: 00001-of-00002)
-        missing = sorted(set(range(base, count + base)) - held)
-        if missing:
-            listed = ", ".join(f"{i:05d}" for i in missing[:8]) + (" ..." if len(missing) > 8 else "")
-            raise DataError(f"{where} holds {len(held)} of the {count} shards of {shown}: shard(s) {listed} "
-                            f"missing (an incomplete download or copy?). Fetch them, or, to read part of the set on "
-                            "purpose, name its files one by one")
+        if max(held) > count or (0 in held and count in held):  # (0 to count-1, or 1 to count)
+            raise DataError(f"{where} holds {len(held)} shards of {shown}, a set of {count}, numbered "
+                            f"{min(held):05d} to {max(held):05d}: two sets of one name and count, one numbered from 0 "
+                            "and one from 1 (two conversions?), whose records would be read twice. Remove one set")
+        _refuse_missing(held, count, shown, where)
     return files
+
+
+def _refuse_missing(held: set[int], count: int, shown: str, where: str) -> None:
+    """Refuse a set of ``count`` shards of which only ``held`` (their numbers) are there, naming the ones
+    missing. Some converters number their shards from 1 (00001-of-00002): a set holding neither 0 nor
+    ``count`` may be either, and both readings are named."""
+    readings = [0] if 0 in held else [1] if count in held else [0, 1]
+    missing = {base: sorted(set(range(base, count + base)) - held) for base in readings}
+    if not all(missing.values()):
+        return
+
+    def listed(numbers: list[int]) -> str:
+        return ", ".join(f"{i:05d}" for i in numbers[:8]) + (" ..." if len(numbers) > 8 else "")
+
+    said = " or, numbered from 1, ".join(listed(numbers) for numbers in missing.values())
+    raise DataError(f"{where} holds {len(held)} of the {count} shards of {shown}: shard(s) {said} missing (an "
+                    "incomplete download or copy?). Fetch them, or, to read part of the set on purpose, name its "
+                    "files one by one")
 
 
 def _objects(url: str) -> list[str]:

@@ -147,6 +147,34 @@ def test_an_index_beside_the_data_travels_with_it(voc, tmp_path, monkeypatch):
     assert len(tfrecord.indexed(copied, index="beside").offsets) == len(first.offsets) + 1 and len(calls) == 1
 
 
+def test_an_index_found_stale_by_a_read_is_not_trusted_again(index_data, tmp_path, monkeypatch):
+    """A file rewritten with its records in another order, its size and modification time kept (an index
+    beside the file is judged by those, as a copy keeps them): the index was trusted at every load, each
+    read refused a record as changed and said to load again, which trusted the index again. The read that
+    finds a record changed now removes the kept index, so the next load indexes the file anew."""
+    monkeypatch.setenv("DALILOADER_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "val.tfrecord"
+    image, mask = (Path(f).read_bytes() for f in (index_data.images[0], index_data.masks[0]))
+    with tfrecord.Writer(path) as out:  # records of one size: one picture, names of one length
+        for k in range(10):
+            out.write({"image/encoded": image, "image/segmentation/class/encoded": mask,
+                       "image/filename": f"pair{k}".encode()})
+    found = tfrecord.indexed(path, index="beside")
+    assert len(set(found.sizes)) == 1
+    stat = path.stat()
+    records = [path.read_bytes()[o:o + s] for o, s in zip(found.offsets, found.sizes)]
+    records[1], records[2] = records[2], records[1]  # (between the index's spot checks: 0, 3, 6 and 9)
+    path.write_bytes(b"".join(records))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    stale = dl.SegmentationData.from_tfrecord(path, classes=index_data.classes)
+    assert [p.name for p in stale.images[:3]] == ["pair0", "pair1", "pair2"]
+    with pytest.raises(tfrecord.RecordProblem, match="changed since the file was indexed.*Load the dataset again"):
+        stale.images[1].payload()
+    again = dl.SegmentationData.from_tfrecord(path, classes=index_data.classes)
+    assert [p.name for p in again.images[:3]] == ["pair0", "pair2", "pair1"]
+    assert all(p.payload() for p in again.images)
+
+
 def test_a_read_only_folder_gets_its_index_in_the_cache(voc, tmp_path, tmpfs, monkeypatch):
     folder, _ = voc
     disk = tmpfs(tmp_path / "ro", "size=1m")
@@ -592,3 +620,10 @@ def test_shards_named_one_by_one_or_numbered_from_one_are_read_as_given():
     assert tfrecord.refuse_partial_shards(ones, "d") == ones
     with pytest.raises(dl.DataError, match="shard\\(s\\) 00001 missing"):
         tfrecord.refuse_partial_shards(["d/x-00000-of-00002.tfrecord"], "d")
+    # (an outside review's:) a set numbered from 1 that lacks its last shard was told to lack 00000; four
+    # files of a set of three, two sets numbered from 0 and from 1, were read as one, every record twice
+    with pytest.raises(dl.DataError, match="shard\\(s\\) 00000 or, numbered from 1, 00003 missing"):
+        tfrecord.refuse_partial_shards([f"d/x-{i:05d}-of-00003.tfrecord" for i in (1, 2)], "d")
+    with pytest.raises(dl.DataError, match="holds 4 shards of d/x-\\*-of-\\*.tfrecord, a set of 3, numbered 00000 to "
+                                           "00003: two sets of one name and count, one numbered from 0 and one from 1"):
+        tfrecord.refuse_partial_shards([f"d/x-{i:05d}-of-00003.tfrecord" for i in range(4)], "d")
