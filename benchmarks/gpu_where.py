@@ -10,7 +10,9 @@ and the feed.
 
   tf           the loader through tf_dataset, as model.fit reads it: int and one-hot at batch 8, with
                DALI's prefetch depth 2 (the default) and 4, every JPEG on the hardware engines, and at
-               batch 32
+               batch 32; and on a prepared copy of the data (LZ4 masks), read from its packs by DALI's
+               reader with DALI's own draws (a training pipeline fed no input at all) and from its files
+               (the inputs fed): what the feed costs the loader itself
   feed         how the graph's inputs reach a GPU DALIDatasetWithInputs: a graph that only reads three
                inputs like the loader's (two paths, nine draws per sample), fed per sample or per batch
                (Input(batch=True), the loader's way), each copied to the GPU as the plugin requires; the
@@ -49,6 +51,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from functools import partial
@@ -233,6 +236,22 @@ def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int
     return measure(partial(touched, stream), batch, seconds, repeats, warmup_batches=8)
 
 
+def prepared_copy(data) -> Path:
+    """The data prepared once with packs (the LZ4 masks in them), in the temporary folder, where the
+    figures after the first, each in a process of its own, find it (``prepare`` writes a copy whole)."""
+    out = Path(tempfile.gettempdir()) / "daliloader-gpu-where-prepared"
+    if not (out / "manifest.json").is_file():
+        dl.prepare(data, out, pack_size=16, progress=False)
+    return out
+
+
+def prepared_rate(data, batch: int, packs: bool, seconds: float, repeats: int) -> list[float]:
+    """The loader through tf_dataset (int labels) on the prepared copy of ``data``: from its ``packs``
+    (DALI's reader, DALI's draws: no input fed), or from its files (paths and draws fed)."""
+    return tf_rate(dl.SegmentationData.from_prepared(prepared_copy(data), packs=packs), batch, "int", seconds,
+                   repeats)
+
+
 def expert_rate(data, batch: int, seconds: float, repeats: int) -> list[float]:
     """The expert's tf.data (int labels), built as the bench builds it (on the user's own masks)."""
     stream = backend_stream(EXPERT, bench_plan(data, batch, CROP, "int"), cores())
@@ -249,13 +268,18 @@ def figures(data, seconds: float, repeats: int):
     timing = dict(seconds=seconds, repeats=repeats)
     # first what a time-boxed call must not lose: the loader as fit reads it, the expert's reference and
     # the decoder's ceiling at the loader's settings (a time-boxed call measures the first few: docs/gpu.md);
-    # then the ratio at batch 32 with every JPEG on the hardware engines (which raise the decoder's ceiling:
+    # then, with every JPEG on the hardware engines, the loader fed no input (packs) against the loader
+    # fed its inputs (files) on one prepared copy: whether the feed binds at batch 8 (docs/gpu.md); then
+    # the ratio at batch 32 with the engines (which raise the decoder's ceiling:
     # docs/gpu.md); then, with the engines, what binds at batch 8 once the decoder
     # does not (docs/gpu.md, "For the next run"): the graph without TensorFlow, by stage, and with its
     # window fixed; then the figures measured before (batch 32 without the engines, dali-cpu on every core)
     yield "tf", "int, batch 8, prefetch 2", partial(tf_rate, data, 8, "int", **timing)
     yield "expert", "int, batch 8", partial(expert_rate, data, 8, **timing)
     yield "decoder", "batch 8, fancy on", partial(decoder_rate, files, 8, jpeg_fancy_upsampling=True, **timing)
+    for packs, how in ((True, "packs, no input"), (False, "files, inputs fed")):
+        yield "tf", f"prepared copy from its {how}, int, batch 8, hw_decoder_load 1", partial(
+            with_share, 1.0, partial(prepared_rate, data, 8, packs, **timing))
     yield "tf", "int, batch 32, hw_decoder_load 1", partial(
         with_share, 1.0, partial(tf_rate, data, 32, "int", **timing))
     yield "expert", "int, batch 32", partial(expert_rate, data, 32, **timing)

@@ -131,6 +131,23 @@ def test_shuffled_random_crops_keep_image_and_mask_together(mirror_data, mirror_
             np.testing.assert_array_equal(from_image[valid], lab[valid])
 
 
+def test_random_draws_over_packs_are_dalis_own_seeded_by_the_loaders_seed(mirror_shards, dali_backend):
+    """Under a pack reader the draws come from DALI's generator (a training pipeline over packs is fed no
+    input by TensorFlow): one seed gives the same crops and flips, epoch after epoch, in a dataset built
+    again; another seed other ones; and no epoch repeats the one before."""
+    require_tf()
+    kw = dict(batch_size=3, image_size=(24, 24), crop="random", flip=0.5, scale=(0.5, 1.5), label_mode="int")
+
+    def two_epochs(seed):
+        ds = dl.tf_dataset(shards(mirror_shards), backend=dali_backend, seed=seed, **kw)
+        return [[np.asarray(b[0]) for b in ds] for _ in range(2)]
+
+    first, again, other = two_epochs(5), two_epochs(5), two_epochs(6)
+    assert all(np.array_equal(a, b) for e, f in zip(first, again) for a, b in zip(e, f))
+    assert not all(np.array_equal(a, b) for a, b in zip(first[0], other[0]))
+    assert not all(np.array_equal(a, b) for a, b in zip(first[0], first[1]))
+
+
 def test_what_cannot_be_read_as_shards(index_data, index_shards, tmp_path):
     prepare(index_data, tmp_path / "files_only", progress=False)
     with pytest.raises(DataError, match="prepared without packs"):

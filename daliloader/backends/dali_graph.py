@@ -74,7 +74,9 @@ log = logging.getLogger("daliloader")
 #: the sample index (-1: padding); when reading packs, PACK_INPUTS: 1 for a sample, 0 for padding. Fed
 #: by TensorFlow, the random draws are an input too (DRAWS_INPUT): stateless functions of the seed and the
 #: stream position, drawn natively by tf.data, so that a pipeline built again (a chained transformation
-#: read again) draws afresh for the next epoch's positions instead of replaying its generator.
+#: read again) draws afresh for the next epoch's positions instead of replaying its generator. Under a
+#: pack reader, which replays its first pass in a pipeline built again anyway (and is refused a second
+#: pipeline by tf_dataset), DALI's generator draws: a training pipeline over packs is fed no input.
 INPUTS = ("image_path", "mask_path", "index")
 PACK_INPUTS = ("real",)
 #: When reading TFRecords: each position's record (its encoded image and mask, :func:`pack_pair`) and
@@ -240,8 +242,8 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
     image_bytes, mask_bytes, index = read(data, sampler, guard, fed, device)
     cuts = {"read": (image_bytes, mask_bytes)}
     u = None
-    if spec.draws_at_random:  # fed: TensorFlow's stateless draws; alone: DALI's generator, seeded by the pipeline
-        u = (graph_input(DRAWS_INPUT, None, types.FLOAT, ndim=1) if fed else
+    if spec.draws_at_random:  # fed files or records: TF's stateless draws; else DALI's generator (pipeline's seed)
+        u = (graph_input(DRAWS_INPUT, None, types.FLOAT, ndim=1) if fed and not data.container.read_by_reader else
              fn.random.uniform(range=(0.0, 1.0), shape=[stages.draw_count(spec)]))
 
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");

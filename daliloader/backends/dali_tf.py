@@ -356,8 +356,8 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     positional = reads_index(plan)
     with tf.device("/cpu:0"):
         streams = STREAMS[data.container](make, data, masks, positional)
-        if plan.spec.draws_at_random:
-            streams[DRAWS_INPUT] = make.draws(from_epochs=not data.container.read_by_reader)
+        if plan.spec.draws_at_random and not data.container.read_by_reader:
+            streams[DRAWS_INPUT] = make.draws(from_epochs=True)
         if _restarts(plan):  # evaluation: the inputs of one epoch, in whole DALI batches, so that the DALI
             # dataset ends after it, also on the GPU, where no take() may follow it (Keras compiled with
             # steps_per_execution reads on until a batch is missing)
