@@ -239,7 +239,7 @@ def feed_rate(path: str, batch: int, batched: bool, seconds: float, repeats: int
 def prepared_copy(data) -> Path:
     """The data prepared once with packs (the LZ4 masks in them), in the temporary folder, where the
     figures after the first, each in a process of its own, find it (``prepare`` writes a copy whole)."""
-    out = Path(tempfile.gettempdir()) / "daliloader-gpu-where-prepared"
+    out = Path(tempfile.gettempdir()) / f"daliloader-gpu-where-prepared-{dl.__version__}-{len(data)}"
     if not (out / "manifest.json").is_file():
         dl.prepare(data, out, pack_size=16, progress=False)
     return out

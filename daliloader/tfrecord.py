@@ -233,7 +233,7 @@ def read_record(file: str, record: int, offset: int, size: int, crc: int | None 
             from None
     payload = _payload(blob, file, record, offset, size)
     if crc is not None and _data_crc(blob) != crc:
-        forget_index(file)  # no longer the file's: the next load, which the error asks for, indexes it anew
+        forget_index(file, record, crc)  # no longer the file's: the next load, which the error asks for, indexes anew
         raise RecordProblem(RecordFault.CHANGED, file, record, offset, CHANGED_RECORD)
     return payload
 
@@ -503,15 +503,19 @@ def _index_folders(file: str) -> tuple[Path, Path | None]:
     return cache_dir() / INDEXES / digest, Path(file).parent / INDEX_FOLDER
 
 
-def forget_index(file: str) -> None:
-    """Remove the kept indexes of ``file`` (in the cache, and beside it): one that a record read showed to
-    be stale (the file rewritten with its size and modification time kept, which an index beside the file
-    is judged by) was trusted again at every load, and the error's advice to load again led nowhere. (An
-    index in a folder that cannot be written stays.)"""
+def forget_index(file: str, record: int, crc: int) -> None:
+    """Remove the kept indexes of ``file`` (in the cache, and beside it) that still give record number
+    ``record`` the data CRC ``crc``, which a read of it has just found changed: such an index is stale
+    (the file rewritten with its size and modification time kept, which an index beside the file is judged
+    by), and was trusted again at every load, so that the error's advice to load again led nowhere. An
+    index written since, after the file changed, gives another CRC and stays (a process that loaded the
+    file before the change must not remove it); so does one in a folder that cannot be written."""
     for folder in _index_folders(file):
-        if folder is not None:
-            with contextlib.suppress(OSError):
-                (folder / f"{Path(file).name}.json").unlink()
+        path = folder / f"{Path(file).name}.json" if folder is not None else None
+        with contextlib.suppress(OSError, ValueError, LookupError, TypeError, AttributeError):
+            body = json.loads(path.read_text(encoding="utf-8"))["body"]
+            if body["crcs"][body["numbers"].index(record)] == crc:
+                path.unlink()
 
 
 def _read_index(folder: Path, file: str, stamp: tuple, travels: bool = False) -> Scan | None:
@@ -790,7 +794,12 @@ def refuse_partial_shards(files: list[str], where: str) -> list[str]:
                             "run again with another shard count beside the old ones, whose records would be read "
                             "twice. Remove the old set")
         count, held = next(iter(counts.items()))
-        if max(held) > count or (0 in held and count in held):  # (0 to count-1, or 1 to count)
+        past = sorted(i for i in held if i > count or count == 0)
+        if past:
+            raise DataError(f"{where} holds shard(s) {', '.join(f'{i:05d}' for i in past[:8])} of {shown}, numbered "
+                            f"past the set's count of {count}: a file of another set? Remove it, or name the files "
+                            "to read one by one")
+        if 0 in held and count in held:  # (0 to count-1, or 1 to count)
             raise DataError(f"{where} holds {len(held)} shards of {shown}, a set of {count}, numbered "
                             f"{min(held):05d} to {max(held):05d}: two sets of one name and count, one numbered from 0 "
                             "and one from 1 (two conversions?), whose records would be read twice. Remove one set")

@@ -173,6 +173,11 @@ def test_an_index_found_stale_by_a_read_is_not_trusted_again(index_data, tmp_pat
     again = dl.SegmentationData.from_tfrecord(path, classes=index_data.classes)
     assert [p.name for p in again.images[:3]] == ["pair0", "pair2", "pair1"]
     assert all(p.payload() for p in again.images)
+    kept = list((tmp_path / "cache" / INDEXES).glob("*/val.tfrecord.json"))  # written by that load
+    assert len(kept) == 1
+    with pytest.raises(tfrecord.RecordProblem, match="changed since the file was indexed"):
+        stale.images[1].payload()  # a reader loaded before the change: the index of after it stays
+    assert kept[0].is_file()
 
 
 def test_a_read_only_folder_gets_its_index_in_the_cache(voc, tmp_path, tmpfs, monkeypatch):
@@ -627,3 +632,6 @@ def test_shards_named_one_by_one_or_numbered_from_one_are_read_as_given():
     with pytest.raises(dl.DataError, match="holds 4 shards of d/x-\\*-of-\\*.tfrecord, a set of 3, numbered 00000 to "
                                            "00003: two sets of one name and count, one numbered from 0 and one from 1"):
         tfrecord.refuse_partial_shards([f"d/x-{i:05d}-of-00003.tfrecord" for i in range(4)], "d")
+    with pytest.raises(dl.DataError, match="holds shard\\(s\\) 00005 of d/x-\\*-of-\\*.tfrecord, numbered past the "
+                                           "set's count of 4: a file of another set"):
+        tfrecord.refuse_partial_shards([f"d/x-{i:05d}-of-00004.tfrecord" for i in (0, 1, 2, 3, 5)], "d")
