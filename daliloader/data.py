@@ -573,7 +573,6 @@ def _check_indexes(packs: Packs, samples_per_pack: int, pairs: int, tar_sizes: l
                          tar_sizes[k] if tar_sizes is not None else None, shown[k] if shown is not None else None)
 
 
-
 def choose_classes(given, masks: Sequence[str], published: ClassMap | str | Path | None = None,
                    layout: str = "", progress: bool = True, mask_channel: int | None = None, *,
                    dataset: Callable[[], Sequence] | None = None, unreadable: list | None = None,

@@ -510,9 +510,9 @@ def forget_index(file: str, record: int, crc: int) -> None:
     by), and was trusted again at every load, so that the error's advice to load again led nowhere. An
     index written since, after the file changed, gives another CRC and stays (a process that loaded the
     file before the change must not remove it); so does one in a folder that cannot be written."""
-    for folder in _index_folders(file):
-        path = folder / f"{Path(file).name}.json" if folder is not None else None
-        with contextlib.suppress(OSError, ValueError, LookupError, TypeError, AttributeError):
+    for folder in (f for f in _index_folders(file) if f is not None):
+        path = folder / f"{Path(file).name}.json"
+        with contextlib.suppress(OSError, ValueError, LookupError, TypeError):
             body = json.loads(path.read_text(encoding="utf-8"))["body"]
             if body["crcs"][body["numbers"].index(record)] == crc:
                 path.unlink()

@@ -126,6 +126,9 @@ def test_dali_gpu_graph_and_what_follows_it(monkeypatch, datasets, which, case):
     assert ("decoders__Image", "mixed") in ops
     assert ("readers___TFRecord", "cpu") not in ops  # records are read by the guard, checked against the index
     assert (("io__file__Read", "cpu") in ops) == (which in ("colour masks", "id masks", "prepared"))
+    # the random draws: fed by TensorFlow (an input), except under a pack reader, where DALI's generator draws
+    draws = dl.make_plan(datasets[which], batch_size=3, seed=0, **case_options(case, which)).spec.draws_at_random
+    assert (("random__Uniform", "cpu") in ops) == (draws and which in ("shards", "bucket packs"))
 
 
 def test_an_evaluation_plan_without_weights(monkeypatch, synth_data):

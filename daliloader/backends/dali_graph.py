@@ -242,8 +242,8 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
     image_bytes, mask_bytes, index = read(data, sampler, guard, fed, device)
     cuts = {"read": (image_bytes, mask_bytes)}
     u = None
-    if spec.draws_at_random:  # fed files or records: TF's stateless draws; else DALI's generator (pipeline's seed)
-        u = (graph_input(DRAWS_INPUT, None, types.FLOAT, ndim=1) if fed and not data.container.read_by_reader else
+    if spec.draws_at_random:
+        u = (graph_input(DRAWS_INPUT, None, types.FLOAT, ndim=1) if fed and draws_fed(data, spec) else
              fn.random.uniform(range=(0.0, 1.0), shape=[stages.draw_count(spec)]))
 
     # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
@@ -293,6 +293,13 @@ def reads_index(plan: Plan) -> bool:
     drops unused nodes, and refuses an input that a used node needs and nothing feeds."""
     evaluates = not plan.sampler.drop_remainder
     return bool({"weight", "index"} & set(plan.outputs)) or ("labels" in plan.outputs and evaluates)
+
+
+def draws_fed(data: SegmentationData, spec: Preprocess) -> bool:
+    """Whether a fed graph takes its random draws as an input (:data:`DRAWS_INPUT`, TensorFlow's stateless
+    draws of each position): where it draws and reads files or records. Under a pack reader, and run
+    alone, DALI's generator draws, seeded by the pipeline."""
+    return spec.draws_at_random and not data.container.read_by_reader
 
 
 def stop_unless(ok):

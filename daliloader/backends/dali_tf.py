@@ -53,6 +53,7 @@ from .dali_graph import (
     GraphSpec,
     SegmentationPipeline,
     dali_guard,
+    draws_fed,
     graph_spec,
     host_batch_size,
     mask_files,
@@ -356,8 +357,8 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     positional = reads_index(plan)
     with tf.device("/cpu:0"):
         streams = STREAMS[data.container](make, data, masks, positional)
-        if plan.spec.draws_at_random and not data.container.read_by_reader:
-            streams[DRAWS_INPUT] = make.draws(from_epochs=True)
+        if draws_fed(data, plan.spec):
+            streams[DRAWS_INPUT] = make.draws()
         if _restarts(plan):  # evaluation: the inputs of one epoch, in whole DALI batches, so that the DALI
             # dataset ends after it, also on the GPU, where no take() may follow it (Keras compiled with
             # steps_per_execution reads on until a batch is missing)
@@ -399,7 +400,7 @@ STREAMS = {Container.FILES: _file_streams, Container.PACKS: _pack_streams, Conta
 
 
 class _Streams:
-    """The per-position streams a DALI graph reads, from the start of the stream.
+    """The per-position streams a DALI graph reads.
 
     Python runs once per :data:`CHUNK` positions, or an epoch's if fewer (the sampler's indices, and
     the guard vetting pairs it has not seen); the per-sample work is ``tf.gather`` on constant path
@@ -417,16 +418,14 @@ class _Streams:
         # an epoch's worth at most, so that a chunk of a small dataset does not vet pairs epochs ahead
         self.chunk_size = min(CHUNK, self.sampler.per_epoch)
 
-    def chunks(self, from_epochs: bool) -> tf.data.Dataset:
-        """The first position of each chunk of positions: from the first epoch the pipeline claimed
-        (``from_epochs``), or from the start of the stream."""
+    def chunks(self) -> tf.data.Dataset:
+        """The first position of each chunk of positions, from the first epoch the pipeline claimed."""
         size, per_epoch, epochs, claimed = self.chunk_size, self.sampler.per_epoch, self.epochs, self.first
         endless = np.iinfo(np.int64).max // (2 * size)
-        first = tf.data.Dataset.range(1)
-        if from_epochs and claimed is not None:
+        if claimed is not None:
             first = tf.data.Dataset.from_tensors(tf.cast(claimed, tf.int64) * per_epoch)
-        elif from_epochs:
-            first = first.map(lambda _: epochs.start.read_value() * per_epoch)
+        else:
+            first = tf.data.Dataset.range(1).map(lambda _: epochs.start.read_value() * per_epoch)
         return first.flat_map(lambda start: tf.data.Dataset.range(endless).map(lambda k: start + k * size))
 
     def indices(self, vet: bool) -> tf.data.Dataset:
@@ -452,17 +451,17 @@ class _Streams:
             found.set_shape([size])
             return found
 
-        return self.chunks(from_epochs=True).map(call).unbatch()
+        return self.chunks().map(call).unbatch()
 
     def paths(self, files, vet: bool) -> tf.data.Dataset:
         """Each position's file name, as the graph's path inputs take it (:func:`.dali_graph.path_row`)."""
         table = tf.constant([path_row(f).tobytes() for f in files])
         return self.indices(vet).map(lambda i: tf.io.decode_raw(tf.gather(table, tf.maximum(i, 0)), tf.uint8))
 
-    def draws(self, from_epochs: bool) -> tf.data.Dataset:
+    def draws(self) -> tf.data.Dataset:
         """Each position's random draws, native: no Python per sample or per chunk."""
         seed, size = tf.constant(self.sampler.draw_seed % 2**63, tf.int64), self.chunk_size
-        return self.chunks(from_epochs).map(lambda start: tf.random.stateless_uniform(
+        return self.chunks().map(lambda start: tf.random.stateless_uniform(
             [size, self.draw_count], seed=tf.stack([seed, start]))).unbatch()
 
     def real(self) -> tf.data.Dataset:
