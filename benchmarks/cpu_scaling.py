@@ -18,6 +18,7 @@ from pathlib import Path
 
 import daliloader as dl
 import daliloader.backends.dali_graph as graph
+from daliloader.backends import Device
 from daliloader.bench import bench_plan, cpu_decode_ceiling, endless, machine_info, measure, touch
 from daliloader.report import write_json
 from daliloader.synthetic import default_dataset
@@ -57,7 +58,7 @@ def main() -> None:
         ceiling = statistics.median(cpu_decode_ceiling(data, threads, args.seconds, args.repeats))
         now = statistics.median(rate(data, args.batch_size, threads, grouped, args.seconds, args.repeats))
         dali_batch = graph.host_batch_size(bench_plan(data, args.batch_size, (512, 512), "int", num_threads=threads),
-                                           "cpu")
+                                           Device.CPU)
         before = statistics.median(rate(data, args.batch_size, threads, 0, args.seconds, args.repeats))
         row = {"threads": threads, "dali_batch": dali_batch, "ceiling_pairs_per_s": round(ceiling, 1),
                "dali_cpu": round(now, 1), "one_dali_batch_per_batch": round(before, 1),

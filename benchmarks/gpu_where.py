@@ -61,7 +61,7 @@ import numpy as np
 from cpu_scaling import rate as dali_cpu_rate  # (a script beside this one: dali-cpu on T threads)
 
 import daliloader as dl
-from daliloader.backends import dali_graph
+from daliloader.backends import Device, dali_graph
 from daliloader.bench import EXPERT, bench_plan, cpu_decode_ceiling, endless, machine_info, measure
 from daliloader.bench.sources import backend_stream
 from daliloader.bench.stages import dali_stages
@@ -285,7 +285,7 @@ def figures(data, seconds: float, repeats: int):
     yield "expert", "int, batch 32", partial(expert_rate, data, 32, **timing)
     yield "alone", "int, batch 8, hw_decoder_load 1", partial(with_share, 1.0, partial(alone_rate, data, 8, **timing))
     yield "stages", "int, batch 8, hw_decoder_load 1", partial(
-        with_share, 1.0, partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats))
+        with_share, 1.0, partial(dali_stages, bench_plan(data, 8, CROP, "int"), Device.GPU, seconds, repeats))
     yield "alone", "int, batch 8, hw_decoder_load 1, window fixed", partial(
         with_share, 1.0, partial(with_fixed_window, partial(alone_rate, data, 8, **timing)))
     # the plugin's own cost per batch, which the graph's work must beat at batch 8: its three inputs as
@@ -296,7 +296,7 @@ def figures(data, seconds: float, repeats: int):
     yield "tf", "int, batch 32, prefetch 2", partial(tf_rate, data, 32, "int", **timing)
     yield "alone", "int, batch 8", partial(alone_rate, data, 8, **timing)
     yield "tf", "int, batch 8, window fixed", partial(with_fixed_window, partial(tf_rate, data, 8, "int", **timing))
-    yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), "gpu", seconds, repeats)
+    yield "stages", "int, batch 8", partial(dali_stages, bench_plan(data, 8, CROP, "int"), Device.GPU, seconds, repeats)
     yield "alone", "int, batch 32", partial(alone_rate, data, 32, **timing)
     yield "decoder", "batch 8, fancy on, hw_decoder_load 1", partial(
         decoder_rate, files, 8, jpeg_fancy_upsampling=True, hw_decoder_load=1.0, **timing)

@@ -711,21 +711,21 @@ def tensorflow_limit(header: Header) -> str | None:
     return None
 
 
-def dali_limit(header: Header, device: str = "cpu") -> str | None:
-    """Why DALI's decoders (``device`` "cpu" or "gpu") will not decode a picture of this size, or None.
+def dali_limit(header: Header, on_gpu: bool = False) -> str | None:
+    """Why DALI's decoders (on the CPU, or ``on_gpu``) will not decode a picture of this size, or None.
 
     DALI decodes JPEGs with libjpeg-turbo, under TensorFlow's cap (:func:`tensorflow_limit`: the same
     code); a JPEG over it goes to DALI's own copy of OpenCV, whole even where a window is asked for, so
     OpenCV's limit applies to it, as to PNG, WebP and BMP, which that OpenCV decodes. TIFF goes to libtiff,
     without a cap. On a GPU, nvJPEG decodes JPEGs (no cap known); the other formats decode on the CPU."""
-    if header.format == "TIFF" or (header.format == "JPEG" and (device == "gpu" or not tensorflow_limit(header))):
+    if header.format == "TIFF" or (header.format == "JPEG" and (on_gpu or not tensorflow_limit(header))):
         return None
     reason = opencv_limit(header)
     return reason and f"DALI decodes it with its own copy of OpenCV, whose limit is OpenCV's: {reason}"
 
 
 #: Each backend's size limit (the registry's names: :data:`daliloader.backends.BACKENDS`).
-SIZE_LIMITS = {"dali-gpu": lambda header: dali_limit(header, "gpu"), "dali-cpu": dali_limit,
+SIZE_LIMITS = {"dali-gpu": lambda header: dali_limit(header, on_gpu=True), "dali-cpu": dali_limit,
                "tfdata": tensorflow_limit, "opencv": opencv_limit}
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from . import augment, maskcache
 from .backends import dali_gpu_count
 from .data import SegmentationData
-from .errors import DataError, OptionError, SpecError
+from .errors import DataError, OptionError, SpecError, ValueEnum
 from .sampler import Sampler
 from .spec import FOREIGN_NAMES as OPTION_FOREIGN_NAMES
 from .spec import (
@@ -41,9 +41,19 @@ if TYPE_CHECKING:  # (typing.Unpack is Python 3.11's: annotations only, never ev
 
     from .keywords import MakePlanOptions
 
-#: What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
-#: the last evaluation batch), sample indices (-1: padding; asked for by ``dali_pipeline`` and ``predict``).
-OUTPUTS = ("image", "labels", "weight", "index")
+class Output(ValueEnum):
+    """What a batch can hold, in this order: images, labels, per-pixel weights (0 on the padding that fills
+    the last evaluation batch), sample indices (-1: padding; asked for by ``dali_pipeline`` and ``predict``).
+    ``dali_pipeline(outputs=...)`` takes them or their values."""
+
+    IMAGE = "image"
+    LABELS = "labels"
+    WEIGHT = "weight"
+    INDEX = "index"
+
+
+#: The outputs' names, as ``dali_pipeline(outputs=...)`` takes them.
+OUTPUTS = tuple(o.value for o in Output)
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: a plan holds arrays and a sampler
@@ -53,7 +63,7 @@ class Plan:
     data: SegmentationData
     spec: Preprocess
     sampler: Sampler
-    outputs: tuple[str, ...]
+    outputs: tuple[Output, ...]
     device_id: int = 0  # dali-gpu: the CUDA device, as DALI and CUDA number GPUs
     num_threads: int | None = None  # DALI's CPU threads (default: every core)
     prefetch: int = 2  # DALI's prefetch queue depth, in batches
@@ -76,7 +86,7 @@ def make_plan(data: SegmentationData, batch_size: int = 8, image_size: ImageSize
               mean: Sequence[float] | float | None = None, std: Sequence[float] | float | None = None,
               dtype: DType = "float32", drop_remainder: bool | None = None, shard_id: int = 0, num_shards: int = 1,
               num_threads: int | None = None, prefetch: int = 2, device_id: int = 0,
-              outputs: Sequence[str] | None = None, caller: str = "make_plan",
+              outputs: Sequence[Output | str] | None = None, caller: str = "make_plan",
               **options: Unpack[MakePlanOptions]) -> Plan:
     """Validate a loader's arguments and plan the loader.
 
@@ -227,15 +237,15 @@ def refuse_draws(caller: str, spec: Preprocess) -> None:
                         "them out for evaluation, or pass training=True")
 
 
-def batch_outputs(outputs, drop_remainder: bool) -> tuple[str, ...]:
+def batch_outputs(outputs, drop_remainder: bool) -> tuple[Output, ...]:
     """What a batch holds: ``outputs`` (checked), or (image, labels) and, without drop_remainder, the
     weights of evaluation (padding, ignored pixels)."""
     if outputs is None:
-        return ("image", "labels") if drop_remainder else ("image", "labels", "weight")
-    outputs = tuple(outputs)
-    if not outputs or set(outputs) - set(OUTPUTS):
+        return (Output.IMAGE, Output.LABELS) + (() if drop_remainder else (Output.WEIGHT,))
+    outputs = tuple(outputs) if isinstance(outputs, (list, tuple)) else (outputs,)
+    if not outputs or not all(isinstance(o, str) and o in OUTPUTS for o in outputs):
         raise OptionError("outputs", f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
-    return outputs
+    return tuple(map(Output, outputs))
 
 
 def with_keywords(fn, keywords, after: str | None = None) -> inspect.Signature:

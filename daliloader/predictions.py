@@ -28,7 +28,7 @@ from .codecs import encode, write_file
 from .data import SegmentationData
 from .errors import DataError, LoadError, SpecError, cannot_write
 from .parts import open_image, part_name, part_stem, record_place
-from .plan import make_plan
+from .plan import Output, make_plan
 from .spec import ImageSize, Preprocess
 
 #: Loader options that predict fixes, with the value it needs: any other would drop pairs (training,
@@ -105,7 +105,7 @@ def predict(model, data: SegmentationData, batch_size: int = 8, image_size: Imag
         daliloader.errors.MissingDependency: a ``backend`` that needs a package that is not installed.
     """
     _refuse_fixed(options)
-    plan = make_plan(data, batch_size, image_size, crop, training=False, outputs=("image", "index"),
+    plan = make_plan(data, batch_size, image_size, crop, training=False, outputs=(Output.IMAGE, Output.INDEX),
                      caller="predict", **options)
     product = Product.TF_DATA if backend in backends.names(Product.TF_DATA) else Product.BATCHES
     chosen = backends.resolve(backend, product, plan)

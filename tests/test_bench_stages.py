@@ -3,6 +3,7 @@ run (its rate faked: the arithmetic is what is checked), and the OpenCV stages t
 
 import pytest
 
+from daliloader.backends import Device
 from daliloader.bench import stages
 from daliloader.bench.sources import bench_plan
 from daliloader.bench.timing import Rates
@@ -28,7 +29,7 @@ def test_the_cpu_graph_is_cut_after_each_stage_and_tensorflows_finish_timed_alon
     pytest.importorskip("tensorflow")
     rates, ran = cut_rates
     rates.extend([1000.0, 500.0, 400.0, 250.0, 260.0, 200.0, 2000.0])
-    rows = stages.dali_stages(bench_plan(synth_data, 2, (32, 32), "onehot"), "cpu", seconds=0.1, repeats=2)
+    rows = stages.dali_stages(bench_plan(synth_data, 2, (32, 32), "onehot"), Device.CPU, seconds=0.1, repeats=2)
     assert [r.stage for r in rows] == ["read", "decode", "labels", "crop", "flip", "indices",
                                        "normalize, onehot (TensorFlow)"]
     assert len(ran) == 7 and not rates
@@ -41,10 +42,10 @@ def test_a_graph_that_encodes_its_own_labels_ends_with_encode(synth_data, cut_ra
     GPU graph's outputs)."""
     from daliloader.backends import dali_graph
 
-    monkeypatch.setattr(dali_graph, "outputs_on", lambda device, plan: "gpu")
+    monkeypatch.setattr(dali_graph, "outputs_on", lambda device, plan: Device.GPU)
     rates, _ = cut_rates
     rates.extend([100.0] * 6)
-    rows = stages.dali_stages(bench_plan(synth_data, 2, (16, 16), "int"), "cpu", seconds=0.1, repeats=1)
+    rows = stages.dali_stages(bench_plan(synth_data, 2, (16, 16), "int"), Device.CPU, seconds=0.1, repeats=1)
     assert [r.stage for r in rows] == ["read", "decode", "labels", "crop", "normalize", "encode"]
     assert [r.ms_per_img for r in rows] == [10.0] + [0.0] * 5
 

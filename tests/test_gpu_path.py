@@ -17,6 +17,7 @@ import daliloader as dl
 tf = pytest.importorskip("tensorflow")
 from gpu_path import dali_problems, multi_device_iterator, placed, pretend_gpu, tf_problems  # noqa: E402
 
+from daliloader.backends import Device  # noqa: E402
 from daliloader.backends.dali_graph import SAMPLES_PER_THREAD, host_batch_size, threads  # noqa: E402
 from daliloader.parallel import cores  # noqa: E402
 
@@ -228,7 +229,8 @@ def test_multi_worker_strategy_hands_the_batches_over_on_the_host(monkeypatch, s
     assert_none(dali_problems(pipe, outputs_on="cpu"))
     assert any(o._op.device == "mixed" for o in pipe._ops), "the DALI graph still decodes on the GPU"
     # handed over on the host, DALI runs several batches at once and tf.data splits them
-    assert op.get_attr("batch_size") == host_batch_size(pipe.plan, "gpu") >= SAMPLES_PER_THREAD * threads(pipe.plan)
+    dali_batch = host_batch_size(pipe.plan, Device.GPU)
+    assert op.get_attr("batch_size") == dali_batch >= SAMPLES_PER_THREAD * threads(pipe.plan)
 
 
 def test_predict_on_the_gpu_hands_the_sample_index_over_there(monkeypatch, synth_data):

@@ -137,6 +137,7 @@ def test_prepare_command(colour_data, tmp_path, capsys):
 def test_the_gpu_form_of_the_masks_holds_the_same_indices(colour_data, prepared, monkeypatch):
     """The LZ4 masks dali-gpu inflates, inflated on the CPU: the PNG masks' indices bit for bit; the CPU
     backends keep reading the PNG masks, dali-gpu reads the LZ4 ones (files and packs)."""
+    from daliloader.backends import Device
     from daliloader.backends.dali_graph import mask_files
     from daliloader.manifest import read_lz4_mask
 
@@ -145,14 +146,14 @@ def test_the_gpu_form_of_the_masks_holds_the_same_indices(colour_data, prepared,
     for png, lz4 in zip(data.masks, data.gpu_masks, strict=True):
         np.testing.assert_array_equal(read_lz4_mask(lz4), cv2.imread(png, cv2.IMREAD_UNCHANGED))
         assert Path(lz4).stat().st_size < 4 * Path(png).stat().st_size
-    assert mask_files(data, "cpu") == data.masks and mask_files(data, "gpu") == data.gpu_masks
+    assert mask_files(data, Device.CPU) == data.masks and mask_files(data, Device.GPU) == data.gpu_masks
     assert dl.SegmentationData.from_prepared(prepared, packs=True).packs.gpu_mask_ext == "labels.lz4"
     _, val = data.split(0.5)
     assert val.gpu_masks == tuple(data.gpu_masks[data.masks.index(m)] for m in val.masks)
     import daliloader.backends.dali_graph as graph
 
     monkeypatch.setattr(graph, "nvcomp_loads", lambda: False)  # no nvCOMP to inflate them: the PNG masks
-    assert mask_files(data, "gpu") == data.masks
+    assert mask_files(data, Device.GPU) == data.masks
 
 
 def test_dalis_cpu_side_of_the_gpu_form_reads_the_header_and_block(prepared):
@@ -193,6 +194,7 @@ def test_masks_past_nvcomps_chunk_leave_the_gpu_form_out_and_the_manifest_says_w
     no GPU form for any mask, neither as files nor in the packs; the manifest and the summary say why,
     and the copy loads with its PNG masks on every device."""
     import daliloader.preparation as module
+    from daliloader.backends import Device
     from daliloader.backends.dali_graph import mask_files
 
     monkeypatch.setattr(module, "LZ4_MAX_BYTES", 1000)
@@ -203,7 +205,7 @@ def test_masks_past_nvcomps_chunk_leave_the_gpu_form_out_and_the_manifest_says_w
         left_out.endswith("dali-gpu reads the PNG masks") and not list(out.glob("masks_lz4/*"))
     assert f"no GPU form of the masks: {left_out}" in summary(manifest, out)
     data = dl.SegmentationData.from_prepared(out)
-    assert data.gpu_masks is None and mask_files(data, "gpu") == data.masks
+    assert data.gpu_masks is None and mask_files(data, Device.GPU) == data.masks
     packed = dl.SegmentationData.from_prepared(out, packs=True)
     assert packed.packs.gpu_mask_ext is None
     for tar in packed.packs.tars:

@@ -339,6 +339,7 @@ def test_dali_runs_large_batches_on_the_host(synth_data, monkeypatch):
     at least SAMPLES_PER_THREAD samples per thread and MIN_HOST_SAMPLES, an epoch at most, a whole number of
     the user's batches, split by tf.data's rebatch; one DALI batch per batch on the GPU, and for padded pack
     readers (which pad each pass to DALI's batch)."""
+    from daliloader.backends import Device
     from daliloader.backends.dali_graph import MIN_HOST_SAMPLES, SAMPLES_PER_THREAD, host_batch_size
     from daliloader.plan import make_plan
 
@@ -348,11 +349,11 @@ def test_dali_runs_large_batches_on_the_host(synth_data, monkeypatch):
     big = synth_data.subset(list(range(len(synth_data))) * 100)  # 800 pairs: no epoch cap below
     for batch, threads in ((8, 64), (8, 2), (3, 4), (1, 64), (32, 64)):
         plan = make_plan(big, batch_size=batch, num_threads=threads, drop_remainder=False)
-        dali, wanted = host_batch_size(plan, "cpu"), max(SAMPLES_PER_THREAD * threads, MIN_HOST_SAMPLES)
+        dali, wanted = host_batch_size(plan, Device.CPU), max(SAMPLES_PER_THREAD * threads, MIN_HOST_SAMPLES)
         assert dali % batch == 0 and dali >= wanted and dali - batch < wanted, (batch, threads, dali)
-        assert host_batch_size(plan, "gpu") == batch  # handed over on the GPU: nothing may follow DALIDataset
+        assert host_batch_size(plan, Device.GPU) == batch  # handed over on the GPU: nothing may follow DALIDataset
         small = make_plan(synth_data, batch_size=batch, num_threads=threads, drop_remainder=False)
-        assert host_batch_size(small, "cpu") == batch * small.steps  # an epoch at most
+        assert host_batch_size(small, Device.CPU) == batch * small.steps  # an epoch at most
     graph = tf.Graph()
     with graph.as_default():
         dl.tf_dataset(synth_data, batch_size=2, image_size=(32, 48), num_threads=8, backend="dali-cpu")

@@ -68,6 +68,19 @@ class Need(ValueEnum):
                                      "after TensorFlow"}[self]
 
 
+class Device(ValueEnum):
+    """Where a DALI graph runs (``dali-gpu``: GPU, ``dali-cpu``: CPU), or where it hands its outputs over."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+    @property
+    def decoder(self) -> str:
+        """DALI's ``device`` for its image decoders here: on a GPU, ``"mixed"`` (nvJPEG reads bytes from the
+        host and decodes on the GPU)."""
+        return "mixed" if self == Device.GPU else "cpu"
+
+
 class Product(ValueEnum):
     """What a backend builds (the table above). The registry's functions also take a product's value
     (``"tf.data"``)."""
@@ -116,7 +129,7 @@ class Backend:
     about: str
     needs: tuple[Need, ...]  # DALI, a GPU; TensorFlow and Keras come with the product
     builds: Mapping[Product, str] = field(default_factory=dict)  # product -> "module:function"
-    options: Mapping[str, object] = field(default_factory=dict)  # given to every builder (dali's device)
+    options: Mapping[str, object] = field(default_factory=dict)  # given to every builder (DALI's Device)
     formats: tuple[str, ...] = OPENCV_FORMATS  # the image and mask formats its decoders read
     per_replica: bool = False  # builds a pipeline on each replica's own device (plan.placement)
     reads_packs: bool = False  # reads a prepared copy's packs itself (the others read its files)
@@ -163,10 +176,10 @@ _DALI_PRODUCTS = {Product.TF_DATA: "daliloader.backends.dali_tf:dataset",
 #: Every backend, by name: what it needs and what it builds.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("dali-gpu", "DALI on a CUDA GPU: nvJPEG decoding, every stage on the GPU, batches on the GPU",
-            needs=(Need.DALI, Need.GPU), builds=_DALI_PRODUCTS, options={"device": "gpu"}, formats=DALI_FORMATS,
+            needs=(Need.DALI, Need.GPU), builds=_DALI_PRODUCTS, options={"device": Device.GPU}, formats=DALI_FORMATS,
             per_replica=True, reads_packs=True),
     Backend("dali-cpu", "the same DALI graph on DALI's CPU backend", needs=(Need.DALI,),
-            builds=_DALI_PRODUCTS, options={"device": "cpu"}, formats=DALI_FORMATS, per_replica=True,
+            builds=_DALI_PRODUCTS, options={"device": Device.CPU}, formats=DALI_FORMATS, per_replica=True,
             reads_packs=True, decodes_windows=True),
     Backend("tfdata", "plain tf.data + tf.image on the CPU", needs=(),
             builds={Product.TF_DATA: "daliloader.backends.tfdata:dataset"}, formats=TF_FORMATS, decodes_windows=True),

@@ -62,10 +62,10 @@ from ..errors import DataError, SpecError
 from ..guard import PairGuard
 from ..manifest import LZ4_HEADER, LZ4_MAGIC
 from ..parallel import cores
-from ..plan import Plan
+from ..plan import Output, Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs, Sampler
 from ..spec import Preprocess
-from . import dali_augment, dali_native, pair_guard
+from . import Device, dali_augment, dali_native, pair_guard
 from .dali_math import DALI_MATH
 
 log = logging.getLogger("daliloader")
@@ -99,9 +99,9 @@ HW_DECODER_LOAD = 0.65
 CUTS = ("read", "decode", "labels", "crop", "normalize")
 
 
-def outputs_on(device: str, plan: Plan) -> str:
-    """Where a pipeline on ``device`` hands its outputs over: "gpu" or "cpu"."""
-    return "gpu" if device == "gpu" and not plan.host_outputs else "cpu"
+def outputs_on(device: Device, plan: Plan) -> Device:
+    """Where a pipeline on ``device`` hands its outputs over."""
+    return Device.GPU if device == Device.GPU and not plan.host_outputs else Device.CPU
 
 
 @dataclass(frozen=True)
@@ -115,14 +115,14 @@ class GraphSpec:
     host_finish: bool = False
 
 
-def graph_spec(spec: Preprocess, outputs_on: str) -> GraphSpec:
+def graph_spec(spec: Preprocess, outputs_on: Device) -> GraphSpec:
     """What the graph runs under TensorFlow. Batches handed over on the host are finished by TensorFlow
     (:attr:`GraphSpec.host_finish`): a quarter of the memory in DALI's buffers and in the copies into
     TensorFlow (a float32 one-hot sample of 32 classes at 512x512 is 32 MB, its indices 256 kB), and a
     one-hot gather cheaper than DALI's CPU ``fn.one_hot``. Batches handed over on the GPU are normalized
     and encoded by DALI there: nothing after a GPU DALIDataset may run on the CPU (DALI has no bfloat16:
     such batches are refused, by the loader with what to pass instead, else by :class:`Pipeline`)."""
-    return GraphSpec(spec, host_finish=outputs_on == "cpu")
+    return GraphSpec(spec, host_finish=outputs_on == Device.CPU)
 
 
 #: Samples per DALI thread in one batch of a graph whose batches TensorFlow takes on the host (see
@@ -141,7 +141,7 @@ def threads(plan: Plan) -> int:
     return plan.num_threads or cores()
 
 
-def host_batch_size(plan: Plan, device: str) -> int:
+def host_batch_size(plan: Plan, device: Device) -> int:
     """How many samples the DALI graph runs per batch under TensorFlow: a multiple of ``plan.batch_size``.
 
     DALI runs its CPU operators one at a time (the dynamic executor allows one CPU operator at once),
@@ -157,13 +157,14 @@ def host_batch_size(plan: Plan, device: str) -> int:
     pad each pass to a whole DALI batch (:class:`~daliloader.sampler.ReaderEpochs`).
     """
     batch = plan.batch_size
-    if outputs_on(device, plan) != "cpu" or (plan.data.container.read_by_reader and not plan.sampler.drop_remainder):
+    padded_reader = plan.data.container.read_by_reader and not plan.sampler.drop_remainder
+    if outputs_on(device, plan) == Device.GPU or padded_reader:
         return batch
     wanted = max(SAMPLES_PER_THREAD * threads(plan), MIN_HOST_SAMPLES)
     return batch * max(1, min(-(-wanted // batch), plan.steps))
 
 
-def dali_guard(plan: Plan, device: str, batch: int, chunk: int = 0) -> PairGuard:
+def dali_guard(plan: Plan, device: Device, batch: int, chunk: int = 0) -> PairGuard:
     """The guard of a graph on ``device`` (:func:`~daliloader.backends.pair_guard`) that runs ``batch``
     samples per DALI batch: it vets the masks' GPU form where the graph reads it (:func:`reads_gpu_masks`),
     and remembers as many pairs as :meth:`PairGuard.explain` must decode to find a decoder's failure among
@@ -174,7 +175,7 @@ def dali_guard(plan: Plan, device: str, batch: int, chunk: int = 0) -> PairGuard
 
 
 class SegmentationPipeline(Pipeline):
-    """The DALI pipeline of a plan on ``device`` ("cpu" or "gpu"); its outputs are ``plan.outputs``.
+    """The DALI pipeline of a plan on ``device``; its outputs are ``plan.outputs``.
 
     ``spec`` (default: ``plan.spec``, finished by DALI) is what the graph runs (see :func:`graph_spec`); ``stage`` cuts
     the graph after a stage and outputs the (image, mask or labels) pair there (benchmarks); ``fed``
@@ -184,28 +185,29 @@ class SegmentationPipeline(Pipeline):
     :func:`host_batch_size`).
     """
 
-    def __init__(self, plan: Plan, device: str, *, spec: GraphSpec | None = None, stage: str | None = None,
+    def __init__(self, plan: Plan, device: Device, *, spec: GraphSpec | None = None, stage: str | None = None,
                  fed: bool = False, guard: PairGuard | None = None, batch_size: int | None = None):
-        self.plan, self.device, self.run_spec = plan, device, spec or GraphSpec(plan.spec)
+        self.plan, self.device, self.run_spec = plan, Device(device), spec or GraphSpec(plan.spec)
         self.stage, self.fed = stage, fed
         self.guard = guard if guard is not None else dali_guard(plan, device, batch_size or plan.batch_size)
         if self.run_spec.spec.dtype == "bfloat16" and not self.run_spec.host_finish:  # (TensorFlow casts)
             raise SpecError("dtype='bfloat16': DALI has no bfloat16 output; use dtype='float16' or 'float32'")
         # exec_dynamic: DALI 2.4's default, stated because .cpu() (host outputs) needs it
         super().__init__(batch_size=batch_size or plan.batch_size, num_threads=threads(plan),
-                         device_id=plan.device_id if device == "gpu" else None, prefetch_queue_depth=plan.prefetch,
+                         device_id=plan.device_id if self.device == Device.GPU else None,
+                         prefetch_queue_depth=plan.prefetch,
                          seed=plan.sampler.draw_seed % 2**31, exec_dynamic=True)
 
     def define_graph(self):
         nodes = graph(self.plan.data, self.run_spec, self.plan.sampler, self.device, self.guard, self.fed)
         if self.stage is not None:  # benchmarks: the graph up to and including one stage
-            return nodes["stages"][self.stage]
-        out = tuple(nodes[name] for name in self.plan.outputs)
-        if self.device != "gpu":
+            return nodes.cuts[self.stage]
+        out = tuple(nodes.outputs[name] for name in self.plan.outputs)
+        if self.device != Device.GPU:
             return out
         if self.plan.host_outputs:
             return tuple(o.cpu() for o in out)
-        return tuple(o.gpu() if o.device == "cpu" else o for o in out)  # the sample index
+        return tuple(o.gpu() if o.device == Device.CPU else o for o in out)  # the sample index
 
     def build(self, *args, **kwargs):
         """``Pipeline.build``, DALI's errors explained as :meth:`run`'s are: DALI's pack reader reads its
@@ -223,7 +225,7 @@ class SegmentationPipeline(Pipeline):
             raise self.guard.explain(e) from e
 
 
-def pipeline(plan: Plan, device: str) -> tuple[SegmentationPipeline, int]:
+def pipeline(plan: Plan, device: Device) -> tuple[SegmentationPipeline, int]:
     """The "dali" product (``dali_pipeline``): the built pipeline and its batches per epoch."""
     pipe = SegmentationPipeline(plan, device)
     pipe.build()
@@ -231,9 +233,18 @@ def pipeline(plan: Plan, device: str) -> tuple[SegmentationPipeline, int]:
 
 
 # ---------------------------------------------------------------- the graph, stage by stage
-def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
-          guard: PairGuard | None = None, fed: bool = False) -> dict:
-    """Define the graph of ``run`` inside a pipeline; returns every named output node.
+@dataclass(frozen=True)
+class Nodes:
+    """What :func:`graph` defines: the node of every output a batch can hold, and the (image, mask or
+    labels) pair after each of :data:`CUTS` (DALI drops the nodes no output uses)."""
+
+    outputs: dict[Output, DataNode]
+    cuts: dict[str, tuple[DataNode, DataNode]]
+
+
+def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: Device,
+          guard: PairGuard | None = None, fed: bool = False) -> Nodes:
+    """Define the graph of ``run`` inside a pipeline; returns every output node and cut.
 
     ``fed``: the inputs (:data:`INPUTS`, :data:`PACK_INPUTS` or :data:`RECORD_INPUTS`, and
     :data:`DRAWS_INPUT` where the recipe draws) are placeholders to be fed by the caller.
@@ -246,7 +257,7 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
         u = (graph_input(DRAWS_INPUT, None, types.FLOAT, ndim=1) if fed and draws_fed(data, spec) else
              fn.random.uniform(range=(0.0, 1.0), shape=[stages.draw_count(spec)]))
 
-    # decode the crop window (decode_window): JPEG on the GPU with nvJPEG when device == "gpu" ("mixed");
+    # decode the crop window (decode_window): JPEG on the GPU with nvJPEG on Device.GPU ("mixed");
     # PNG is decoded on the CPU by DALI in any case. EXIF orientation is ignored for image and mask alike.
     gpu_masks = reads_gpu_masks(data, device)  # (never with cat_max_ratio: make_plan's data has no GPU form then)
     extent = same_size(fn.peek_image_shape(image_bytes, adjust_orientation=False, dtype=types.INT32),
@@ -254,7 +265,7 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
                        fn.peek_image_shape(mask_bytes, adjust_orientation=False, dtype=types.INT32))
     whole = None  # cat_max_ratio: the whole mask's classes, on the CPU, from which the window is chosen
     if spec.chooses_window:
-        whole = map_labels(decode_mask(mask_bytes, None, None, "cpu", data), data.classes)
+        whole = map_labels(decode_mask(mask_bytes, None, None, Device.CPU, data), data.classes)
         start, shape, flip = choose_window(extent, spec, u, whole, data.classes)
     else:
         start, shape, flip = crop_window(extent, spec, u)
@@ -264,7 +275,7 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
     image = decode_window(image_bytes, inside_start, inside_shape, device, types.RGB, types.UINT8)
     if whole is not None:
         mask = fn.slice(whole, inside_start, inside_shape, axis_names="HW")
-        mask = mask.gpu() if device == "gpu" else mask
+        mask = mask.gpu() if device == Device.GPU else mask
     elif gpu_masks:
         mask = inflate_window(mask_bytes, inside_start, inside_shape)
     else:
@@ -276,15 +287,15 @@ def graph(data: SegmentationData, run: GraphSpec, sampler: Sampler, device: str,
     cuts["labels"] = (image, labels)
     image, labels = crop(image, labels, start - inside_start, shape, spec, data.classes.ignore_index)
     if spec.rotates:
-        image, labels = rotate(image, labels, stages.draw_angle(spec, u), data.classes, framed=device == "cpu")
+        image, labels = rotate(image, labels, stages.draw_angle(spec, u), data.classes, framed=device == Device.CPU)
     cuts["crop"] = (image, labels)
     image, labels = dali_augment.apply(spec.augment, image, labels, u, spec.image_size, data.classes.ignore_index)
     image, labels = flip_and_normalize(image, labels, flip, spec, run.host_finish)
     cuts["normalize"] = (image, labels)
     if not sampler.drop_remainder:  # evaluation: padding fills the last batch
         labels = unpadded(labels, index, data.classes)
-    return {"image": image, "labels": encode(labels, spec, data.classes, run.host_finish),
-            "weight": weigh(labels, index, data.classes), "index": index, "stages": cuts}
+    return Nodes({Output.IMAGE: image, Output.LABELS: encode(labels, spec, data.classes, run.host_finish),
+                  Output.WEIGHT: weigh(labels, index, data.classes), Output.INDEX: index}, cuts)
 
 
 def reads_index(plan: Plan) -> bool:
@@ -292,7 +303,7 @@ def reads_index(plan: Plan) -> bool:
     and the index, and in evaluation the labels (a padding sample's are ignored, :func:`unpadded`). DALI
     drops unused nodes, and refuses an input that a used node needs and nothing feeds."""
     evaluates = not plan.sampler.drop_remainder
-    return bool({"weight", "index"} & set(plan.outputs)) or ("labels" in plan.outputs and evaluates)
+    return bool({Output.WEIGHT, Output.INDEX} & set(plan.outputs)) or (Output.LABELS in plan.outputs and evaluates)
 
 
 def draws_fed(data: SegmentationData, spec: Preprocess) -> bool:
@@ -332,10 +343,10 @@ def sample_number(member, pairs: int):
     return number + fn.cast(stop_unless(ok), dtype=types.INT64)
 
 
-def reads_gpu_masks(data: SegmentationData, device: str) -> bool:
+def reads_gpu_masks(data: SegmentationData, device: Device) -> bool:
     """Whether a graph on ``device`` reads the masks' GPU form: a prepared copy's LZ4 masks, on a GPU
     where DALI finds nvCOMP to inflate them (else the PNG masks, and a log line says why)."""
-    if device != "gpu":
+    if device != Device.GPU:
         return False
     has_form = data.packs.gpu_mask_ext is not None if data.packs is not None else data.gpu_masks is not None
     return has_form and nvcomp_loads()
@@ -362,18 +373,18 @@ def nvcomp_loads() -> bool:
     return False
 
 
-def mask_files(data: SegmentationData, device: str) -> tuple[str, ...]:
+def mask_files(data: SegmentationData, device: Device) -> tuple[str, ...]:
     """The mask files a graph on ``device`` reads (see :func:`reads_gpu_masks`)."""
     return data.gpu_masks if reads_gpu_masks(data, device) else data.masks
 
 
-def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
+def read(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: Device):
     """read: the encoded image and mask, and the sample index (``-1``: padding), per position, as the
     data's container is read (:data:`READERS`)."""
     return READERS[data.container](data, sampler, guard, fed, device)
 
 
-def _read_files(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
+def _read_files(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: Device):
     """Each position's two files, read by DALI's threads from their paths (:func:`path_row`), and its
     sample index."""
     sources = ((None, None, None) if fed else
@@ -395,7 +406,7 @@ def graph_input(name: str, source, dtype, ndim: int):
     return fn.external_source(source=source, batch=source is None, name=name, dtype=dtype, ndim=ndim)
 
 
-def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
+def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: Device):
     """One webdataset reader: image, mask and index from the same record, so paired by construction.
 
     It shuffles within its buffer (DALI's ``initial_fill``: ``SHUFFLE_BUFFER`` samples), gives each
@@ -419,7 +430,7 @@ def _read_packs(data: SegmentationData, sampler: Sampler, guard: PairGuard | Non
     return image_bytes, mask_bytes, real * (sample_number(index, len(data)) + 1) - 1
 
 
-def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: str):
+def _read_records(data: SegmentationData, sampler: Sampler, guard: PairGuard | None, fed: bool, device: Device):
     """Each position's record, read in Python and checked against its index before DALI sees it
     (:meth:`~daliloader.guard.PairGuard.read`: a record that changed since the dataset was loaded is refused, never
     decoded), in the sampler's order like files: image and mask of one record, so paired by
@@ -463,7 +474,7 @@ def split_pair(packed):
     return packed[PAIR_HEADER:first_end], packed[first_end:first_end + lengths[1]]
 
 
-def decode_window(encoded, start, shape, device: str, kind, dtype):
+def decode_window(encoded, start, shape, device: Device, kind, dtype):
     """decode: the part ``(start, shape)`` of the encoded picture, inside it.
 
     On the CPU, DALI decodes that region alone (``decoders.image_slice``). On a GPU the whole picture is
@@ -473,16 +484,16 @@ def decode_window(encoded, start, shape, device: str, kind, dtype):
     and falls back to a slower decoder, printing a warning per picture; the whole decode is several times
     faster there (figures: docs/gpu.md, "DALI builds").
     """
-    options = dict(device="cpu" if device == "cpu" else "mixed", output_type=kind, dtype=dtype,
+    options = dict(device=device.decoder, output_type=kind, dtype=dtype,
                    adjust_orientation=False, jpeg_fancy_upsampling=True)
-    if device == "cpu":
+    if device == Device.CPU:
         return fn.decoders.image_slice(encoded, start, shape, axis_names="HW", normalized_anchor=False,
                                        normalized_shape=False, **options)
     return fn.slice(fn.decoders.image(encoded, hw_decoder_load=HW_DECODER_LOAD, **options), start, shape,
                     axis_names="HW")
 
 
-def decode_mask(encoded, start, shape, device: str, data: SegmentationData):
+def decode_mask(encoded, start, shape, device: Device, data: SegmentationData):
     """decode, for a mask: the part ``(start, shape)`` (:func:`decode_window`), or all of it where ``start``
     is None (on the CPU only), as the class map reads it: colours as 8 bits (16-bit ones rounded, as every
     backend reads them), or ids as stored (a 16-bit mask decoded as uint8 would lose its high byte; an

@@ -39,12 +39,12 @@ from ..environment import GROWTH_DEFAULT_TOO_LATE
 from ..errors import SpecError, user_stacklevel
 from ..guard import PairGuard
 from ..parallel import mapped
-from ..plan import Plan
+from ..plan import Output, Plan
 from ..sampler import ReaderEpochs
 from ..spec import Preprocess
 from ..stages import draw_count
 from ..tfprivate import variant
-from . import tfloader
+from . import Device, tfloader
 from .dali_graph import (
     DRAWS_INPUT,
     INPUTS,
@@ -235,7 +235,7 @@ def _refuse_on_gpu(name: str, *args, **kwargs):
                     "knows its epoch length")
 
 
-def dataset(plan: Plan, device: str) -> EpochDataset:
+def dataset(plan: Plan, device: Device) -> EpochDataset:
     """The "tf.data" product (``tf_dataset``): the DALI stream of :func:`stream` in epochs."""
     feed = _Feed.of(plan, device)
     endless = feed.stream()
@@ -247,7 +247,7 @@ def dataset(plan: Plan, device: str) -> EpochDataset:
                         restart=restart, one_pass=feed.stream)
 
 
-def stream(plan: Plan, device: str) -> tf.data.Dataset:
+def stream(plan: Plan, device: Device) -> tf.data.Dataset:
     """The "stream" product, for the per-worker input of ``distribute`` (read through a
     ``MultiDeviceIterator``, not :class:`EpochDataset`'s iterator): in evaluation one epoch, which every
     iterator reads from its first batch (an endless stream never ended ``model.evaluate``); in training
@@ -292,7 +292,7 @@ class _Feed:
     """
 
     plan: Plan
-    device: str
+    device: Device
     run: GraphSpec
     batch: int
     guard: PairGuard
@@ -302,9 +302,9 @@ class _Feed:
     epochs: Epochs
 
     @classmethod
-    def of(cls, plan: Plan, device: str) -> _Feed:
+    def of(cls, plan: Plan, device: Device) -> _Feed:
         spec, on = plan.spec, outputs_on(device, plan)
-        if on == "gpu" and spec.dtype == "bfloat16":
+        if on == Device.GPU and spec.dtype == "bfloat16":
             raise SpecError("dtype='bfloat16' with backend='dali-gpu': DALI has no bfloat16 output, and a cast after "
                             "a GPU DALIDataset would be a tf.data map, which has no GPU kernel. Pass dtype='float32' "
                             "and keras.mixed_precision.set_global_policy('mixed_bfloat16'): Keras casts the inputs "
@@ -314,9 +314,9 @@ class _Feed:
         guard = dali_guard(plan, device, batch, CHUNK)
         pipe = SegmentationPipeline(plan, device, spec=run, fed=True, guard=guard, batch_size=batch)
         reader = ReaderEpochs(plan.sampler) if plan.data.container.read_by_reader else None
-        if device == "gpu":  # DALI works on the GPU, whether it hands its batches over there or not
+        if device == Device.GPU:  # DALI works on the GPU, whether it hands its batches over there or not
             leave_gpu_memory_for_dali()
-        where = plan.placement or (tf_gpu(plan.device_id) if on == "gpu" else "/cpu:0")
+        where = plan.placement or (tf_gpu(plan.device_id) if on == Device.GPU else "/cpu:0")
         return cls(plan, device, run, batch, guard, pipe, reader, where, Epochs())
 
     def stream(self, first: tf.Tensor | None = None) -> tf.data.Dataset:
@@ -344,7 +344,7 @@ class _Feed:
 CHUNK = 128
 
 
-def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: str, epochs: Epochs,
+def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, where: str, epochs: Epochs,
             masks, batch: int, first: tf.Tensor | None = None) -> dict:
     """The graph's placeholder inputs (``INPUTS``, ``PACK_INPUTS``, ``RECORD_INPUTS`` and ``DRAWS_INPUT`` in
     :mod:`.dali_graph`) as native tf.data streams (:class:`_Streams`; the index, or the padding marks
@@ -352,7 +352,7 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
     a used node needs and nothing feeds). ``masks`` are the mask
     files the graph reads (:func:`.dali_graph.mask_files`). Streams live on the CPU, are batched (each
     batch padded to its longest: :func:`.dali_graph.graph_input`), and are copied to the dataset's device
-    when that is a GPU, as the plugin asks."""
+    (``where``, a TensorFlow device name) when that is a GPU, as the plugin asks."""
     data, make = plan.data, _Streams(plan, reader, guard, epochs, batch, first)
     positional = reads_index(plan)
     with tf.device("/cpu:0"):
@@ -367,8 +367,8 @@ def _inputs(plan: Plan, reader: ReaderEpochs | None, guard: PairGuard, device: s
         # padded: the paths and records of a batch, zeros up to its longest (pack_pair); the other inputs
         # have one shape
         streams = {k: v.padded_batch(batch, drop_remainder=True) for k, v in streams.items()}
-    if tf.DeviceSpec.from_string(device).device_type == "GPU":
-        streams = {k: v.apply(tf.data.experimental.copy_to_device(device)) for k, v in streams.items()}
+    if tf.DeviceSpec.from_string(where).device_type == "GPU":
+        streams = {k: v.apply(tf.data.experimental.copy_to_device(where)) for k, v in streams.items()}
     return {name: Input(stream, batch=True) for name, stream in streams.items()}
 
 
@@ -482,18 +482,18 @@ class _Streams:
         return self.per_chunk(chunk, tf.string).map(lambda r: tf.io.decode_raw(r, tf.uint8))
 
 
-def _finish(batch, outputs, spec: Preprocess, classes: ClassMap):
+def _finish(batch, outputs: tuple[Output, ...], spec: Preprocess, classes: ClassMap):
     """A batch DALI hands over on the host finished as ``spec`` asks (see :class:`.dali_graph.GraphSpec`):
     uint8 pixels normalized here, class indices encoded here."""
     out = dict(zip(outputs, batch))
-    if "image" in out:
-        out["image"] = normalize(out["image"], spec)
-    if "labels" in out:
-        out["labels"] = encode(out["labels"], spec, classes.num_classes)
+    if Output.IMAGE in out:
+        out[Output.IMAGE] = normalize(out[Output.IMAGE], spec)
+    if Output.LABELS in out:
+        out[Output.LABELS] = encode(out[Output.LABELS], spec, classes.num_classes)
     return tuple(out[name] for name in outputs)
 
 
-def output_signature(run: GraphSpec, classes: ClassMap, batch_size: int, outputs):
+def output_signature(run: GraphSpec, classes: ClassMap, batch_size: int, outputs: tuple[Output, ...]):
     """The dtypes and shapes of the outputs of a graph that runs ``run`` (see :func:`.dali_graph.graph_spec`)."""
     spec = run.spec
     h, w = spec.image_size
@@ -504,8 +504,8 @@ def output_signature(run: GraphSpec, classes: ClassMap, batch_size: int, outputs
         labels = (tf.float32, (batch_size, h, w, classes.num_classes))
     else:
         labels = (tf.int32, (batch_size, h, w))
-    table = {"image": (image_dtype, (batch_size, h, w, 3)), "labels": labels,
-             "weight": (tf.float32, (batch_size, h, w)), "index": (tf.int64, (batch_size,))}
+    table = {Output.IMAGE: (image_dtype, (batch_size, h, w, 3)), Output.LABELS: labels,
+             Output.WEIGHT: (tf.float32, (batch_size, h, w)), Output.INDEX: (tf.int64, (batch_size,))}
     return tuple(table[o][0] for o in outputs), tuple(tf.TensorShape(table[o][1]) for o in outputs)
 
 

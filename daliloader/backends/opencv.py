@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import augment, codecs, stages
 from ..errors import WHAT_TO_DO, LoadError, MissingDependency
-from ..plan import Plan
+from ..plan import Output, Plan
 from . import pair_guard
 
 #: The stages :meth:`OpenCVLoader.sample` reports to its clock, in order (encode is :meth:`~OpenCVLoader.encode`).
@@ -80,10 +80,11 @@ class OpenCVLoader:
         images, labels = zip(*(self.sample(max(i, 0), rng) for i in indices))
         ignore_index = self.plan.data.classes.ignore_index
         labels = np.stack([stages.unpadded(lab, i >= 0, ignore_index) for lab, i in zip(labels, indices)])
-        out = {"image": batch_images(images, self.plan.spec), "labels": self.encode(labels), "index": indices}
-        if "weight" in self.plan.outputs:
+        out = {Output.IMAGE: batch_images(images, self.plan.spec), Output.LABELS: self.encode(labels),
+               Output.INDEX: indices}
+        if Output.WEIGHT in self.plan.outputs:
             num_classes = self.plan.data.classes.num_classes
-            out["weight"] = np.stack([stages.weights(lab, i >= 0, num_classes) for lab, i in zip(labels, indices)])
+            out[Output.WEIGHT] = np.stack([stages.weights(lab, i >= 0, num_classes) for lab, i in zip(labels, indices)])
         return tuple(out[name] for name in self.plan.outputs)
 
 

@@ -23,7 +23,7 @@ from ..data import Container, SegmentationData
 from ..guard import PairGuard
 from ..parallel import mapped
 from ..parts import MAGIC, in_bucket
-from ..plan import Plan
+from ..plan import Output, Plan
 from ..sampler import SHUFFLE_BUFFER, ReaderEpochs
 from ..spec import Preprocess
 from ..tfprivate import variant
@@ -318,13 +318,14 @@ def flip_pair(image, labels, flip):
     return flip_if(flip, 1, image, labels)
 
 
-def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs):
-    """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch;
-    ``outputs`` as in :data:`daliloader.plan.OUTPUTS` (``indices``: -1 for padding)."""
+def finish(images, labels, indices, spec: Preprocess, classes: ClassMap, outputs: tuple[Output, ...]):
+    """normalize (:func:`daliloader.stages.normalize`), encode and weights, vectorised over the batch, as
+    ``outputs`` ask (``indices``: -1 for padding)."""
     labels = unpadded(labels, indices, classes.ignore_index)
-    out = {"image": normalize(images, spec), "labels": encode(labels, spec, classes.num_classes), "index": indices}
-    if "weight" in outputs:  # 0 for padding samples
-        out["weight"] = weights(labels, classes.num_classes) * tf.cast(indices >= 0, tf.float32)[:, None, None]
+    out = {Output.IMAGE: normalize(images, spec), Output.LABELS: encode(labels, spec, classes.num_classes),
+           Output.INDEX: indices}
+    if Output.WEIGHT in outputs:  # 0 for padding samples
+        out[Output.WEIGHT] = weights(labels, classes.num_classes) * tf.cast(indices >= 0, tf.float32)[:, None, None]
     return tuple(out[name] for name in outputs)
 
 
