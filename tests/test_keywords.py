@@ -117,5 +117,37 @@ def test_a_type_checker_sees_the_keywords(tmp_path):
     assert errors == [4, 5, 6], out + err
 
 
+def test_an_installed_daliloader_gives_type_checkers_its_types(tmp_path):
+    """Installed from its wheel (as ``pip install`` puts it in site-packages), daliloader is read by type
+    checkers as typed (PEP 561's ``py.typed``): without the marker mypy takes every name of an installed
+    package as Any, and the misspelt option below would pass."""
+    import shutil
+    import subprocess
+    import venv
+    import zipfile
+
+    from mypy import api
+
+    source = tmp_path / "source"  # (a copy: setuptools' build/ folder in a clone keeps files deleted since)
+    root = Path(__file__).resolve().parent.parent
+    shutil.copytree(root / "daliloader", source / "daliloader", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(root / "pyproject.toml", source)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "wheel"), str(source)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "wheel").glob("daliloader-*.whl")
+    venv.create(tmp_path / "env", with_pip=False)
+    python = tmp_path / "env" / "bin" / "python"
+    (site,) = (tmp_path / "env" / "lib").glob("python*/site-packages")
+    zipfile.ZipFile(wheel).extractall(site)
+    user = tmp_path / "user.py"  # (outside the source tree: mypy finds daliloader in site-packages alone)
+    user.write_text("import daliloader as dl\n"
+                    "data = dl.SegmentationData.from_folder('x')\n"
+                    "dl.tf_dataset(data, 8, (256, 256), vflp=0.5)\n")
+    out, err, _ = api.run([str(user), "--python-executable", str(python), "--ignore-missing-imports",
+                           "--follow-imports=silent", "--no-incremental", "--cache-dir", str(tmp_path / "cache")])
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and "user.py:3:" in errors[0] and "vflp" in errors[0], out + err
+
+
 if __name__ == "__main__":
     sys.stdout.write(source())
