@@ -128,13 +128,17 @@ def test_an_installed_daliloader_gives_type_checkers_its_types(tmp_path):
 
     from mypy import api
 
+    import daliloader
+
     source = tmp_path / "source"  # (a copy: setuptools' build/ folder in a clone keeps files deleted since)
     root = Path(__file__).resolve().parent.parent
     shutil.copytree(root / "daliloader", source / "daliloader", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(root / "pyproject.toml", source)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, source)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(tmp_path / "wheel"), str(source)], check=True, capture_output=True)
     (wheel,) = (tmp_path / "wheel").glob("daliloader-*.whl")
+    assert wheel.name.startswith(f"daliloader-{daliloader.__version__}-")  # (the version's one definition)
     venv.create(tmp_path / "env", with_pip=False)
     python = tmp_path / "env" / "bin" / "python"
     (site,) = (tmp_path / "env" / "lib").glob("python*/site-packages")
