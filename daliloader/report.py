@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from .bench.record import PREPARED_KEY, Data, Report, on_prepared, read
+from .bench.record import PREPARED_KEY, Data, FigureKey, Ratio, RatioKind, Report, on_prepared, read
 from .bench.timing import NOISY, noisy, spread
 
 #: Short names of the ceilings in the table.
@@ -144,15 +144,22 @@ def _train_table(train: dict):
     return table
 
 
-#: How each ratio of a report (:data:`~daliloader.bench.record.RATIOS`) is said, from its key and value; the
-#: closing lines add "(same run)", with a mark where it divides a noisy figure (:func:`noise_mark`).
+def _named(key: FigureKey, data: bool = False) -> str:
+    """A figure as a ratio's line names it: ``<backend> <labels>``, then its data where ``data`` asks and it
+    is not the original pairs."""
+    return f"{key.name} {key.label_mode}" + (f" {key.data}" if data and key.data is not Data.ORIGINAL else "")
+
+
+#: How each kind of ratio (:class:`~daliloader.bench.record.RatioKind`) is said, from the ratio; the closing
+#: lines add "(same run)", with a mark where it divides a noisy figure (:func:`noise_mark`).
 RATIO_LINES = {
-    "augment_kept": lambda key, r: f"full augmentation keeps {100 * r:.0f}% of {key}'s throughput",
-    "tfrecord_vs_files": lambda key, r: f"{key} on TFRecords: {100 * r:.0f}% of its throughput on the same pairs as "
-                                        "files",
-    "bucket_vs_local": lambda key, r: f"{key} from the bucket: {100 * r:.0f}% of its throughput on the same pairs "
-                                      "copied to the local disk",
-    "vs_expert": lambda key, r: f"{key}: {r:.2f}x the expert's tf.data on the original pairs",
+    RatioKind.AUGMENT_KEPT: lambda q: f"full augmentation keeps {100 * q.value:.0f}% of {_named(q.over)}'s throughput",
+    RatioKind.TFRECORD_VS_FILES: lambda q: f"{_named(q.over)} on TFRecords: {100 * q.value:.0f}% of its throughput on "
+                                           "the same pairs as files",
+    RatioKind.BUCKET_VS_LOCAL: lambda q: f"{_named(q.over)} from the bucket: {100 * q.value:.0f}% of its throughput on "
+                                         "the same pairs copied to the local disk",
+    RatioKind.VS_EXPERT: lambda q: f"{_named(q.over, data=True)}: {q.value:.2f}x the expert's tf.data on the original "
+                                   "pairs",
 }
 #: Said before the ratios to the expert where the loaders read the mask cache.
 MASK_CACHE_LINE = ("ratios to the expert: on the original pairs the loaders read the masks' class indices from "
@@ -166,20 +173,20 @@ def _closing_lines(report: Report) -> list[str]:
     expert's where the loaders read the mask cache; the memory; then the warnings."""
     lines = []
     for kind, said in RATIO_LINES.items():
-        ratios = getattr(report, kind) or {}
-        if kind == "vs_expert" and report.settings.mask_cache and any(
-                report.divided(kind, key)[0].data is Data.ORIGINAL for key in ratios):
+        ratios = report.ratios_of(kind)
+        if kind is RatioKind.VS_EXPERT and report.settings.mask_cache and any(
+                q.over.data is Data.ORIGINAL for q in ratios):
             lines.append(MASK_CACHE_LINE)
-        lines += [f"{said(key, ratio)} (same run{noise_mark(report, kind, key)})" for key, ratio in ratios.items()]
+        lines += [f"{said(q)} (same run{noise_mark(report, q)})" for q in ratios]
     lines += [f"{key}: peak memory {mb:.0f} MB (alone in a process, above TensorFlow's)"
               for key, mb in (report.memory_mb or {}).items()]
-    return lines + [f"[yellow]warning:[/yellow] {warning}" for warning in report.warnings]
+    return lines + [f"[yellow]warning:[/yellow] {warning.line}" for warning in report.warnings]
 
 
-def noise_mark(report: Report, kind: str, key: str) -> str:
+def noise_mark(report: Report, ratio: Ratio) -> str:
     """``"; noisy: spread 45%"`` for a ratio of which either figure is too noisy to divide by
     (:func:`~daliloader.bench.timing.noisy`), with the wider spread of the two; "" otherwise."""
-    spreads = [spread(f) for f in report.divided(kind, key) if f is not None and noisy(f)]
+    spreads = [spread(f) for f in report.divided(ratio) if f is not None and noisy(f)]
     return f"; noisy: spread {max(spreads):.0%}" if spreads else ""
 
 

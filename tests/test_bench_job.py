@@ -8,7 +8,18 @@ import pytest
 
 import daliloader as dl
 from daliloader.bench import job
-from daliloader.bench.record import SCHEMA, Data, StageCut, StageTime, TrainRow
+from daliloader.bench.record import (
+    SCHEMA,
+    About,
+    BenchWarning,
+    Data,
+    FigureKey,
+    Ratio,
+    RatioKind,
+    StageCut,
+    StageTime,
+    TrainRow,
+)
 from daliloader.bench.timing import Rates
 from daliloader.parallel import cores
 
@@ -96,15 +107,28 @@ def test_a_run_measures_every_backend_and_label_mode_and_fills_the_report(synth_
     assert by_name["tfdata"].noisy and not by_name["dali-cpu"].noisy
     assert by_name["dali-cpu"].fraction_of_ceiling == 0.405
     assert by_name["opencv"].via == "keras PyDataset" and by_name["tfdata-naive"].via == "tf.data"
-    assert "opencv / onehot / original: 120% of its ceiling, which is then no ceiling (the ceiling ran while the " \
-           "machine was busier?); raise --seconds or --repeats" in report.warnings
-    assert any(w.startswith("tfdata-naive / int / original: the warm-up did not reach") for w in report.warnings)
+    assert BenchWarning(about=About.FIGURE, figure=FigureKey("opencv", "onehot"), text=(
+        "120% of its ceiling, which is then no ceiling (the ceiling ran while the machine was busier?); raise "
+        "--seconds or --repeats")) in report.warnings
+    unsteady = [w for w in report.warnings if w.text.startswith("the warm-up did not reach")]
+    assert [w.figure for w in unsteady] == [FigureKey("tfdata-naive", m) for m in ("onehot", "int")]
+    assert unsteady[1].line.startswith("tfdata-naive / int / original: the warm-up did not reach")
     assert list(report.stages) == ["dali-cpu", "opencv (1 thread)"]
-    assert "stages of dali-cpu: crop came out below zero, which is noise between the cuts' windows; raise --seconds " \
-           "for a breakdown to read" in report.warnings
+    assert BenchWarning(about=About.RUN, text="stages of dali-cpu: crop came out below zero, which is noise between "
+                        "the cuts' windows; raise --seconds for a breakdown to read") in report.warnings
     assert fakes.trained == [(["dali-cpu", "tfdata", "opencv"], 8)] and set(report.train) == {"dali-cpu", "tfdata",
                                                                                                "opencv"}
-    assert report.augment_kept is None and report.tfrecord_vs_files is None and report.vs_expert is None
+    assert report.ratios == []  # none asked for: no augmentation, one container, no expert
+
+
+def test_a_short_window_warns_about_the_ceiling_or_figure_it_measured(synth_data, fakes, monkeypatch):
+    """Too few batches in a window: a warning about the ceiling by its key, and about each figure by its key."""
+    monkeypatch.setattr(job, "cpu_decode_ceiling", lambda data, workers, seconds, repeats, what:
+                        Rates(CEILING[:repeats], [2] * repeats))
+    report = fakes.run(synth_data, backends=("opencv",), label_modes=("int",), stages=False)
+    short = [w for w in report.warnings if w.text.startswith("a timed window held 2 batches")]
+    assert {w.ceiling for w in short} == set(report.ceilings) and {w.about for w in short} == {About.CEILING}
+    assert short[0].line.startswith("ceiling cpu_decode_pairs: a timed window held 2 batches (fewer than 5)")
 
 
 def test_a_backend_that_decodes_crop_windows_keeps_its_share_above_a_ceiling_of_whole_pictures(synth_data, fakes,
@@ -121,8 +145,9 @@ def test_a_backend_that_decodes_crop_windows_keeps_its_share_above_a_ceiling_of_
     report = fakes.run(synth_data, backends=("dali-cpu", "opencv", "tfdata-naive"), label_modes=("int",))
     by_name = {r.name: r for r in report.results}
     assert by_name["dali-cpu"].fraction_of_ceiling == 1.505 and by_name["opencv"].fraction_of_ceiling is None
-    assert not any(w.startswith("dali-cpu") for w in report.warnings)
-    assert any(w.startswith("opencv / int / original: 120% of its ceiling") for w in report.warnings)
+    about = [w.figure for w in report.warnings if w.about is About.FIGURE]
+    assert FigureKey("dali-cpu", "int") not in about and FigureKey("opencv", "int") in about
+    assert any(w.line.startswith("opencv / int / original: 120% of its ceiling") for w in report.warnings)
     assert {r.name: r.ceiling for r in report.results} == {
         "dali-cpu": "cpu_decode_pairs_cached", "opencv": "cpu_decode_pairs_cached", "tfdata-naive": "cpu_decode_pairs"}
     console = Console(width=100, record=True)
@@ -166,8 +191,11 @@ def test_every_figure_is_divided_by_the_experts_of_the_same_run_and_labels(synth
                        stages=False)
     assert fakes.groups == [[("dali-cpu", m), ("tf-expert", m), ("dali-cpu", m), ("tf-expert", m)]
                             for m in ("onehot", "int")]  # every figure of a label mode in turn
-    assert report.vs_expert == {f"{b} {m}{d}": ratio for m in ("onehot", "int") for b, d, ratio in (
-        ("dali-cpu", "", 2.0), ("dali-cpu", " tfrecord", 2.0), ("tf-expert", " tfrecord", 1.0))}
+    assert report.ratios_of(RatioKind.VS_EXPERT) == [
+        Ratio(kind=RatioKind.VS_EXPERT, over=FigureKey(b, m, d), under=FigureKey("tf-expert", m), value=value)
+        for m in ("onehot", "int") for b, d, value in (
+            ("dali-cpu", Data.ORIGINAL, 2.0), ("dali-cpu", Data.TFRECORD, 2.0), ("tf-expert", Data.TFRECORD, 1.0))]
+    assert [q.kind for q in report.ratios] == [RatioKind.TFRECORD_VS_FILES] * 4 + [RatioKind.VS_EXPERT] * 6
     from rich.console import Console
 
     from daliloader.report import print_report
@@ -177,11 +205,17 @@ def test_every_figure_is_divided_by_the_experts_of_the_same_run_and_labels(synth
     assert "dali-cpu onehot: 2.00x the expert's tf.data on the original pairs (same run)" in console.export_text()
 
 
-def test_the_expert_skips_data_its_random_crop_cannot_take(synth_data, fakes):
-    report = fakes.run(synth_data, backends=("dali-cpu", "tf-expert"), image_size=4096, stages=False)
-    assert [r.name for r in report.results] == ["dali-cpu"] and report.vs_expert == {}
-    assert any(w.startswith("tf-expert on original: not measured: its random crop needs pictures of at least "
-                            "4096x4096") for w in report.warnings)
+def test_the_expert_skips_data_its_random_crop_cannot_take_saying_so_once_per_data(synth_data, fakes, monkeypatch):
+    """Two label modes on two data: the expert left out four times, one warning per data, which names it."""
+    monkeypatch.setattr(job, "other_container", lambda data, status: (Data.TFRECORD, synth_data))
+    report = fakes.run(synth_data, backends=("dali-cpu", "tf-expert"), label_modes=("int", "onehot"), image_size=4096,
+                       tfrecord=True, stages=False)
+    assert {r.name for r in report.results} == {"dali-cpu"} and report.ratios_of(RatioKind.VS_EXPERT) == []
+    left_out = [w for w in report.warnings if w.about is About.EXPERT]
+    assert [w.data for w in left_out] == [Data.ORIGINAL, Data.TFRECORD]
+    assert left_out[0].line.startswith("tf-expert on original: not measured: its random crop needs pictures of at "
+                                       "least 4096x4096")
+    assert [w.line for w in report.only(["tfrecord"]).warnings if w.about is About.EXPERT] == [left_out[1].line]
 
 
 def test_by_default_what_cannot_decode_the_datas_formats_is_left_out_saying_so(tmp_path, fakes):
@@ -201,7 +235,8 @@ def test_by_default_what_cannot_decode_the_datas_formats_is_left_out_saying_so(t
     tiff = f"its decoders do not read TIFF ({tmp_path / 'images' / '1.tif'})"
     assert {r.name for r in report.results} - {"dali-gpu"} == {"dali-cpu", "opencv"}  # (dali-gpu with a GPU)
     for name in ("tfdata", "tf-expert", "tfdata-naive"):
-        assert f"{name}: not measured: {tiff}; asked for by --backends, it stops at that file" in report.warnings
+        said = f"{name}: not measured: {tiff}; asked for by --backends, it stops at that file"
+        assert BenchWarning(about=About.RUN, text=said) in report.warnings
         assert any(line.startswith(f"{name}: not measured: {tiff}") for line in fakes.said)
     assert [b for b in report.settings.backends if b != "dali-gpu"] == ["dali-cpu", "opencv"]
     assert {r.name for r in fakes.run(data, backends=("tfdata",), stages=False).results} == {"tfdata"}  # (faked)
@@ -240,7 +275,8 @@ def test_augmentation_is_measured_beside_each_backend_but_the_baseline(synth_dat
                                                              ("dali-cpu", "full")]
     assert report.settings.augment == {"scale": [0.5, 2.0], "rotate": 15, "brightness": 0.3, "contrast": 0.3,
                                        "saturation": 0.3, "hue": 10}
-    assert report.augment_kept == {"dali-cpu onehot": 1.0}
+    assert report.ratios == [Ratio(kind=RatioKind.AUGMENT_KEPT, over=FigureKey("dali-cpu", "onehot", augment="full"),
+                                   under=FigureKey("dali-cpu", "onehot"), value=1.0)]
     assert "dali-cpu / onehot / original / augmented" in " ".join(fakes.said)
 
 
@@ -252,7 +288,29 @@ def test_the_other_container_is_measured_in_turn_with_the_original(synth_data, f
     assert fakes.groups == [[("dali-cpu", "onehot"), ("opencv", "onehot")] * 2]  # A B C D A B C D: one group
     assert [(r.name, r.data) for r in report.results] == [("dali-cpu", "original"), ("opencv", "original"),
                                                           ("dali-cpu", "tfrecord"), ("opencv", "tfrecord")]
-    assert report.tfrecord_vs_files == {"dali-cpu onehot": 1.0, "opencv onehot": 1.0}
+    assert report.ratios == [Ratio(kind=RatioKind.TFRECORD_VS_FILES, over=FigureKey(b, "onehot", Data.TFRECORD),
+                                   under=FigureKey(b, "onehot"), value=1.0) for b in ("dali-cpu", "opencv")]
+
+
+def test_the_ratios_pair_each_figure_with_its_kinds_divisor_in_the_run():
+    """TFRecords over files whichever the original pairs are (files: against the "tfrecord" figures;
+    TFRecords: against the "files" ones), a figure whose divisor the run lacks left out, each value the
+    medians' quotient rounded to three places."""
+    def fig(name, data, median, augment="none"):
+        return job.Figure(name=name, label_mode="int", rates=[median], median=median, min=median, max=median,
+                          data=data, augment=augment)
+
+    as_files = [fig("dali-cpu", Data.ORIGINAL, 30.0), fig("dali-cpu", Data.TFRECORD, 20.0), fig("opencv", Data.TFRECORD,
+                                                                                            7.0)]
+    assert job.ratios(RatioKind.TFRECORD_VS_FILES, as_files) == [Ratio(
+        kind=RatioKind.TFRECORD_VS_FILES, over=FigureKey("dali-cpu", "int", Data.TFRECORD),
+        under=FigureKey("dali-cpu", "int"), value=0.667)]
+    as_records = [fig("dali-cpu", Data.ORIGINAL, 20.0), fig("dali-cpu", Data.FILES, 30.0)]
+    assert [(q.over.data, q.under.data) for q in job.ratios(RatioKind.TFRECORD_VS_FILES, as_records)] == [
+        (Data.ORIGINAL, Data.FILES)]
+    augmented = [fig("opencv", Data.ORIGINAL, 9.0, "full"), fig("opencv", Data.ORIGINAL, 10.0)]
+    assert [q.value for q in job.ratios(RatioKind.AUGMENT_KEPT, augmented)] == [0.9]
+    assert job.ratios(RatioKind.VS_EXPERT, augmented) == []  # no expert in the run
 
 
 def test_the_prepared_copy_is_measured_with_its_packs_by_the_dali_backends(synth_data, fakes, tmp_path):

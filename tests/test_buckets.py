@@ -492,7 +492,8 @@ def test_bench_measures_a_bucket_beside_its_local_copy(synth, tmp_path, monkeypa
     measured = {(r.name, r.data) for r in report.results}
     assert measured == {(name, data) for name in ("tfdata", "tf-expert", "tfdata-naive")
                         for data in ("original", "local")}
-    assert set(report.bucket_vs_local) == {"tfdata onehot", "tf-expert onehot", "tfdata-naive onehot"}
+    assert {(q.over.name, q.over.data, q.under.data) for q in report.ratios_of("bucket_vs_local")} == {
+        (name, "original", "local") for name in ("tfdata", "tf-expert", "tfdata-naive")}
     assert report.dataset.images == "s3://data/synth/train" and report.dataset.local.startswith(str(tmp_path / "cache"))
 
 

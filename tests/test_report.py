@@ -21,6 +21,8 @@ from daliloader.report import (
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+#: Every committed report that ``daliloader bench --json`` wrote (the others are benchmark scripts').
+REPORTS = sorted(p.name for p in RESULTS.glob("*.json") if {"results", "ceilings"} <= set(json.loads(p.read_text())))
 
 
 def printed(report, width: int = 80) -> list[str]:
@@ -130,3 +132,17 @@ def test_write_json_writes_a_report_or_a_scripts_dict(tmp_path):
     write_json({"rows": [1, 2]}, tmp_path / "s.json")  # the benchmark scripts write dicts of their own
     assert json.loads((tmp_path / "s.json").read_text()) == {"rows": [1, 2]}
     assert (tmp_path / "s.json").read_text() == json.dumps({"rows": [1, 2]}, indent=2)
+
+
+@pytest.mark.parametrize("name", REPORTS)
+def test_a_committed_report_written_again_as_records_prints_as_it_did(name):
+    """A report of an older schema, read (its warnings and ratios made records), written in the current form
+    and read back, prints the same lines, whole and for each data it holds: nothing a line says is lost on
+    the way."""
+    report = read(RESULTS / name)
+    written = json.loads(json.dumps(report.to_json()))
+    again = Report.from_json(written)
+    assert isinstance(written["ratios"], list) and all(isinstance(w, dict) for w in written["warnings"])
+    assert printed(again, width=200) == printed(report, width=200)
+    for data in {r.data for r in report.results}:
+        assert printed(again.only([data]), width=200) == printed(report.only([data]), width=200)

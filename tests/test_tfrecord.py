@@ -444,7 +444,8 @@ def test_check_preview_prepare_and_bench_take_tfrecord_and_tfds_sources(voc, pet
                 "--seconds", "0.05", "--repeats", "1", "--no-stages", "--json", str(tmp_path / "b.json")]) == 0
     report = json.loads((tmp_path / "b.json").read_text())
     assert [r["data"] for r in report["results"]] == ["original", "files"]  # the records, and them as files
-    assert set(report["tfrecord_vs_files"]) == {"dali-cpu onehot"}
+    assert [(q["over"]["name"], q["over"]["data"], q["under"]["data"]) for q in report["ratios"]
+            if q["kind"] == "tfrecord_vs_files"] == [("dali-cpu", "original", "files")]  # the records over their files
     assert "dali-cpu onehot on TFRecords:" in capsys.readouterr().out
 
 

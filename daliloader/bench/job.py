@@ -24,7 +24,23 @@ from ..plan import Plan
 from .ceilings import CPU_DECODES, cpu_decode_ceiling, nvjpeg_ceiling
 from .copies import dataset_place, local_copy, other_container, prepared_copy, quiet
 from .machine import machine_info
-from .record import Ceiling, Data, Dataset, Figure, Machine, Measured, Report, RunSettings, ceiling_key, plain
+from .record import (
+    About,
+    BenchWarning,
+    Ceiling,
+    Data,
+    Dataset,
+    Figure,
+    FigureKey,
+    Machine,
+    Measured,
+    Ratio,
+    RatioKind,
+    Report,
+    RunSettings,
+    ceiling_key,
+    plain,
+)
 from .sources import (
     BENCH_BACKENDS,
     EXPERT,
@@ -93,9 +109,14 @@ class Cell:
     plan: Plan
 
     @property
+    def key(self) -> FigureKey:
+        """What names the figure this cell measures."""
+        return FigureKey(self.name, self.mode, self.which, self.augment)
+
+    @property
     def what(self) -> str:
-        """How the figure is named as it is measured and in warnings: backend / labels / data."""
-        return f"{self.name} / {self.mode} / {self.which}" + (" / augmented" if self.augment == "full" else "")
+        """How the figure is named as it is measured (as in its warnings: ``FigureKey.what``)."""
+        return self.key.what
 
     @property
     def bounds(self) -> list[str]:
@@ -139,7 +160,7 @@ def augments(settings: Settings, which: Data, name: str) -> tuple[str, ...]:
     return ("none", "full") if settings.augment and which is Data.ORIGINAL and name not in REFERENCES else ("none",)
 
 
-def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[str]) -> Figure:
+def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[BenchWarning]) -> Figure:
     """A figure of the report: the rates and their spread, and its share of the ceiling that binds it
     (the lowest of its bounds), read only where both figures hold still. A backend that decodes only
     each photo's crop window may pass that ceiling of whole pictures decoded: its share is then above
@@ -151,52 +172,37 @@ def figure(cell: Cell, rates: Rates, ceilings: dict[str, Ceiling], warned: list[
     share = summary["median"] / ceilings[bound].median
     beyond = share > 1 and not decodes_windows(cell.name)
     if beyond and not (figure_noisy or ceiling_noisy):
-        warned.append(f"{cell.what}: {share:.0%} of its ceiling, which is then no ceiling (the ceiling ran while the "
-                      "machine was busier?); raise --seconds or --repeats")
+        warned.append(BenchWarning(about=About.FIGURE, figure=cell.key, text=(
+            f"{share:.0%} of its ceiling, which is then no ceiling (the ceiling ran while the machine was busier?); "
+            "raise --seconds or --repeats")))
     return Figure(name=cell.name, label_mode=cell.mode, **summary, data=cell.which, via=via(cell.name),
                   augment=cell.augment, noisy=figure_noisy, ceiling=bound,
                   fraction_of_ceiling=None if figure_noisy or ceiling_noisy or beyond else round(share, 3))
 
 
-def augment_kept(results: list[Figure]) -> dict[str, float]:
-    """Per backend and labels: the share of its throughput that full augmentation keeps (same run)."""
-    medians = {(r.name, r.label_mode, r.augment): r.median for r in results if r.data is Data.ORIGINAL}
-    return {f"{name} {mode}": round(medians[(name, mode, "full")] / medians[(name, mode, "none")], 3)
-            for (name, mode, augment) in medians if augment == "full" and (name, mode, "none") in medians}
+def ratios(kind: RatioKind, results: list[Figure]) -> list[Ratio]:
+    """The run's ratios of ``kind``, in the order of its figures: each figure over the figure of the same run
+    that ``kind`` divides it by (``RatioKind.divisor``), where the run has that one."""
+    measured = {r.key: r for r in results}
+    return [Ratio.between(kind, r, measured[under]) for r in results if (under := kind.divisor(r.key)) in measured]
 
 
-def vs_expert(results: list[Figure]) -> dict[str, float]:
-    """Every figure without augmentation over the expert's on the original pairs with the same labels
-    (same run): ``"<backend> <labels>"`` on the original pairs, ``"<backend> <labels> <data>"`` on others."""
-    expert = {r.label_mode: r.median for r in results
-              if r.name == EXPERT and r.data is Data.ORIGINAL and r.augment == "none"}
-    return {f"{r.name} {r.label_mode}" + ("" if r.data is Data.ORIGINAL else f" {r.data}"): round(
-        r.median / expert[r.label_mode], 3) for r in results
-        if r.augment == "none" and r.label_mode in expert and not (r.name == EXPERT and r.data is Data.ORIGINAL)}
+def timing_doubts(rates: Rates, about: About, **subject) -> list[BenchWarning]:
+    """What makes a measurement doubtful (:func:`~.timing.timing_warnings`), as warnings ``about`` a figure or
+    a ceiling, named by ``subject`` (``figure=`` or ``ceiling=``)."""
+    return [BenchWarning(about=about, **subject, text=text) for text in timing_warnings(rates)]
 
 
-def rate_over(results: list[Figure], over: Data, under: Data) -> dict[str, float]:
-    """Per backend and labels, without augmentation: the rate on the data ``over`` over the rate on the
-    data ``under`` (same run)."""
-    medians = {(r.name, r.label_mode, r.data): r.median for r in results if r.augment == "none"}
-    return {f"{name} {mode}": round(rate / medians[(name, mode, under)], 3)
-            for (name, mode, data), rate in medians.items() if data == over and (name, mode, under) in medians}
-
-
-def container_kept(results: list[Figure]) -> dict[str, float]:
-    """``--tfrecord``: per backend and labels, the rate on TFRecords over the rate on files (same run),
-    whichever of the two the original pairs are."""
-    return rate_over(results, Data.TFRECORD, Data.ORIGINAL) | rate_over(results, Data.ORIGINAL, Data.FILES)
-
-
-def stage_warnings(stages: dict) -> list[str]:
-    """A warning per breakdown with a stage cost below zero (noise between the cuts' windows)."""
+def stage_warnings(stages: dict) -> list[BenchWarning]:
+    """A warning per breakdown with a stage cost below zero (noise between the cuts' windows), about the run
+    (its text names the breakdown)."""
     found = []
     for name, rows in stages.items():
         negative = [row.stage for row in rows if row.ms_per_img < 0]
         if negative:
-            found.append(f"stages of {name}: {', '.join(negative)} came out below zero, which is noise between "
-                         "the cuts' windows; raise --seconds for a breakdown to read")
+            found.append(BenchWarning(about=About.RUN, text=(
+                f"stages of {name}: {', '.join(negative)} came out below zero, which is noise between the cuts' "
+                "windows; raise --seconds for a breakdown to read")))
     return found
 
 
@@ -275,7 +281,7 @@ class Job:
                                  repeats=settings.repeats, workers=self.workers, backends=self.names,
                                  augment=plain(AUGMENT) if settings.augment else None,
                                  mask_cache=maskcache.wanted(data)),
-            warnings=list(left_out.values()))
+            warnings=[BenchWarning(about=About.RUN, text=why) for why in left_out.values()])
 
     def plan(self) -> Plan:
         """The plan of the stage breakdowns and training: the original pairs, the first labels."""
@@ -286,7 +292,7 @@ class Job:
         """Measure a ceiling (``measured()`` gives its rates) into the report under ``key``
         (:func:`~.record.ceiling_key`)."""
         rates = self.status(f"ceiling: {key.replace('_', ' ')}", measured)
-        self.report.warnings.extend(timing_warnings(f"ceiling {key}", rates))
+        self.report.warnings.extend(timing_doubts(rates, about=About.CEILING, ceiling=key))
         self.report.ceilings[key] = Ceiling.measured(key, rates, unit)
 
     def ceilings(self) -> None:
@@ -343,8 +349,9 @@ class Job:
         self.report.dataset.local = str(Path(part_file(self.datasets[Data.LOCAL].images[0])).parent.parent)
 
     def figures(self) -> None:
-        """Every figure, group by group, each said as it is measured; then what augmentation and the
-        other container keep."""
+        """Every figure, group by group, each said as it is measured; then the ratios between them that the
+        run asked for (what augmentation, the other container and the bucket keep; each figure over the
+        expert's), in the order of :class:`~.record.RatioKind`."""
         s = self.settings
         groups = [g for g in map(self.runnable, cell_groups(self.datasets, self.names, s)) if g]
         count = sum(map(len, groups))
@@ -354,22 +361,18 @@ class Job:
                  f"two shorter windows: {duration(count * least)} s or more")
         for group in groups:
             for cell, rates in zip(group, self.measure(group)):
-                self.report.warnings.extend(timing_warnings(cell.what, rates))
+                self.report.warnings.extend(timing_doubts(rates, about=About.FIGURE, figure=cell.key))
                 self.report.results.append(figure(cell, rates, self.report.ceilings, self.report.warnings))
                 self.say(f"  {len(self.report.results)}/{count} {cell.what}: {self.report.results[-1].median:.1f} "
                          "images/s")
-        if s.augment:
-            self.report.augment_kept = augment_kept(self.report.results)
-        if s.tfrecord:
-            self.report.tfrecord_vs_files = container_kept(self.report.results)
-        if Data.LOCAL in self.datasets:
-            self.report.bucket_vs_local = rate_over(self.report.results, Data.ORIGINAL, Data.LOCAL)
-        if EXPERT in self.names:
-            self.report.vs_expert = vs_expert(self.report.results)
+        asked = {RatioKind.AUGMENT_KEPT: s.augment, RatioKind.TFRECORD_VS_FILES: s.tfrecord,
+                 RatioKind.BUCKET_VS_LOCAL: Data.LOCAL in self.datasets, RatioKind.VS_EXPERT: EXPERT in self.names}
+        self.report.ratios = [q for kind in RatioKind if asked[kind] for q in ratios(kind, self.report.results)]
 
     def runnable(self, group: list[Cell]) -> list[Cell]:
-        """The cells of a group that can run: the expert's pipeline is left out, saying why, on data its
-        ``random_crop`` or its single decoder cannot take (:func:`daliloader.bench.expert.refuses`)."""
+        """The cells of a group that can run: the expert's pipeline is left out on data its ``random_crop``
+        or its single decoder cannot take (:func:`daliloader.bench.expert.refuses`), with one warning per
+        data saying why."""
         from .expert import refuses
 
         kept = []
@@ -377,8 +380,9 @@ class Job:
             why = refuses(cell.plan.data, cell.plan) if cell.name == EXPERT else None
             if why is None:
                 kept.append(cell)
-            elif f"{EXPERT} on {cell.which}: not measured" not in " ".join(self.report.warnings):
-                self.report.warnings.append(f"{EXPERT} on {cell.which}: not measured: {why}")
+            elif not any(w.about is About.EXPERT and w.data is cell.which for w in self.report.warnings):
+                self.report.warnings.append(BenchWarning(about=About.EXPERT, data=cell.which,
+                                                         text=f"not measured: {why}"))
         return kept
 
     def measure(self, group: list[Cell]) -> list[Rates]:

@@ -1,7 +1,9 @@
 """The bench's report as typed records, and how it is written to and read from JSON.
 
 A report is a :class:`Report`: the machine, the dataset, the settings, the decode ceilings, one
-:class:`Figure` per backend, data, labels and augmentation, the stage breakdowns and the training rows.
+:class:`Figure` per backend, data, labels and augmentation (named by its :class:`FigureKey`), the stage
+breakdowns, the training rows, its warnings (:class:`BenchWarning`, each naming what it is about) and the
+ratios between two of its figures (:class:`Ratio`, naming both).
 :meth:`Report.to_json` gives the JSON that ``daliloader bench --json`` writes, with the :data:`SCHEMA`
 version in it; :meth:`Report.from_json` and :func:`read` take any report a daliloader wrote, older ones
 through :func:`migrate`, the one place that knows their forms.
@@ -20,8 +22,9 @@ from .sources import EXPERT
 from .timing import noisy
 
 #: The version of the report's JSON form, written as its "schema". Reports without one are version 1;
-#: version 2 did not record whether the loaders read the mask cache (``RunSettings.mask_cache``).
-SCHEMA = 3
+#: version 2 did not record whether the loaders read the mask cache (``RunSettings.mask_cache``); version 3
+#: held the warnings as text and the ratios as numbers keyed by ``"<backend> <labels>[ <data>]"``.
+SCHEMA = 4
 
 
 class Data(ValueEnum):
@@ -52,8 +55,6 @@ METHOD = "median of repeats after a one-epoch warm-up and until steady; images/s
 WHAT_TO_PASS = "pass a report written by `daliloader bench --json`"
 #: The keys without which a JSON object is no bench report, whatever its version.
 REQUIRED = ("machine", "settings", "results", "ceilings")
-#: The report's ratios between two of its figures (see :meth:`Report.divided`), in the order they are said.
-RATIOS = ("augment_kept", "tfrecord_vs_files", "bucket_vs_local", "vs_expert")
 #: A ceiling's key is what it decodes (``cpu_decode_pairs``, ``nvjpeg_images``...), then one of these where
 #: it was measured on the prepared copy, or on the original pairs with their masks read from the mask cache
 #: (:func:`ceiling_key`).
@@ -140,6 +141,26 @@ class Ceiling(Measured):
         return cls(name=key.replace("_", "-"), unit=unit, **cls.summary(rates))
 
 
+@dataclass(frozen=True)
+class FigureKey:
+    """What names a figure of a report, as :class:`Figure` holds it: its backend, labels, data and
+    augmentation ("none" or "full"). A warning about a figure and a ratio between two name them so."""
+
+    name: str
+    label_mode: str | None
+    data: Data = Data.ORIGINAL
+    augment: str = "none"
+
+    def __post_init__(self):
+        object.__setattr__(self, "data", Data(self.data))  # (read from JSON: its value)
+
+    @property
+    def what(self) -> str:
+        """How the figure is named as it is measured and in its warnings: ``<backend> / <labels> / <data>``,
+        then `` / augmented`` where it is."""
+        return f"{self.name} / {self.label_mode} / {self.data}" + (" / augmented" if self.augment == "full" else "")
+
+
 @dataclass(kw_only=True)
 class Figure(Measured):
     """One backend's throughput on some ``data`` (one of :data:`DATA`), with labels ``label_mode`` and
@@ -156,6 +177,129 @@ class Figure(Measured):
 
     def __post_init__(self):
         self.data = Data(self.data)  # (read from JSON: its value; one not known refuses the report)
+
+    @property
+    def key(self) -> FigureKey:
+        """What names this figure (:class:`FigureKey`)."""
+        return FigureKey(self.name, self.label_mode, self.data, self.augment)
+
+
+class About(ValueEnum):
+    """What a :class:`BenchWarning` is about: a figure, a decode ceiling, the expert's pipeline left out on
+    some data, or the run as a whole (a stage breakdown's warning, a backend left out, an older report's
+    warning of no known form: its text names what it is about)."""
+
+    FIGURE = "figure"
+    CEILING = "ceiling"
+    EXPERT = "expert"
+    RUN = "run"
+
+
+#: The field of a :class:`BenchWarning` that names its subject, per :class:`About`: the figure's key, the
+#: ceiling's key (:func:`ceiling_key`), the data the expert was left out on; none for the run.
+SUBJECT_FIELD = {About.FIGURE: "figure", About.CEILING: "ceiling", About.EXPERT: "data", About.RUN: None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchWarning:
+    """A warning of the report: what it is ``about``, named by the one field :data:`SUBJECT_FIELD` gives it
+    (the others None), and its ``text``, said after the subject (``line``). What reads a warning (``report
+    --data``, the bench giving one once) reads these fields, never the text."""
+
+    about: About
+    figure: FigureKey | None = _optional()
+    ceiling: str | None = _optional()
+    data: Data | None = _optional()
+    text: str
+
+    def __post_init__(self):
+        """Values read from JSON made records; ValueError where the fields set are not those ``about`` names."""
+        about = About(self.about)
+        object.__setattr__(self, "about", about)
+        if isinstance(self.figure, dict):
+            object.__setattr__(self, "figure", _build(FigureKey, self.figure))
+        if self.data is not None:
+            object.__setattr__(self, "data", Data(self.data))
+        named = {name for name in ("figure", "ceiling", "data") if getattr(self, name) is not None}
+        if named != {SUBJECT_FIELD[about]} - {None}:
+            raise ValueError(f"a warning about the {about} names {', '.join(sorted(named)) or 'nothing'}")
+
+    @property
+    def subject(self) -> str | None:
+        """What the warning is about, as the report names it; None for the run (its text names it)."""
+        if self.about is About.FIGURE:
+            return self.figure.what
+        if self.about is About.CEILING:
+            return f"ceiling {self.ceiling}"
+        return f"{EXPERT} on {self.data}" if self.about is About.EXPERT else None
+
+    @property
+    def line(self) -> str:
+        """The warning as the report says it: ``<subject>: <text>``, or the text alone for the run."""
+        subject = self.subject
+        return self.text if subject is None else f"{subject}: {self.text}"
+
+    @property
+    def on_data(self) -> set[Data]:
+        """The data the warning is about (``report --data`` keeps it with them): a figure's, the data a
+        ceiling bounds (:func:`ceiling_data`), the data the expert was left out on; for the run, the original
+        pairs, on which the bench measures its breakdowns."""
+        if self.about is About.FIGURE:
+            return {self.figure.data}
+        if self.about is About.CEILING:
+            return ceiling_data(self.ceiling)
+        return {self.data} if self.about is About.EXPERT else {Data.ORIGINAL}
+
+
+class RatioKind(ValueEnum):
+    """Which two figures a :class:`Ratio` divides, in the order the report says them: a figure augmented over
+    the same without (``--augment``); on TFRecords over the same pairs as files, whichever of the two the
+    original pairs are (``--tfrecord``); from a bucket over its local copy; any figure without augmentation
+    over the expert's on the original pairs with the same labels."""
+
+    AUGMENT_KEPT = "augment_kept"
+    TFRECORD_VS_FILES = "tfrecord_vs_files"
+    BUCKET_VS_LOCAL = "bucket_vs_local"
+    VS_EXPERT = "vs_expert"
+
+    def divisor(self, key: FigureKey) -> FigureKey | None:
+        """The figure that the figure ``key`` is divided by in a ratio of this kind; None where no ratio of
+        this kind divides it. The one statement of how each kind pairs figures: the bench builds its ratios
+        by it, and the migration of older reports names their divisors by it."""
+        if self is RatioKind.AUGMENT_KEPT:
+            return replace(key, augment="none") if key.data is Data.ORIGINAL and key.augment == "full" else None
+        if key.augment != "none":
+            return None
+        if self is RatioKind.VS_EXPERT:
+            expert = FigureKey(EXPERT, key.label_mode)
+            return None if key == expert else expert
+        under = ({Data.ORIGINAL: Data.LOCAL} if self is RatioKind.BUCKET_VS_LOCAL else
+                 {Data.TFRECORD: Data.ORIGINAL, Data.ORIGINAL: Data.FILES})
+        return replace(key, data=under[key.data]) if key.data in under else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ratio:
+    """A ratio between two figures of one run, as its ``kind`` pairs them: the median of the figure ``over``
+    divided by that of the figure ``under``, ``value`` (:meth:`Ratio.between`, the one place it is computed)."""
+
+    kind: RatioKind
+    over: FigureKey
+    under: FigureKey
+    value: float
+
+    def __post_init__(self):
+        """Values read from JSON made records."""
+        object.__setattr__(self, "kind", RatioKind(self.kind))
+        for side in ("over", "under"):
+            if not isinstance(getattr(self, side), FigureKey):
+                object.__setattr__(self, side, _build(FigureKey, getattr(self, side)))
+
+    @classmethod
+    def between(cls, kind: RatioKind, over: Figure, under: Figure) -> Ratio:
+        """The ratio of ``kind`` of the figure ``over`` to the figure ``under``: their medians' quotient,
+        rounded to three places."""
+        return cls(kind=kind, over=over.key, under=under.key, value=round(over.median / under.median, 3))
 
 
 @dataclass(kw_only=True)
@@ -239,12 +383,12 @@ class RunSettings:
 
 @dataclass(kw_only=True)
 class Report:
-    """A bench report (see the module's docstring); ``augment_kept``, ``tfrecord_vs_files`` and
-    ``train`` only where ``--augment``, ``--tfrecord`` and ``--train`` asked for them; ``bucket_vs_local``
-    (each rate from a bucket over the rate from its local copy) where the data was in a bucket; ``vs_expert`` (each
-    figure over the expert's ``tf.data`` pipeline on the original pairs, same labels, same run) where the
-    expert was measured; ``memory_mb`` (each loader's peak resident memory, alone in a process, MB) where
-    it was measured; ``started``, when the run began (UTC, ISO 8601; reports older than it have none)."""
+    """A bench report (see the module's docstring); ``ratios`` between its figures (:class:`RatioKind`: what
+    augmentation keeps with ``--augment``, TFRecords against files with ``--tfrecord``, a bucket against its
+    local copy, each figure against the expert's where the expert was measured); ``train`` only where
+    ``--train`` asked for it; ``memory_mb`` (each loader's peak resident memory, alone in a process, MB)
+    where it was measured; ``started``, when the run began (UTC, ISO 8601; reports older than it have
+    none)."""
 
     schema: int = SCHEMA
     machine: Machine
@@ -255,11 +399,8 @@ class Report:
     ceilings: dict[str, Ceiling] = field(default_factory=dict)
     results: list[Figure] = field(default_factory=list)
     stages: dict[str, list[StageCut | StageTime]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    augment_kept: dict[str, float] | None = _optional()
-    tfrecord_vs_files: dict[str, float] | None = _optional()
-    bucket_vs_local: dict[str, float] | None = _optional()
-    vs_expert: dict[str, float] | None = _optional()
+    warnings: list[BenchWarning] = field(default_factory=list)
+    ratios: list[Ratio] = field(default_factory=list)
     memory_mb: dict[str, float] | None = _optional()
     train: dict[str, TrainRow] | None = _optional()
 
@@ -290,58 +431,39 @@ class Report:
                    method=raw["method"], ceilings={k: _build(Ceiling, c) for k, c in raw["ceilings"].items()},
                    results=[_build(Figure, r) for r in raw["results"]],
                    stages={name: [_stage_row(row) for row in rows] for name, rows in raw["stages"].items()},
-                   warnings=list(raw["warnings"]), augment_kept=raw.get("augment_kept"),
-                   tfrecord_vs_files=raw.get("tfrecord_vs_files"), bucket_vs_local=raw.get("bucket_vs_local"),
-                   vs_expert=raw.get("vs_expert"),
-                   memory_mb=raw.get("memory_mb"),
+                   warnings=[_build(BenchWarning, w) for w in raw["warnings"]],
+                   ratios=[_build(Ratio, r) for r in raw["ratios"]], memory_mb=raw.get("memory_mb"),
                    train=None if train is None else {name: _build(TrainRow, row) for name, row in train.items()})
 
     def only(self, data=None) -> Report:
         """The report keeping only what was measured on ``data`` (names of :data:`DATA`; None: all): the
         figures, the ceilings that bound them (the original pairs in either container are the same bytes:
-        the same ceilings), the ratios of those figures (:meth:`divided`), the warnings about them
-        (:func:`warning_data`), and, where the original pairs are asked for, what was measured on them
+        the same ceilings), the ratios whose figure divided is kept, the warnings about that data
+        (``BenchWarning.on_data``), and, where the original pairs are asked for, what was measured on them
         alone (the stage breakdowns, training, memory)."""
         if data is None:
             return self
         wanted = {Data(d) for d in data}
-        kept = {kind: self._ratios_on(kind, wanted) for kind in RATIOS}
-        if Data.ORIGINAL not in wanted:
-            kept.update(stages={}, train=None, memory_mb=None)
-        return replace(self, results=[r for r in self.results if r.data in wanted],
+        results = [r for r in self.results if r.data in wanted]
+        kept = {r.key for r in results}
+        original = {} if Data.ORIGINAL in wanted else dict(stages={}, train=None, memory_mb=None)
+        return replace(self, results=results,
                        ceilings={k: c for k, c in self.ceilings.items() if wanted & ceiling_data(k)},
-                       warnings=[w for w in self.warnings if wanted & warning_data(w)], **kept)
+                       warnings=[w for w in self.warnings if wanted & w.on_data],
+                       ratios=[q for q in self.ratios if q.over in kept], **original)
 
-    def _ratios_on(self, kind: str, wanted: set) -> dict[str, float] | None:
-        """The ratios of ``kind`` whose figure (the one divided) is on the data ``wanted``."""
-        ratios = getattr(self, kind)
-        if ratios is None:
-            return None
-        return {key: ratio for key, ratio in ratios.items()
-                if (figure := self.divided(kind, key)[0]) is not None and figure.data in wanted}
+    def ratios_of(self, kind: RatioKind | str) -> list[Ratio]:
+        """The report's ratios of ``kind``, in their order."""
+        return [q for q in self.ratios if q.kind is RatioKind(kind)]
 
-    def figure(self, name: str, label_mode: str, data: Data | str = Data.ORIGINAL,
-               augment: str = "none") -> Figure | None:
-        """The figure of backend ``name`` with those labels, data and augmentation; None where there is none."""
-        return next((r for r in self.results if (r.name, r.label_mode, r.data, r.augment) == (
-            name, label_mode, data, augment)), None)
+    def figure(self, key: FigureKey) -> Figure | None:
+        """The figure named ``key``; None where the report has none."""
+        return next((r for r in self.results if r.key == key), None)
 
-    def divided(self, kind: str, key: str) -> tuple[Figure | None, Figure | None]:
-        """The figure a ratio speaks of and the one it is divided by (None where the report lacks it), for
-        the ratio ``key`` of ``kind`` (one of :data:`RATIOS`; keys ``"<backend> <labels>"``, for
-        ``vs_expert`` with `` <data>`` where not the original pairs): augmented over not, on TFRecords
-        over files (whichever the original pairs are), from the bucket over its local copy, over the
-        expert's on the original pairs."""
-        name, mode, *data = key.split(" ")
-        if kind == "vs_expert":
-            return self.figure(name, mode, data[0] if data else Data.ORIGINAL), self.figure(EXPERT, mode)
-        if kind == "augment_kept":
-            return self.figure(name, mode, augment="full"), self.figure(name, mode)
-        if kind == "bucket_vs_local":
-            return self.figure(name, mode), self.figure(name, mode, Data.LOCAL)
-        records = self.figure(name, mode, Data.TFRECORD)  # tfrecord_vs_files
-        return (records, self.figure(name, mode)) if records is not None else (
-            self.figure(name, mode), self.figure(name, mode, Data.FILES))
+    def divided(self, ratio: Ratio) -> tuple[Figure | None, Figure | None]:
+        """The figure a ratio divides and the one it divides by (None where the report lacks it, as one
+        that ``only`` left out)."""
+        return self.figure(ratio.over), self.figure(ratio.under)
 
 
 def ceiling_key(decodes: str, data: Data = Data.ORIGINAL, cached: bool = False) -> str:
@@ -354,21 +476,6 @@ def ceiling_key(decodes: str, data: Data = Data.ORIGINAL, cached: bool = False) 
 def ceiling_data(key: str) -> set[Data]:
     """The data a ceiling bounds: the prepared copy's files and packs, or the original pairs' bytes."""
     return {d for d in Data if d.prepared == on_prepared(key)}
-
-
-def warning_data(text: str) -> set[str]:
-    """The data a bench warning is about, from the forms the bench writes: a figure's (``"<backend> /
-    <labels> / <data>[ / augmented]: ..."``), a ceiling's (``"ceiling <key> ..."``: :func:`ceiling_data`),
-    the expert left out (``"tf-expert on <data>: not measured: ..."``); a breakdown's (``"stages of
-    ..."``) and any other: the original pairs, where the bench measures them."""
-    figure = re.match(r"[^ /]+ / [^ /]+ / (\w+)( / augmented)?: ", text)
-    if figure:
-        return {Data(figure[1])}
-    ceiling = re.match(r"ceiling (\w+)", text)
-    if ceiling:
-        return ceiling_data(ceiling[1])
-    skipped = re.match(rf"{re.escape(EXPERT)} on (\w+): not measured", text)
-    return {Data(skipped[1])} if skipped else {Data.ORIGINAL}
 
 
 def on_prepared(key: str) -> bool:
@@ -399,8 +506,8 @@ def read(path) -> Report:
 # ---------------------------------------------------------------- older reports
 def migrate(raw: dict) -> dict:
     """A report's JSON object in the current form (:data:`SCHEMA`), from any older one; ``raw`` is left as
-    it was. Each version is brought to the next: version 1 by ``_from_v1``, version 2 by
-    ``_from_v2``."""
+    it was. Each version is brought to the next: version 1 by ``_from_v1``, version 2 by ``_from_v2``,
+    version 3 by ``_from_v3``."""
     version = raw.get("schema", 1)
     if not isinstance(version, int) or version < 1:
         raise DataError(f"not a bench report (its schema is {version!r})")
@@ -411,7 +518,61 @@ def migrate(raw: dict) -> dict:
         raw = _from_v1(raw)
     if version <= 2:
         raw = _from_v2(raw)
+    if version <= 3:
+        raw = _from_v3(raw)
     return raw
+
+
+#: The forms of a version-3 warning's text that name what it is about (``_warning_v3``): a figure's, a
+#: ceiling's, the expert left out on some data. Read in older reports only: the bench writes records.
+_FIGURE_V3 = re.compile(r"([^ /]+) / ([^ /]+) / (\w+)( / augmented)?: (.*)", re.DOTALL)
+_CEILING_V3 = re.compile(r"ceiling (\w+): (.*)", re.DOTALL)
+_EXPERT_V3 = re.compile(rf"{re.escape(EXPERT)} on (\w+): (not measured.*)", re.DOTALL)
+
+
+def _from_v3(raw: dict) -> dict:
+    """Version 3 to 4: each warning was its text, its subject said at its start (``_warning_v3``); the
+    ratios were four objects (``augment_kept``, ``tfrecord_vs_files``, ``bucket_vs_local``, ``vs_expert``)
+    of numbers keyed by ``"<backend> <labels>"``, and for ``vs_expert`` `` <data>`` where not the original
+    pairs (``_ratio_v3``)."""
+    ratios = [_ratio_v3(raw["results"], kind, key, value)
+              for kind in RatioKind for key, value in (raw.get(kind.value) or {}).items()]
+    kept = {k: v for k, v in raw.items() if k not in {kind.value for kind in RatioKind}}
+    return {**kept, "schema": 4, "warnings": [_warning_v3(text) for text in raw["warnings"]], "ratios": ratios}
+
+
+def _warning_v3(text: str) -> dict:
+    """A version-3 warning as a record's JSON: a figure's (``<backend> / <labels> / <data>[ / augmented]:
+    ...``), a ceiling's (``ceiling <key>: ...``), the expert left out (``tf-expert on <data>: not measured:
+    ...``); any other (a breakdown's ``stages of ...``, a backend left out) is about the run, its text whole."""
+    figure, ceiling, expert = (form.fullmatch(text) for form in (_FIGURE_V3, _CEILING_V3, _EXPERT_V3))
+    if figure and figure[3] in DATA:
+        key = FigureKey(figure[1], figure[2], figure[3], "full" if figure[4] else "none")
+        return {"about": About.FIGURE.value, "figure": plain(key), "text": figure[5]}
+    if ceiling:
+        return {"about": About.CEILING.value, "ceiling": ceiling[1], "text": ceiling[2]}
+    if expert and expert[1] in DATA:
+        return {"about": About.EXPERT.value, "data": expert[1], "text": expert[2]}
+    return {"about": About.RUN.value, "text": text}
+
+
+def _ratio_v3(results: list[dict], kind: RatioKind, key: str, value: float) -> dict:
+    """A version-3 ratio (its ``kind``, ``key`` and ``value``) as a record's JSON, with the two figures it
+    divides: the figure its key names (augmented, for ``augment_kept``; on the data the key ends with, for
+    ``vs_expert``; for ``tfrecord_vs_files``, the figure on ``tfrecord`` where the report has one, else the
+    original pairs, which were then the TFRecords), over its divisor (``RatioKind.divisor``)."""
+    name, mode, *data = key.split(" ")
+    augment = "full" if kind is RatioKind.AUGMENT_KEPT else "none"
+    over = FigureKey(name, mode, data[0] if data else Data.ORIGINAL, augment)
+    if kind is RatioKind.TFRECORD_VS_FILES and replace(over, data=Data.TFRECORD) in map(_figure_key_v3, results):
+        over = replace(over, data=Data.TFRECORD)
+    return {"kind": kind.value, "over": plain(over), "under": plain(kind.divisor(over)), "value": value}
+
+
+def _figure_key_v3(figure: dict) -> FigureKey:
+    """What names a figure of a version-3 report (or one brought to it)."""
+    return FigureKey(figure["name"], figure["label_mode"], figure.get("data", "original"),
+                     figure.get("augment", "none"))
 
 
 def _from_v2(raw: dict) -> dict:

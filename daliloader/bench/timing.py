@@ -112,16 +112,17 @@ def measure_in_turn(sources: list, batch_size: int, seconds: float, repeats: int
     return [Rates([r for r, _ in w], [n for _, n in w], ok) for w, ok in zip(windows, steady)]
 
 
-def timing_warnings(name: str, rates: Rates) -> list[str]:
+def timing_warnings(rates: Rates) -> list[str]:
     """What makes a measurement's figure doubtful, said plainly: a window of fewer than
-    :data:`MIN_BATCHES` batches, a warm-up that never settled."""
+    :data:`MIN_BATCHES` batches, a warm-up that never settled. The texts name no measurement: the bench
+    makes each a warning about the figure or ceiling it measured (``record.BenchWarning``)."""
     found = []
     if rates.batches and min(rates.batches) < MIN_BATCHES:
-        found.append(f"{name}: a timed window held {min(rates.batches)} batches (fewer than {MIN_BATCHES}): the "
-                     "figure is noisy; raise --seconds")
+        found.append(f"a timed window held {min(rates.batches)} batches (fewer than {MIN_BATCHES}): the figure is "
+                     "noisy; raise --seconds")
     if not rates.steady:
-        found.append(f"{name}: the warm-up did not reach a steady rate (two windows within {STEADY:.0%}): the "
-                     "machine is busy or the loader still warming; raise --seconds or --repeats")
+        found.append(f"the warm-up did not reach a steady rate (two windows within {STEADY:.0%}): the machine is "
+                     "busy or the loader still warming; raise --seconds or --repeats")
     return found
 
 
