@@ -8,6 +8,7 @@ EXIF orientation is ignored for images and masks alike (masks carry none), as in
 from __future__ import annotations
 
 import errno
+import io
 import os
 
 import cv2
@@ -16,7 +17,7 @@ import numpy as np
 from .classes import ClassMap, MaskKind
 from .errors import WHAT_TO_DO, LoadError
 from .manifest import LZ4_MAGIC
-from .parts import read_part
+from .parts import MAGIC, read_part
 
 
 def read(path) -> np.ndarray:
@@ -29,11 +30,41 @@ cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
 
 
 def decode(encoded: np.ndarray, flags: int) -> np.ndarray | None:
-    """``cv2.imdecode`` with EXIF ignored; None when the data is corrupt (the caller names the file)."""
+    """``cv2.imdecode`` with EXIF ignored (an 8-bit TIFF with unassociated alpha: :func:`decode_straight_alpha`);
+    None when the data is corrupt (the caller names the file)."""
+    if encoded[:4].tobytes() in MAGIC["TIFF"]:
+        straight = decode_straight_alpha(encoded, flags)
+        if straight is not None:
+            return straight
     try:
         return cv2.imdecode(encoded, flags | cv2.IMREAD_IGNORE_ORIENTATION)
     except cv2.error:  # OpenCV 5 raises for a picture over its size limits (OPENCV_IO_MAX_IMAGE_PIXELS, ...)
         return None
+
+
+#: TIFF's ExtraSamples value of an alpha channel not multiplied into the colours ("unassociated").
+UNASSOCIATED_ALPHA = 2
+
+
+def decode_straight_alpha(encoded: np.ndarray, flags: int) -> np.ndarray | None:
+    """An 8-bit TIFF with unassociated alpha, decoded by Pillow as OpenCV would return it (BGR, or BGRA with
+    ``IMREAD_UNCHANGED``), its colours as stored; None for any other TIFF (and a damaged one: OpenCV then
+    says so). OpenCV reads such a TIFF through libtiff's RGBA interface, which multiplies the colours by
+    their alpha (200 at alpha 200 read as 157), where DALI and TensorFlow keep them as stored."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(encoded.tobytes())) as im:
+            if im.mode != "RGBA" or UNASSOCIATED_ALPHA not in _tuple(im.tag_v2.get(338)):
+                return None
+            rgba = np.asarray(im)
+    except (OSError, ValueError):
+        return None
+    return np.ascontiguousarray(rgba[..., [2, 1, 0, 3]] if flags == cv2.IMREAD_UNCHANGED else rgba[..., 2::-1])
+
+
+def _tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else () if value is None else (value,)
 
 
 def decode_file(path, flags: int) -> np.ndarray | None:

@@ -70,7 +70,7 @@ class PairGuard:
         self.data = data  # what the loader reads
         self._cache = data.mask_cache
         self._named = data if self._cache is None else self._cache.original  # what is vetted and named
-        self.expect = Expect.of(self._named, backend, decoders)
+        self.expect = Expect.of(self._named, backend, decoders, cached_masks=self._cache is not None)
         self._gpu_masks = gpu_masks and self._named.gpu_masks is not None
         self._vetted: dict[int, tuple] = {}  # pair -> the stat stamp of its files when vetted
         self._recent: deque[int] = deque(maxlen=remember)

@@ -109,22 +109,27 @@ class Header:
     mode: str = ""  # Pillow's: "L" (8-bit), "I;16" (16-bit), "P" (palette), "RGB", ...
     palette: tuple[int, ...] | None = None  # a palette image's palette, flat r, g, b, ...
     past_palette: int | None = None  # the highest index its pixels use, where past its palette's end
+    rounded_palette: bool = False  # a palette TIFF whose colours DALI reads otherwise (see _rounds_colormap)
 
 
 @dataclass(frozen=True)
 class Expect:
     """What a loader needs of each pair beyond readable, complete files of one size: masks the class map
     can read (single-channel of the dataset's depth for ids; the map's palette for palette indices),
-    and, for a backend, formats its decoders know (``decoders``: backend -> formats, for the message)."""
+    and, for a backend, formats its decoders know (``decoders``: backend -> formats, for the message).
+    ``cached_masks``: the backend reads the masks' class indices from the mask cache, whose PNGs its
+    decoders read whatever the masks' own format (the cache decodes them with OpenCV)."""
 
     classes: ClassMap | None = None
     mask_depth: int = 8
     backend: str = ""
     decoders: dict | None = None
+    cached_masks: bool = False
 
     @classmethod
-    def of(cls, data: SegmentationData, backend: str = "", decoders: dict | None = None) -> Expect:
-        return cls(data.classes, data.mask_depth, backend, decoders)
+    def of(cls, data: SegmentationData, backend: str = "", decoders: dict | None = None,
+           cached_masks: bool = False) -> Expect:
+        return cls(data.classes, data.mask_depth, backend, decoders, cached_masks)
 
 
 class FileProblem(Exception):
@@ -177,6 +182,19 @@ def _past_palette(im, palette: tuple[int, ...] | None) -> int | None:
     return top if top >= len(palette) // 3 else None
 
 
+#: TIFF's ColorMap tag: a palette's colours, 16 bits each (all reds, then all greens, then all blues).
+COLORMAP = 320
+
+
+def _rounds_colormap(colormap) -> bool:
+    """Whether a TIFF's 16-bit colormap holds colours that DALI's TIFF decoder reads otherwise than libtiff
+    (so OpenCV) and Pillow: DALI rounds, ``round(c / 257)``, they keep the high byte, ``c >> 8``. Pillow
+    writes a level v as ``256 v``, which DALI reads one level low above 128 (writers of ``257 v`` are read
+    alike). A colormap with no entry of 256 or more, an old writer's 8-bit one, is not judged."""
+    colormap = colormap or ()
+    return any(c >= 256 for c in colormap) and any((c + 128) // 257 != c >> 8 for c in colormap)
+
+
 def _opened(path, blob: bytes | None):
     """A file object on a file, or on a record's picture already read."""
     return io.BytesIO(blob) if blob is not None else open(path, "rb")
@@ -190,7 +208,8 @@ def _read_header(path, blob: bytes | None) -> Header:
     try:
         with open_image(io.BytesIO(blob) if blob is not None else path) as im:
             palette = tuple(im.getpalette() or ()) if im.mode == "P" else None
-            return Header(im.format, im.size[0], im.size[1], im.mode, palette, _past_palette(im, palette))
+            rounded = im.format == "TIFF" and palette is not None and _rounds_colormap(im.tag_v2.get(COLORMAP))
+            return Header(im.format, im.size[0], im.size[1], im.mode, palette, _past_palette(im, palette), rounded)
     except UnidentifiedImageError:
         with _opened(path, blob) as fh:
             head = fh.read(12)
@@ -301,14 +320,17 @@ def _map_problems(mask, image, header: Header, expect: Expect, blob: bytes | Non
 #: Backends whose BMP decoder reads a palette or 1-bit BMP's indices instead of its colours, or fails on it
 #: (TensorFlow's ``decode_bmp``), with Pillow's modes of such BMPs.
 INDEXED_BMP = {"tfdata": ("1", "P")}
+#: Backends whose TIFF decoder rounds a palette's 16-bit colours (``Header.rounded_palette``): DALI's.
+ROUNDED_PALETTE = ("dali-cpu", "dali-gpu")
 
 
 def _decoder_problems(image, mask, headers: dict[str, Header], expect: Expect) -> list[Problem]:
-    """The files of a pair whose format (or, for a BMP, kind) ``expect.backend``'s decoders do not read."""
+    """The files of a pair whose format (or, for a BMP or TIFF, kind) ``expect.backend``'s decoders do not read
+    (or read otherwise than the other backends); not the mask where the mask cache decodes it."""
     if expect.decoders is None:
         return []
     problems = []
-    for path, partner in ((image, mask), (mask, image)):
+    for path, partner in ((image, mask),) + (() if expect.cached_masks else ((mask, image),)):
         header = headers.get(path)
         if header is not None and header.format not in expect.decoders[expect.backend]:
             problems.append(_undecodable(path, partner, header.format, expect))
@@ -317,6 +339,11 @@ def _decoder_problems(image, mask, headers: dict[str, Header], expect: Expect) -
             problems.append(Problem(ProblemKind.UNDECODABLE, path, f"a {kind} BMP, whose palette TensorFlow's BMP "
                                     f"decoder does not apply (backend={expect.backend!r} would read its indices, or "
                                     "fail): convert it to PNG, or use another backend", partner))
+        elif header is not None and header.rounded_palette and expect.backend in ROUNDED_PALETTE:
+            problems.append(Problem(ProblemKind.UNDECODABLE, path, "a palette TIFF whose 16-bit colours DALI's TIFF "
+                                    "decoder rounds (round(c / 257)) where OpenCV and Pillow keep their high byte: "
+                                    f"backend={expect.backend!r} would read some colours one level low (other labels, "
+                                    "for a mask). Convert it to PNG, or use backend='opencv'", partner))
     return problems
 
 

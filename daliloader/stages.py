@@ -174,7 +174,8 @@ def choose_window(spec: Preprocess, labels: np.ndarray, num_classes: int, u) -> 
 
 def resize_to(spec: Preprocess, win_h, win_w, m=NUMPY):
     """The size the window is resized to: ``image_size``, or for ``crop="fit"`` the largest size of the
-    window's aspect ratio inside it, ``floor(side * min(h / H, w / W) + 0.5)`` (at least 1 pixel)."""
+    window's aspect ratio inside it, ``floor(side * min(h / H, w / W) + 0.5)`` (at least 1 pixel), in float32
+    on every backend (``m``), so that they agree where an exact half rounds down in float32."""
     h, w = spec.image_size
     if spec.crop != "fit":
         return h, w

@@ -406,6 +406,84 @@ def test_palette_and_1_bit_bmp_masks_are_read_through_their_palette_or_refused(t
     np.testing.assert_array_equal(y[0], bits.astype(int))
 
 
+def _palette_files(root, images: dict, masks: dict, colours) -> dl.SegmentationData:
+    """A dataset of the pictures ``images`` and ``masks`` (file name -> Pillow image) whose colour masks are
+    read by a class_dict.csv of ``colours``."""
+    for folder, pictures in (("images", images), ("masks", masks)):
+        (root / folder).mkdir()
+        for name, picture in pictures.items():
+            picture.save(root / folder / name)
+    (root / "class_dict.csv").write_text("name,r,g,b\n" + "".join(f"c{i},{r},{g},{b}\n"
+                                                                 for i, (r, g, b) in enumerate(colours)))
+    return dl.SegmentationData.from_dirs(root / "images", root / "masks", root / "class_dict.csv")
+
+
+#: Colours whose levels above 128 a decoder may read one level off (200 as 199).
+HIGH_COLOURS = [(200, 10, 10), (10, 200, 10), (10, 10, 200)]
+
+
+def test_8_bit_bmps_are_read_as_stored_on_every_backend(tmp_path, backend, monkeypatch):
+    """An outside review's fuzz: tfdata decoded BMPs as uint16, which TensorFlow widens by 256, and
+    divided back by 257: levels above 128 one lower (an image's pixels), and a colour BMP mask read as
+    it is (no mask cache) matched no colour of its table: every label ignored, silently."""
+    from PIL import Image
+
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", "0")
+    labels = np.tile(np.arange(6) % 3, (4, 1))
+    photo = np.zeros((4, 6, 3), np.uint8)
+    photo[..., 0] = np.arange(6) * 40 + 20  # 20 ... 220
+    data = _palette_files(tmp_path, {"a.bmp": Image.fromarray(photo)},
+                          {"a.bmp": Image.fromarray(np.array(HIGH_COLOURS, np.uint8)[labels])}, HIGH_COLOURS)
+    x, y, w = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(np.round(x[0] * 255), photo)
+    np.testing.assert_array_equal(y[0], labels)
+    assert w.min() == 1
+
+
+def test_rgba_tiffs_keep_their_colours_on_every_backend(tmp_path, backend):
+    """An outside review's fuzz: OpenCV reads an 8-bit TIFF with unassociated alpha (as Pillow writes RGBA)
+    through libtiff's RGBA interface, which multiplies the colours by their alpha: 200 at alpha 200 came
+    out as 157 on opencv, 200 on DALI. TensorFlow decodes no TIFF (refused, naming the file)."""
+    from PIL import Image
+
+    rgba = np.zeros((4, 6, 4), np.uint8)
+    rgba[..., 0], rgba[..., 1], rgba[..., 3] = 200, np.arange(6) * 40, 200
+    data = _palette_files(tmp_path, {"a.tif": Image.fromarray(rgba, "RGBA")},
+                          {"a.png": Image.fromarray(np.zeros((4, 6, 3), np.uint8))}, [(0, 0, 0)])
+    if backend == "tfdata":
+        with pytest.raises(dl.LoadError, match="a.tif: TIFF cannot be decoded by backend='tfdata'"):
+            one_epoch(backend, data, tf=True, batch_size=1, training=False)
+        return
+    x = one_epoch(backend, data, tf=True, batch_size=1, training=False)[0][0]
+    np.testing.assert_array_equal(np.round(x[0] * 255), rgba[..., :3])
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_palette_tiffs_that_dali_reads_a_level_low_are_refused_there(tmp_path, backend, monkeypatch, cached):
+    """An outside review's fuzz: DALI's TIFF decoder rounds a palette's 16-bit colours (round(c / 257))
+    where libtiff, so OpenCV, keeps their high byte: Pillow's palette TIFFs (256 per level) read one level
+    low above 128, and a colour mask read as it is matched no colour of its table (every label ignored,
+    silently). The DALI backends refuse such a TIFF by name, image or mask; a mask the mask cache decodes
+    (OpenCV) is read by every backend."""
+    from PIL import Image
+
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", "1" if cached else "0")
+    labels = np.tile(np.arange(6) % 3, (4, 1))
+    mask = Image.fromarray(labels.astype(np.uint8), "P")
+    mask.putpalette([level for colour in HIGH_COLOURS for level in colour])
+    data = _palette_files(tmp_path, {"a.png": Image.fromarray(np.full((4, 6, 3), 90, np.uint8))}, {"a.tif": mask},
+                          HIGH_COLOURS)
+    refused = {"tfdata": "a.tif: TIFF cannot be decoded by backend='tfdata'",
+               "dali-cpu": "a.tif: a palette TIFF whose 16-bit colours DALI's TIFF decoder rounds",
+               "dali-gpu": "a.tif: a palette TIFF whose 16-bit colours DALI's TIFF decoder rounds"}
+    if backend in refused and not cached:
+        with pytest.raises(dl.LoadError, match=refused[backend]):
+            one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")
+        return
+    _, y, _ = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(y[0], labels)
+
+
 def test_16_bit_colour_pictures_are_rounded_alike_on_every_backend(tmp_path, backend):
     """Issue 27: a 16-bit RGB PNG photo came out one level apart: DALI rounds to the nearest 8-bit level,
     OpenCV and tf.image kept the high byte. Every backend rounds now: round(x / 257). The colour masks are

@@ -392,29 +392,30 @@ def decode_mask(mask_bytes, classes: ClassMap, depth: int = 8):
 
 
 def decode_rgb(encoded):
-    """Any picture but a JPEG as 8-bit RGB (16-bit samples rounded by :func:`to_8bit`). TensorFlow decodes
-    WebP only as uint8, and only with the channels it stores (3, or 4 with alpha): it is decoded so, and
-    its alpha dropped."""
+    """Any picture but a JPEG as 8-bit RGB: a 16-bit PNG's samples rounded by :func:`to_8bit`, the others
+    (8-bit PNG, BMP, GIF) as stored. TensorFlow decodes WebP only as uint8, and only with the channels it
+    stores (3, or 4 with alpha): it is decoded so, and its alpha dropped."""
     def webp():
         pixels = tf.io.decode_image(encoded, dtype=tf.uint8, expand_animations=False)[..., :3]
         return tf.ensure_shape(pixels, [None, None, 3])
 
-    def png8():  # an 8-bit PNG (the usual mask): decoded as it is stored, faster than through uint16
-        return tf.io.decode_png(encoded, channels=3, dtype=tf.uint8)
+    def png(dtype):  # (the usual mask: an 8-bit PNG, decoded as stored)
+        return lambda: tf.io.decode_png(encoded, channels=3, dtype=dtype)
 
-    def others():
-        return to_8bit(tf.io.decode_image(encoded, channels=3, dtype=tf.uint16, expand_animations=False))
+    def others():  # BMP, GIF: 8 bits as stored (decode_image's uint16 widens them by 256, not 257: read one
+        # level low above 128 once divided back)
+        return tf.io.decode_image(encoded, channels=3, dtype=tf.uint8, expand_animations=False)
 
     is_webp = (tf.strings.substr(encoded, 0, 4) == b"RIFF") & (tf.strings.substr(encoded, 8, 4) == b"WEBP")
-    # a PNG's IHDR chunk gives its bit depth at byte 24: 16, or 8 and less (palette indices: 1-8)
-    is_png8 = (tf.strings.substr(encoded, 0, 8) == b"\x89PNG\r\n\x1a\n") & (
-        tf.strings.substr(encoded, 24, 1) != b"\x10")
-    return tf.case([(is_webp, webp), (is_png8, png8)], default=others, exclusive=True)
+    is_png = tf.strings.substr(encoded, 0, 8) == b"\x89PNG\r\n\x1a\n"
+    sixteen = tf.strings.substr(encoded, 24, 1) == b"\x10"  # an IHDR's bit depth: 16, or 8 and less (palettes: 1-8)
+    return tf.case([(is_webp, webp), (is_png & ~sixteen, png(tf.uint8)),
+                    (is_png & sixteen, lambda: to_8bit(png(tf.uint16)()))], default=others, exclusive=True)
 
 
 def to_8bit(pixels):
-    """uint16 samples (8-bit ones decoded as uint16 are ``x * 257``) as 8 bits, ``round(x / 257)``: exact for
-    8-bit pictures, the nearest level for 16-bit ones, as DALI and :func:`daliloader.codecs.to_8bit` read them."""
+    """uint16 samples as 8 bits, ``round(x / 257)``: the nearest level, as DALI and
+    :func:`daliloader.codecs.to_8bit` read them."""
     return tf.cast((tf.cast(pixels, tf.int32) + 128) // 257, tf.uint8)
 
 
