@@ -32,7 +32,7 @@ from .draws import is_integer
 from .environment import cache_dir, dali_s3_safe
 from .errors import DataError, empty_dataset
 from .forms import VOID_IN_EVERY_PICTURE, beyond_count, other_form, refuse_other_form, sample
-from .manifest import PACKS, check_pack_index, gpu_files, load_manifest, prepared_classes
+from .manifest import check_pack_index, load_manifest
 from .pairing import LOSSY_WHY, Pairing, pair_files, refuse_incomplete
 from .parallel import threaded_map
 from .parts import SINGLE_CHANNEL_MODES, SIXTEEN_BIT_MODES, as_part, in_bucket, open_image
@@ -447,24 +447,24 @@ class SegmentationData:
             return cls._from_prepared_bucket(root, packs)
         manifest = load_manifest(root)
         root = Path(root)
-        data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest["pairs"]],
-                              prepared_classes(manifest))  # 8-bit class-index masks
-        gpu_masks = gpu_files(manifest)
+        data = cls.from_pairs([(str(root / i), str(root / m)) for i, m in manifest.pairs],
+                              manifest.classes.prepared_map())  # 8-bit class-index masks
+        gpu_masks = manifest.masks.gpu_files
         if gpu_masks:
             data = replace(data, gpu_masks=tuple(str(root / m) for m in gpu_masks))
         if not packs:
             return data
-        p = manifest[PACKS]
+        p = manifest.packs
         if not p:
             raise DataError(f"{root} was prepared without packs (webdataset tars): run `daliloader prepare DATA "
                             "NEW_OUT --packs N` to write them, or load it with packs=False")
-        found = Packs(tuple(str(root / t) for t in p["tars"]), tuple(str(root / x) for x in p["indexes"]),
-                      tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], p.get("gpu_mask_ext"))
+        found = Packs(tuple(str(root / t) for t in p.tars), tuple(str(root / x) for x in p.indexes), p.image_exts,
+                      p.mask_ext, p.index_ext, p.gpu_mask_ext)
         for f in found.tars + found.indexes:
             if not Path(f).is_file():
                 raise DataError(f"pack file {f} is missing: the prepared copy {root} is incomplete; load it with "
                                 "packs=False to read its files, or prepare it again")
-        _check_indexes(found, p["samples_per_pack"], len(data), [Path(t).stat().st_size for t in found.tars])
+        _check_indexes(found, p.samples_per_pack, len(data), [Path(t).stat().st_size for t in found.tars])
         return replace(data, packs=found)
 
     @classmethod
@@ -474,21 +474,21 @@ class SegmentationData:
         copied into the cache (:func:`daliloader.buckets.cached_copy`)."""
         root = buckets.as_path(url)
         manifest = load_manifest(root)
-        pairs = [(buckets.member(root / i), buckets.member(root / m)) for i, m in manifest["pairs"]]
-        data = cls._of(pairs, prepared_classes(manifest))
+        pairs = [(buckets.member(root / i), buckets.member(root / m)) for i, m in manifest.pairs]
+        data = cls._of(pairs, manifest.classes.prepared_map())
         if not packs:
             return data
-        p = manifest[PACKS]
+        p = manifest.packs
         if not p:
             raise DataError(f"{url} was prepared without packs: load it with packs=False")
         if not dali_s3_safe():
             raise DataError(f"{url} with packs=True: DALI reads the packs itself, and its S3 client aborts a process "
                             "where TensorFlow was imported before DALI. Import daliloader before nvidia.dali (it "
                             "loads DALI's S3 client safely), or load the copy with packs=False")
-        indexes = tuple(str(buckets.cached_copy((root / x).part, cache_dir() / PACK_INDEXES)) for x in p["indexes"])
-        tars = tuple((root / t).part.url for t in p["tars"])  # (a missing tar: a StorageError naming it)
-        found = Packs(tars, indexes, tuple(p["image_exts"]), p["mask_ext"], p["index_ext"], None)
-        _check_indexes(found, p["samples_per_pack"], len(data), shown=[(root / x).part.url for x in p["indexes"]])
+        indexes = tuple(str(buckets.cached_copy((root / x).part, cache_dir() / PACK_INDEXES)) for x in p.indexes)
+        tars = tuple((root / t).part.url for t in p.tars)  # (a missing tar: a StorageError naming it)
+        found = Packs(tars, indexes, p.image_exts, p.mask_ext, p.index_ext, None)
+        _check_indexes(found, p.samples_per_pack, len(data), shown=[(root / x).part.url for x in p.indexes])
         return replace(data, packs=found)
 
     def without_gpu_form(self) -> SegmentationData:

@@ -36,7 +36,7 @@ from pathlib import Path
 from . import buckets, tfds_folder, tfrecord
 from .classes import CATALOGUE, ClassMap
 from .errors import DataError, user_stacklevel
-from .manifest import MANIFEST, load_manifest, prepared_classes
+from .manifest import MANIFEST, load_manifest
 from .pairing import IMAGE_EXTENSIONS, Pairing, listing_problems, pair_files, refuse_incomplete
 
 #: ADE20K names its splits "training" and "validation"; these names are accepted too.
@@ -144,14 +144,14 @@ def _prepared(root: Path, split: str | None) -> Found | None:
     if not (root / MANIFEST).is_file():
         return None
     manifest = load_manifest(root)
-    made_from = manifest.get("source", {}).get("split")
+    made_from = manifest.source.split
     if split is not None and split != made_from and not (made_from and _split_word(split) and
                                                          _split_word(split) == _split_word(made_from)):
-        of = f"split {made_from!r} of {manifest['source'].get('data') or 'its source'}" if made_from else "one split"
+        of = f"split {made_from!r} of {manifest.source.data or 'its source'}" if made_from else "one split"
         raise DataError(f"{root} is a prepared copy of {of}, and holds only that: drop split={split!r}, or prepare "
                         f"split {split!r} into a folder of its own (daliloader prepare DATA OUT --split {split})")
-    pairs = [(buckets.member(root / i), buckets.member(root / m)) for i, m in manifest["pairs"]]
-    return Found("prepared copy", root, Pairing(pairs, [], [], ""), prepared_classes(manifest), made_from)
+    pairs = [(buckets.member(root / i), buckets.member(root / m)) for i, m in manifest.pairs]
+    return Found("prepared copy", root, Pairing(pairs, [], [], ""), manifest.classes.prepared_map(), made_from)
 
 
 def _refuse_one_image(root: Path) -> None:

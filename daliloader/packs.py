@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,8 @@ from .manifest import (
 KINDS = {PACK_MASK_EXT: "mask", PACK_INDEX_EXT: "index", PACK_GPU_MASK_EXT: "gpu mask"}
 
 
-def write_packs(out: Path, pairs: list[list[str]], pack_size: int, gpu_masks: list[str] | None) -> PacksEntry:
+def write_packs(out: Path, pairs: Sequence[tuple[str, str]], pack_size: int,
+                gpu_masks: Sequence[str] | None) -> PacksEntry:
     """Tars of ``pack_size`` samples of the copy ``out`` (``pairs``, and ``gpu_masks`` when there is a
     GPU form: paths relative to ``out``), in ``out/packs/``, each with DALI's index file beside it;
     returns the manifest's entry for them. A file that cannot be written raises an OSError naming it (a
@@ -56,12 +57,13 @@ def write_packs(out: Path, pairs: list[list[str]], pack_size: int, gpu_masks: li
             raise LoadError(f"cannot write the pack {tar_path}: {e}") from None
         tars.append(f"{PACKS_FOLDER}/{tar_path.name}")
         indexes.append(f"{PACKS_FOLDER}/{idx_path.name}")
-    return PacksEntry(format="webdataset", samples_per_pack=pack_size, tars=tars, indexes=indexes,
-                      image_exts=list(PACK_IMAGE_EXTS), mask_ext=PACK_MASK_EXT, index_ext=PACK_INDEX_EXT,
+    return PacksEntry(format="webdataset", samples_per_pack=pack_size, tars=tuple(tars), indexes=tuple(indexes),
+                      image_exts=PACK_IMAGE_EXTS, mask_ext=PACK_MASK_EXT, index_ext=PACK_INDEX_EXT,
                       gpu_mask_ext=PACK_GPU_MASK_EXT if gpu_masks else None)
 
 
-def write_pack(out: Path, pairs: list[list[str]], samples: range, tar_path: Path, gpu_masks: list[str] | None) -> None:
+def write_pack(out: Path, pairs: Sequence[tuple[str, str]], samples: range, tar_path: Path,
+               gpu_masks: Sequence[str] | None) -> None:
     """The tar ``tar_path`` of ``samples`` (numbers of ``pairs``), their members read from ``out``."""
     with tarfile.open(tar_path, "w", format=tarfile.USTAR_FORMAT) as tar:
         for i in samples:

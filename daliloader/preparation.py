@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
@@ -46,15 +46,18 @@ from .errors import DataError, LoadError, moved
 from .folders import OUT_WAY_OUT, atomic_folder, made_once
 from .inspection import Expect, quick_problems
 from .manifest import (
-    FORMAT,
-    GPU_FORM,
     LZ4_MAGIC,
     LZ4_MAX_BYTES,
     MANIFEST,
-    PACKS,
+    SOURCE_KEYS,
     VERSION,
+    ClassesEntry,
+    GpuForm,
+    ImagesEntry,
     Manifest,
-    gpu_files,
+    MasksEntry,
+    Psnr,
+    Source,
     read_manifest,
 )
 from .packs import write_packs
@@ -81,7 +84,7 @@ class PrepareOptions:
     pack_size: int | None = None  # also write packs of that many samples
     workers: int | None = None  # threads converting pairs (None: one per core)
     progress: bool = True  # show a progress bar
-    source: dict | None = None  # recorded in the manifest's "source", beside the originals' paths
+    source: dict | None = None  # recorded in the manifest's "source" (Source.extra), beside the originals' paths
     gpu_masks: bool = True  # also write the masks' GPU form
 
     def check(self, data: SegmentationData) -> None:
@@ -111,7 +114,7 @@ class PreparedPair:
 
 def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None = None,
             pack_size: int | None = None, workers: int | None = None, progress: bool = True,
-            source: dict | None = None, gpu_masks: bool = True) -> dict:
+            source: dict | None = None, gpu_masks: bool = True) -> Manifest:
     """Write the prepared copy of ``data`` into ``out`` (new or empty).
 
     A pair that cannot be read stops the conversion with a message naming its files (nothing is
@@ -129,12 +132,14 @@ def prepare(data: SegmentationData, out: str | Path, *, jpeg_quality: int | None
         pack_size: also write packs (webdataset tars) of that many samples.
         workers: threads converting pairs (None: one per core).
         progress: show a progress bar.
-        source: recorded in the manifest.
+        source: recorded in the manifest's ``source``, beside the originals (keys of its own; its
+            ``images``, ``masks``, ``records``, ``keys`` and ``stamps`` are the originals').
         gpu_masks: also write the masks in the form dali-gpu inflates on the GPU (LZ4, about as small as
             the PNG masks); left out, with a note in the manifest, when a mask is over nvCOMP's 16 MiB.
 
     Returns:
-        The manifest (a dict), as written into ``out``'s ``manifest.json``, last, and read back.
+        The manifest (a :class:`~daliloader.manifest.Manifest`), as written into ``out``'s
+        ``manifest.json``, last, and read back.
 
     Raises:
         daliloader.errors.DataError: options that cannot prepare ``data`` (an ignore index over 255, a
@@ -167,7 +172,7 @@ def prepare_cached(data: SegmentationData, out: str | Path, way_out: str, *, pac
     made_once(out, MANIFEST, "daliloader bench --prepared", way_out, lambda folder: _write(data, folder, options))
 
 
-def _write(data: SegmentationData, out: Path, options: PrepareOptions) -> dict:
+def _write(data: SegmentationData, out: Path, options: PrepareOptions) -> Manifest:
     """The prepared copy written into ``out`` (a folder that :func:`~daliloader.folders.atomic_folder` gives);
     returns its manifest, written last and read back."""
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -180,11 +185,11 @@ def _write(data: SegmentationData, out: Path, options: PrepareOptions) -> dict:
                              "preparing" if options.progress else None))
     _refuse_failures(rows)
     manifest = _manifest(data, names, rows, options, round(time.perf_counter() - started, 1))
-    manifest[PACKS] = (write_packs(out, manifest["pairs"], options.pack_size, gpu_files(manifest))
-                       if options.pack_size else None)
-    write_file(out / MANIFEST, json.dumps(manifest, indent=1).encode())
-    read_manifest(out / MANIFEST)  # written and readable: the copy is complete
-    return manifest
+    if options.pack_size:
+        manifest = replace(manifest, packs=write_packs(out, manifest.pairs, options.pack_size,
+                                                       manifest.masks.gpu_files))
+    write_file(out / MANIFEST, json.dumps(manifest.to_json(), indent=1).encode())
+    return read_manifest(out / MANIFEST)  # written and readable: the copy is complete
 
 
 def _refuse_failures(rows: list[PreparedPair]) -> None:
@@ -200,29 +205,24 @@ def _refuse_failures(rows: list[PreparedPair]) -> None:
 def _manifest(data: SegmentationData, names: list[str], rows: list[PreparedPair], options: PrepareOptions,
               seconds: float) -> Manifest:
     """The manifest of the copy of ``data`` made of ``rows`` (its packs not yet written: None)."""
-    return Manifest(format=FORMAT, version=VERSION, daliloader=__version__,
-                    created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), seconds=seconds,
-                    source={**(options.source or {}), **_sources(data)}, classes=_classes_entry(data.classes),
+    return Manifest(daliloader=__version__, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), seconds=seconds,
+                    source=_source(data, options.source), classes=ClassesEntry.of(data.classes),
                     masks=_masks_entry(data.classes, names, rows, options.gpu_masks),
-                    images=_images_entry(rows, options.jpeg_quality), pairs=[[r.image, r.mask] for r in rows],
-                    packs=None)
+                    images=_images_entry(rows, options.jpeg_quality), pairs=tuple((r.image, r.mask) for r in rows))
 
 
-def _masks_entry(classes: ClassMap, names: list[str], rows: list[PreparedPair], gpu_masks: bool) -> dict:
-    """The manifest's "masks": how they were made, the unknown values met, and the GPU form."""
-    return {"encoding": "png, 1 channel, 8-bit class indices", "how": _how(classes),
-            "unknown_pixels": int(sum(r.unknown_pixels for r in rows)),
-            "pairs_with_unknown_values": [name for name, r in zip(names, rows, strict=True) if r.unknown_pixels],
-            GPU_FORM: _gpu_entry(names, rows) if gpu_masks else None}
-
-
-def _gpu_entry(names: list[str], rows: list[PreparedPair]) -> dict:
-    """The GPU form's entry: its encoding and files, or, when a mask was too big for it, why it was left out."""
+def _masks_entry(classes: ClassMap, names: list[str], rows: list[PreparedPair], gpu_masks: bool) -> MasksEntry:
+    """The manifest's "masks": how they were made, the unknown values met, and the GPU form: its files,
+    or, when a mask was too big for it, why it was left out (neither without ``gpu_masks``)."""
     too_big = [name for name, r in zip(names, rows, strict=True) if r.lz4 is None]
-    if not too_big:
-        return {"encoding": LZ4_ENCODING, "files": [r.lz4 for r in rows]}
-    return {"left_out": f"{len(too_big)} masks are over nvCOMP's {LZ4_MAX_BYTES >> 20} MiB (first: {too_big[0]}); "
-                        "dali-gpu reads the PNG masks"}
+    gpu = GpuForm(encoding=LZ4_ENCODING, files=tuple(r.lz4 for r in rows)) if gpu_masks and not too_big else None
+    left_out = (f"{len(too_big)} masks are over nvCOMP's {LZ4_MAX_BYTES >> 20} MiB (first: {too_big[0]}); dali-gpu "
+                "reads the PNG masks") if gpu_masks and too_big else None
+    return MasksEntry(encoding="png, 1 channel, 8-bit class indices", how=_how(classes),
+                      unknown_pixels=int(sum(r.unknown_pixels for r in rows)),
+                      pairs_with_unknown_values=tuple(name for name, r in zip(names, rows, strict=True)
+                                                      if r.unknown_pixels),
+                      gpu=gpu, gpu_left_out=left_out)
 
 
 def _refuse_inside(data: SegmentationData, out: Path) -> None:
@@ -243,28 +243,27 @@ def holds(manifest: Manifest, data: SegmentationData) -> bool:
     """Whether the prepared copy of ``manifest`` was made of ``data``: the same pairs (where they are), read
     with the same class table (as the manifest records it: names, ignore index, colours or ids). A copy
     found where one is to be made is used in its place only then."""
-    made_of, sources = manifest["source"], _sources(data)
-    # (the data's entry through JSON, as the manifest holds it: tuples as lists, numpy numbers as numbers)
-    kept, now = ({k: v for k, v in entry.items() if k != "source"} for entry in (
-        manifest["classes"], json.loads(json.dumps(_classes_entry(data.classes)))))
-    return all(made_of.get(key) == sources[key] for key in ("images", "masks")) and kept == now
+    made_of, now = manifest.source, _source(data)
+    same_table = replace(manifest.classes, source="") == replace(ClassesEntry.of(data.classes), source="")
+    return made_of.images == now.images and made_of.masks == now.masks and same_table
 
 
-def _sources(data: SegmentationData) -> dict:
-    """Where the pairs came from, for ``verify``: the files' absolute paths; for records, their names
-    and, under "records", each pair's ``[file, record number, byte offset, size]`` and the keys; under
-    "stamps", each file's stamp as it was read (:func:`~daliloader.parts.part_stamp`), by which
-    ``verify`` tells a source changed since."""
-    stamps = {buckets.absolute(part_file(p)): list(part_stamp(p)) for p in data.images + data.masks}
+def _source(data: SegmentationData, extra: dict | None = None) -> Source:
+    """Where the pairs came from, for ``verify``: the files' absolute paths; for records, their names, each
+    pair's ``(file, record number, byte offset, size)`` and the keys; and each file's stamp as it was read
+    (:func:`~daliloader.parts.part_stamp`), by which ``verify`` tells a source changed since. ``extra``:
+    the caller's keys (``prepare``'s ``source``), less those of the originals."""
+    extra = {key: value for key, value in (extra or {}).items() if key not in SOURCE_KEYS}
+    stamps = {buckets.absolute(part_file(p)): tuple(part_stamp(p)) for p in data.images + data.masks}
     if data.records is None:
-        return {"images": [buckets.absolute(p) for p in data.images],
-                "masks": [buckets.absolute(p) for p in data.masks], "stamps": stamps}
-    return {"images": [str(p) for p in data.images], "masks": [str(p) for p in data.masks],
-            "records": [[buckets.absolute(p.file), p.record, p.offset, p.size] for p in data.images],
-            "keys": [data.records.image_key, data.records.mask_key], "stamps": stamps}
+        return Source(images=tuple(buckets.absolute(p) for p in data.images),
+                      masks=tuple(buckets.absolute(p) for p in data.masks), stamps=stamps, extra=extra)
+    return Source(images=tuple(str(p) for p in data.images), masks=tuple(str(p) for p in data.masks),
+                  records=tuple((buckets.absolute(p.file), p.record, p.offset, p.size) for p in data.images),
+                  keys=(data.records.image_key, data.records.mask_key), stamps=stamps, extra=extra)
 
 
-def _prepare_into_bucket(data: SegmentationData, url: str, options: PrepareOptions) -> dict:
+def _prepare_into_bucket(data: SegmentationData, url: str, options: PrepareOptions) -> Manifest:
     """The prepared copy written into a temporary folder of the cache, then uploaded under ``url``, its
     manifest last: a reader that finds the manifest finds the whole copy."""
     from dataclasses import asdict
@@ -290,27 +289,27 @@ def file_stem(index: int, path) -> str:
     return os.fsencode(stem)[:room].decode("utf-8", errors="ignore")
 
 
-def summary(manifest: dict, out: str | Path) -> str:
+def summary(manifest: Manifest, out: str | Path) -> str:
     """What ``prepare`` made, in a few lines (the CLI prints it): ``manifest`` as :func:`prepare` returns
     it, of the copy in ``out`` (a folder, or a bucket's prefix, listed once), whose files it measures."""
     m, root = manifest, buckets.as_path(out)
-    lines = [f"prepared {len(m['pairs'])} pairs into {out} in {m['seconds']} s: masks as 8-bit class indices "
-             f"({m['masks']['unknown_pixels']} pixels of unknown values -> ignore index "
-             f"{m['classes']['ignore_index']}, in {len(m['masks']['pairs_with_unknown_values'])} masks)"]
-    lines.append(_images_line(m["images"]))
-    gpu_line = _gpu_line(m["masks"].get(GPU_FORM), root)
+    lines = [f"prepared {len(m.pairs)} pairs into {out} in {m.seconds} s: masks as 8-bit class indices "
+             f"({m.masks.unknown_pixels} pixels of unknown values -> ignore index {m.classes.ignore_index}, in "
+             f"{len(m.masks.pairs_with_unknown_values)} masks)"]
+    lines.append(_images_line(m.images))
+    gpu_line = _gpu_line(m.masks, root)
     if gpu_line:
         lines.append(gpu_line)
-    if m[PACKS]:
+    if m.packs:
         lines.append(_packs_line(m, root))
-    lines.append(f"  load it with dl.SegmentationData.from_prepared({str(out)!r}{', packs=True' if m[PACKS] else ''})")
+    lines.append(f"  load it with dl.SegmentationData.from_prepared({str(out)!r}{', packs=True' if m.packs else ''})")
     return "\n".join(lines)
 
 
-def _images_line(images: dict) -> str:
-    if images["reencoded"]:
-        return (f"  {images['reencoded']} photos re-encoded as JPEG: PSNR mean {images['psnr_db']['mean']} dB, "
-                f"min {images['psnr_db']['min']} dB")
+def _images_line(images: ImagesEntry) -> str:
+    if images.reencoded and images.psnr_db is not None:
+        return (f"  {images.reencoded} photos re-encoded as JPEG: PSNR mean {images.psnr_db.mean} dB, "
+                f"min {images.psnr_db.min} dB")
     return "  images copied byte for byte"
 
 
@@ -322,20 +321,19 @@ def _bytes(root, names) -> int:
     return sum((root / name).stat().st_size for name in names)
 
 
-def _gpu_line(gpu_form: dict | None, root) -> str | None:
-    if gpu_form and gpu_form.get("files"):
-        size = _bytes(root, gpu_form["files"]) / len(gpu_form["files"]) / 1024
+def _gpu_line(masks: MasksEntry, root) -> str | None:
+    if masks.gpu is not None:
+        size = _bytes(root, masks.gpu.files) / len(masks.gpu.files) / 1024
         return f"  masks also LZ4-compressed for dali-gpu, which inflates them on the GPU ({size:.1f} KB per mask)"
-    if gpu_form:
-        return f"  no GPU form of the masks: {gpu_form['left_out']}"
+    if masks.gpu_left_out is not None:
+        return f"  no GPU form of the masks: {masks.gpu_left_out}"
     return None
 
 
-def _packs_line(m: dict, root) -> str:
-    packs = m[PACKS]
-    size = _bytes(root, packs["tars"]) / 2**20
-    files = _bytes(root, [f for pair in m["pairs"] for f in pair]) / 2**20
-    return (f"  {len(packs['tars'])} pack(s) (webdataset tars) of up to {packs['samples_per_pack']} samples: "
+def _packs_line(m: Manifest, root) -> str:
+    size = _bytes(root, m.packs.tars) / 2**20
+    files = _bytes(root, [f for pair in m.pairs for f in pair]) / 2**20
+    return (f"  {len(m.packs.tars)} pack(s) (webdataset tars) of up to {m.packs.samples_per_pack} samples: "
             f"{size:.1f} MB beside the {files:.1f} MB of prepared files, which they hold again (the DALI "
             "backends read the packs; opencv, tfdata and `daliloader verify` read the files)")
 
@@ -392,27 +390,16 @@ def _how(classes: ClassMap) -> str:
             f"absent from the table -> ignore_index {classes.ignore_index}")
 
 
-def _classes_entry(classes: ClassMap) -> dict:
-    entry = {"names": list(classes.names), "ignore_index": classes.ignore_index, "kind": classes.kind.value,
-             "source": classes.source}
-    if classes.kind is MaskKind.RGB:
-        entry["colors"] = classes.colors.tolist()
-    else:
-        entry["ids"] = {str(k): v for k, v in sorted(classes.id_to_class.items())}
-        if classes.mask_channel is not None:
-            entry["mask_channel"] = classes.mask_channel
-    return entry
-
-
-def _images_entry(rows: list[PreparedPair], jpeg_quality: int | None) -> dict:
+def _images_entry(rows: list[PreparedPair], jpeg_quality: int | None) -> ImagesEntry:
+    """The manifest's "images": how they were written, and the PSNR the photos re-encoded as JPEG kept."""
     psnr = [r.psnr for r in rows if r.psnr is not None]
     encoding = f"non-JPEG photos re-encoded as JPEG, quality {jpeg_quality}" if psnr else "original bytes"
-    entry = {"encoding": encoding, "reencoded": len(psnr)}
-    if psnr:
-        finite = [p for p in psnr if np.isfinite(p)]
-        entry["psnr_db"] = {"mean": round(float(np.mean(finite)), 2) if finite else None,
-                            "min": round(float(np.min(finite)), 2) if finite else None}
-    return entry
+    if not psnr:
+        return ImagesEntry(encoding=encoding, reencoded=0)
+    finite = [p for p in psnr if np.isfinite(p)]
+    kept = Psnr(mean=round(float(np.mean(finite)), 2), min=round(float(np.min(finite)), 2)) if finite else \
+        Psnr(mean=None, min=None)
+    return ImagesEntry(encoding=encoding, reencoded=len(psnr), psnr_db=kept)
 
 
 # the spellings of the time when dl.prepare was this module (dl.prepare.prepare, dl.prepare.verify)

@@ -9,6 +9,7 @@ needs OpenCV, numpy and python-lz4, not DALI (see :func:`daliloader.packs.index_
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from .classes import ClassMap
 from .codecs import decode_file, decode_mask, read
 from .environment import cache_scratch
 from .errors import DataError, LoadError
-from .manifest import PACKS, Manifest, gpu_files, load_manifest, original_classes, read_lz4_mask
+from .manifest import Manifest, load_manifest, read_lz4_mask
 from .packs import KINDS, index_text, members, sample_index
 from .parallel import threaded_map
 from .parts import image_suffix, in_record, part_file, read_part
@@ -99,8 +100,8 @@ class PreparedCopy:
     """A prepared copy as ``verify`` reads it: its files and the originals they were made from."""
 
     out: Path
-    pairs: list[list[str]]  # [image, mask] relative to out
-    gpu_masks: list[str] | None  # the GPU form's files, relative to out (None: no GPU form)
+    pairs: tuple[tuple[str, str], ...]  # (image, mask) relative to out
+    gpu_masks: tuple[str, ...] | None  # the GPU form's files, relative to out (None: no GPU form)
     originals: ClassMap  # the class map that read the original masks
     images: list  # each pair's original image: a Path, or a RecordPart
     masks: list
@@ -108,8 +109,7 @@ class PreparedCopy:
     @classmethod
     def of(cls, out: Path, manifest: Manifest) -> PreparedCopy:
         images, masks = original_parts(manifest)
-        return cls(out, manifest["pairs"], gpu_files(manifest), original_classes(manifest),
-                   images, masks)
+        return cls(out, manifest.pairs, manifest.masks.gpu_files, manifest.classes.original_map(), images, masks)
 
 
 def verify(out: str | Path, workers: int | None = None, progress: bool = True) -> VerifyReport:
@@ -155,7 +155,7 @@ def verify(out: str | Path, workers: int | None = None, progress: bool = True) -
         report.originals_missing = len(moved)
         report.mismatches.insert(0, _moved(copy, moved))
     report.changed = changed_since(manifest)
-    if manifest.get(PACKS):
+    if manifest.packs:
         report.pack_members_checked, report.indexes_checked, problems = check_packs(out, manifest)
         # (a prepared file that is gone is said once: the pairs' check said it, the packs' would again)
         report.mismatches += [p for p in problems if p not in report.mismatches]
@@ -177,7 +177,7 @@ def changed_since(manifest: Manifest) -> list[str]:
     """The source files (or objects) whose version now is not the one the copy was made from, as the
     manifest's ``source`` "stamps" record them (copies made before they were recorded: none), judged by
     :func:`~daliloader.tfrecord.same_content`; a file gone is not one changed (see ``_moved``)."""
-    recorded = manifest["source"].get("stamps", {})
+    recorded = manifest.source.stamps or {}
     fetched = any(buckets.is_url(f) for f in recorded)  # (a HEAD each: on the fetching threads)
     now = list(threaded_map(_stamp, list(recorded), buckets.FETCHES if fetched else None))
     return [f for (f, then), stamp in zip(recorded.items(), now) if stamp and not same_content(stamp, then)]
@@ -287,9 +287,9 @@ def differences(path: Path, got: np.ndarray, want: np.ndarray, original) -> list
 def original_parts(manifest: Manifest) -> tuple[list, list]:
     """The originals of each pair, as the manifest's ``source`` records them: files (absolute paths), or
     the records they were read from (``[file, record number, byte offset, size]`` and the keys)."""
-    source = manifest["source"]
-    if "records" not in source:
-        return [_original(p) for p in source["images"]], [_original(p) for p in source["masks"]]
+    source = manifest.source
+    if source.records is None:
+        return [_original(p) for p in source.images], [_original(p) for p in source.masks]
     stamps: dict[str, tuple] = {}
 
     def part(row, key):
@@ -298,8 +298,8 @@ def original_parts(manifest: Manifest) -> tuple[list, list]:
             stamps[file] = _stamp(file)
         return RecordPart(file, record, offset, size, key, None, stamps[file])
 
-    image_key, mask_key = source["keys"]
-    return [part(r, image_key) for r in source["records"]], [part(r, mask_key) for r in source["records"]]
+    image_key, mask_key = source.keys
+    return [part(r, image_key) for r in source.records], [part(r, mask_key) for r in source.records]
 
 
 def _original(path: str):
@@ -330,23 +330,23 @@ def check_packs(out: Path, manifest: Manifest) -> tuple[int, int, list[str]]:
     """Every pack member equals what it was made from (the prepared file, or the sample's index);
     every sample has each of its members (three, four with the GPU form) in the packs exactly once;
     each DALI index file is the index of its tar. Returns (members compared, indexes compared, problems)."""
-    packs = manifest[PACKS]
-    gpu_masks = gpu_files(manifest) if packs.get("gpu_mask_ext") else None
+    packs = manifest.packs
+    gpu_masks = manifest.masks.gpu_files if packs.gpu_mask_ext else None
     seen: dict[tuple[int, str], int] = {}
     problems: list[str] = []
     indexes = 0
-    for tar_name, index_name in zip(packs["tars"], packs["indexes"], strict=True):
-        indexes += _check_tar(out, tar_name, index_name, manifest["pairs"], gpu_masks, seen, problems)
+    for tar_name, index_name in zip(packs.tars, packs.indexes, strict=True):
+        indexes += _check_tar(out, tar_name, index_name, manifest.pairs, gpu_masks, seen, problems)
     kinds = ("image", "mask", "index") + (("gpu mask",) if gpu_masks else ())
-    for i in range(len(manifest["pairs"])):
+    for i in range(len(manifest.pairs)):
         for kind in kinds:
             if seen.get((i, kind)) != 1:
                 problems.append(f"pair {i}: its {kind} is in the packs {seen.get((i, kind), 0)} times, not once")
     return sum(seen.values()), indexes, problems
 
 
-def _check_tar(out: Path, tar_name: str, index_name: str, pairs: list[list[str]], gpu_masks: list[str] | None,
-               seen: dict, problems: list[str]) -> bool:
+def _check_tar(out: Path, tar_name: str, index_name: str, pairs: Sequence[tuple[str, str]],
+               gpu_masks: Sequence[str] | None, seen: dict, problems: list[str]) -> bool:
     """One tar's members compared with their sources (counted in ``seen``: (sample, kind) -> times) and,
     when that found no problem, its index file with the index DALI's wds2idx makes of it. Whether the
     index was compared."""
@@ -366,8 +366,8 @@ def _check_tar(out: Path, tar_name: str, index_name: str, pairs: list[list[str]]
     return True
 
 
-def _member_problems(out: Path, tar_name: str, name: str, data: bytes, i: int, kind: str, pairs: list[list[str]],
-                     gpu_masks: list[str] | None) -> list[str]:
+def _member_problems(out: Path, tar_name: str, name: str, data: bytes, i: int, kind: str,
+                     pairs: Sequence[tuple[str, str]], gpu_masks: Sequence[str] | None) -> list[str]:
     """How a member of sample ``i`` differs from what it was made from: the prepared file, or the index."""
     image, mask = pairs[i]
     source = {"image": out / image, "mask": out / mask,

@@ -20,7 +20,6 @@ from daliloader.manifest import (
     PACKS_FOLDER,
     READABLE,
     VERSION,
-    gpu_files,
     load_manifest,
     migrate_v2,
     read_manifest,
@@ -110,7 +109,11 @@ def test_a_copy_whose_gpu_masks_were_left_out_loads(tmp_path):
     (out / MANIFEST).write_text(json.dumps(manifest))
     copy = dl.SegmentationData.from_prepared(out)
     assert len(copy) == 3 and copy.gpu_masks is None
-    assert gpu_files(manifest) is None and gpu_files({**manifest, "masks": {**manifest["masks"], "gpu": None}}) is None
+    masks = load_manifest(out).masks
+    assert masks.gpu_files is None and masks.gpu_left_out == "3 masks are over nvCOMP's 16 MiB"
+    (out / MANIFEST).write_text(json.dumps({**manifest, "masks": {**manifest["masks"], "gpu": None}}))
+    masks = load_manifest(out).masks
+    assert masks.gpu_files is None and masks.gpu_left_out is None
 
 
 # ---------------------------------------------------------------- format versions
@@ -154,8 +157,8 @@ def test_relative_sources_of_early_version_2_copies_are_found_where_verify_found
 def test_a_version_2_copy_loads_packed_and_unpacked_and_verifies(prepared, version_2):
     assert sorted(p.name for p in version_2.iterdir()) == ["images", "manifest.json", "masks", "masks_lz4", "shards"]
     manifest = load_manifest(version_2)
-    assert manifest["version"] == 3 and manifest["packs"]["samples_per_pack"] == 4
-    assert manifest["packs"]["tars"] == ["shards/00000.tar", "shards/00001.tar"]
+    assert manifest.version == 3 and manifest.packs.samples_per_pack == 4
+    assert manifest.packs.tars == ("shards/00000.tar", "shards/00001.tar")
     files, new = dl.SegmentationData.from_prepared(version_2), dl.SegmentationData.from_prepared(prepared)
     assert len(files) == len(new) == 6 and files.classes.names == new.classes.names
     assert [Path(p).relative_to(version_2) for p in files.masks] == [Path(p).relative_to(prepared) for p in new.masks]

@@ -43,11 +43,11 @@ def dalis_index(tar: Path, tmp_path: Path, tar_utility: bool = True, monkeypatch
 def test_packs_hold_each_sample_in_order_with_the_index_dali_makes(copy):
     out, pairs, gpu = copy
     entry = write_packs(out, pairs, 2, gpu)
-    assert entry == {"format": "webdataset", "samples_per_pack": 2,
-                     "tars": [f"{PACKS_FOLDER}/0000{p}.tar" for p in range(3)],
-                     "indexes": [f"{PACKS_FOLDER}/0000{p}.idx" for p in range(3)],
-                     "image_exts": ["jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp"], "mask_ext": "labels.png",
-                     "index_ext": "index", "gpu_mask_ext": "labels.lz4"}
+    assert entry.to_json() == {"format": "webdataset", "samples_per_pack": 2,
+                               "tars": [f"{PACKS_FOLDER}/0000{p}.tar" for p in range(3)],
+                               "indexes": [f"{PACKS_FOLDER}/0000{p}.idx" for p in range(3)],
+                               "image_exts": ["jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp"],
+                               "mask_ext": "labels.png", "index_ext": "index", "gpu_mask_ext": "labels.lz4"}
     problems = []
     found = list(members(out / "packs" / "00001.tar", problems))
     assert not problems
@@ -61,7 +61,7 @@ def test_packs_hold_each_sample_in_order_with_the_index_dali_makes(copy):
         with tarfile.open(tar) as opened:
             text = index_text(opened.getmembers())
         assert (out / "packs" / f"0000{p}.idx").read_text() == text
-    assert write_packs(out, pairs, 5, None)["gpu_mask_ext"] is None  # no GPU form: no such members
+    assert write_packs(out, pairs, 5, None).gpu_mask_ext is None  # no GPU form: no such members
     with tarfile.open(out / "packs" / "00000.tar") as opened:
         assert len(opened.getnames()) == 15
 

@@ -23,7 +23,7 @@ from copies import colour_dataset, dataset, env, finished, paused_prepare, refus
 import daliloader as dl
 from daliloader.cli import main as cli
 from daliloader.errors import DataError, LoadError
-from daliloader.manifest import PACKS, VERSION, read_manifest
+from daliloader.manifest import PACKS, VERSION, ImagesEntry, Psnr, read_manifest
 from daliloader.preparation import (
     MANIFEST,
     PreparedPair,
@@ -76,7 +76,7 @@ def test_format_version_3_names_the_packs_packs(prepared):
                      "image_exts": ["jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp"], "mask_ext": "labels.png",
                      "index_ext": "index", "gpu_mask_ext": "labels.lz4"}
     assert sorted(p.name for p in prepared.iterdir()) == ["images", "manifest.json", "masks", "masks_lz4", "packs"]
-    assert read_manifest(prepared / MANIFEST) == manifest
+    assert read_manifest(prepared / MANIFEST).to_json() == manifest
 
 
 @pytest.mark.parametrize("label_mode", ["int", "onehot"])
@@ -94,10 +94,10 @@ def test_every_backend_reads_the_prepared_copy_identically(colour_data, prepared
 def test_jpeg_reencoding_reports_the_quality_lost(colour_data, tmp_path):
     out = tmp_path / "jpeg"
     manifest = prepare(colour_data, out, jpeg_quality=95, progress=False)
-    assert all(image.endswith(".jpg") for image, _ in manifest["pairs"])
-    assert manifest["images"]["reencoded"] == len(colour_data)
-    psnr = manifest["images"]["psnr_db"]  # random-noise photos: JPEG loses a lot, and says so
-    assert 5 < psnr["min"] <= psnr["mean"] < 60
+    assert all(image.endswith(".jpg") for image, _ in manifest.pairs)
+    assert manifest.images.reencoded == len(colour_data)
+    psnr = manifest.images.psnr_db  # random-noise photos: JPEG loses a lot, and says so
+    assert 5 < psnr.min <= psnr.mean < 60
     report = verify(out, progress=False)
     assert report.ok and report.images_checked == 0 and report.masks_checked == len(colour_data)
 
@@ -184,7 +184,8 @@ def test_dalis_cpu_side_of_the_gpu_form_reads_the_header_and_block(prepared):
 
 def test_prepare_can_leave_the_gpu_form_out(colour_data, tmp_path):
     manifest = prepare(colour_data, tmp_path / "none", gpu_masks=False, progress=False)
-    assert manifest["masks"]["gpu"] is None and not (tmp_path / "none" / "masks_lz4").exists()
+    assert manifest.masks.gpu is None and manifest.masks.gpu_left_out is None
+    assert not (tmp_path / "none" / "masks_lz4").exists()
     assert dl.SegmentationData.from_prepared(tmp_path / "none").gpu_masks is None
 
 
@@ -200,7 +201,8 @@ def test_masks_past_nvcomps_chunk_leave_the_gpu_form_out_and_the_manifest_says_w
     monkeypatch.setattr(module, "LZ4_MAX_BYTES", 1000)
     out = tmp_path / "big"
     manifest = prepare(colour_data, out, pack_size=4, progress=False)
-    left_out = manifest["masks"]["gpu"]["left_out"]
+    left_out = manifest.masks.gpu_left_out
+    assert manifest.masks.gpu is None and manifest.masks.gpu_files is None
     assert left_out.startswith(f"{len(colour_data)} masks are over nvCOMP's 0 MiB (first: ") and \
         left_out.endswith("dali-gpu reads the PNG masks") and not list(out.glob("masks_lz4/*"))
     assert f"no GPU form of the masks: {left_out}" in summary(manifest, out)
@@ -269,15 +271,16 @@ def test_each_pair_becomes_a_row_or_an_error(colour_data, tmp_path):
 
 
 def test_the_summary_says_what_was_made(prepared, tmp_path, colour_data):
-    manifest = json.loads((prepared / MANIFEST).read_text())
+    manifest = read_manifest(prepared / MANIFEST)
     lines = summary(manifest, prepared).splitlines()
     assert lines[0].startswith(f"prepared 6 pairs into {prepared} in ") and "35 pixels of unknown values" in lines[0]
     assert lines[1] == "  images copied byte for byte"
     assert lines[2].startswith("  masks also LZ4-compressed for dali-gpu") and lines[3].startswith(
         "  2 pack(s) (webdataset tars) of up to 4 samples: ")
     assert lines[4] == f"  load it with dl.SegmentationData.from_prepared({str(prepared)!r}, packs=True)"
-    left_out = {**manifest, "masks": {**manifest["masks"], "gpu": {"left_out": "1 masks are over nvCOMP's 16 MiB"}},
-                "packs": None, "images": {"reencoded": 6, "psnr_db": {"mean": 30.5, "min": 28.1}}}
+    left_out = dataclasses.replace(
+        manifest, masks=dataclasses.replace(manifest.masks, gpu=None, gpu_left_out="1 masks are over nvCOMP's 16 MiB"),
+        packs=None, images=ImagesEntry(encoding="re-encoded", reencoded=6, psnr_db=Psnr(mean=30.5, min=28.1)))
     assert summary(left_out, prepared).splitlines()[1:] == [
         "  6 photos re-encoded as JPEG: PSNR mean 30.5 dB, min 28.1 dB",
         "  no GPU form of the masks: 1 masks are over nvCOMP's 16 MiB",
@@ -361,7 +364,7 @@ def test_a_long_file_name_is_prepared(tmp_path):
         Path(path).rename(Path(path).parent / name)
     data = dl.SegmentationData.from_folder(tmp_path / "d")
     manifest = prepare(data, tmp_path / "out", pack_size=2, progress=False)
-    assert all(len(Path(f).name.encode()) <= 255 for pair in manifest["pairs"] for f in pair)
+    assert all(len(Path(f).name.encode()) <= 255 for pair in manifest.pairs for f in pair)
     assert verify(tmp_path / "out", progress=False).ok
 
 

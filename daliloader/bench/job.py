@@ -319,13 +319,13 @@ class Job:
 
     def prepared(self) -> None:
         """``--prepared``: the prepared copy (made if needed), its packs, and its decode ceilings."""
-        from ..manifest import PACKS, load_manifest
+        from ..manifest import load_manifest
 
         s = self.settings
         out = prepared_copy(self.data, s.prepared, self.status)
         self.report.dataset.prepared = str(out)
         self.datasets[Data.PREPARED] = SegmentationData.from_prepared(out)
-        if load_manifest(out)[PACKS]:
+        if load_manifest(out).packs:
             self.datasets[Data.PACKS] = SegmentationData.from_prepared(out, packs=True)
         else:
             self.say(f"{out} has no packs (`daliloader prepare --packs N` writes them): not measured")
