@@ -68,12 +68,15 @@ def damaged_manifests(manifest: dict) -> dict:
             "pairs of numbers": (json.dumps({**manifest, "pairs": [[1, 2]] * len(manifest["pairs"])}),
                                  "'pairs' holds entries of the wrong type"),
             "fewer sources": (json.dumps({**manifest, "source": {**manifest["source"], "masks": []}}),
-                              "source 'masks' lists 0 entries for 6 pairs")}
+                              "source 'masks' lists 0 entries for 6 pairs"),
+            "no images entry": (without("images"), "'images' is missing or not a dict"),
+            "seconds as text": (json.dumps({**manifest, "seconds": "1.5"}), "'seconds' is missing or not a number"),
+            "no unknown count": (without("masks", "unknown_pixels"), "masks 'unknown_pixels' is missing")}
 
 
 @pytest.mark.parametrize("damage", ["cut short", "not JSON", "no pairs", "no class names", "no pack list",
                                     "no pack size", "pack size 0", "another pack size", "pairs of numbers",
-                                    "fewer sources"])
+                                    "fewer sources", "no images entry", "seconds as text", "no unknown count"])
 def test_a_damaged_manifest_is_named_by_verify_and_every_loader(prepared, tmp_path, damage, capsys):
     copy = copy_of(prepared, tmp_path / "copy")
     text, why = damaged_manifests(json.loads((copy / MANIFEST).read_text()))[damage]
@@ -222,3 +225,152 @@ def test_a_manifest_cut_anywhere_is_called_cut_short(tmp_path, end):
         return
     with pytest.raises(dl.DataError, match="where the file ends: cut short"):
         _parse(path)
+
+
+# ---------------------------------------------------------------- the records: read, written back, as the dicts read
+@pytest.fixture(scope="module")
+def other_copies(tmp_path_factory) -> dict[str, Path]:
+    """Copies of the manifest's other shapes: an id table (with mask_channel), the caller's source keys,
+    photos re-encoded, no GPU form; pairs read from a TFRecord file (records and keys), the GPU form
+    left out (every mask over the limit)."""
+    import cv2
+    import numpy as np
+
+    import daliloader.preparation as module
+    from daliloader import tfrecord
+
+    root = tmp_path_factory.mktemp("others")
+    rng = np.random.default_rng(5)
+    for folder in ("images", "masks"):
+        (root / folder).mkdir()
+    with tfrecord.Writer(root / "pairs.tfrecord") as records:
+        for i in range(3):
+            cv2.imwrite(str(root / "images" / f"{i}.png"), rng.integers(0, 256, (16, 24, 3), np.uint8))
+            cv2.imwrite(str(root / "masks" / f"{i}.png"), rng.choice([0, 1, 7, 9], (16, 24, 3)).astype(np.uint8))
+            records.write({"image/encoded": (root / "images" / f"{i}.png").read_bytes(),
+                           "image/segmentation/class/encoded": (root / "masks" / f"{i}.png").read_bytes(),
+                           "image/filename": f"pair{i}".encode()})
+    table = dl.ClassMap.from_ids({0: 0, 1: 1, 7: 2, 9: 255}, ["road", "car", "sky"], ignore_index=255)
+    ids = dl.SegmentationData.from_dirs(root / "images", root / "masks", classes=table, mask_channel=1)
+    prepare(ids, root / "ids", jpeg_quality=90, gpu_masks=False, progress=False,
+            source={"data": "somewhere", "split": "train", "made_by": {"tool": "me", "runs": [1, 2]}})
+    records = dl.SegmentationData.from_tfrecord([str(root / "pairs.tfrecord")], classes=table, mask_channel=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "LZ4_MAX_BYTES", 100)
+        prepare(records, root / "records", pack_size=2, progress=False)
+    return {"ids": root / "ids", "records": root / "records"}
+
+
+@pytest.mark.parametrize("copy", ["prepared", "ids", "records"])
+def test_a_manifest_read_and_written_back_is_the_same_json(prepared, other_copies, copy):
+    """Manifest.to_json gives back the file's JSON, byte for byte as prepare writes it (indent 1), the keys
+    the caller added to source included, in their place."""
+    out = prepared if copy == "prepared" else other_copies[copy]
+    text = (out / MANIFEST).read_text()
+    manifest = read_manifest(out / MANIFEST)
+    assert json.dumps(manifest.to_json(), indent=1) == text
+    assert read_manifest(out / MANIFEST) == manifest  # (one manifest, whichever reading)
+    if copy == "ids":
+        assert manifest.source.extra == {"data": "somewhere", "split": "train",
+                                         "made_by": {"tool": "me", "runs": [1, 2]}}
+        assert (manifest.source.data, manifest.source.split) == ("somewhere", "train")
+        assert list(json.loads(text)["source"])[:3] == ["data", "split", "made_by"]
+
+
+def _plain(value):
+    """A record's value as JSON holds it: records as objects, tuples as lists, enums as their values,
+    keys as strings."""
+    import dataclasses
+    import enum
+
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+#: What the code read of the manifest as a dict (``m``, of version 3's shape), beside what it reads now
+#: of the records (``r``).
+FORMER_READS = {
+    'm["format"], m["version"]': (lambda m: [m["format"], m["version"]], lambda r: [r.format, r.version]),
+    'm["daliloader"], m["created"], m["seconds"]': (lambda m: [m["daliloader"], m["created"], m["seconds"]],
+                                                    lambda r: [r.daliloader, r.created, r.seconds]),
+    'm["pairs"]': (lambda m: m["pairs"], lambda r: r.pairs),
+    'm["source"]["images"], ["masks"]': (lambda m: [m["source"]["images"], m["source"]["masks"]],
+                                         lambda r: [r.source.images, r.source.masks]),
+    '"records" in m["source"], ["records"], ["keys"]': (
+        lambda m: ["records" in m["source"], m["source"].get("records"), m["source"].get("keys")],
+        lambda r: [r.source.records is not None, r.source.records, r.source.keys]),
+    'm["source"].get("stamps", {})': (lambda m: m["source"].get("stamps", {}), lambda r: r.source.stamps or {}),
+    'm["source"].get("split"), .get("data")': (lambda m: [m["source"].get("split"), m["source"].get("data")],
+                                               lambda r: [r.source.split, r.source.data]),
+    'm["classes"]': (lambda m: m["classes"], lambda r: r.classes.to_json()),
+    'm["classes"][...] each': (
+        lambda m: [m["classes"][k] for k in ("names", "ignore_index", "kind", "source")] +
+        [m["classes"].get(k) for k in ("colors", "ids", "mask_channel")],
+        lambda r: [r.classes.names, r.classes.ignore_index, r.classes.kind, r.classes.source, r.classes.colors,
+                   r.classes.ids, r.classes.mask_channel]),
+    'm["masks"][...] each': (
+        lambda m: [m["masks"][k] for k in ("encoding", "how", "unknown_pixels", "pairs_with_unknown_values")],
+        lambda r: [r.masks.encoding, r.masks.how, r.masks.unknown_pixels, r.masks.pairs_with_unknown_values]),
+    'gpu_files(m)': (lambda m: (m["masks"].get("gpu") or {}).get("files"), lambda r: r.masks.gpu_files),
+    'm["masks"]["gpu"]': (lambda m: m["masks"].get("gpu"), lambda r: r.masks.to_json()["gpu"]),
+    'm["masks"]["gpu"]["left_out"]': (lambda m: (m["masks"].get("gpu") or {}).get("left_out"),
+                                      lambda r: r.masks.gpu_left_out),
+    'm["images"][...] each': (lambda m: [m["images"]["encoding"], m["images"]["reencoded"],
+                                         m["images"].get("psnr_db")],
+                              lambda r: [r.images.encoding, r.images.reencoded, r.images.psnr_db]),
+    'm[PACKS]': (lambda m: m[PACKS], lambda r: r.packs),
+    'm[PACKS].get("gpu_mask_ext")': (lambda m: m[PACKS] and m[PACKS].get("gpu_mask_ext"),
+                                     lambda r: r.packs and r.packs.gpu_mask_ext),
+}
+
+
+@pytest.mark.parametrize("copy", ["prepared", "version 2", "ids", "records"])
+def test_every_former_dict_read_reads_the_same_value_of_the_records(prepared, version_2, other_copies, copy):
+    """Each value the code read by string keys, read as an attribute of the records, on copies of every
+    shape the fixtures make (a version 2 copy through migrate_v2); and the class maps they make."""
+    out = {"prepared": prepared, "version 2": version_2, **other_copies}[copy]
+    raw = json.loads((out / MANIFEST).read_text())
+    if raw["version"] == 2:
+        raw = migrate_v2(raw, out)
+    manifest = load_manifest(out)
+    for read, (as_dict, as_record) in FORMER_READS.items():
+        assert _plain(as_record(manifest)) == as_dict(raw), read
+    assert manifest.to_json() == raw
+    kinds = {"prepared": "rgb", "version 2": "rgb", "ids": "id", "records": "id"}
+    assert manifest.classes.kind.value == kinds[copy] and (manifest.source.records is not None) == (copy == "records")
+    if copy == "ids":  # (the shapes the fixtures promise)
+        assert manifest.images.psnr_db is not None and manifest.masks.gpu is None and manifest.packs is None
+    if copy == "records":
+        assert manifest.masks.gpu_left_out.startswith("3 masks are over") and manifest.packs.gpu_mask_ext is None
+    original, prepared_map = manifest.classes.original_map(), manifest.classes.prepared_map()
+    assert original.names == prepared_map.names == tuple(raw["classes"]["names"])
+    assert original.ignore_index == prepared_map.ignore_index == raw["classes"]["ignore_index"]
+    if copy in ("ids", "records"):
+        assert dict(original.id_to_class) == {int(k): v for k, v in raw["classes"]["ids"].items()}
+        assert original.mask_channel == raw["classes"]["mask_channel"] == 1
+    else:
+        assert original.colors.tolist() == prepared_map.colors.tolist() == raw["classes"]["colors"]
+
+
+def test_the_records_are_frozen_and_a_gpu_form_is_there_or_left_out():
+    import dataclasses
+
+    from daliloader.manifest import GpuForm, MasksEntry
+
+    masks = MasksEntry(encoding="png", how="ids", unknown_pixels=0, pairs_with_unknown_values=(),
+                       gpu=GpuForm(encoding="lz4", files=("a.lz4",)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        masks.unknown_pixels = 3
+    assert masks.gpu_files == ("a.lz4",) and masks.to_json()["gpu"] == {"encoding": "lz4", "files": ["a.lz4"]}
+    left_out = dataclasses.replace(masks, gpu=None, gpu_left_out="too big")
+    assert left_out.gpu_files is None and left_out.to_json()["gpu"] == {"left_out": "too big"}
+    assert dataclasses.replace(left_out, gpu_left_out=None).to_json()["gpu"] is None
+    with pytest.raises(ValueError, match="not both"):
+        dataclasses.replace(masks, gpu_left_out="too big")
