@@ -17,7 +17,7 @@ import numpy as np
 from .classes import ClassMap, MaskKind
 from .errors import WHAT_TO_DO, LoadError
 from .manifest import LZ4_MAGIC
-from .parts import MAGIC, read_part
+from .parts import MAGIC, loaded, open_image, read_part
 
 
 def read(path) -> np.ndarray:
@@ -42,22 +42,23 @@ def decode(encoded: np.ndarray, flags: int) -> np.ndarray | None:
         return None
 
 
-#: TIFF's ExtraSamples value of an alpha channel not multiplied into the colours ("unassociated").
-UNASSOCIATED_ALPHA = 2
+#: TIFF's tags of the bits of each sample and of the samples beyond the colours, and the ExtraSamples value
+#: of an alpha channel not multiplied into the colours ("unassociated").
+BITS_PER_SAMPLE, EXTRA_SAMPLES, UNASSOCIATED_ALPHA = 258, 338, 2
 
 
 def decode_straight_alpha(encoded: np.ndarray, flags: int) -> np.ndarray | None:
     """An 8-bit TIFF with unassociated alpha, decoded by Pillow as OpenCV would return it (BGR, or BGRA with
     ``IMREAD_UNCHANGED``), its colours as stored; None for any other TIFF (and a damaged one: OpenCV then
     says so). OpenCV reads such a TIFF through libtiff's RGBA interface, which multiplies the colours by
-    their alpha (200 at alpha 200 read as 157), where DALI and TensorFlow keep them as stored."""
-    from PIL import Image
-
+    their alpha (200 at alpha 200 read as 157), where DALI keeps them as stored. A 16-bit one OpenCV reads
+    as stored, and Pillow would keep only its high byte: it is left to OpenCV (:func:`to_8bit` rounds it)."""
     try:
-        with Image.open(io.BytesIO(encoded.tobytes())) as im:
-            if im.mode != "RGBA" or UNASSOCIATED_ALPHA not in _tuple(im.tag_v2.get(338)):
+        with open_image(io.BytesIO(encoded.tobytes())) as im:
+            if (im.mode != "RGBA" or UNASSOCIATED_ALPHA not in _tuple(im.tag_v2.get(EXTRA_SAMPLES))
+                    or set(_tuple(im.tag_v2.get(BITS_PER_SAMPLE))) != {8}):
                 return None
-            rgba = np.asarray(im)
+            rgba = np.asarray(loaded(im))
     except (OSError, ValueError):
         return None
     return np.ascontiguousarray(rgba[..., [2, 1, 0, 3]] if flags == cv2.IMREAD_UNCHANGED else rgba[..., 2::-1])

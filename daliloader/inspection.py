@@ -31,6 +31,7 @@ from .parts import (
     SINGLE_CHANNEL_MODES,
     SIXTEEN_BIT_MODES,
     in_record,
+    loaded,
     open_image,
     open_part,
     read_checked,
@@ -186,13 +187,23 @@ def _past_palette(im, palette: tuple[int, ...] | None) -> int | None:
 COLORMAP = 320
 
 
-def _rounds_colormap(colormap) -> bool:
-    """Whether a TIFF's 16-bit colormap holds colours that DALI's TIFF decoder reads otherwise than libtiff
-    (so OpenCV) and Pillow: DALI rounds, ``round(c / 257)``, they keep the high byte, ``c >> 8``. Pillow
-    writes a level v as ``256 v``, which DALI reads one level low above 128 (writers of ``257 v`` are read
-    alike). A colormap with no entry of 256 or more, an old writer's 8-bit one, is not judged."""
-    colormap = colormap or ()
-    return any(c >= 256 for c in colormap) and any((c + 128) // 257 != c >> 8 for c in colormap)
+def _rounds_colormap(im) -> bool:
+    """Whether a palette TIFF's pixels use colours of its 16-bit colormap that DALI's TIFF decoder reads
+    otherwise than libtiff (so OpenCV) and Pillow: DALI rounds, ``round(c / 257)``, they keep the high
+    byte, ``c >> 8``. Pillow writes a level v as ``256 v``, which DALI reads one level low above 128
+    (writers of ``257 v`` are read alike). A colormap with no entry of 256 or more, an old writer's 8-bit
+    one, is not judged. Only where some entry is read otherwise are the pixels decoded, to judge the
+    entries they use."""
+    colormap = im.tag_v2.get(COLORMAP) or ()
+    colours = len(colormap) // 3
+    rounded = {i % colours for i, c in enumerate(colormap) if (c + 128) // 257 != c >> 8}
+    if not rounded or all(c < 256 for c in colormap):
+        return False
+    try:
+        used = {i for i, count in enumerate(loaded(im).histogram()) if count}  # (a palette's: a bin per index)
+    except OSError:  # damaged pixels: the decoders' failure names the file
+        return False
+    return bool(rounded & used)
 
 
 def _opened(path, blob: bytes | None):
@@ -208,7 +219,7 @@ def _read_header(path, blob: bytes | None) -> Header:
     try:
         with open_image(io.BytesIO(blob) if blob is not None else path) as im:
             palette = tuple(im.getpalette() or ()) if im.mode == "P" else None
-            rounded = im.format == "TIFF" and palette is not None and _rounds_colormap(im.tag_v2.get(COLORMAP))
+            rounded = im.format == "TIFF" and palette is not None and _rounds_colormap(im)
             return Header(im.format, im.size[0], im.size[1], im.mode, palette, _past_palette(im, palette), rounded)
     except UnidentifiedImageError:
         with _opened(path, blob) as fh:
@@ -429,7 +440,7 @@ def grey_ids_problem(mask, image, header: Header, classes: ClassMap, blob: bytes
         return None
     greys = set(colours[grey, 0].tolist())
     with open_image(io.BytesIO(blob) if blob is not None else mask) as im:
-        levels = [int(v) for v in np.unique(np.asarray(im.convert("L"))) if int(v) not in greys]
+        levels = [int(v) for v in np.unique(np.asarray(loaded(im).convert("L"))) if int(v) not in greys]
     if not levels:
         return None
     shown = ", ".join(map(str, levels[:8])) + (", ..." if len(levels) > 8 else "")
@@ -442,7 +453,7 @@ def grey_ids_problem(mask, image, header: Header, classes: ClassMap, blob: bytes
 def palette_indices(path) -> str:
     """The indices a palette PNG uses, for messages."""
     with open_image(path) as im:
-        indices = np.unique(np.asarray(im)).tolist()
+        indices = np.unique(np.asarray(loaded(im))).tolist()
     runs = [[indices[0], indices[0]]]  # consecutive indices as first-last
     for i in indices[1:]:
         if i == runs[-1][1] + 1:
@@ -577,7 +588,7 @@ def _pillow_problem(data: bytes, fmt: str) -> tuple[ProblemKind, str] | None:
     """Pillow's full decode: what it refuses, or None."""
     try:
         with open_image(io.BytesIO(data)) as im:
-            im.load()
+            loaded(im)
     except (OSError, ValueError, SyntaxError) as e:
         return ProblemKind.CORRUPT, f"corrupt {fmt} data: {e}; {_FIX}"
     return None

@@ -162,6 +162,9 @@ class ClassesEntry:
     ids: dict[int, int] | None = None  # kind ID: mask id -> class index
     mask_channel: int | None = None  # kind ID: the channel of colour masks that holds the id (None: 1 channel)
 
+    def __post_init__(self):
+        object.__setattr__(self, "kind", MaskKind(self.kind))  # (its value, as the file holds it, also taken)
+
     @classmethod
     def of(cls, classes: ClassMap) -> ClassesEntry:
         """The entry that records ``classes``, as ``prepare`` writes it."""
@@ -501,7 +504,9 @@ def _check_source(source: dict, n: int) -> None:
     for key in ("images", "masks"):
         _need(source, key, list, "source ", n, each=_is_str)
     _may(source, "records", list, "source ", n, each=lambda v: isinstance(v, list) and len(v) == 4)
-    _may(source, "keys", list, "source ", 2, each=_is_str)
+    keys = _may(source, "keys", list, "source ", each=_is_str)
+    if keys is not None and len(keys) != 2:
+        raise _Missing(f"source 'keys' lists {len(keys)} features, not the image's and the mask's")
     stamps = _may(source, "stamps", dict, "source ")
     if stamps is not None and not all(isinstance(stamp, list) for stamp in stamps.values()):
         raise _Missing("source 'stamps' holds entries of the wrong type")
@@ -513,12 +518,12 @@ def _check_classes(classes: dict) -> None:
     _need(classes, "ignore_index", int, "classes ")
     _need(classes, "source", str, "classes ")
     kind = _need(classes, "kind", str, "classes ")
+    if kind not in {k.value for k in MaskKind}:
+        raise _Missing(f"classes 'kind' is {kind!r}, none of {', '.join(repr(k.value) for k in MaskKind)}")
     if kind == MaskKind.RGB.value:
         _need(classes, "colors", list, "classes ", each=lambda v: isinstance(v, list) and len(v) == 3)
     else:
         _need(classes, "ids", dict, "classes ")
-    if kind not in {k.value for k in MaskKind}:
-        raise _Missing(f"classes 'kind' is {kind!r}, none of {', '.join(repr(k.value) for k in MaskKind)}")
     _may(classes, "mask_channel", int, "classes ")
 
 

@@ -174,3 +174,11 @@ def open_image(part):
     source = io.BytesIO(part.read()) if isinstance(part, (RecordPart, ObjectPart)) else part
     with _NO_PIXEL_LIMIT:
         return Image.open(source)
+
+
+def loaded(im):
+    """``im`` (from :func:`open_image`) with its pixels decoded, without Pillow's pixel limit either, which
+    some formats check again there (TIFF): ``np.asarray``, ``convert`` and ``histogram`` then read them."""
+    with _NO_PIXEL_LIMIT:
+        im.load()
+    return im

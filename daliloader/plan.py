@@ -242,7 +242,10 @@ def batch_outputs(outputs, drop_remainder: bool) -> tuple[Output, ...]:
     weights of evaluation (padding, ignored pixels)."""
     if outputs is None:
         return (Output.IMAGE, Output.LABELS) + (() if drop_remainder else (Output.WEIGHT,))
-    outputs = tuple(outputs) if isinstance(outputs, (list, tuple)) else (outputs,)
+    try:
+        outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+    except TypeError:  # (not iterable: refused below as given)
+        outputs = (outputs,)
     if not outputs or not all(isinstance(o, str) and o in OUTPUTS for o in outputs):
         raise OptionError("outputs", f"outputs={outputs!r}: choose from {', '.join(OUTPUTS)}")
     return tuple(map(Output, outputs))

@@ -217,6 +217,30 @@ def dali_numpy(outputs) -> list[np.ndarray]:
     return to_numpy(outputs)
 
 
+def raw_tiff(pixels: np.ndarray, extra_samples: tuple[int, ...] = (), size: tuple[int, int] | None = None) -> bytes:
+    """An uncompressed little-endian RGB(A) TIFF of ``pixels`` (H, W, 3 or 4; uint8 or uint16), written tag by
+    tag, as Pillow cannot (16-bit RGBA): ``extra_samples`` its ExtraSamples (2: unassociated alpha), ``size``
+    (width, height) what its header says instead of the pixels' own (a picture larger than its data)."""
+    import struct
+
+    h, w = pixels.shape[:2]
+    width, height = size or (w, h)
+    data = pixels.astype(pixels.dtype.newbyteorder("<")).tobytes()
+    channels, bits = pixels.shape[2], pixels.dtype.itemsize * 8
+    tags = {256: (4, [width]), 257: (4, [height]), 258: (3, [bits] * channels), 259: (3, [1]), 262: (3, [2]),
+            273: (4, [8]), 277: (3, [channels]), 278: (4, [height]), 279: (4, [len(data)]), 284: (3, [1])}
+    if extra_samples:
+        tags[338] = (3, list(extra_samples))
+    blobs, entries = b"", b""
+    for tag, (kind, values) in sorted(tags.items()):
+        raw = struct.pack("<" + ("H" if kind == 3 else "I") * len(values), *values)
+        if len(raw) > 4:  # stored after the pixels, the entry pointing at it
+            raw, blobs = struct.pack("<I", 8 + len(data) + len(blobs)), blobs + raw
+        entries += struct.pack("<HHI", tag, kind, len(values)) + raw.ljust(4, b"\0")
+    ifd = struct.pack("<H", len(tags)) + entries + b"\0\0\0\0"
+    return b"II*\0" + struct.pack("<I", 8 + len(data) + len(blobs)) + data + blobs + ifd
+
+
 def crop_or_pad(a: np.ndarray, h: int, w: int, fill) -> np.ndarray:
     """Reference centre crop/pad with the offsets of tf.image.resize_with_crop_or_pad."""
     H, W = a.shape[:2]

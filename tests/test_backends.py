@@ -484,6 +484,27 @@ def test_palette_tiffs_that_dali_reads_a_level_low_are_refused_there(tmp_path, b
     np.testing.assert_array_equal(y[0], labels)
 
 
+def test_palette_tiffs_are_judged_by_the_colours_their_pixels_use(tmp_path, backend, monkeypatch):
+    """A palette TIFF whose pixels use only colours DALI reads as the others do is read by every backend
+    that decodes TIFF, however its unused entries would round (a closing review: a table's colour of a
+    class absent from the mask got the mask refused on the DALI backends)."""
+    from PIL import Image
+
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", "0")
+    colours = [(0, 0, 0), (100, 20, 20), (200, 200, 200)]  # the third: in the palette, in no pixel
+    labels = np.tile(np.arange(6) % 2, (4, 1))
+    mask = Image.fromarray(labels.astype(np.uint8), "P")
+    mask.putpalette([level for colour in colours for level in colour])
+    data = _palette_files(tmp_path, {"a.png": Image.fromarray(np.full((4, 6, 3), 90, np.uint8))}, {"a.tif": mask},
+                          colours)
+    if backend == "tfdata":
+        with pytest.raises(dl.LoadError, match="a.tif: TIFF cannot be decoded by backend='tfdata'"):
+            one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")
+        return
+    _, y, _ = one_epoch(backend, data, tf=True, batch_size=1, training=False, label_mode="int")[0]
+    np.testing.assert_array_equal(y[0], labels)
+
+
 def test_16_bit_colour_pictures_are_rounded_alike_on_every_backend(tmp_path, backend):
     """Issue 27: a 16-bit RGB PNG photo came out one level apart: DALI rounds to the nearest 8-bit level,
     OpenCV and tf.image kept the high byte. Every backend rounds now: round(x / 257). The colour masks are

@@ -216,6 +216,21 @@ def test_check_reports_each_damaged_png(png_data, how, kind, pillow, which):
     assert "libpng" in report.problems[0].message and "copy or download it again" in report.problems[0].message
 
 
+def test_check_names_a_tiff_past_pillows_pixel_limit(tmp_path):
+    """check decodes TIFFs whole with Pillow, which checks its pixel limit again there: a TIFF whose header
+    says 14000 x 14000 (over 179 million pixels) stopped check with Pillow's DecompressionBombError instead
+    of a problem naming the file (a closing review)."""
+    from conftest import raw_tiff
+    from PIL import Image
+
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "images" / "a.tif").write_bytes(raw_tiff(np.zeros((1, 1, 3), np.uint8), size=(14000, 14000)))
+    Image.new("L", (16, 16)).save(tmp_path / "masks" / "a.png")  # (a mask of another size: said beside)
+    report = dl.check(dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", 2), progress=False)
+    assert ("corrupt", "a.tif") in [(p.kind.value, Path(p.path).name) for p in report.problems], report.problems
+
+
 def test_how_a_cut_png_is_told(png_data):
     """The message says how much of the picture is there."""
     path = png_data.images[0]

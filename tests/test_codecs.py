@@ -73,6 +73,33 @@ def test_id_masks_are_read_as_stored(dtype):
     np.testing.assert_array_equal(decoded, ids)
 
 
+def test_rgba_tiffs_are_read_with_their_colours_as_stored():
+    """OpenCV multiplies the colours of an 8-bit TIFF with unassociated alpha by their alpha (libtiff's RGBA
+    interface): such a TIFF is read by Pillow, its colours as stored, as DALI reads them; a 16-bit one, which
+    OpenCV reads as stored and Pillow would cut to its high byte, is rounded as every 16-bit picture is
+    (a closing review: Pillow's path had taken it too)."""
+    from conftest import raw_tiff
+
+    rgba = np.zeros((2, 3, 4), np.uint8)
+    rgba[..., 0], rgba[..., 1], rgba[..., 3] = 200, [[0, 40, 80]], 200
+    decoded = codecs.decode_image(np.frombuffer(raw_tiff(rgba, (2,)), np.uint8), "a.tif")
+    np.testing.assert_array_equal(decoded, rgba[..., :3])
+    rgba16 = (rgba.astype(np.uint16) * 257 - 100).clip(0).astype(np.uint16)  # rounds up to the 8-bit levels
+    decoded = codecs.decode_image(np.frombuffer(raw_tiff(rgba16, (2,)), np.uint8), "a.tif")
+    np.testing.assert_array_equal(decoded, codecs.to_8bit(rgba16[..., :3]))
+
+
+def test_a_tiff_past_pillows_pixel_limit_is_named_not_a_decompression_bomb():
+    """Pillow checks its pixel limit again when a TIFF's pixels are read: a TIFF of over 179 million pixels
+    (its header says 14000 x 14000; OpenCV, DALI and TensorFlow decode such sizes) escaped as Pillow's
+    DecompressionBombError where a LoadError naming the file is promised (a closing review)."""
+    from conftest import raw_tiff
+
+    huge = np.frombuffer(raw_tiff(np.zeros((1, 1, 4), np.uint8), (2,), size=(14000, 14000)), np.uint8)
+    with pytest.raises(dl.LoadError, match="cannot decode image a.tif"):
+        codecs.decode_image(huge, "a.tif")
+
+
 def test_corrupt_data_decodes_to_none_and_the_decoders_name_the_file():
     whole = np.frombuffer(codecs.encode(".png", np.full((8, 8, 3), 90, np.uint8)), np.uint8)
     for bad in (np.frombuffer(b"<html>404 Not Found</html>\n", np.uint8), whole[: len(whole) // 2].copy()):

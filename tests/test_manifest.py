@@ -71,12 +71,17 @@ def damaged_manifests(manifest: dict) -> dict:
                               "source 'masks' lists 0 entries for 6 pairs"),
             "no images entry": (without("images"), "'images' is missing or not a dict"),
             "seconds as text": (json.dumps({**manifest, "seconds": "1.5"}), "'seconds' is missing or not a number"),
-            "no unknown count": (without("masks", "unknown_pixels"), "masks 'unknown_pixels' is missing")}
+            "no unknown count": (without("masks", "unknown_pixels"), "masks 'unknown_pixels' is missing"),
+            "a kind of no map": (json.dumps({**manifest, "classes": {**manifest["classes"], "kind": "palette"}}),
+                                 "classes 'kind' is 'palette', none of 'rgb', 'id'"),
+            "three keys": (json.dumps({**manifest, "source": {**manifest["source"], "keys": ["a", "b", "c"]}}),
+                           "source 'keys' lists 3 features, not the image's and the mask's")}
 
 
 @pytest.mark.parametrize("damage", ["cut short", "not JSON", "no pairs", "no class names", "no pack list",
                                     "no pack size", "pack size 0", "another pack size", "pairs of numbers",
-                                    "fewer sources", "no images entry", "seconds as text", "no unknown count"])
+                                    "fewer sources", "no images entry", "seconds as text", "no unknown count",
+                                    "a kind of no map", "three keys"])
 def test_a_damaged_manifest_is_named_by_verify_and_every_loader(prepared, tmp_path, damage, capsys):
     copy = copy_of(prepared, tmp_path / "copy")
     text, why = damaged_manifests(json.loads((copy / MANIFEST).read_text()))[damage]

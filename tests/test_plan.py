@@ -25,6 +25,20 @@ def test_a_plan_is_frozen_and_complete(index_data):
         plan.device_id = 1
 
 
+@pytest.mark.parametrize("outputs", [["image", "index"], np.array(["image", "index"]), (o for o in ("image", "index")),
+                                     (dl.plan.Output.IMAGE, "index")])
+def test_outputs_are_taken_from_any_iterable_of_their_names(index_data, outputs):
+    """``outputs=`` takes names or ``Output`` members from a list, a tuple, a numpy array, a generator (as
+    ``tuple()`` took them before the names were an enum; a closing review found the array and the generator
+    refused as one bad name); a lone name is one output, and anything else is refused as given."""
+    plan = dl.make_plan(index_data, training=False, outputs=outputs)
+    assert plan.outputs == (dl.plan.Output.IMAGE, dl.plan.Output.INDEX)
+    assert dl.make_plan(index_data, training=False, outputs="index").outputs == (dl.plan.Output.INDEX,)
+    for bad in (["image", "mask"], 3, []):
+        with pytest.raises(dl.SpecError, match="choose from image, labels, weight, index"):
+            dl.make_plan(index_data, training=False, outputs=bad)
+
+
 @pytest.mark.parametrize("call", ["make_plan", "tf_dataset", "keras_sequence", "dali_pipeline"])
 def test_a_misspelt_keyword_is_named_with_the_options_that_exist(index_data, call):
     with pytest.raises(dl.SpecError, match=rf"{call}\(\) got an unexpected keyword argument 'image_szie' \(did you "
