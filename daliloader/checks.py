@@ -21,6 +21,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from . import maskcache
 from .classes import ClassMap
 from .data import SegmentationData, choose_classes
 from .data import mask_depth as data_mask_depth
@@ -31,6 +32,7 @@ from .inspection import MIN_SIDE, Expect, Problem, ProblemKind, check_pair, quic
 from .layouts import find
 from .pairing import Pairing, listing_problems, pair_files
 from .parallel import cores, threaded_map
+from .parts import in_record
 from .spec import check_workers
 
 __all__ = ["check", "Report", "Problem", "ProblemKind", "PairGuard", "Expect", "quick_problems", "check_pair"]
@@ -133,7 +135,9 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     workers = check_workers(workers) or cores()
     start = time.perf_counter()
     problems = list(listed.problems) + _table_problems(classes, [m for _, m in pairs], source)
-    with closing(threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth), pairs, workers,
+    cached = maskcache.wanted(data) if isinstance(data, SegmentationData) else (
+        bool(pairs) and not in_record(pairs[0][1]) and maskcache.wanted_for(classes))
+    with closing(threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth, cached), pairs, workers,
                               "checking pairs" if progress else None)) as checked:
         for found in checked:
             problems.extend(found)

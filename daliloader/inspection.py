@@ -328,34 +328,63 @@ def _map_problems(mask, image, header: Header, expect: Expect, blob: bytes | Non
     return [grey] if grey else []
 
 
-#: Backends whose BMP decoder reads a palette or 1-bit BMP's indices instead of its colours, or fails on it
-#: (TensorFlow's ``decode_bmp``), with Pillow's modes of such BMPs.
-INDEXED_BMP = {"tfdata": ("1", "P")}
-#: Backends whose TIFF decoder rounds a palette's 16-bit colours (``Header.rounded_palette``): DALI's.
-ROUNDED_PALETTE = ("dali-cpu", "dali-gpu")
+@dataclass(frozen=True)
+class ReadOtherwise:
+    """A picture that the decoders of some ``backends`` (the registry's names) read otherwise than the other
+    backends' (other pixels; for a mask, other labels): ``what`` it is and what they ``would`` do."""
+
+    backends: tuple[str, ...]
+    what: str
+    would: str
+
+    def said(self, backends) -> str:
+        """The problem, said of ``backends`` (some of its own), with what to do."""
+        return f"{self.what} ({_listed(list(backends))} would {self.would}): convert it to PNG, or load it with " \
+               "another backend"
+
+
+def read_otherwise(header: Header) -> ReadOtherwise | None:
+    """Whether some backends read a picture of this kind otherwise than the others (None: none does): a
+    palette or 1-bit BMP, whose indices TensorFlow's BMP decoder returns (or it fails); a palette TIFF whose
+    16-bit colours DALI's TIFF decoder rounds (``Header.rounded_palette``). Their loaders refuse it (but a
+    mask from the mask cache, which OpenCV decodes), and ``check`` lists it."""
+    if header.format == "BMP" and header.mode in ("1", "P"):
+        kind = "1-bit" if header.mode == "1" else "palette"
+        return ReadOtherwise(("tfdata",), f"a {kind} BMP, whose palette TensorFlow's BMP decoder does not apply",
+                             "read its indices, or fail")
+    if header.rounded_palette:
+        return ReadOtherwise(("dali-cpu", "dali-gpu"), "a palette TIFF whose 16-bit colours DALI's TIFF decoder "
+                             "rounds (round(c / 257)) where OpenCV and Pillow keep their high byte",
+                             "read some colours one level low: other labels, for a mask")
+    return None
 
 
 def _decoder_problems(image, mask, headers: dict[str, Header], expect: Expect) -> list[Problem]:
-    """The files of a pair whose format (or, for a BMP or TIFF, kind) ``expect.backend``'s decoders do not read
-    (or read otherwise than the other backends); not the mask where the mask cache decodes it."""
+    """The files of a pair whose format ``expect.backend``'s decoders do not read, or whose kind they read
+    otherwise than the other backends (:func:`read_otherwise`); not the mask where the mask cache decodes it."""
     if expect.decoders is None:
         return []
     problems = []
     for path, partner in ((image, mask),) + (() if expect.cached_masks else ((mask, image),)):
         header = headers.get(path)
-        if header is not None and header.format not in expect.decoders[expect.backend]:
+        if header is None:
+            continue
+        otherwise = read_otherwise(header)
+        if header.format not in expect.decoders[expect.backend]:
             problems.append(_undecodable(path, partner, header.format, expect))
-        elif header is not None and header.format == "BMP" and header.mode in INDEXED_BMP.get(expect.backend, ()):
-            kind = "1-bit" if header.mode == "1" else "palette"
-            problems.append(Problem(ProblemKind.UNDECODABLE, path, f"a {kind} BMP, whose palette TensorFlow's BMP "
-                                    f"decoder does not apply (backend={expect.backend!r} would read its indices, or "
-                                    "fail): convert it to PNG, or use another backend", partner))
-        elif header is not None and header.rounded_palette and expect.backend in ROUNDED_PALETTE:
-            problems.append(Problem(ProblemKind.UNDECODABLE, path, "a palette TIFF whose 16-bit colours DALI's TIFF "
-                                    "decoder rounds (round(c / 257)) where OpenCV and Pillow keep their high byte: "
-                                    f"backend={expect.backend!r} would read some colours one level low (other labels, "
-                                    "for a mask). Convert it to PNG, or use backend='opencv'", partner))
+        elif otherwise and expect.backend in otherwise.backends:
+            problems.append(Problem(ProblemKind.UNDECODABLE, path, otherwise.said([expect.backend]), partner))
     return problems
+
+
+def read_otherwise_problem(path, partner, header: Header) -> Problem | None:
+    """``check``'s problem of a picture that some backends read otherwise (:func:`read_otherwise`), naming
+    them (``details["cannot"]``, as a size cap's), why, and what to do; None for any other picture."""
+    otherwise = read_otherwise(header)
+    if otherwise is None:
+        return None
+    said = otherwise.said(otherwise.backends)
+    return Problem(ProblemKind.UNDECODABLE, path, said, partner, {"cannot": dict.fromkeys(otherwise.backends, said)})
 
 
 def _header_problems(image: str, mask: str, headers: dict[str, Header]) -> list[Problem]:
@@ -463,11 +492,13 @@ def palette_indices(path) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_depth: int | None = None
-               ) -> list[Problem]:
+def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_depth: int | None = None,
+               masks_cached: bool = False) -> list[Problem]:
     """Every check of one pair: the quick ones, then a full decode of both files and the mask's values.
     ``mask_depth``: the dataset's (default: this mask's own). ``image`` and ``mask``: files, or a
-    record's pictures (:class:`~daliloader.tfrecord.RecordPart`)."""
+    record's pictures (:class:`~daliloader.tfrecord.RecordPart`). ``masks_cached``: the loaders read the
+    masks from the mask cache (OpenCV decodes them there): a mask that some backend's decoders would read
+    otherwise is not said to be (``read_otherwise``)."""
     if mask_depth is None:
         mask_depth = data_mask_depth(mask)
     problems, headers = quick_check(image, mask, Expect(classes, mask_depth))
@@ -475,7 +506,7 @@ def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_de
                 if p.path == str(mask) and p.kind is ProblemKind.PALETTE_MASK else p for p in problems]
     if any(p.path == str(mask) and p.kind in MASK_KINDS for p in problems):
         headers.pop(mask, None)  # the map cannot read it: its values say nothing more
-    problems += _decode_problems(image, mask, headers)
+    problems += _decode_problems(image, mask, headers, masks_cached)
     if image in headers and min(headers[image].height, headers[image].width) < min_side:
         problems.append(Problem(ProblemKind.TINY, image, f"tiny image: {headers[image].width}x{headers[image].height} "
                                                          f"pixels (a side below {min_side})", mask))
@@ -514,7 +545,7 @@ def strict_decode(path) -> str | None:
 
 
 # ---------------------------------------------------------------- full decodes, as strict as the loaders' decoders
-def _decode_problems(image, mask, headers: dict[str, Header]) -> list[Problem]:
+def _decode_problems(image, mask, headers: dict[str, Header], masks_cached: bool = False) -> list[Problem]:
     """The full decodes of :func:`check_pair`: pictures too large for some backend's decoders
     (:func:`size_problem`), and data that a decoder refuses or only warns about (:func:`decode_problem`).
     A file whose data is damaged, and a mask that OpenCV cannot decode here (for its size), leave
@@ -524,7 +555,8 @@ def _decode_problems(image, mask, headers: dict[str, Header]) -> list[Problem]:
         if path not in headers:
             continue
         too_large = size_problem(path, partner, headers[path])
-        problems += [too_large] if too_large else []
+        otherwise = None if path == mask and masks_cached else read_otherwise_problem(path, partner, headers[path])
+        problems += [p for p in (too_large, otherwise) if p]
         found = decode_problem(path, headers[path])
         if found:
             problems.append(Problem(found[0], path, found[1], partner))

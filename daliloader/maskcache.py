@@ -66,17 +66,25 @@ def with_gpu_form(data: SegmentationData, gpu: bool, chooses_window: bool = Fals
 
 def wanted(data: SegmentationData) -> bool:
     """Whether ``data``'s masks are read from the cache (see the module's docstring): files or objects
-    (:attr:`~daliloader.data.Container.caches_masks`), not already class indices, colour masks (every mask
-    with ``DALILOADER_MASK_CACHE=1``; none with ``=0``)."""
+    (:attr:`~daliloader.data.Container.caches_masks`), not read from the cache already, and as
+    :func:`wanted_for` says of their class map."""
+    if not data.container.caches_masks or data.records is not None or data.mask_cache is not None:
+        wanted_for(data.classes)  # (a setting of no meaning is refused whatever the data)
+        return False
+    return wanted_for(data.classes)
+
+
+def wanted_for(classes: ClassMap) -> bool:
+    """Whether masks (files or objects) read by ``classes`` are read from the cache: colour masks (every mask
+    not already class indices with ``DALILOADER_MASK_CACHE=1``; none with ``=0``)."""
     setting = os.environ.get("DALILOADER_MASK_CACHE", "").strip().lower()
     if setting not in SETTINGS:
         raise DataError(f"DALILOADER_MASK_CACHE={setting!r}: 0 (off), 1 (every mask) or unset (colour masks)")
-    if SETTINGS[setting] == "off" or not data.container.caches_masks or data.records is not None \
-            or data.mask_cache is not None:
+    if SETTINGS[setting] == "off":
         return False
     if SETTINGS[setting] == "all":
-        return not _class_indices(data.classes)
-    return data.classes.mask_channels == 3
+        return not _class_indices(classes)
+    return classes.mask_channels == 3
 
 
 def _class_indices(classes: ClassMap) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -214,6 +215,38 @@ def test_check_reports_each_damaged_png(png_data, how, kind, pillow, which):
     report = dl.check(png_data, workers=1)
     assert [(p.kind, p.path) for p in report.problems] == [(kind, path)], str(report)
     assert "libpng" in report.problems[0].message and "copy or download it again" in report.problems[0].message
+
+
+@pytest.mark.parametrize("cache", ["0", ""])
+def test_check_lists_the_pictures_a_backend_would_read_otherwise(tmp_path, monkeypatch, cache):
+    """check lists what a loader refuses for its backend's decoders (the loader's refusal says to run check):
+    a palette BMP, whose indices TensorFlow's BMP decoder returns, and a palette TIFF whose colours DALI
+    rounds, naming the backends. A colour mask read from the mask cache (the default) is decoded by
+    OpenCV for every backend: not listed then; an image is listed whatever the cache."""
+    from PIL import Image
+
+    monkeypatch.setenv("DALILOADER_MASK_CACHE", cache)
+    colours = [(0, 0, 0), (100, 20, 20), (200, 200, 200)]
+    labels = np.tile(np.arange(24) % 3, (16, 1)).astype(np.uint8)
+    palette = Image.fromarray(labels, "P")
+    palette.putpalette([level for colour in colours for level in colour])
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+    palette.convert("RGB").save(tmp_path / "images" / "a.png")
+    palette.save(tmp_path / "masks" / "a.tif")
+    palette.save(tmp_path / "images" / "b.tif")
+    palette.save(tmp_path / "masks" / "b.bmp")
+    (tmp_path / "table.csv").write_text("name,r,g,b\n" + "".join(f"c{i},{r},{g},{b}\n"
+                                                                for i, (r, g, b) in enumerate(colours)))
+    report = dl.check(dl.SegmentationData.from_dirs(tmp_path / "images", tmp_path / "masks", tmp_path / "table.csv"))
+    found = {Path(p.path).name: p.message for p in report.problems if p.kind.value == "undecodable"}
+    dali = "palette TIFF whose 16-bit colours DALI's TIFF decoder rounds .*dali-cpu and dali-gpu would read"
+    assert sorted(found) == (["a.tif", "b.bmp", "b.tif"] if cache == "0" else ["b.tif"]), report.problems
+    assert re.search(dali, found["b.tif"])
+    if cache == "0":
+        assert re.search(dali, found["a.tif"])
+        assert re.search("a palette BMP, whose palette TensorFlow's BMP decoder does not apply .tfdata would",
+                         found["b.bmp"])
 
 
 def test_check_names_a_tiff_past_pillows_pixel_limit(tmp_path):
