@@ -135,8 +135,8 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     workers = check_workers(workers) or cores()
     start = time.perf_counter()
     problems = list(listed.problems) + _table_problems(classes, [m for _, m in pairs], source)
-    cached = maskcache.wanted(data) if isinstance(data, SegmentationData) else (
-        bool(pairs) and not in_record(pairs[0][1]) and maskcache.wanted_for(classes))
+    cached = classes is not None and maskcache.wanted_for(classes) and (
+        maskcache.caches(data) if isinstance(data, SegmentationData) else bool(pairs) and not in_record(pairs[0][1]))
     with closing(threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth, cached), pairs, workers,
                               "checking pairs" if progress else None)) as checked:
         for found in checked:

@@ -17,7 +17,7 @@ import numpy as np
 from .classes import ClassMap, MaskKind
 from .errors import WHAT_TO_DO, LoadError
 from .manifest import LZ4_MAGIC
-from .parts import MAGIC, loaded, open_image, read_part
+from .parts import MAGIC, open_image, read_part
 
 
 def read(path) -> np.ndarray:
@@ -58,7 +58,7 @@ def decode_straight_alpha(encoded: np.ndarray, flags: int) -> np.ndarray | None:
             if (im.mode != "RGBA" or UNASSOCIATED_ALPHA not in _tuple(im.tag_v2.get(EXTRA_SAMPLES))
                     or set(_tuple(im.tag_v2.get(BITS_PER_SAMPLE))) != {8}):
                 return None
-            rgba = np.asarray(loaded(im))
+            rgba = np.asarray(im)
     except (OSError, ValueError):
         return None
     return np.ascontiguousarray(rgba[..., [2, 1, 0, 3]] if flags == cv2.IMREAD_UNCHANGED else rgba[..., 2::-1])

@@ -31,7 +31,6 @@ from .parts import (
     SINGLE_CHANNEL_MODES,
     SIXTEEN_BIT_MODES,
     in_record,
-    loaded,
     open_image,
     open_part,
     read_checked,
@@ -200,7 +199,7 @@ def _rounds_colormap(im) -> bool:
     if not rounded or all(c < 256 for c in colormap):
         return False
     try:
-        used = {i for i, count in enumerate(loaded(im).histogram()) if count}  # (a palette's: a bin per index)
+        used = {i for i, count in enumerate(im.histogram()) if count}  # (a palette image's: one bin per index)
     except OSError:  # damaged pixels: the decoders' failure names the file
         return False
     return bool(rounded & used)
@@ -379,12 +378,14 @@ def _decoder_problems(image, mask, headers: dict[str, Header], expect: Expect) -
 
 def read_otherwise_problem(path, partner, header: Header) -> Problem | None:
     """``check``'s problem of a picture that some backends read otherwise (:func:`read_otherwise`), naming
-    them (``details["cannot"]``, as a size cap's), why, and what to do; None for any other picture."""
+    them, why, and what to do; None for any other picture. Its details are a size cap's (:func:`size_problem`):
+    ``cannot``, backend -> why; ``readers`` None, as which backends decode the format is the registry's."""
     otherwise = read_otherwise(header)
     if otherwise is None:
         return None
-    said = otherwise.said(otherwise.backends)
-    return Problem(ProblemKind.UNDECODABLE, path, said, partner, {"cannot": dict.fromkeys(otherwise.backends, said)})
+    why = f"{otherwise.what} ({otherwise.would})"
+    return Problem(ProblemKind.UNDECODABLE, path, otherwise.said(otherwise.backends), partner,
+                   {"cannot": dict.fromkeys(otherwise.backends, why), "readers": None})
 
 
 def _header_problems(image: str, mask: str, headers: dict[str, Header]) -> list[Problem]:
@@ -469,7 +470,7 @@ def grey_ids_problem(mask, image, header: Header, classes: ClassMap, blob: bytes
         return None
     greys = set(colours[grey, 0].tolist())
     with open_image(io.BytesIO(blob) if blob is not None else mask) as im:
-        levels = [int(v) for v in np.unique(np.asarray(loaded(im).convert("L"))) if int(v) not in greys]
+        levels = [int(v) for v in np.unique(np.asarray(im.convert("L"))) if int(v) not in greys]
     if not levels:
         return None
     shown = ", ".join(map(str, levels[:8])) + (", ..." if len(levels) > 8 else "")
@@ -482,7 +483,7 @@ def grey_ids_problem(mask, image, header: Header, classes: ClassMap, blob: bytes
 def palette_indices(path) -> str:
     """The indices a palette PNG uses, for messages."""
     with open_image(path) as im:
-        indices = np.unique(np.asarray(loaded(im))).tolist()
+        indices = np.unique(np.asarray(im)).tolist()
     runs = [[indices[0], indices[0]]]  # consecutive indices as first-last
     for i in indices[1:]:
         if i == runs[-1][1] + 1:
@@ -620,7 +621,7 @@ def _pillow_problem(data: bytes, fmt: str) -> tuple[ProblemKind, str] | None:
     """Pillow's full decode: what it refuses, or None."""
     try:
         with open_image(io.BytesIO(data)) as im:
-            loaded(im)
+            im.load()
     except (OSError, ValueError, SyntaxError) as e:
         return ProblemKind.CORRUPT, f"corrupt {fmt} data: {e}; {_FIX}"
     return None

@@ -65,13 +65,15 @@ def with_gpu_form(data: SegmentationData, gpu: bool, chooses_window: bool = Fals
 
 
 def wanted(data: SegmentationData) -> bool:
-    """Whether ``data``'s masks are read from the cache (see the module's docstring): files or objects
-    (:attr:`~daliloader.data.Container.caches_masks`), not read from the cache already, and as
-    :func:`wanted_for` says of their class map."""
-    if not data.container.caches_masks or data.records is not None or data.mask_cache is not None:
-        wanted_for(data.classes)  # (a setting of no meaning is refused whatever the data)
-        return False
-    return wanted_for(data.classes)
+    """Whether ``data``'s masks are read from the cache (see the module's docstring): as :func:`wanted_for`
+    says of their class map, where :func:`caches` says of their container."""
+    return wanted_for(data.classes) and caches(data)
+
+
+def caches(data: SegmentationData) -> bool:
+    """Whether masks of ``data``'s kind are ever read from the cache: files or objects, not records, not a
+    cache's own files already."""
+    return data.container.caches_masks and data.records is None and data.mask_cache is None
 
 
 def wanted_for(classes: ClassMap) -> bool:

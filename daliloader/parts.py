@@ -12,6 +12,7 @@ checked" (:func:`read_checked`): read whole, with a check that they are what the
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
 from pathlib import Path
@@ -160,25 +161,19 @@ SINGLE_CHANNEL_MODES = ("L", "1", "I;16", "I;16B", "I;16L", "I;16N", "I")
 SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 
 
+@contextlib.contextmanager
 def open_image(part):
     """``PIL.Image.open`` of a part (a file, a record's picture, or a file object), lazily as Pillow opens: the
-    header is read, the pixels when asked for. Use it as ``with open_image(part) as im``.
+    header is read, the pixels when asked for, closed at the end: ``with open_image(part) as im``.
 
     Without Pillow's decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``, 89 million pixels, an error at
-    twice that): daliloader opens the pictures a user's loaders decode anyway, and OpenCV, TensorFlow and
-    DALI decode a 14000x14000 photo without complaint. The limit is Pillow's one global setting, so it is
-    lifted only while headers are read (``_PixelLimitLifted``) and put back as it was; no lock is
-    held while Pillow reads."""
+    twice that), inside the ``with`` block: daliloader opens the pictures a user's loaders decode anyway, and
+    OpenCV, TensorFlow and DALI decode a 14000x14000 photo without complaint. Pillow checks the limit when it
+    reads a header, and again when it loads some formats' pixels (TIFF; ``getpalette`` loads them). The limit
+    is Pillow's one global setting, so it is lifted while any such block runs (``_PixelLimitLifted``) and put
+    back as it was after the last; no lock is held while Pillow reads."""
     from PIL import Image
 
     source = io.BytesIO(part.read()) if isinstance(part, (RecordPart, ObjectPart)) else part
-    with _NO_PIXEL_LIMIT:
-        return Image.open(source)
-
-
-def loaded(im):
-    """``im`` (from :func:`open_image`) with its pixels decoded, without Pillow's pixel limit either, which
-    some formats check again there (TIFF): ``np.asarray``, ``convert`` and ``histogram`` then read them."""
-    with _NO_PIXEL_LIMIT:
-        im.load()
-    return im
+    with _NO_PIXEL_LIMIT, Image.open(source) as im:
+        yield im

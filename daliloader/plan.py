@@ -242,6 +242,9 @@ def batch_outputs(outputs, drop_remainder: bool) -> tuple[Output, ...]:
     weights of evaluation (padding, ignored pixels)."""
     if outputs is None:
         return (Output.IMAGE, Output.LABELS) + (() if drop_remainder else (Output.WEIGHT,))
+    if isinstance(outputs, (set, frozenset, dict)):  # (their order is no order: Keras reads the batch by position)
+        raise OptionError("outputs", f"outputs={outputs!r}: give them in order, as a list or tuple of "
+                                     f"{', '.join(OUTPUTS)}")
     try:
         outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
     except TypeError:  # (not iterable: refused below as given)

@@ -241,6 +241,24 @@ def raw_tiff(pixels: np.ndarray, extra_samples: tuple[int, ...] = (), size: tupl
     return b"II*\0" + struct.pack("<I", 8 + len(data) + len(blobs)) + data + blobs + ifd
 
 
+def stretched_tiff(image, side: int) -> bytes:
+    """A Pillow image saved as an uncompressed TIFF whose header then says ``side`` x ``side`` pixels: a picture
+    over Pillow's pixel limit without the memory (its data is the image's own, so it reads as cut short)."""
+    import io
+    import struct
+
+    buf = io.BytesIO()
+    image.save(buf, format="TIFF")
+    blob = bytearray(buf.getvalue())
+    ifd = struct.unpack_from("<I", blob, 4)[0]
+    for i in range(struct.unpack_from("<H", blob, ifd)[0]):
+        at = ifd + 2 + 12 * i
+        tag, kind = struct.unpack_from("<HH", blob, at)
+        if tag in (256, 257):  # ImageWidth, ImageLength: SHORT or LONG
+            struct.pack_into("<H" if kind == 3 else "<I", blob, at + 8, side)
+    return bytes(blob)
+
+
 def crop_or_pad(a: np.ndarray, h: int, w: int, fill) -> np.ndarray:
     """Reference centre crop/pad with the offsets of tf.image.resize_with_crop_or_pad."""
     H, W = a.shape[:2]

@@ -249,6 +249,31 @@ def test_check_lists_the_pictures_a_backend_would_read_otherwise(tmp_path, monke
                          found["b.bmp"])
 
 
+@pytest.mark.parametrize("where", ["image", "mask"])
+def test_a_palette_tiff_past_pillows_pixel_limit_is_a_problem_named(tmp_path, where):
+    """Pillow loads a palette TIFF's pixels to give its palette, and checks its pixel limit again there: a
+    palette TIFF of over 179 million pixels escaped the loaders' vetting and check as Pillow's
+    DecompressionBombError (a review), where a problem naming the file is promised."""
+    from conftest import stretched_tiff
+    from PIL import Image
+
+    from daliloader.inspection import FileProblem, peek
+
+    palette = Image.fromarray(np.zeros((4, 4), np.uint8), "P")
+    palette.putpalette([200, 200, 200] * 256)
+    huge = tmp_path / "huge.tif"
+    huge.write_bytes(stretched_tiff(palette, 14000))
+    with pytest.raises(FileProblem):
+        peek(huge)
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+    other = tmp_path / ("masks" if where == "image" else "images") / "a.png"
+    Image.new("L" if where == "image" else "RGB", (16, 16)).save(other)
+    huge.rename(tmp_path / f"{where}s" / "a.tif")
+    report = dl.check({"images": str(tmp_path / "images"), "masks": str(tmp_path / "masks"), "classes": 2})
+    assert ("a.tif", "corrupt") in [(Path(p.path).name, p.kind.value) for p in report.problems], report.problems
+
+
 def test_check_names_a_tiff_past_pillows_pixel_limit(tmp_path):
     """check decodes TIFFs whole with Pillow, which checks its pixel limit again there: a TIFF whose header
     says 14000 x 14000 (over 179 million pixels) stopped check with Pillow's DecompressionBombError instead

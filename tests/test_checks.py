@@ -218,6 +218,17 @@ def test_masks_that_class_inference_cannot_read_are_named(tmp_path, capsys, dama
     assert masks[4] in capsys.readouterr().out
 
 
+def test_check_reports_a_dataset_whose_every_mask_is_unreadable(tmp_path):
+    """With no class table and no mask readable, the class ids cannot be inferred: check reports each mask
+    (a review: check crashed with an AttributeError on the missing class map, asking whether the mask
+    cache would hold the masks)."""
+    masks = id_dataset(tmp_path, n=2)
+    for mask in masks:
+        truncate(mask)
+    report = dl.check(tmp_path)
+    assert [(p.kind, p.path) for p in report.problems] == [("truncated", m) for m in masks]
+
+
 def test_a_mask_of_another_split_that_inference_cannot_read_is_reported_by_check(tmp_path, capsys):
     """classes=None reads every split's masks, so a damaged mask in val stops loading train too: check of
     train reports it (an outside review found check saying 'no problems' there), naming the file."""
@@ -320,10 +331,14 @@ def test_no_lock_is_held_while_pillow_reads_a_header(tmp_path, monkeypatch):
         cv2.imwrite(str(path), np.zeros((4, 5, 3), np.uint8))
     pillow_open, seen = Image.open, []
 
+    def open_other():
+        with open_image(paths[1]):
+            pass
+
     def open_while_inside(source, *args, **kwargs):
         seen.append(Image.MAX_IMAGE_PIXELS)
         if len(seen) == 1:  # inside the first open: another thread opens the second picture
-            other = threading.Thread(target=lambda: open_image(paths[1]).close(), daemon=True)
+            other = threading.Thread(target=open_other, daemon=True)
             other.start()
             other.join(timeout=10)
             seen.append(other.is_alive())

@@ -34,8 +34,8 @@ def test_outputs_are_taken_from_any_iterable_of_their_names(index_data, outputs)
     plan = dl.make_plan(index_data, training=False, outputs=outputs)
     assert plan.outputs == (dl.plan.Output.IMAGE, dl.plan.Output.INDEX)
     assert dl.make_plan(index_data, training=False, outputs="index").outputs == (dl.plan.Output.INDEX,)
-    for bad in (["image", "mask"], 3, []):
-        with pytest.raises(dl.SpecError, match="choose from image, labels, weight, index"):
+    for bad in (["image", "mask"], 3, [], {"image", "labels"}):
+        with pytest.raises(dl.SpecError, match="(choose from|as a list or tuple of) image, labels, weight, index"):
             dl.make_plan(index_data, training=False, outputs=bad)
 
 
