@@ -135,8 +135,7 @@ def check(data: SegmentationData | str | Path | dict, *, split: str | None = Non
     workers = check_workers(workers) or cores()
     start = time.perf_counter()
     problems = list(listed.problems) + _table_problems(classes, [m for _, m in pairs], source)
-    cached = classes is not None and maskcache.wanted_for(classes) and (
-        maskcache.caches(data) if isinstance(data, SegmentationData) else bool(pairs) and not in_record(pairs[0][1]))
+    cached = classes is not None and maskcache.wanted_for(classes) and _caches_masks(data, pairs)
     with closing(threaded_map(lambda pair: check_pair(*pair, classes, min_side, depth, cached), pairs, workers,
                               "checking pairs" if progress else None)) as checked:
         for found in checked:
@@ -151,6 +150,14 @@ def _empty_files(records) -> list[str]:
         return []
     return [f"{len(empty)} TFRecord file(s) hold no record and were read as empty: {', '.join(empty[:5])}"
             + (" ..." if len(empty) > 5 else "")]
+
+
+def _caches_masks(data, pairs: list) -> bool:
+    """Whether the loaders would read masks of ``data`` (its ``pairs``, where it is no SegmentationData) from
+    the mask cache, class maps aside (:func:`daliloader.maskcache.caches`): files or objects, not records."""
+    if isinstance(data, SegmentationData):
+        return maskcache.caches(data)
+    return bool(pairs) and not in_record(pairs[0][1])
 
 
 def _table_problems(classes, masks: list, source: str) -> list[Problem]:
