@@ -219,7 +219,7 @@ class PairGuard:
         """What a full check finds wrong with ``pairs`` that a loader would fail on."""
         return [p for i in pairs
                 for p in check_pair(self._named.images[i], self._named.masks[i], self._named.classes, min_side=0,
-                                    mask_depth=self._named.mask_depth, masks_cached=self._cache is not None)
+                                    mask_depth=self._named.mask_depth, cached_masks=self._cache is not None)
                 if p.kind is not ProblemKind.UNKNOWN_VALUES and self._fails_here(p)]
 
     def _fails_here(self, problem: Problem) -> bool:

@@ -494,10 +494,10 @@ def palette_indices(path) -> str:
 
 
 def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_depth: int | None = None,
-               masks_cached: bool = False) -> list[Problem]:
+               cached_masks: bool = False) -> list[Problem]:
     """Every check of one pair: the quick ones, then a full decode of both files and the mask's values.
     ``mask_depth``: the dataset's (default: this mask's own). ``image`` and ``mask``: files, or a
-    record's pictures (:class:`~daliloader.tfrecord.RecordPart`). ``masks_cached``: the loaders read the
+    record's pictures (:class:`~daliloader.tfrecord.RecordPart`). ``cached_masks``: the loaders read the
     masks from the mask cache (OpenCV decodes them there): a mask that some backend's decoders would read
     otherwise is not said to be (``read_otherwise``)."""
     if mask_depth is None:
@@ -507,7 +507,7 @@ def check_pair(image, mask, classes: ClassMap, min_side: int = MIN_SIDE, mask_de
                 if p.path == str(mask) and p.kind is ProblemKind.PALETTE_MASK else p for p in problems]
     if any(p.path == str(mask) and p.kind in MASK_KINDS for p in problems):
         headers.pop(mask, None)  # the map cannot read it: its values say nothing more
-    problems += _decode_problems(image, mask, headers, masks_cached)
+    problems += _decode_problems(image, mask, headers, cached_masks)
     if image in headers and min(headers[image].height, headers[image].width) < min_side:
         problems.append(Problem(ProblemKind.TINY, image, f"tiny image: {headers[image].width}x{headers[image].height} "
                                                          f"pixels (a side below {min_side})", mask))
@@ -546,7 +546,7 @@ def strict_decode(path) -> str | None:
 
 
 # ---------------------------------------------------------------- full decodes, as strict as the loaders' decoders
-def _decode_problems(image, mask, headers: dict[str, Header], masks_cached: bool = False) -> list[Problem]:
+def _decode_problems(image, mask, headers: dict[str, Header], cached_masks: bool = False) -> list[Problem]:
     """The full decodes of :func:`check_pair`: pictures too large for some backend's decoders
     (:func:`size_problem`), and data that a decoder refuses or only warns about (:func:`decode_problem`).
     A file whose data is damaged, and a mask that OpenCV cannot decode here (for its size), leave
@@ -556,7 +556,7 @@ def _decode_problems(image, mask, headers: dict[str, Header], masks_cached: bool
         if path not in headers:
             continue
         too_large = size_problem(path, partner, headers[path])
-        otherwise = None if path == mask and masks_cached else read_otherwise_problem(path, partner, headers[path])
+        otherwise = None if path == mask and cached_masks else read_otherwise_problem(path, partner, headers[path])
         problems += [p for p in (too_large, otherwise) if p]
         found = decode_problem(path, headers[path])
         if found:

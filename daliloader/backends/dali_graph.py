@@ -207,7 +207,7 @@ class SegmentationPipeline(Pipeline):
             return out
         if self.plan.host_outputs:
             return tuple(o.cpu() for o in out)
-        return tuple(o.gpu() if o.device == Device.CPU else o for o in out)  # the sample index
+        return tuple(o.gpu() if o.device == "cpu" else o for o in out)  # the sample index (DALI's node device)
 
     def build(self, *args, **kwargs):
         """``Pipeline.build``, DALI's errors explained as :meth:`run`'s are: DALI's pack reader reads its

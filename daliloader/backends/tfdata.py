@@ -399,8 +399,11 @@ def decode_rgb(encoded):
         pixels = tf.io.decode_image(encoded, dtype=tf.uint8, expand_animations=False)[..., :3]
         return tf.ensure_shape(pixels, [None, None, 3])
 
-    def png(dtype):  # (the usual mask: an 8-bit PNG, decoded as stored)
-        return lambda: tf.io.decode_png(encoded, channels=3, dtype=dtype)
+    def png8():  # the usual mask: decoded as stored
+        return tf.io.decode_png(encoded, channels=3, dtype=tf.uint8)
+
+    def png16():
+        return to_8bit(tf.io.decode_png(encoded, channels=3, dtype=tf.uint16))
 
     def others():  # BMP, GIF: 8 bits as stored (decode_image's uint16 widens them by 256, not 257: read one
         # level low above 128 once divided back)
@@ -409,8 +412,8 @@ def decode_rgb(encoded):
     is_webp = (tf.strings.substr(encoded, 0, 4) == b"RIFF") & (tf.strings.substr(encoded, 8, 4) == b"WEBP")
     is_png = tf.strings.substr(encoded, 0, 8) == b"\x89PNG\r\n\x1a\n"
     sixteen = tf.strings.substr(encoded, 24, 1) == b"\x10"  # an IHDR's bit depth: 16, or 8 and less (palettes: 1-8)
-    return tf.case([(is_webp, webp), (is_png & ~sixteen, png(tf.uint8)),
-                    (is_png & sixteen, lambda: to_8bit(png(tf.uint16)()))], default=others, exclusive=True)
+    return tf.case([(is_webp, webp), (is_png & ~sixteen, png8), (is_png & sixteen, png16)], default=others,
+                   exclusive=True)
 
 
 def to_8bit(pixels):
